@@ -1,0 +1,118 @@
+"""Relative training speed, memory and network bandwidth of a VM type (see data/HARDWARE.md).
+
+Speeds are in reference vCPUs: one vCPU of the machine a profile ran on. A rank's compute time on
+a VM is its profiled compute time divided by the rank's speed.
+"""
+
+import csv
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+
+from thrifty.catalog.vmtype import VMType
+from thrifty.data import data_path
+from thrifty.errors import CatalogError
+
+HARDWARE_COLUMNS = ("kind", "name", "speed_per_unit", "memory_gib", "interconnect_gbps")
+NETWORK_COLUMNS = ("cloud", "instance_pattern", "per_vcpu_gbps", "cap_gbps")
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
+    if not path.is_file():
+        raise CatalogError(f"hardware file not found: {path}")
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise CatalogError(f"{path}: missing columns {', '.join(missing)}")
+        return list(reader)
+
+
+def _positive(text: str, where: str) -> float | None:
+    if not text.strip():
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise CatalogError(f"{where}: {text!r} is not a number") from None
+    if not value > 0:
+        raise CatalogError(f"{where}: {text!r} must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    speed: float
+    memory_gib: float
+    interconnect_gbps: float
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Lookup tables for per-rank speed, per-rank memory and per-VM network bandwidth."""
+
+    cpu_factors: tuple[tuple[str, float], ...]  # (CLOUD:PATTERN, per-vCPU factor), first match wins
+    gpus: dict[str, GPUSpec]
+    network: tuple[tuple[str, str, float | None, float], ...]
+
+    @classmethod
+    def load(cls, hardware_path: Path | None = None, network_path: Path | None = None) -> "Hardware":
+        hw_path = Path(hardware_path) if hardware_path else data_path("hardware.csv")
+        net_path = Path(network_path) if network_path else data_path("network.csv")
+        cpu, gpus = [], {}
+        for line, row in enumerate(_read_csv(hw_path, HARDWARE_COLUMNS), start=2):
+            where = f"{hw_path}:{line}"
+            speed = _positive(row["speed_per_unit"], where)
+            if speed is None:
+                raise CatalogError(f"{where}: speed_per_unit is empty")
+            if row["kind"] == "cpu":
+                cpu.append((row["name"], speed))
+            elif row["kind"] == "gpu":
+                memory = _positive(row["memory_gib"], where)
+                link = _positive(row["interconnect_gbps"], where)
+                if memory is None or link is None:
+                    raise CatalogError(f"{where}: a gpu row needs memory_gib and interconnect_gbps")
+                gpus[row["name"].lower()] = GPUSpec(speed, memory, link)
+            else:
+                raise CatalogError(f"{where}: kind must be cpu or gpu, got {row['kind']!r}")
+        net = []
+        for line, row in enumerate(_read_csv(net_path, NETWORK_COLUMNS), start=2):
+            cap = _positive(row["cap_gbps"], f"{net_path}:{line}")
+            if cap is None:
+                raise CatalogError(f"{net_path}:{line}: cap_gbps is empty")
+            net.append((row["cloud"], row["instance_pattern"],
+                        _positive(row["per_vcpu_gbps"], f"{net_path}:{line}"), cap))
+        return cls(tuple(cpu), gpus, tuple(net))
+
+    def cpu_factor(self, vm: VMType) -> float:
+        key = f"{vm.cloud}:{vm.instance_type}"
+        for pattern, factor in self.cpu_factors:
+            if fnmatch.fnmatchcase(key, pattern) or fnmatch.fnmatchcase(key, pattern + "*"):
+                return factor
+        return 1.0
+
+    def gpu(self, vm: VMType) -> GPUSpec:
+        spec = self.gpus.get((vm.accelerator or "").lower())
+        if spec is None:
+            raise CatalogError(
+                f"no speed data for accelerator {vm.accelerator!r} of {vm.label}: add a gpu row "
+                f"to a hardware file and pass it with --hardware")
+        return spec
+
+    def rank_speed(self, vm: VMType) -> float:
+        """Speed of one rank in reference vCPUs: one GPU, or all vCPUs of a CPU VM (linear)."""
+        return self.gpu(vm).speed if vm.is_gpu else vm.vcpus * self.cpu_factor(vm)
+
+    def rank_memory_gib(self, vm: VMType) -> float:
+        return self.gpu(vm).memory_gib if vm.is_gpu else vm.memory_gib
+
+    def network_gbps(self, vm: VMType) -> float:
+        """Bandwidth between VMs (data/network.csv: first matching rule)."""
+        for cloud, pattern, per_vcpu, cap in self.network:
+            if cloud in (vm.cloud, "*") and fnmatch.fnmatchcase(vm.instance_type, pattern):
+                return cap if per_vcpu is None else min(per_vcpu * vm.vcpus, cap)
+        return 10.0
+
+    def intra_node_gbps(self, vm: VMType) -> float:
+        """Bandwidth between ranks inside one VM (GPU interconnect; unused for CPU VMs)."""
+        return self.gpu(vm).interconnect_gbps if vm.is_gpu else self.network_gbps(vm)

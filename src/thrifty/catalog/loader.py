@@ -1,0 +1,163 @@
+"""Read VM catalogs: thrifty's own CSV schema or SkyPilot's `vms.csv` columns (detected by header).
+
+Rows with an empty instance type are GPU attachments (GCP's layout, see data/catalog/SOURCE.md);
+`pair_gcp_gpus` turns them into priced GPU VMs (host row + GPU row).
+"""
+
+import csv
+import fnmatch
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from thrifty.catalog.vmtype import VMType
+from thrifty.data import data_path
+from thrifty.errors import CatalogError
+
+NATIVE_COLUMNS = ("cloud", "instance_type", "vcpus", "memory_gib", "accelerator",
+                  "accelerator_count", "price_per_hour", "spot_price_per_hour", "region", "zone")
+# SkyPilot catalog columns (skypilot-org/skypilot-catalog, catalogs/v*/CLOUD/vms.csv) -> ours.
+SKYPILOT_COLUMNS = {"InstanceType": "instance_type", "AcceleratorName": "accelerator",
+                    "AcceleratorCount": "accelerator_count", "vCPUs": "vcpus",
+                    "MemoryGiB": "memory_gib", "Price": "price_per_hour",
+                    "SpotPrice": "spot_price_per_hour", "Region": "region",
+                    "AvailabilityZone": "zone"}
+SKYPILOT_REQUIRED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
+                     "Price", "SpotPrice", "Region")
+BUNDLED_CLOUDS = ("aws", "gcp", "azure")
+KNOWN_CLOUDS = BUNDLED_CLOUDS + ("lambda", "oci", "ibm", "kubernetes", "runpod", "fluidstack")
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A parsed catalog row before GPU pairing; an empty instance type marks a GPU attachment."""
+
+    vm: VMType
+    line: int
+
+
+def _cloud_from_path(path: Path) -> str:
+    for part in reversed(path.with_suffix("").parts):
+        if part.lower() in KNOWN_CLOUDS:
+            return part.lower()
+    return path.stem.lower()
+
+
+def _number(text: str, column: str, where: str, *, optional: bool = False) -> float | None:
+    text = (text or "").strip()
+    if text == "":
+        if optional:
+            return None
+        raise CatalogError(f"{where}: column '{column}' is empty")
+    try:
+        value = float(text)
+    except ValueError:
+        raise CatalogError(f"{where}: column '{column}' is not a number: {text!r}") from None
+    if math.isnan(value) or value < 0:
+        raise CatalogError(f"{where}: column '{column}' must be a non-negative number, got {text}")
+    return value
+
+
+def _parse_row(record: dict[str, str], cloud: str, where: str) -> VMType:
+    instance_type = (record.get("instance_type") or "").strip()
+    accelerator = (record.get("accelerator") or "").strip() or None
+    count = _number(record.get("accelerator_count", ""), "accelerator_count", where, optional=True)
+    price = _number(record.get("price_per_hour", ""), "price_per_hour", where)
+    spot = _number(record.get("spot_price_per_hour", ""), "spot_price_per_hour", where, optional=True)
+    is_attachment = instance_type == ""
+    if is_attachment and accelerator is None:
+        raise CatalogError(f"{where}: a row needs an instance_type or an accelerator")
+    vcpus = _number(record.get("vcpus", ""), "vcpus", where, optional=is_attachment) or 0.0
+    memory = _number(record.get("memory_gib", ""), "memory_gib", where, optional=is_attachment) or 0.0
+    if not is_attachment and vcpus <= 0:
+        raise CatalogError(f"{where}: column 'vcpus' must be positive for {instance_type}")
+    return VMType(cloud=cloud, instance_type=instance_type,
+                  region=(record.get("region") or "").strip(), zone=(record.get("zone") or "").strip(),
+                  vcpus=vcpus, memory_gib=memory, accelerator=accelerator,
+                  accelerator_count=int(count or (1 if accelerator else 0)),
+                  price_per_hour=float(price or 0.0), spot_price_per_hour=spot)
+
+
+def _read_rows(path: Path) -> list[_Row]:
+    if not path.is_file():
+        raise CatalogError(f"catalog file not found: {path}")
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        if set(SKYPILOT_REQUIRED) <= set(header):
+            rename, cloud_default = SKYPILOT_COLUMNS, _cloud_from_path(path)
+        else:
+            missing = [c for c in NATIVE_COLUMNS if c not in header and c != "zone"]
+            if missing:
+                raise CatalogError(
+                    f"{path}: missing columns {', '.join(missing)} (expected thrifty's "
+                    f"{','.join(NATIVE_COLUMNS)} or SkyPilot's vms.csv columns)")
+            rename, cloud_default = {c: c for c in NATIVE_COLUMNS}, None
+        rows = []
+        for line, raw in enumerate(reader, start=2):
+            record = {rename[k.strip()]: v for k, v in raw.items() if k and k.strip() in rename}
+            cloud = cloud_default or (record.get("cloud") or "").strip().lower()
+            if not cloud:
+                raise CatalogError(f"{path}:{line}: column 'cloud' is empty")
+            rows.append(_Row(_parse_row(record, cloud, f"{path}:{line}"), line))
+    if not rows:
+        raise CatalogError(f"{path}: the catalog has no rows")
+    return rows
+
+
+def _read_pairing() -> list[tuple[str, str, int, float | None]]:
+    with data_path("gcp_gpu_pairing.csv").open(newline="") as handle:
+        return [(r["host_pattern"], r["accelerator"], int(r["accelerator_count"]),
+                 float(r["max_host_vcpus"]) if r["max_host_vcpus"] else None)
+                for r in csv.DictReader(handle)]
+
+
+def pair_gcp_gpus(hosts: Iterable[VMType], attachments: Iterable[VMType]) -> list[VMType]:
+    """GCP GPU VMs: host price + attachment price for each allowed (host, GPU, count) pairing."""
+    by_key = {(a.region, a.accelerator, a.accelerator_count): a for a in attachments}
+    paired = []
+    for host in hosts:
+        for pattern, accelerator, count, max_vcpus in _read_pairing():
+            if not fnmatch.fnmatchcase(host.instance_type, pattern):
+                continue
+            if max_vcpus is not None and host.vcpus > max_vcpus:
+                continue
+            gpu = by_key.get((host.region, accelerator, count))
+            if gpu is None:
+                continue
+            spot = (None if host.spot_price_per_hour is None or gpu.spot_price_per_hour is None
+                    else host.spot_price_per_hour + gpu.spot_price_per_hour)
+            paired.append(VMType(
+                cloud=host.cloud, instance_type=host.instance_type, region=host.region,
+                zone=host.zone, vcpus=host.vcpus, memory_gib=host.memory_gib,
+                accelerator=accelerator, accelerator_count=count,
+                price_per_hour=host.price_per_hour + gpu.price_per_hour,  # SOURCE.md: host + GPU
+                spot_price_per_hour=spot))
+    return paired
+
+
+def load_catalog_file(path: Path) -> list[VMType]:
+    """All VM types of one catalog file; GPU attachment rows are paired with their hosts."""
+    rows = [r.vm for r in _read_rows(Path(path))]
+    attachments = [vm for vm in rows if vm.instance_type == ""]
+    vms = [vm for vm in rows if vm.instance_type != ""]
+    gpu_vms = pair_gcp_gpus([vm for vm in vms if not vm.is_gpu], attachments) if attachments else []
+    seen: set[tuple] = set()
+    unique = []
+    for vm in vms + gpu_vms:  # SkyPilot files repeat a type per zone: keep the first row
+        key = (vm.cloud, vm.instance_type, vm.region, vm.accelerator, vm.accelerator_count)
+        if key not in seen:
+            seen.add(key)
+            unique.append(vm)
+    return unique
+
+
+def bundled_catalog_paths() -> list[Path]:
+    return [data_path("catalog", f"{cloud}.csv") for cloud in BUNDLED_CLOUDS]
+
+
+def load_catalog(extra_paths: Iterable[Path | str] = (), *, bundled: bool = True) -> list[VMType]:
+    """The bundled AWS/GCP/Azure catalog plus any user CSVs, in that order."""
+    paths = (bundled_catalog_paths() if bundled else []) + [Path(p) for p in extra_paths]
+    return [vm for path in paths for vm in load_catalog_file(path)]

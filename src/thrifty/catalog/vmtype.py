@@ -1,0 +1,33 @@
+"""One rentable VM type with its prices: the unit every candidate configuration is built from."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class VMType:
+    """A VM type in one region. GPU VMs on GCP are host + attachment, already summed."""
+
+    cloud: str
+    instance_type: str
+    region: str
+    zone: str
+    vcpus: float
+    memory_gib: float
+    accelerator: str | None
+    accelerator_count: int
+    price_per_hour: float
+    spot_price_per_hour: float | None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.accelerator is not None and self.accelerator_count > 0
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Data-parallel ranks one VM runs: one per GPU, or one using all vCPUs on a CPU VM."""
+        return self.accelerator_count if self.is_gpu else 1
+
+    @property
+    def label(self) -> str:
+        gpu = f" ({self.accelerator_count}x {self.accelerator})" if self.is_gpu else ""
+        return f"{self.cloud}:{self.instance_type}{gpu}"

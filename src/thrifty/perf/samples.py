@@ -1,0 +1,41 @@
+"""Reduce per-step, per-rank measurements to one row per configuration for the fitters."""
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ConfigTimes:
+    """Median step, compute and sync time per (nodes, workers, local batch), as parallel arrays."""
+
+    num_nodes: np.ndarray
+    num_workers: np.ndarray
+    local_batch: np.ndarray
+    step_time_s: np.ndarray
+    compute_time_s: np.ndarray
+    sync_time_s: np.ndarray
+    peak_memory_bytes: np.ndarray
+
+    def subset(self, mask: np.ndarray) -> "ConfigTimes":
+        return ConfigTimes(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
+
+
+def config_medians(samples: Iterable[Mapping]) -> ConfigTimes:
+    """A step takes as long as its slowest rank: max over ranks, then the median over steps."""
+    steps: dict[tuple, dict[int, list[Mapping]]] = defaultdict(lambda: defaultdict(list))
+    for s in samples:
+        key = (int(s["num_nodes"]), int(s["num_workers"]), int(s["local_batch"]))
+        steps[key][int(s["step"])].append(s)
+    rows = []
+    for key in sorted(steps):
+        per_step = steps[key].values()
+        rows.append(key + (
+            float(np.median([max(r["step_time_s"] for r in ranks) for ranks in per_step])),
+            float(np.median([max(r["compute_time_s"] for r in ranks) for ranks in per_step])),
+            float(np.median([float(np.mean([r["sync_time_s"] for r in ranks])) for ranks in per_step])),
+            float(max(r["peak_memory_bytes"] for ranks in per_step for r in ranks))))
+    columns = list(zip(*rows)) if rows else [()] * 7
+    return ConfigTimes(*(np.asarray(c, float) for c in columns))

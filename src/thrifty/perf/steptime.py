@@ -1,0 +1,190 @@
+"""Step-time model of synchronous data parallelism, fitted by bounded least squares on log time.
+
+  compute   T_c(b)        = a_c + b_c * b                        (Pollux/AdaptDL, OSDI 2021)
+  network   T_n(n, nodes) = a_n + b_n * max(n - 2, 0)  for n > 1; separate (a_n, b_n) inside one
+                            node and across nodes; 0 for n = 1    (ring all-reduce, DESIGN.md)
+  overlap   T             = (T_c^g + T_n^g)^(1/g), g in [1, 10]  (Pollux: g = 1 no overlap)
+Parameters the samples cannot identify (across-node terms without multi-node samples, the slope in
+n without samples at n > 2) are held fixed and reported as such.
+"""
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+from scipy.stats import norm
+
+from thrifty.errors import ModelError
+from thrifty.io import write_text_atomic
+
+PARAM_NAMES = ("a_compute_s", "b_compute_s_per_sample", "a_intra_s", "b_intra_s",
+               "a_inter_s", "b_inter_s", "overlap_g")
+LOWER = np.array([1e-9, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+UPPER = np.array([np.inf, np.inf, np.inf, np.inf, np.inf, np.inf, 10.0])
+MODEL_KIND = "thrifty.steptime"
+
+
+def predict_step_time(params: np.ndarray, nodes, workers, local_batch) -> np.ndarray:
+    """Step time in seconds, vectorised over configurations (arrays broadcast together)."""
+    a_c, b_c, a_i, b_i, a_x, b_x, g = params
+    nodes, workers = np.asarray(nodes, float), np.asarray(workers, float)
+    compute = a_c + b_c * np.asarray(local_batch, float)
+    extra = np.maximum(workers - 2.0, 0.0)
+    network = np.where(nodes > 1, a_x + b_x * extra, a_i + b_i * extra)
+    network = np.where(workers > 1, network, 0.0)
+    return (compute**g + network**g) ** (1.0 / g)
+
+
+@dataclass
+class StepTimeModel:
+    """A fitted step-time model; `sigma_log` is the residual deviation of log step time."""
+
+    params: np.ndarray
+    fixed: list[str] = field(default_factory=list)
+    sigma_log: float = 0.0
+    covariance: np.ndarray | None = None  # of the free parameters, in the order of PARAM_NAMES
+    n_samples: int = 0
+    train_mdape: float = float("nan")
+
+    def predict(self, nodes, workers, local_batch) -> np.ndarray:
+        return predict_step_time(self.params, nodes, workers, local_batch)
+
+    def interval(self, nodes, workers, local_batch, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+        """Prediction interval: residual scatter plus parameter uncertainty, both in log space."""
+        centre = np.log(self.predict(nodes, workers, local_batch))
+        variance = np.full_like(centre, self.sigma_log**2)
+        free = self.free_indices
+        if self.covariance is not None and len(free):
+            grads = []
+            for i in free:  # d log T / d theta_i by central differences
+                step = 1e-6 * max(abs(self.params[i]), 1e-6)
+                up, down = self.params.copy(), self.params.copy()
+                up[i] += step
+                down[i] = max(down[i] - step, LOWER[i])
+                grads.append((np.log(predict_step_time(up, nodes, workers, local_batch))
+                              - np.log(predict_step_time(down, nodes, workers, local_batch)))
+                             / (up[i] - down[i]))
+            jac = np.stack(grads, axis=-1)
+            variance = variance + np.einsum("...i,ij,...j->...", jac, self.covariance, jac)
+        z = norm.ppf(0.5 + level / 2)
+        spread = z * np.sqrt(variance)
+        return np.exp(centre - spread), np.exp(centre + spread)
+
+    @property
+    def free_indices(self) -> list[int]:
+        return [i for i, name in enumerate(PARAM_NAMES) if name not in self.fixed]
+
+    def to_dict(self) -> dict:
+        return {"kind": MODEL_KIND, "version": 1,
+                "params": dict(zip(PARAM_NAMES, map(float, self.params))), "fixed": self.fixed,
+                "sigma_log": self.sigma_log, "n_samples": self.n_samples,
+                "train_mdape": self.train_mdape,
+                "covariance": None if self.covariance is None else self.covariance.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "StepTimeModel":
+        if not isinstance(data, dict) or data.get("kind") != MODEL_KIND:
+            raise ModelError("not a thrifty step-time model (missing kind 'thrifty.steptime')")
+        try:
+            params = np.array([float(data["params"][name]) for name in PARAM_NAMES])
+            cov = data.get("covariance")
+            model = cls(params=params, fixed=list(data.get("fixed", [])),
+                        sigma_log=float(data.get("sigma_log", 0.0)),
+                        covariance=None if cov is None else np.array(cov, float),
+                        n_samples=int(data.get("n_samples", 0)),
+                        train_mdape=float(data.get("train_mdape", float("nan"))))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"step-time model is incomplete or malformed: {exc}") from None
+        if not np.all(np.isfinite(params)) or np.any(params < LOWER) or np.any(params > UPPER):
+            raise ModelError("step-time model has parameters outside their valid ranges")
+        return model
+
+    def save(self, path: Path) -> None:
+        write_text_atomic(Path(path), json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> "StepTimeModel":
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ModelError(f"model file not found: {path}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ModelError(f"{path} is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+
+def mdape(predicted, observed) -> float:
+    """Median absolute percentage error, in percent."""
+    predicted, observed = np.asarray(predicted, float), np.asarray(observed, float)
+    return float(np.median(np.abs(predicted - observed) / observed) * 100)
+
+
+def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
+                  sync_time_s=None) -> StepTimeModel:
+    """Fit the model to measured configurations (one row each, or one row per step)."""
+    nodes, workers, batch, observed = (np.asarray(x, float) for x in
+                                       (nodes, workers, local_batch, step_time_s))
+    if observed.size == 0:
+        raise ModelError("no samples to fit")
+    if np.any(~np.isfinite(observed)) or np.any(observed <= 0):
+        raise ModelError("step times must be positive numbers")
+    if np.any(workers < 1) or np.any(nodes < 1) or np.any(batch < 1) or np.any(nodes > workers):
+        raise ModelError("need num_workers >= num_nodes >= 1 and local_batch >= 1 in every sample")
+    if len(np.unique(batch)) < 2:
+        raise ModelError("samples need at least two different local batch sizes")
+
+    initial = _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s)
+    fixed = []
+    if not np.any((workers > 1) & (nodes == 1)):
+        fixed += ["a_intra_s", "b_intra_s"]
+    elif not np.any((workers > 2) & (nodes == 1)):
+        fixed.append("b_intra_s")
+    if not np.any(nodes > 1):
+        fixed += ["a_inter_s", "b_inter_s"]
+    elif not np.any((workers > 2) & (nodes > 1)):
+        fixed.append("b_inter_s")
+    if not np.any(workers > 1):
+        fixed.append("overlap_g")
+    free = [i for i, name in enumerate(PARAM_NAMES) if name not in fixed]
+
+    def residuals(theta_free: np.ndarray) -> np.ndarray:
+        theta = initial.copy()
+        theta[free] = theta_free
+        return np.log(predict_step_time(theta, nodes, workers, batch)) - np.log(observed)
+
+    start = np.clip(initial[free], LOWER[free] + 1e-12, UPPER[free] - 1e-9)
+    result = least_squares(residuals, start, bounds=(LOWER[free], UPPER[free]),
+                           x_scale="jac", method="trf")
+    params = initial.copy()
+    params[free] = result.x
+    if "a_inter_s" in fixed:  # no multi-node data: assume the network across nodes is as inside
+        params[4], params[5] = params[2], params[3]
+    dof = max(observed.size - len(free), 1)
+    sigma = math.sqrt(float(np.sum(result.fun**2)) / dof)
+    jac = result.jac
+    covariance = sigma**2 * np.linalg.pinv(jac.T @ jac) if observed.size > len(free) else None
+    fitted = predict_step_time(params, nodes, workers, batch)
+    return StepTimeModel(params=params, fixed=fixed, sigma_log=sigma, covariance=covariance,
+                         n_samples=int(observed.size), train_mdape=mdape(fitted, observed))
+
+
+def _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s) -> np.ndarray:
+    single = workers == 1
+    x, y = (batch[single], observed[single]) if np.sum(single) >= 2 and \
+        len(np.unique(batch[single])) >= 2 else (batch, observed)
+    if compute_time_s is not None:
+        x, y = batch, np.asarray(compute_time_s, float)
+    slope, intercept = np.polyfit(x, y, 1)
+    slope, intercept = max(slope, 1e-9), max(intercept, 1e-6)
+    multi = workers > 1
+    if sync_time_s is not None and np.any(multi):
+        net = float(np.median(np.asarray(sync_time_s, float)[multi]))
+    elif np.any(multi):
+        net = float(np.median(np.maximum(observed[multi] - (intercept + slope * batch[multi]), 1e-5)))
+    else:
+        net = 1e-3
+    net = max(net, 1e-6)
+    return np.array([intercept, slope, net, net * 0.1, net, net * 0.1, 1.5])

@@ -1,0 +1,8 @@
+"""Choose a cloud configuration: candidates, objectives and constraints, Pareto front, launch."""
+
+from thrifty.plan.candidates import Candidates, VMArrays, evaluate
+from thrifty.plan.optimizer import PlanResult, plan
+from thrifty.plan.request import PlanRequest, parse_duration_s, parse_money_usd
+
+__all__ = ["Candidates", "PlanRequest", "PlanResult", "VMArrays", "evaluate", "parse_duration_s",
+           "parse_money_usd", "plan"]

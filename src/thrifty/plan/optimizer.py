@@ -1,0 +1,62 @@
+"""Pick the configuration: evaluate all candidates, keep the feasible ones, rank by the objective."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from thrifty.plan.candidates import Candidates, VMArrays, evaluate, feasible, require_any
+from thrifty.plan.pareto import knee_index, pareto_front
+from thrifty.plan.request import PlanRequest
+from thrifty.perf.jobmodel import JobModel
+
+
+@dataclass
+class PlanResult:
+    request: PlanRequest
+    vmx: VMArrays
+    candidates: Candidates  # all evaluated candidates
+    feasible_mask: np.ndarray
+    front: np.ndarray  # indices into candidates, fastest first
+    ranked: np.ndarray  # feasible indices in objective order (best first)
+
+    @property
+    def best(self) -> int:
+        return int(self.ranked[0])
+
+    def describe(self, i: int) -> dict:
+        c, vm = self.candidates, self.vmx.vms[int(self.candidates.vm_index[i])]
+        return {
+            "cloud": vm.cloud, "region": vm.region, "instance_type": vm.instance_type,
+            "accelerator": vm.accelerator, "accelerator_count": vm.accelerator_count,
+            "nodes": int(c.nodes[i]), "workers": int(c.workers[i]),
+            "global_batch": int(c.global_batch[i]), "local_batch": int(c.local_batch[i]),
+            "spot": bool(c.spot[i]), "price_per_hour": float(c.price_per_hour[i]),
+            "step_time_s": float(c.step_time_s[i]), "steps": float(c.steps[i]),
+            "predicted_time_s": float(c.time_s[i]),
+            "predicted_time_interval_s": [float(c.time_low_s[i]), float(c.time_high_s[i])],
+            "predicted_cost_usd": float(c.cost_usd[i]),
+            "predicted_cost_interval_usd": [float(c.cost_low_usd[i]), float(c.cost_high_usd[i])],
+            "prediction": "measured" if c.measured[i] else "projected",
+        }
+
+
+def _rank(c: Candidates, index: np.ndarray, objective: str, front: np.ndarray) -> np.ndarray:
+    if objective == "time":
+        return index[np.lexsort((c.cost_usd[index], c.time_s[index]))]
+    by_cost = index[np.lexsort((c.time_s[index], c.cost_usd[index]))]
+    if objective == "cost":
+        return by_cost
+    knee = front[knee_index(c.time_s[front], c.cost_usd[front])]  # objective == "knee"
+    return np.concatenate([[knee], by_cost[by_cost != knee]])
+
+
+def plan(vmx: VMArrays, job: JobModel, request: PlanRequest) -> PlanResult:
+    """Evaluate every candidate and rank the feasible ones; raises PlanError if none is feasible."""
+    candidates = evaluate(vmx, job, request)
+    require_any(np.ones(len(candidates), bool), "fits the catalog filters, worker limit and memory")
+    ok = feasible(candidates, request)
+    require_any(ok, "meets the deadline and budget")
+    index = np.flatnonzero(ok)
+    front = index[pareto_front(candidates.time_s[index], candidates.cost_usd[index])]
+    return PlanResult(request=request, vmx=vmx, candidates=candidates, feasible_mask=ok,
+                      front=front, ranked=_rank(candidates, index, request.objective, front))

@@ -1,0 +1,56 @@
+"""What the user asks `thrifty plan` for, and parsing of durations and money."""
+
+import math
+import re
+from dataclasses import dataclass
+
+from thrifty.errors import PlanError
+
+OBJECTIVES = ("cost", "time", "knee")
+SPOT_CHOICES = ("both", "only", "never")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)?\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
+
+
+def parse_duration_s(text: str, *, what: str = "duration") -> float:
+    """'90m', '2.5h', '1d', '3600s' or a bare number of hours -> seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise PlanError(f"cannot read {what} {text!r}: use a number with s, m, h or d, e.g. 12h or 90m")
+    value, unit = float(match.group(1)), (match.group(2) or "h").lower()
+    seconds = value * _UNIT_S[unit]
+    if seconds <= 0:
+        raise PlanError(f"{what} must be positive, got {text!r}")
+    return seconds
+
+
+def parse_money_usd(text: str, *, what: str = "budget") -> float:
+    """'$50', '50', '12.5 USD' -> dollars."""
+    cleaned = str(text).strip().removeprefix("$").removesuffix("USD").removesuffix("usd").strip()
+    try:
+        value = float(cleaned)
+    except ValueError:
+        raise PlanError(f"cannot read {what} {text!r}: give a dollar amount such as 50 or $12.50") from None
+    if not math.isfinite(value) or value <= 0:
+        raise PlanError(f"{what} must be a positive dollar amount, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    objective: str = "cost"
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    max_workers: int = 32
+    spot: str = "both"
+    top_k: int = 10
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise PlanError(f"unknown objective {self.objective!r}; choose from {', '.join(OBJECTIVES)}")
+        if self.spot not in SPOT_CHOICES:
+            raise PlanError(f"unknown spot choice {self.spot!r}; choose from {', '.join(SPOT_CHOICES)}")
+        if self.max_workers < 1 or self.max_workers > 4096:
+            raise PlanError(f"--max-workers must be between 1 and 4096, got {self.max_workers}")
+        if self.top_k < 1:
+            raise PlanError(f"--top must be at least 1, got {self.top_k}")

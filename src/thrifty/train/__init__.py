@@ -1,0 +1,1 @@
+"""torch.distributed runtime: exact weighted aggregation, batch splitting, measured steps."""

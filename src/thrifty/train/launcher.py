@@ -1,0 +1,102 @@
+"""Start n local worker processes joined in a torch.distributed process group on loopback.
+
+Gloo on CPU (`GLOO_SOCKET_IFNAME=lo`, `MASTER_ADDR=127.0.0.1`), NCCL when every rank has a GPU.
+Every run has a hard timeout; a rank that raises stops the run with its error message.
+"""
+
+import json
+import os
+import socket
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from thrifty.errors import WorkloadError
+
+RankFunction = Callable[..., Any]
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _backend() -> str:
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def _rank_main(rank: int, world: int, port: int, threads: int, out_dir: str,
+               fn: RankFunction, kwargs: dict[str, Any]) -> None:
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(threads)
+    result_file = Path(out_dir) / f"rank{rank}.json"
+    try:
+        if world > 1:
+            if torch.cuda.is_available():
+                torch.cuda.set_device(rank % torch.cuda.device_count())
+            dist.init_process_group(_backend(), init_method=f"tcp://127.0.0.1:{port}",
+                                    rank=rank, world_size=world)
+        result = fn(rank=rank, world_size=world, **kwargs)
+        payload = {"ok": True, "result": result}
+    except Exception as exc:
+        payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                   "traceback": traceback.format_exc()}
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    tmp = result_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    tmp.replace(result_file)
+    if not payload["ok"]:
+        raise SystemExit(1)
+
+
+def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
+                      threads_per_rank: int = 1, **kwargs: Any) -> list[Any]:
+    """Run fn(rank=, world_size=, **kwargs) on world_size spawned processes; return rank results."""
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="thrifty-ranks-") as out_dir:
+        port = free_loopback_port()
+        procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, threads_per_rank,
+                                                      out_dir, fn, kwargs), daemon=False)
+                 for r in range(world_size)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout_s
+        failed = None
+        while any(p.is_alive() for p in procs):
+            failed = next((r for r, p in enumerate(procs) if p.exitcode not in (None, 0)), None)
+            if failed is not None or time.monotonic() > deadline:
+                time.sleep(0.5)  # let the failing rank's peers notice and exit on their own
+                break
+            time.sleep(0.05)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join(5)
+        results, errors = [], []
+        for rank in range(world_size):
+            path = Path(out_dir) / f"rank{rank}.json"
+            payload = json.loads(path.read_text()) if path.exists() else None
+            if payload and payload["ok"]:
+                results.append(payload["result"])
+            elif payload:
+                errors.append(f"rank {rank} failed: {payload['error']}")
+        if errors:
+            raise WorkloadError(errors[0])
+        if len(results) < world_size:
+            if time.monotonic() > deadline:
+                raise WorkloadError(f"{world_size} workers did not finish within {timeout_s:.0f} s")
+            raise WorkloadError(f"a worker process died without a result (exit codes "
+                                f"{[p.exitcode for p in procs]})")
+        return results

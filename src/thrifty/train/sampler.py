@@ -1,0 +1,48 @@
+"""Split each global batch among ranks by their local batch sizes b_1..b_n.
+
+Every epoch is a seeded permutation of the training set cut into floor(N / B) global batches of
+B = sum b_k samples (the remainder is dropped, as in DistributedSampler(drop_last=True)). Rank k
+takes the slice [sum_{j<k} b_j, sum_{j<=k} b_j) of each global batch, so all ranks take the same
+number of steps and each sample of the epoch is used exactly once across ranks.
+"""
+
+from collections.abc import Iterator, Sequence
+
+import torch
+
+
+class GlobalBatchSampler:
+    def __init__(self, dataset_size: int, local_batches: Sequence[int], *, seed: int = 0) -> None:
+        if any(b < 1 for b in local_batches):
+            raise ValueError(f"local batch sizes must be positive, got {list(local_batches)}")
+        if sum(local_batches) > dataset_size:
+            raise ValueError(f"global batch {sum(local_batches)} exceeds the data set ({dataset_size})")
+        self.dataset_size = dataset_size
+        self.local_batches = list(local_batches)
+        self.seed = seed
+
+    @property
+    def global_batch(self) -> int:
+        return sum(self.local_batches)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.dataset_size // self.global_batch
+
+    def epoch_order(self, epoch: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+        return torch.randperm(self.dataset_size, generator=generator)
+
+    def rank_indices(self, rank: int, epoch: int, step: int) -> torch.Tensor:
+        start = step * self.global_batch + sum(self.local_batches[:rank])
+        return self.epoch_order(epoch)[start:start + self.local_batches[rank]]
+
+    def iter_rank(self, rank: int, epoch: int = 0) -> Iterator[torch.Tensor]:
+        """This rank's index tensors, step after step, across epochs, forever."""
+        while True:
+            order = self.epoch_order(epoch)
+            offset = sum(self.local_batches[:rank])
+            for step in range(self.steps_per_epoch):
+                start = step * self.global_batch + offset
+                yield order[start:start + self.local_batches[rank]]
+            epoch += 1

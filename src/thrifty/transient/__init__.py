@@ -1,0 +1,1 @@
+"""Preemptible VMs: lifetime models and the expected cost of running on them."""
