@@ -62,7 +62,9 @@ class Store:
 
     def save_profile(self, workload_key: str, profile: Profile,
                      calibration: TrainResult | None, target_metric: float) -> int:
-        """Insert a profile, its samples and its calibration in one transaction; return its id."""
+        """Insert a profile, its samples and its calibration in one transaction; return its id.
+
+        SQLite stores NaN (an unmeasured noise norm) as NULL; latest_profile turns it back."""
         with self.conn:
             cur = self.conn.execute(
                 "INSERT INTO profiles (workload_key, workload, created_at, instance_type, "
@@ -91,7 +93,7 @@ class Store:
         if row is None:
             return None
         profile_id = row[0]
-        samples = [StepSample(*r) for r in self.conn.execute(
+        samples = [StepSample(*(float("nan") if v is None else v for v in r)) for r in self.conn.execute(
             f"SELECT {', '.join(SAMPLE_FIELDS)} FROM step_samples WHERE profile_id = ?",
             (profile_id,))]
         profile = Profile(workload=row[1], samples=samples, param_count=row[4], train_size=row[5],

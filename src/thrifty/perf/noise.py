@@ -64,5 +64,5 @@ def bootstrap_noise_scale_interval(b_small, g_small_sq, b_big, g_big_sq, *, leve
     picks = rng.integers(0, len(grad_sq), size=(resamples, len(grad_sq)))
     den = grad_sq[picks].mean(axis=1)
     ratios = np.where(den > 0, trace[picks].mean(axis=1) / np.where(den > 0, den, 1), np.inf)
-    low, high = np.percentile(ratios, [50 * (1 - level), 50 * (1 + level)])
+    low, high = np.percentile(ratios, [50 * (1 - level), 50 * (1 + level)], method="nearest")
     return float(low), float(high)

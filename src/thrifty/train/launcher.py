@@ -49,7 +49,7 @@ def _rank_main(rank: int, world: int, port: int, threads: int, out_dir: str,
         result = fn(rank=rank, world_size=world, **kwargs)
         payload = {"ok": True, "result": result}
     except Exception as exc:
-        payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+        payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "failed_at": time.time(),
                    "traceback": traceback.format_exc()}
     finally:
         if dist.is_initialized():
@@ -91,9 +91,9 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
             if payload and payload["ok"]:
                 results.append(payload["result"])
             elif payload:
-                errors.append(f"rank {rank} failed: {payload['error']}")
-        if errors:
-            raise WorkloadError(errors[0])
+                errors.append((payload["failed_at"], f"rank {rank} failed: {payload['error']}"))
+        if errors:  # the earliest failure is the cause; its peers then lose their connections
+            raise WorkloadError(min(errors)[1])
         if len(results) < world_size:
             if time.monotonic() > deadline:
                 raise WorkloadError(f"{world_size} workers did not finish within {timeout_s:.0f} s")

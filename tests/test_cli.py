@@ -1,0 +1,129 @@
+"""The CLI end to end: plan reuses stored profiles, and every bad input is one line with exit code 2."""
+
+import json
+import sqlite3
+
+import pytest
+
+HEADER = "cloud,instance_type,vcpus,memory_gib,accelerator,accelerator_count,price_per_hour,spot_price_per_hour,region,zone\n"
+
+
+def _one_line_error(code, out, err, *fragments):
+    assert code == 2, (out, err)
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_plan_json_reuses_the_stored_profile(profiled_db, run_cli, tmp_path):
+    plot = tmp_path / "plan.png"
+    code, out, err = run_cli("plan", "--db", profiled_db, "--plot", plot, "--json", "--max-workers", "8")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["profile_reused"] is True
+    rec = data["recommended"]
+    for key in ("cloud", "instance_type", "workers", "global_batch", "spot", "predicted_time_s", "predicted_cost_usd"):
+        assert key in rec
+    assert data["candidates_evaluated"] > 1000 and data["pareto"]
+    assert min(p["predicted_cost_usd"] for p in data["pareto"]) == pytest.approx(rec["predicted_cost_usd"])
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "torchrun" in data["launch"]["torchrun"] and "num_nodes:" in data["launch"]["skypilot_yaml"]
+    assert sqlite3.connect(profiled_db).execute("SELECT COUNT(*) FROM decisions").fetchone()[0] >= 1
+
+
+def test_plan_constraints_and_table(profiled_db, run_cli, tmp_path):
+    code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--objective", "time",
+                             "--cloud", "gcp", "--gpu", "--spot", "never", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert all(row["cloud"] == "gcp" and row["accelerator"] and not row["spot"] for row in data["top"])
+    times = [row["predicted_time_s"] for row in data["top"]]
+    assert times == sorted(times)
+    code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--objective", "knee")
+    assert code == 0 and "recommended" in out and "torchrun" in out
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--deadline", "soon"], ["cannot read deadline 'soon'"]),
+    (["--budget", "-5"], ["budget"]),
+    (["--budget", "abc"], ["cannot read budget"]),
+    (["--objective", "cheapest"], ["unknown objective"]),
+    (["--max-workers", "0"], ["--max-workers"]),
+    (["--cloud", "nowhere"], ["no VM type matches"]),
+    (["--deadline", "1s", "--budget", "0.000000001"], ["no configuration meets the deadline and budget"]),
+])
+def test_plan_bad_input(profiled_db, run_cli, tmp_path, args, fragments):
+    _one_line_error(*run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", *args), *fragments)
+
+
+def test_bad_catalogs(profiled_db, run_cli, tmp_path):
+    missing = tmp_path / "missing_cols.csv"
+    missing.write_text("cloud,instance_type\naws,x\n")
+    _one_line_error(*run_cli("catalog", "list", "--catalog", missing), "missing columns")
+    negative = tmp_path / "negative.csv"
+    negative.write_text(HEADER + "aws,x,4,16,,,-0.5,,r,\n")
+    _one_line_error(*run_cli("plan", "--db", profiled_db, "--catalog", negative), "non-negative")
+
+
+def test_workload_errors_leave_no_rows(run_cli, tmp_path):
+    db = tmp_path / "t.db"
+    _one_line_error(*run_cli("profile", "--db", db, "--workload", "builtin:nope"), "unknown built-in")
+    _one_line_error(*run_cli("plan", "--db", db, "--workload", tmp_path / "none.py"), "neither a built-in")
+    raising = tmp_path / "raising.py"
+    raising.write_text("def make_workload():\n    raise RuntimeError('dataset offline')\n")
+    _one_line_error(*run_cli("profile", "--db", db, "--workload", raising), "dataset offline")
+    for batch, fragment in (("0", "positive"), ("-4", "positive"), ("5000", "exceeds the training set"),
+                            ("a,b", "comma-separated")):
+        _one_line_error(*run_cli("profile", "--db", db, "--batch", batch), fragment)
+    _one_line_error(*run_cli("profile", "--db", db, "--workers", "64"), "outside 1..")
+    if db.exists():
+        assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM profiles").fetchone()[0] == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_workload_that_fails_inside_the_workers(run_cli, tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text("from thrifty.workloads import load_workload\n"
+                   "def make_workload():\n    w = load_workload('builtin:tabular')\n"
+                   "    def bad_loss(out, target):\n        raise ValueError('loss exploded')\n"
+                   "    w.loss_fn = bad_loss\n    return w\n")
+    db = tmp_path / "t.db"
+    _one_line_error(*run_cli("profile", "--db", db, "--workload", job, "--workers", "1", "--batch", "8"),
+                    "loss exploded")
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM step_samples").fetchone()[0] == 0
+
+
+def test_model_fit_and_predict(run_cli, tmp_path):
+    samples = tmp_path / "s.csv"
+    rows = ["num_nodes,num_workers,local_batch,step_time_s"]
+    for n, w, b in [(1, 1, 16), (1, 1, 64), (1, 2, 16), (1, 2, 64), (1, 4, 32), (2, 4, 32), (2, 8, 16), (2, 8, 64)]:
+        t = 0.002 + 1e-4 * b + (0 if w == 1 else (0.004 if n == 1 else 0.02) + 5e-4 * max(w - 2, 0))
+        rows.append(f"{n},{w},{b},{t}")
+    samples.write_text("\n".join(rows) + "\n")
+    model = tmp_path / "m.json"
+    code, out, err = run_cli("model", "fit", "--samples", samples, "--out", model, "--json")
+    assert code == 0, err
+    assert json.loads(out)["kind"] == "thrifty.steptime" and model.exists()
+    configs = tmp_path / "c.csv"
+    configs.write_text("num_nodes,num_workers,local_batch,label\n1,1,32,a\n2,16,32,b\n")
+    code, out, err = run_cli("model", "predict", "--model", model, "--configs", configs)
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0] == "num_nodes,num_workers,local_batch,label,step_time_s,step_time_low_s,step_time_high_s"
+    assert float(lines[1].split(",")[4]) == pytest.approx(0.002 + 32e-4, rel=0.05)
+    model.write_text("{broken")
+    _one_line_error(*run_cli("model", "predict", "--model", model, "--configs", configs), "not valid JSON")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("num_workers,step_time_s\n1,0.1\n")
+    _one_line_error(*run_cli("model", "fit", "--samples", bad), "missing columns", "num_nodes")
+
+
+def test_catalog_commands(run_cli):
+    code, out, _ = run_cli("catalog", "list", "--cloud", "gcp", "--accelerator", "H100", "--json")
+    rows = json.loads(out)
+    assert code == 0 and rows and all(r["accelerator"] == "H100" for r in rows)
+    code, out, _ = run_cli("catalog", "show", "p5.48xlarge", "--json")
+    assert code == 0 and json.loads(out)[0]["network_gbps"] == 3200
+    _one_line_error(*run_cli("catalog", "show", "nope.large"), "not in the catalog")

@@ -1,0 +1,96 @@
+"""The vectorised planner agrees with a plain-Python brute force over the same small grid."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from thrifty.catalog import Hardware
+from thrifty.catalog.vmtype import VMType
+from thrifty.errors import PlanError
+from thrifty.perf.jobmodel import JobModel
+from thrifty.perf.steptime import StepTimeModel
+from thrifty.plan import PlanRequest, VMArrays, plan
+from thrifty.plan.candidates import GPU_STEP_OVERHEAD_S, GIB
+from thrifty.plan.pareto import knee_index, pareto_front
+from thrifty.transient.overhead import DEFAULT_SPOT_MTTF_S, daly_expected_runtime_s
+
+VMS = [
+    VMType("aws", "c5.2xlarge", "us-east-1", "", 8, 16, None, 0, 0.34, 0.1144),
+    VMType("gcp", "n2-standard-4", "us-central1", "", 4, 16, None, 0, 0.19, None),
+    VMType("aws", "g4dn.xlarge", "us-east-1", "", 4, 16, "T4", 1, 0.526, 0.2132),
+]
+PARAMS = np.array([0.002, 1e-4, 0.004, 5e-4, 0.004, 5e-4, 1.5])
+
+
+def _job() -> JobModel:
+    return JobModel(step_time=StepTimeModel(params=PARAMS, sigma_log=0.05), noise_scale=100.0,
+                    noise_scale_interval=(100.0, 100.0), s_min=1000.0, memory_base_bytes=1e8,
+                    memory_per_sample_bytes=1e6, gradient_bytes=4e6, train_size=1000,
+                    profiled_instance_type="local", threads_per_rank=1, calibration_batch=64,
+                    calibration_steps=1000 * (1 + 100 / 64))
+
+
+def _brute_force(request: PlanRequest):
+    hw, job, rows = Hardware.load(), _job(), []
+    for vm, nodes, exp, spot in itertools.product(VMS, range(1, request.max_workers + 1), range(11), (False, True)):
+        batch = 2**exp
+        workers = nodes * vm.ranks_per_node
+        local = math.ceil(batch / workers)
+        memory = hw.rank_memory_gib(vm) * GIB
+        if workers > request.max_workers or batch > job.train_size or batch < workers:
+            continue
+        if local > math.floor((memory - job.memory_base_bytes) / job.memory_per_sample_bytes):
+            continue
+        if spot and (vm.spot_price_per_hour is None or request.spot == "never"):
+            continue
+        if not spot and request.spot == "only":
+            continue
+        compute = (PARAMS[0] + PARAMS[1] * local) / hw.rank_speed(vm)
+        compute += GPU_STEP_OVERHEAD_S if vm.is_gpu else 0.0
+        bw = hw.network_gbps(vm) if nodes > 1 else hw.intra_node_gbps(vm)
+        lat = 30e-6 if nodes > 1 else 5e-6
+        net = 0.0 if workers == 1 else 2 * (workers - 1) / workers * job.gradient_bytes * 8 / (bw * 1e9) + 2 * (workers - 1) * lat
+        g = PARAMS[-1]
+        step = (compute**g + net**g) ** (1 / g)
+        time = job.s_min * (1 + job.noise_scale / batch) * step
+        if spot:
+            time = float(daly_expected_runtime_s(time, DEFAULT_SPOT_MTTF_S / nodes))
+        price = vm.spot_price_per_hour if spot else vm.price_per_hour
+        cost = time * nodes * price / 3600
+        if request.deadline_s and time > request.deadline_s or request.budget_usd and cost > request.budget_usd:
+            continue
+        rows.append((vm.instance_type, nodes, batch, spot, time, cost))
+    return rows
+
+
+@pytest.mark.parametrize("request_", [PlanRequest(max_workers=4), PlanRequest(max_workers=6, objective="time"),
+                                      PlanRequest(max_workers=4, deadline_s=3.0, spot="never")])
+def test_matches_brute_force(request_):
+    result = plan(VMArrays.build(VMS, Hardware.load()), _job(), request_)
+    rows = _brute_force(request_)
+    assert int(result.feasible_mask.sum()) == len(rows)
+    key = (lambda r: (r[5], r[4])) if request_.objective == "cost" else (lambda r: (r[4], r[5]))
+    expected = min(rows, key=key)
+    best = result.describe(result.best)
+    assert (best["instance_type"], best["nodes"], best["global_batch"], best["spot"]) == expected[:4]
+    assert best["predicted_time_s"] == pytest.approx(expected[4], rel=1e-9)
+    assert best["predicted_cost_usd"] == pytest.approx(expected[5], rel=1e-9)
+    front = {(r[0], r[1], r[2], r[3]) for r in rows
+             if not any(o[4] <= r[4] and o[5] <= r[5] and (o[4] < r[4] or o[5] < r[5]) for o in rows)}
+    got = {(d["instance_type"], d["nodes"], d["global_batch"], d["spot"])
+           for d in map(result.describe, result.front)}
+    assert got == front
+
+
+def test_infeasible_constraints_raise():
+    with pytest.raises(PlanError, match="deadline and budget"):
+        plan(VMArrays.build(VMS, Hardware.load()), _job(), PlanRequest(deadline_s=1e-3))
+
+
+def test_pareto_and_knee():
+    t = np.array([1.0, 2.0, 3.0, 4.0, 2.5])
+    c = np.array([10.0, 3.0, 2.5, 2.4, 5.0])
+    assert list(pareto_front(t, c)) == [0, 1, 2, 3]
+    assert knee_index(t[:4], c[:4]) == 1
