@@ -46,7 +46,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     calibration = None
     if settings.calibrate:
         batch = settings.calibration_batch or workload.default_global_batch
-        calibration = train_to_target(workload, [batch], max_steps=20_000, eval_every=5,
+        calibration = train_to_target(workload, [batch], max_steps=20_000, eval_every=5, noise_every=1,
                                       on_eval=lambda step, metric: on_progress(
                                           f"calibration step {step}: {workload.metric_name} {metric:.3f}"))
         if not calibration.reached_target:

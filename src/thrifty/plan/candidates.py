@@ -133,7 +133,7 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     steps = steps_to_target(batch, job.s_min, job.noise_scale)
     steps_bounds = [steps_to_target(batch, calibrate_s_min(job.calibration_steps,
                                                            job.calibration_batch, bn), bn)
-                    for bn in job.noise_scale_interval if bn > 0] or [steps]
+                    for bn in job.noise_scale_interval if 0 < bn < np.inf] or [steps]
     steps_low, steps_high = np.minimum.reduce(steps_bounds), np.maximum.reduce(steps_bounds)
 
     cluster_mttf = spot_mttf_s / nodes  # any VM lost interrupts the synchronous job

@@ -25,10 +25,12 @@ class TrainResult:
 
 def train_to_target(workload: Workload, local_batches: list[int], *, rank: int = 0,
                     max_steps: int = 5000, eval_every: int | None = None, seed: int = 0,
-                    target: float | None = None, on_eval=None) -> TrainResult:
+                    target: float | None = None, on_eval=None, noise_every: int = 8) -> TrainResult:
     """Train until `target` (default: the workload's) is reached or max_steps; rank r of len(local_batches).
 
     Every rank evaluates the same (synchronised) model, so all ranks stop at the same step.
+    With one rank the noise scale is measured every `noise_every` steps (a micro-batch split that
+    leaves the update unchanged); a calibration run uses 1, for the most measurements.
     """
     target = workload.target_metric if target is None else target
     global_batch = sum(local_batches)
@@ -43,7 +45,7 @@ def train_to_target(workload: Workload, local_batches: list[int], *, rank: int =
     start = time.perf_counter()
     for step in range(1, max_steps + 1):
         record = train_step(model, optimizer, workload, next(batches), global_batch,
-                            measure_noise=noise_due(step, len(local_batches)))
+                            measure_noise=noise_due(step, len(local_batches), noise_every))
         if record.big_grad_sq == record.big_grad_sq and record.small_grad_sq == record.small_grad_sq:
             for key in result.noise:
                 result.noise[key].append(float(getattr(record, key)))

@@ -31,7 +31,7 @@ class StepRecord:
     big_grad_sq: float
 
 
-def noise_due(step: int, world_size: int, every_single_process: int = 4) -> bool:
+def noise_due(step: int, world_size: int, every_single_process: int = 8) -> bool:
     """Whether to measure the noise scale at this step: always with several ranks (two squared
     norms, nearly free), every `every_single_process`-th step with one (micro-batch split)."""
     return world_size > 1 or step % every_single_process == 0
