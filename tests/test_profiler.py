@@ -13,7 +13,7 @@ from thrifty.workloads import canonical_name
 
 @pytest.mark.timeout(240)
 def test_profile_two_processes_and_store(tmp_path):
-    profile = profile_workload("builtin:digits", [1, 2], [8, 32], steps=4, warmup=1)
+    profile = profile_workload("builtin:digits", [1, 2], [8, 32], steps=10, warmup=1)
     assert {(s.num_workers, s.local_batch) for s in profile.samples} == {(1, 8), (1, 32), (2, 8), (2, 32)}
     two = [s for s in profile.samples if s.num_workers == 2]
     assert {s.rank for s in two} == {0, 1}
