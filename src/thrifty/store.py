@@ -6,7 +6,6 @@ Every write is one transaction: a profile and all its rows land together or not 
 import json
 import sqlite3
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from thrifty.errors import ThriftyError
@@ -120,6 +119,3 @@ class Store:
                 "VALUES (?,?,?,?)", (time.time(), workload_key, json.dumps(request),
                                      json.dumps(recommended)))
 
-
-def profile_sample_dicts(profile: Profile) -> list[dict]:
-    return [asdict(s) for s in profile.samples]

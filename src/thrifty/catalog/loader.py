@@ -116,9 +116,9 @@ def _read_pairing() -> list[tuple[str, str, int, float | None]]:
 def pair_gcp_gpus(hosts: Iterable[VMType], attachments: Iterable[VMType]) -> list[VMType]:
     """GCP GPU VMs: host price + attachment price for each allowed (host, GPU, count) pairing."""
     by_key = {(a.region, a.accelerator, a.accelerator_count): a for a in attachments}
-    paired = []
+    pairing, paired = _read_pairing(), []
     for host in hosts:
-        for pattern, accelerator, count, max_vcpus in _read_pairing():
+        for pattern, accelerator, count, max_vcpus in pairing:
             if not fnmatch.fnmatchcase(host.instance_type, pattern):
                 continue
             if max_vcpus is not None and host.vcpus > max_vcpus:
