@@ -15,7 +15,7 @@ from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.steptime import StepTimeModel
 from thrifty.plan import PlanRequest, VMArrays, plan
 
-JOB = JobModel(step_time=StepTimeModel(params=np.array([2e-3, 1e-4, 4e-3, 5e-4, 4e-3, 5e-4, 1.5]),
+JOB = JobModel(step_time=StepTimeModel(params=np.array([2e-3, 1e-4, 1.0, 4e-3, 5e-4, 4e-3, 5e-4, 0.0, 1.5]),
                                        sigma_log=0.05),
                noise_scale=200.0, noise_scale_interval=(150.0, 260.0), s_min=5000.0,
                memory_base_bytes=4e8, memory_per_sample_bytes=1.2e5, gradient_bytes=6e5,

@@ -21,7 +21,8 @@ VMS = [
     VMType("gcp", "n2-standard-4", "us-central1", "", 4, 16, None, 0, 0.19, None),
     VMType("aws", "g4dn.xlarge", "us-east-1", "", 4, 16, "T4", 1, 0.526, 0.2132),
 ]
-PARAMS = np.array([0.002, 1e-4, 0.004, 5e-4, 0.004, 5e-4, 1.5])
+# a_c, b_c, p, intra (a, b), inter (a, b), contention k (local machine only), overlap g
+PARAMS = np.array([0.002, 1e-4, 1.1, 0.004, 5e-4, 0.004, 5e-4, 0.2, 1.5])
 
 
 def _job() -> JobModel:
@@ -47,7 +48,7 @@ def _brute_force(request: PlanRequest):
             continue
         if not spot and request.spot == "only":
             continue
-        compute = (PARAMS[0] + PARAMS[1] * local) / hw.rank_speed(vm)
+        compute = (PARAMS[0] + PARAMS[1] * local ** PARAMS[2]) / hw.rank_speed(vm)
         compute += GPU_STEP_OVERHEAD_S if vm.is_gpu else 0.0
         bw = hw.network_gbps(vm) if nodes > 1 else hw.intra_node_gbps(vm)
         lat = 30e-6 if nodes > 1 else 5e-6

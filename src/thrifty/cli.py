@@ -124,9 +124,9 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
         profile_id = profile_and_store(store, workload, settings,
                                        lambda message: bar.update(task, description=message))
         profile_, calibration = store.latest_profile(_key(workload))
-    from thrifty.perf.samples import config_medians
+    from thrifty.perf.samples import config_times
     from dataclasses import asdict
-    configs = config_medians([asdict(s) for s in profile_.samples])
+    configs = config_times([asdict(s) for s in profile_.samples])
     summary = {"profile_id": profile_id, "db": str(db), "configs": [
         {"num_workers": int(n), "local_batch": int(b), "step_time_s": t, "compute_time_s": c,
          "sync_time_s": s, "samples_per_s": n * b / t}
@@ -194,12 +194,12 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
                               cols["step_time_s"], cols.get("compute_time_s"), cols.get("sync_time_s"))
     else:
         from dataclasses import asdict
-        from thrifty.perf.samples import config_medians
+        from thrifty.perf.samples import config_times
         with Store(db) as store:
             stored = store.latest_profile(_key(workload))
         if stored is None:
             raise ThriftyError(f"no stored profile of {workload} in {db}: run `thrifty profile` first")
-        c = config_medians([asdict(s) for s in stored[0].samples])
+        c = config_times([asdict(s) for s in stored[0].samples])
         model = fit_step_time(c.num_nodes, c.num_workers, c.local_batch, c.step_time_s,
                               c.compute_time_s, c.sync_time_s)
     if out is not None:

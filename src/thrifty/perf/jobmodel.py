@@ -12,7 +12,7 @@ import numpy as np
 from thrifty.errors import ModelError
 from thrifty.perf.efficiency import calibrate_s_min
 from thrifty.perf.noise import bootstrap_noise_scale_interval, noise_scale_from_samples
-from thrifty.perf.samples import config_medians
+from thrifty.perf.samples import config_times
 from thrifty.perf.steptime import StepTimeModel, fit_step_time
 
 BYTES_PER_PARAMETER = 4  # fp32 gradients
@@ -67,7 +67,7 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
     S_min comes from the calibration run (steps it needed at its batch), or from the user's
     `epochs_to_target` at `epochs_batch` when given.
     """
-    configs = config_medians(samples)
+    configs = config_times(samples)
     if len(configs.step_time_s) == 0:
         raise ModelError("the profile holds no samples")
     step_model = fit_step_time(configs.num_nodes, configs.num_workers, configs.local_batch,

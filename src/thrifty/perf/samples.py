@@ -9,7 +9,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ConfigTimes:
-    """Median step, compute and sync time per (nodes, workers, local batch), as parallel arrays."""
+    """Mean step, compute and sync time per (nodes, workers, local batch), as parallel arrays."""
 
     num_nodes: np.ndarray
     num_workers: np.ndarray
@@ -23,8 +23,12 @@ class ConfigTimes:
         return ConfigTimes(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
 
 
-def config_medians(samples: Iterable[Mapping]) -> ConfigTimes:
-    """A step takes as long as its slowest rank: max over ranks, then the median over steps."""
+def config_times(samples: Iterable[Mapping]) -> ConfigTimes:
+    """A step takes as long as its slowest rank: max over ranks, then the mean over steps.
+
+    The mean, not the median: training time is the sum of step times, and on shared machines step
+    times are multi-modal (waits quantised by the scheduler tick), where the median jumps between
+    modes while the mean moves smoothly."""
     steps: dict[tuple, dict[int, list[Mapping]]] = defaultdict(lambda: defaultdict(list))
     for s in samples:
         key = (int(s["num_nodes"]), int(s["num_workers"]), int(s["local_batch"]))
@@ -33,9 +37,9 @@ def config_medians(samples: Iterable[Mapping]) -> ConfigTimes:
     for key in sorted(steps):
         per_step = steps[key].values()
         rows.append(key + (
-            float(np.median([max(r["step_time_s"] for r in ranks) for ranks in per_step])),
-            float(np.median([max(r["compute_time_s"] for r in ranks) for ranks in per_step])),
-            float(np.median([float(np.mean([r["sync_time_s"] for r in ranks])) for ranks in per_step])),
+            float(np.mean([max(r["step_time_s"] for r in ranks) for ranks in per_step])),
+            float(np.mean([max(r["compute_time_s"] for r in ranks) for ranks in per_step])),
+            float(np.mean([float(np.mean([r["sync_time_s"] for r in ranks])) for ranks in per_step])),
             float(max(r["peak_memory_bytes"] for ranks in per_step for r in ranks))))
     columns = list(zip(*rows)) if rows else [()] * 7
     return ConfigTimes(*(np.asarray(c, float) for c in columns))

@@ -1,11 +1,19 @@
 """Step-time model of synchronous data parallelism, fitted by bounded least squares on log time.
 
-  compute   T_c(b)        = a_c + b_c * b                        (Pollux/AdaptDL, OSDI 2021)
+  compute   T_c(b, r)     = (a_c + b_c * b^p) * (1 + k * (r - 1))
+                            Pollux/AdaptDL (OSDI 2021) is the case p = 1, k = 0. The exponent p in
+                            [0.5, 2] is ours: per-sample cost falls with b while a device is
+                            under-used and rises once the working set leaves the cache (measured on
+                            this CPU: 0.27 ms/sample at b = 8, 0.12 at 128, 0.13 at 256). The factor
+                            for r = workers / nodes ranks sharing one machine is ours too: co-located
+                            ranks contend for cores and memory bandwidth, and the slowest sets the pace.
   network   T_n(n, nodes) = a_n + b_n * max(n - 2, 0)  for n > 1; separate (a_n, b_n) inside one
                             node and across nodes; 0 for n = 1    (ring all-reduce, DESIGN.md)
   overlap   T             = (T_c^g + T_n^g)^(1/g), g in [1, 10]  (Pollux: g = 1 no overlap)
 Parameters the samples cannot identify (across-node terms without multi-node samples, the slope in
-n without samples at n > 2) are held fixed and reported as such.
+n without samples at n > 2, k without co-located ranks, p with fewer than three batch sizes) are held
+fixed and reported as such. The planner applies k only to the profiled machine: projected cloud VMs
+run one rank per VM or per GPU.
 """
 
 import json
@@ -20,18 +28,25 @@ from scipy.stats import norm
 from thrifty.errors import ModelError
 from thrifty.io import write_text_atomic
 
-PARAM_NAMES = ("a_compute_s", "b_compute_s_per_sample", "a_intra_s", "b_intra_s",
-               "a_inter_s", "b_inter_s", "overlap_g")
-LOWER = np.array([1e-9, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
-UPPER = np.array([np.inf, np.inf, np.inf, np.inf, np.inf, np.inf, 10.0])
+PARAM_NAMES = ("a_compute_s", "b_compute_s_per_sample", "compute_exponent", "a_intra_s", "b_intra_s",
+               "a_inter_s", "b_inter_s", "contention_per_rank", "overlap_g")
+LOWER = np.array([1e-9, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+UPPER = np.array([np.inf, np.inf, 2.0, np.inf, np.inf, np.inf, np.inf, 2.0, 10.0])
+OPTIONAL_PARAMS = {"compute_exponent": 1.0, "contention_per_rank": 0.0}  # absent in version 1 files
+
+
+def compute_time(params: np.ndarray, local_batch) -> np.ndarray:
+    """T_c for one rank alone on its machine (no contention), vectorised over local batches."""
+    a_c, b_c, p = params[:3]
+    return a_c + b_c * np.asarray(local_batch, float) ** p
 MODEL_KIND = "thrifty.steptime"
 
 
 def predict_step_time(params: np.ndarray, nodes, workers, local_batch) -> np.ndarray:
     """Step time in seconds, vectorised over configurations (arrays broadcast together)."""
-    a_c, b_c, a_i, b_i, a_x, b_x, g = params
+    a_i, b_i, a_x, b_x, k, g = params[3:]
     nodes, workers = np.asarray(nodes, float), np.asarray(workers, float)
-    compute = a_c + b_c * np.asarray(local_batch, float)
+    compute = compute_time(params, local_batch) * (1.0 + k * (workers / nodes - 1.0))
     extra = np.maximum(workers - 2.0, 0.0)
     network = np.where(nodes > 1, a_x + b_x * extra, a_i + b_i * extra)
     network = np.where(workers > 1, network, 0.0)
@@ -78,7 +93,7 @@ class StepTimeModel:
         return [i for i, name in enumerate(PARAM_NAMES) if name not in self.fixed]
 
     def to_dict(self) -> dict:
-        return {"kind": MODEL_KIND, "version": 1,
+        return {"kind": MODEL_KIND, "version": 2,
                 "params": dict(zip(PARAM_NAMES, map(float, self.params))), "fixed": self.fixed,
                 "sigma_log": self.sigma_log, "n_samples": self.n_samples,
                 "train_mdape": self.train_mdape,
@@ -89,7 +104,9 @@ class StepTimeModel:
         if not isinstance(data, dict) or data.get("kind") != MODEL_KIND:
             raise ModelError("not a thrifty step-time model (missing kind 'thrifty.steptime')")
         try:
-            params = np.array([float(data["params"][name]) for name in PARAM_NAMES])
+            params = np.array([float(data["params"].get(name, OPTIONAL_PARAMS.get(name))
+                                     if name in OPTIONAL_PARAMS else data["params"][name])
+                               for name in PARAM_NAMES])
             cov = data.get("covariance")
             model = cls(params=params, fixed=list(data.get("fixed", [])),
                         sigma_log=float(data.get("sigma_log", 0.0)),
@@ -137,7 +154,7 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
         raise ModelError("samples need at least two different local batch sizes")
 
     initial = _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s)
-    fixed = []
+    fixed = [] if len(np.unique(batch)) >= 3 else ["compute_exponent"]
     if not np.any((workers > 1) & (nodes == 1)):
         fixed += ["a_intra_s", "b_intra_s"]
     elif not np.any((workers > 2) & (nodes == 1)):
@@ -146,6 +163,8 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
         fixed += ["a_inter_s", "b_inter_s"]
     elif not np.any((workers > 2) & (nodes > 1)):
         fixed.append("b_inter_s")
+    if not np.any(workers > nodes):
+        fixed.append("contention_per_rank")
     if not np.any(workers > 1):
         fixed.append("overlap_g")
     free = [i for i, name in enumerate(PARAM_NAMES) if name not in fixed]
@@ -161,7 +180,7 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
     params = initial.copy()
     params[free] = result.x
     if "a_inter_s" in fixed:  # no multi-node data: assume the network across nodes is as inside
-        params[4], params[5] = params[2], params[3]
+        params[5], params[6] = params[3], params[4]
     dof = max(observed.size - len(free), 1)
     sigma = math.sqrt(float(np.sum(result.fun**2)) / dof)
     jac = result.jac
@@ -187,4 +206,4 @@ def _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s)
     else:
         net = 1e-3
     net = max(net, 1e-6)
-    return np.array([intercept, slope, net, net * 0.1, net, net * 0.1, 1.5])
+    return np.array([intercept, slope, 1.0, net, net * 0.1, net, net * 0.1, 0.0, 1.5])

@@ -20,7 +20,7 @@ from thrifty.errors import PlanError
 from thrifty.perf.efficiency import calibrate_s_min, steps_to_target
 from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.network import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
-from thrifty.perf.steptime import predict_step_time
+from thrifty.perf.steptime import PARAM_NAMES, compute_time, predict_step_time
 from thrifty.plan.request import PlanRequest
 from thrifty.transient.overhead import DEFAULT_SPOT_MTTF_S, daly_expected_runtime_s
 
@@ -117,9 +117,10 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     model = job.step_time
     measured = np.array([vm.instance_type == job.profiled_instance_type for vm in vmx.vms])[v]
 
-    a_c, b_c, *_rest, g = model.params
+    g = model.params[PARAM_NAMES.index("overlap_g")]
     reference_speed = float(job.threads_per_rank)
-    compute = (a_c + b_c * local) * np.where(measured, 1.0, reference_speed / vmx.speed[v])
+    # one rank per VM or per GPU on projected hardware: no co-location contention
+    compute = compute_time(model.params, local) * np.where(measured, 1.0, reference_speed / vmx.speed[v])
     compute = compute + np.where(vmx.is_gpu[v] & ~measured, GPU_STEP_OVERHEAD_S, 0.0)
     bandwidth = np.where(nodes > 1, vmx.inter_gbps[v], vmx.intra_gbps[v])
     latency = np.where(nodes > 1, INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S)

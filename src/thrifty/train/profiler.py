@@ -7,7 +7,7 @@ memory and the gradient-noise-scale inputs.
 
 import resource
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -60,33 +60,53 @@ def _peak_memory_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
+@dataclass
+class _Setting:
+    """The live training state of one local batch size inside a profiling process."""
+
+    local_batch: int
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    batches: Iterator
+    measured: int = 0
+
+
 def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches: Sequence[int],
-                  steps: int, warmup: int, seed: int) -> list[dict]:
+                  steps: int, warmup: int, seed: int, rounds: int) -> list[dict]:
+    """Measure every batch size in `rounds` interleaved rounds, so slow drift of a shared machine
+    (other tenants, frequency scaling) spreads over all batch sizes instead of biasing one."""
     workload = load_workload(workload_spec)
-    records = []
-    for local_batch in sorted(local_batches):  # ascending, so the peak RSS belongs to this batch
+    settings = []
+    for local_batch in sorted(local_batches):
         torch.manual_seed(seed)  # identical initial model on every rank
         model = workload.make_model()
-        global_batch = local_batch * world_size
-        optimizer = workload.make_optimizer(model.parameters(), global_batch)
         sampler = GlobalBatchSampler(workload.train_size, [local_batch] * world_size, seed=seed)
-        batches = sampler.iter_rank(rank)
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()
-        for step in range(warmup + steps):
-            record = train_step(model, optimizer, workload, next(batches), global_batch,
-                                measure_noise=noise_due(step, world_size))
-            if step < warmup:
-                continue
-            records.append(asdict(StepSample(
-                num_nodes=1, num_workers=world_size, rank=rank, local_batch=local_batch,
-                global_batch=global_batch, step=step - warmup,
-                compute_time_s=record.compute_time_s, sync_time_s=record.sync_time_s,
-                step_time_s=record.step_time_s,
-                samples_per_s=global_batch / record.step_time_s,
-                peak_memory_bytes=_peak_memory_bytes(), small_batch=record.small_batch,
-                small_grad_sq=record.small_grad_sq, big_batch=record.big_batch,
-                big_grad_sq=record.big_grad_sq)))
+        settings.append(_Setting(local_batch, model,
+                                 workload.make_optimizer(model.parameters(), local_batch * world_size),
+                                 sampler.iter_rank(rank)))
+    per_round = [steps // rounds + (1 if r < steps % rounds else 0) for r in range(rounds)]
+    records = []
+    for round_steps in per_round:
+        for setting in settings:  # ascending batch, so the peak RSS is reached by the largest
+            global_batch = setting.local_batch * world_size
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+            for i in range(warmup + round_steps):
+                step = setting.measured
+                record = train_step(setting.model, setting.optimizer, workload, next(setting.batches),
+                                    global_batch, measure_noise=noise_due(step, world_size))
+                if i < warmup:
+                    continue
+                setting.measured += 1
+                records.append(asdict(StepSample(
+                    num_nodes=1, num_workers=world_size, rank=rank, local_batch=setting.local_batch,
+                    global_batch=global_batch, step=step,
+                    compute_time_s=record.compute_time_s, sync_time_s=record.sync_time_s,
+                    step_time_s=record.step_time_s,
+                    samples_per_s=global_batch / record.step_time_s,
+                    peak_memory_bytes=_peak_memory_bytes(), small_batch=record.small_batch,
+                    small_grad_sq=record.small_grad_sq, big_batch=record.big_batch,
+                    big_grad_sq=record.big_grad_sq)))
     return records
 
 
@@ -109,20 +129,23 @@ def validate_profile_request(train_size: int, workers: Sequence[int], local_batc
 
 
 def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: Sequence[int], *,
-                     steps: int = 20, warmup: int = 3, seed: int = 0, max_workers: int = 8,
-                     timeout_s: float = 600.0, on_setting=None) -> Profile:
-    """Measure the workload at every (workers, local batch) pair; raises WorkloadError on bad input."""
+                     steps: int = 20, warmup: int = 3, seed: int = 0, rounds: int = 2,
+                     max_workers: int = 8, timeout_s: float = 600.0, on_setting=None) -> Profile:
+    """Measure the workload at every (workers, local batch) pair; raises WorkloadError on bad input.
+
+    Each pair gets `steps` measured steps, split over `rounds` interleaved rounds with `warmup`
+    unmeasured steps at the start of each round."""
     workload = load_workload(workload_spec)
     validate_profile_request(workload.train_size, workers, local_batches, steps, max_workers)
     samples: list[StepSample] = []
     for n in sorted(set(workers)):
         results = run_local_workers(_profile_rank, n, timeout_s=timeout_s, workload_spec=workload_spec,
                                     local_batches=list(local_batches), steps=steps, warmup=warmup,
-                                    seed=seed)
+                                    seed=seed, rounds=max(1, min(rounds, steps)))
         samples += [StepSample(**r) for rank_records in results for r in rank_records]
         if on_setting is not None:
             on_setting(n)
     param_count = sum(p.numel() for p in workload.make_model().parameters() if p.requires_grad)
     return Profile(workload=workload.name, samples=samples, param_count=param_count,
                    train_size=workload.train_size, threads_per_rank=1,
-                   meta={"steps": steps, "warmup": warmup, "seed": seed})
+                   meta={"steps": steps, "warmup": warmup, "seed": seed, "rounds": rounds})
