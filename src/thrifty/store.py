@@ -10,6 +10,7 @@ from pathlib import Path
 
 from thrifty.errors import ThriftyError
 from thrifty.train.loop import TrainResult
+from thrifty.train.metrics import EvalRow, RunLog, StepRow
 from thrifty.train.profiler import Profile, StepSample
 
 DEFAULT_DB = Path.home() / ".thrifty" / "thrifty.db"
@@ -33,8 +34,22 @@ CREATE TABLE IF NOT EXISTS decisions (
   id INTEGER PRIMARY KEY, created_at REAL NOT NULL, workload_key TEXT NOT NULL,
   request_json TEXT NOT NULL, recommended_json TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS samples_by_profile ON step_samples(profile_id);
+CREATE TABLE IF NOT EXISTS train_runs (
+  id INTEGER PRIMARY KEY, created_at REAL NOT NULL, workload TEXT NOT NULL, mode TEXT NOT NULL,
+  policy TEXT NOT NULL, workers INTEGER NOT NULL, global_batch INTEGER NOT NULL,
+  run_dir TEXT NOT NULL, summary_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS train_steps (
+  run_id INTEGER NOT NULL REFERENCES train_runs(id) ON DELETE CASCADE,
+  step INTEGER, rank INTEGER, epoch INTEGER, local_batch INTEGER, slowdown REAL, compute_s REAL,
+  wait_s REAL, allreduce_s REAL, controller_s REAL, step_s REAL, samples_per_s REAL);
+CREATE TABLE IF NOT EXISTS train_evals (
+  run_id INTEGER NOT NULL REFERENCES train_runs(id) ON DELETE CASCADE,
+  step INTEGER, train_time_s REAL, metric REAL);
 """
 SAMPLE_FIELDS = tuple(StepSample.__dataclass_fields__)
+STEP_ROW_FIELDS = tuple(StepRow.__dataclass_fields__)
+EVAL_ROW_FIELDS = tuple(EvalRow.__dataclass_fields__)
+TABLES = ("profiles", "step_samples", "calibrations", "decisions", "train_runs", "train_steps", "train_evals")
 
 
 class Store:
@@ -108,7 +123,7 @@ class Store:
         return profile, calibration
 
     def count(self, table: str) -> int:
-        if table not in ("profiles", "step_samples", "calibrations", "decisions"):
+        if table not in TABLES:
             raise ValueError(table)
         return int(self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
@@ -119,3 +134,21 @@ class Store:
                 "VALUES (?,?,?,?)", (time.time(), workload_key, json.dumps(request),
                                      json.dumps(recommended)))
 
+
+    def save_training_run(self, summary: dict, log: RunLog, mode: str = "bsp") -> int:
+        """Insert a training run, its per-step rows and its evaluations in one transaction."""
+        with self.conn:
+            cur = self.conn.execute(
+                "INSERT INTO train_runs (created_at, workload, mode, policy, workers, global_batch, "
+                "run_dir, summary_json) VALUES (?,?,?,?,?,?,?,?)",
+                (time.time(), summary["workload"], mode, summary["policy"], summary["workers"],
+                 summary["global_batch"], summary.get("run_dir", ""), json.dumps(summary)))
+            run_id = int(cur.lastrowid)
+            self.conn.executemany(
+                f"INSERT INTO train_steps (run_id, {', '.join(STEP_ROW_FIELDS)}) "
+                f"VALUES ({', '.join('?' * (len(STEP_ROW_FIELDS) + 1))})",
+                [(run_id, *(getattr(r, f) for f in STEP_ROW_FIELDS)) for r in log.steps])
+            self.conn.executemany(
+                f"INSERT INTO train_evals (run_id, {', '.join(EVAL_ROW_FIELDS)}) VALUES (?,?,?,?)",
+                [(run_id, *(getattr(r, f) for f in EVAL_ROW_FIELDS)) for r in log.evals])
+        return run_id

@@ -6,6 +6,7 @@ Every run has a hard timeout; a rank that raises stops the run with its error me
 
 import json
 import os
+import signal
 import socket
 import tempfile
 import time
@@ -33,7 +34,7 @@ def _backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
-def _rank_main(rank: int, world: int, port: int, threads: int, out_dir: str,
+def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bool, out_dir: str,
                fn: RankFunction, kwargs: dict[str, Any]) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -41,7 +42,7 @@ def _rank_main(rank: int, world: int, port: int, threads: int, out_dir: str,
     torch.set_num_threads(threads)
     result_file = Path(out_dir) / f"rank{rank}.json"
     try:
-        if world > 1:
+        if world > 1 and process_group:
             if torch.cuda.is_available():
                 torch.cuda.set_device(rank % torch.cuda.device_count())
             dist.init_process_group(_backend(), init_method=f"tcp://127.0.0.1:{port}",
@@ -61,14 +62,26 @@ def _rank_main(rank: int, world: int, port: int, threads: int, out_dir: str,
         raise SystemExit(1)
 
 
+def _exit_reason(exitcode: int) -> str:
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
 def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
-                      threads_per_rank: int = 1, **kwargs: Any) -> list[Any]:
-    """Run fn(rank=, world_size=, **kwargs) on world_size spawned processes; return rank results."""
+                      threads_per_rank: int = 1, process_group: bool = True, **kwargs: Any) -> list[Any]:
+    """Run fn(rank=, world_size=, **kwargs) on world_size spawned processes; return rank results.
+
+    With process_group=False the ranks get MASTER_ADDR/MASTER_PORT but set up their own
+    communication (torch.distributed.rpc)."""
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="thrifty-ranks-") as out_dir:
         port = free_loopback_port()
         procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, threads_per_rank,
-                                                      out_dir, fn, kwargs), daemon=False)
+                                                      process_group, out_dir, fn, kwargs), daemon=False)
                  for r in range(world_size)]
         for p in procs:
             p.start()
@@ -84,7 +97,7 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
             if p.is_alive():
                 p.terminate()
             p.join(5)
-        results, errors = [], []
+        results, errors, died = [], [], []
         for rank in range(world_size):
             path = Path(out_dir) / f"rank{rank}.json"
             payload = json.loads(path.read_text()) if path.exists() else None
@@ -92,6 +105,10 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
                 results.append(payload["result"])
             elif payload:
                 errors.append((payload["failed_at"], f"rank {rank} failed: {payload['error']}"))
+            elif procs[rank].exitcode not in (None, 0):
+                died.append(f"rank {rank} died ({_exit_reason(procs[rank].exitcode)})")
+        if died:  # a rank killed from outside: its peers' errors are only lost connections
+            raise WorkloadError("; ".join(died))
         if errors:  # the earliest failure is the cause; its peers then lose their connections
             raise WorkloadError(min(errors)[1])
         if len(results) < world_size:

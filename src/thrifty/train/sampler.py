@@ -3,7 +3,9 @@
 Every epoch is a seeded permutation of the training set cut into floor(N / B) global batches of
 B = sum b_k samples (the remainder is dropped, as in DistributedSampler(drop_last=True)). Rank k
 takes the slice [sum_{j<k} b_j, sum_{j<=k} b_j) of each global batch, so all ranks take the same
-number of steps and each sample of the epoch is used exactly once across ranks.
+number of steps and each sample of the epoch is used exactly once across ranks. The split may
+change from one step to the next (`split_indices`): B stays fixed, so the epoch's global batches,
+and with them the coverage, do not depend on how each one is divided.
 """
 
 from collections.abc import Iterator, Sequence
@@ -20,6 +22,7 @@ class GlobalBatchSampler:
         self.dataset_size = dataset_size
         self.local_batches = list(local_batches)
         self.seed = seed
+        self._cached: tuple[int, torch.Tensor] | None = None
 
     @property
     def global_batch(self) -> int:
@@ -34,8 +37,16 @@ class GlobalBatchSampler:
         return torch.randperm(self.dataset_size, generator=generator)
 
     def rank_indices(self, rank: int, epoch: int, step: int) -> torch.Tensor:
-        start = step * self.global_batch + sum(self.local_batches[:rank])
-        return self.epoch_order(epoch)[start:start + self.local_batches[rank]]
+        return self.split_indices(rank, epoch, step, self.local_batches)
+
+    def split_indices(self, rank: int, epoch: int, step: int, split: Sequence[int]) -> torch.Tensor:
+        """Rank `rank`'s samples of global batch `step` of `epoch`, divided as `split` says."""
+        if sum(split) != self.global_batch:
+            raise ValueError(f"split {list(split)} does not add up to the global batch {self.global_batch}")
+        if self._cached is None or self._cached[0] != epoch:
+            self._cached = (epoch, self.epoch_order(epoch))
+        start = step * self.global_batch + sum(split[:rank])
+        return self._cached[1][start:start + split[rank]]
 
     def iter_rank(self, rank: int, epoch: int = 0) -> Iterator[torch.Tensor]:
         """This rank's index tensors, step after step, across epochs, forever."""

@@ -1,0 +1,58 @@
+"""Checkpoint files that are never half-written and whose damage is detected.
+
+Layout: 8-byte magic, 32-byte SHA-256 of the payload, payload. Written to a temporary name in the
+same folder, fsynced and renamed (thrifty.io), so a reader sees the old file or the new one whole;
+a file damaged afterwards (truncated, bit flips) fails the checksum.
+"""
+
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from thrifty.errors import ThriftyError
+from thrifty.io import write_bytes_atomic
+
+MAGIC = b"THRIFTY1"
+HEADER = len(MAGIC) + 32
+
+
+class CheckpointError(ThriftyError):
+    """A checkpoint that is missing, truncated or corrupt."""
+
+
+def encode(payload: bytes) -> bytes:
+    return MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def decode(data: bytes, name: str = "checkpoint") -> bytes:
+    if len(data) < HEADER or not data.startswith(MAGIC):
+        raise CheckpointError(f"{name} is not a thrifty checkpoint or is truncated")
+    payload = data[HEADER:]
+    if hashlib.sha256(payload).digest() != data[len(MAGIC):HEADER]:
+        raise CheckpointError(f"{name} is corrupt (checksum mismatch)")
+    return payload
+
+
+def save_state(path: Path, state: dict[str, Any]) -> None:
+    """torch.save `state` into a checksummed file, atomically."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    write_bytes_atomic(Path(path), encode(buffer.getvalue()))
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint not found: {path}") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"checkpoint path is a folder: {path}") from None
+    payload = decode(data, str(path))
+    try:
+        return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+    except Exception as exc:  # a payload with a valid checksum that torch cannot read
+        raise CheckpointError(f"{path} cannot be read: {exc}") from None

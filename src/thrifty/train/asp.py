@@ -1,0 +1,234 @@
+"""Asynchronous data parallelism (`thrifty train --mode asp`): a parameter server over
+torch.distributed.rpc and workers that pull, compute on b_k samples, push.
+
+Process 0 is the server; processes 1..n are workers. One RPC per iteration carries the gradient
+in and the fresh parameters, the worker's next local batch and a stop flag out. The server
+records each update's staleness (updates applied since the worker pulled its parameters), scales
+the learning rate with b_k by the workload's own batch-size rule, and runs the same batch policy
+as synchronous training on the workers' iteration (compute) times, once every worker has reported
+since its last decision; sum b_k stays B. `--policy uniform` is plain ASP.
+"""
+
+import os
+import threading
+import time
+from dataclasses import astuple, dataclass
+
+import numpy as np
+import torch
+import torch.distributed.rpc as rpc
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from thrifty.train.emulation import Slowdown
+from thrifty.train.launcher import run_local_workers
+from thrifty.train.metrics import EvalRow, RunLog, write_summary
+from thrifty.train.policies import make_policy
+from thrifty.train.trainer import TrainConfig, check_config, total_steps
+from thrifty.workloads import load_workload
+from thrifty.io import write_text_atomic
+
+SERVER = "ps"
+_server: "ParameterServer | None" = None  # the instance living in the server process
+
+
+@dataclass(frozen=True)
+class Update:
+    update: int
+    worker: int
+    local_batch: int
+    staleness: int
+    lr: float
+    compute_s: float
+    time_s: float
+
+
+class ParameterServer:
+    def __init__(self, config: TrainConfig, workers: int) -> None:
+        self.workload = load_workload(config.workload)
+        torch.manual_seed(config.seed)
+        self.model = self.workload.make_model()
+        self.global_batch = config.global_batch
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr_for(self.global_batch),
+                                         momentum=self.explicit_momentum(workers))
+        self.policy = make_policy(config.policy, self.global_batch, workers, b_min=config.b_min,
+                                  b_max=[config.b_max or self.global_batch] * workers,
+                                  capacities=config.capacities, settings=config.controller)
+        self.workers = workers
+        self.target_samples = total_steps(config, self.workload.train_size, self.global_batch) * self.global_batch
+        self.eval_every = max(1, (config.eval_every or 10) * workers)
+        self.lock = threading.Lock()
+        self.version, self.samples, self.rounds = 0, 0, 0
+        self.latest: dict[int, float] = {}
+        self.updates: list[Update] = []
+        self.log = RunLog()
+        self.start = time.perf_counter()
+        self.progress = _ServerProgress(self.target_samples) if config.progress else None
+
+    def _workload_group(self, batch: int) -> dict:
+        return self.workload.make_optimizer([torch.zeros(1, requires_grad=True)], batch).param_groups[0]
+
+    def lr_for(self, local_batch: int) -> float:
+        """The workload's own learning rate for a batch of `local_batch` samples."""
+        return float(self._workload_group(local_batch)["lr"])
+
+    def explicit_momentum(self, workers: int) -> float:
+        """Asynchrony with n workers acts as momentum 1 - 1/n (Mitliagkas et al., "Asynchrony
+        begets momentum", 2016); the server keeps the workload's total by using
+        max(0, mu - (1 - 1/n)), since the full mu on top of stale gradients oscillates."""
+        mu = float(self._workload_group(self.global_batch).get("momentum", 0.0) or 0.0)
+        return max(0.0, mu - (1.0 - 1.0 / workers))
+
+    def exchange(self, worker: int, grad: torch.Tensor | None, pulled: int, local_batch: int,
+                 compute_s: float):
+        with self.lock:
+            if grad is not None and self.samples < self.target_samples:
+                self._apply(worker, grad, pulled, local_batch, compute_s)
+            stop = self.samples >= self.target_samples
+            params = parameters_to_vector(self.model.parameters()).detach().clone()
+            return params, self.version, self.policy.split[worker], stop, self.samples // self.global_batch
+
+    def _apply(self, worker: int, grad: torch.Tensor, pulled: int, local_batch: int, compute_s: float) -> None:
+        lr = self.lr_for(local_batch)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        offset = 0
+        for p in self.model.parameters():
+            p.grad = grad[offset:offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        self.optimizer.step()
+        self.updates.append(Update(self.version, worker, local_batch, self.version - pulled, lr,
+                                   compute_s, time.perf_counter() - self.start))
+        self.version += 1
+        self.samples += local_batch
+        self.latest[worker] = compute_s
+        if self.progress:
+            self.progress.update(self.samples, time.perf_counter() - self.start, self.policy.split)
+        if len(self.latest) == self.workers:  # everyone reported since the last decision
+            self.rounds += 1
+            self.policy.observe(self.rounds, [self.latest[k] for k in range(self.workers)])
+            self.latest.clear()
+        if self.version % self.eval_every == 0 or self.samples >= self.target_samples:
+            metric = self.workload.evaluate(self.model, self.workload.eval_data)
+            self.log.evals.append(EvalRow(self.version, time.perf_counter() - self.start, metric))
+
+
+class _ServerProgress:
+    def __init__(self, total_samples: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        self.bar = Progress(TextColumn("[bold]asp[/]"), BarColumn(), TextColumn("{task.fields[rate]}"),
+                            TextColumn("split {task.fields[split]}"), TimeElapsedColumn(),
+                            console=Console(stderr=True))
+        self.task = self.bar.add_task("asp", total=total_samples, rate="", split="")
+        self.bar.start()
+
+    def update(self, samples: int, elapsed_s: float, split: list[int]) -> None:
+        self.bar.update(self.task, completed=samples, rate=f"{samples / max(elapsed_s, 1e-9):,.0f} samples/s",
+                        split=",".join(map(str, split)))
+        if samples >= self.bar.tasks[0].total:
+            self.bar.stop()
+
+
+def _exchange(worker: int, grad, pulled: int, local_batch: int, compute_s: float):
+    assert _server is not None
+    return _server.exchange(worker, grad, pulled, local_batch, compute_s)
+
+
+def _sample_stream(train_size: int, seed: int, worker: int):
+    """Worker k's own endless stream of sample indices (one seeded permutation per pass)."""
+    epoch = 0
+    while True:
+        generator = torch.Generator().manual_seed(seed * 100_003 + 7919 * (worker + 1) + epoch)
+        yield from torch.randperm(train_size, generator=generator).tolist()
+        epoch += 1
+
+
+def _worker_loop(config: TrainConfig, worker: int) -> dict:
+    workload = load_workload(config.workload)
+    model = workload.make_model()
+    stream = _sample_stream(workload.train_size, config.seed, worker)
+    slowdown = Slowdown(config.slowdown, worker, config.emulate, tag=os.environ.get("THRIFTY_RUN_TAG"))
+    params, version, local_batch, stop, progress = rpc.rpc_sync(SERVER, _exchange, args=(worker, None, -1, 0, 0.0))
+    busy = talk = 0.0
+    try:
+        while not stop:
+            vector_to_parameters(params, model.parameters())
+            slowdown.before_step(progress)
+            start = time.perf_counter()
+            indices = torch.tensor([next(stream) for _ in range(local_batch)])
+            model.zero_grad(set_to_none=False)
+            inputs, targets = workload.batch(indices)
+            workload.loss_fn(model(inputs), targets).backward()
+            slowdown.after_compute(progress, time.perf_counter() - start)
+            compute = time.perf_counter() - start
+            grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+            sent = time.perf_counter()
+            params, version, local_batch, stop, progress = rpc.rpc_sync(
+                SERVER, _exchange, args=(worker, grad, version, local_batch, compute))
+            busy += compute
+            talk += time.perf_counter() - sent
+    finally:
+        slowdown.close()
+    return {"compute_s": busy, "exchange_s": talk}
+
+
+def _asp_rank(rank: int, world_size: int, config: TrainConfig) -> dict:
+    global _server
+    port = os.environ["MASTER_PORT"]
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}", rpc_timeout=600,
+                                              _transports=["uv"], _channels=["basic"])
+    if rank == 0:
+        _server = ParameterServer(config, world_size - 1)
+    rpc.init_rpc(SERVER if rank == 0 else f"worker{rank - 1}", rank=rank, world_size=world_size,
+                 rpc_backend_options=options)
+    try:
+        result = {} if rank == 0 else _worker_loop(config, rank - 1)
+    finally:
+        rpc.shutdown()  # waits for every worker's outstanding calls
+    return _server_report(config) if rank == 0 else result
+
+
+def _server_report(config: TrainConfig) -> dict:
+    assert _server is not None
+    ps = _server
+    staleness = np.array([u.staleness for u in ps.updates], float)
+    wall = ps.updates[-1].time_s if ps.updates else 0.0
+    counts = np.bincount(staleness.astype(int)) if staleness.size else np.array([])
+    target = ps.workload.target_metric if config.target is None else config.target
+    reached = next((e for e in ps.log.evals if e.metric >= target), None)
+    write_text_atomic(config.run_dir / "updates.csv", "update,worker,local_batch,staleness,lr,compute_s,time_s\n"
+                      + "".join(",".join(str(v) for v in astuple(u)) + "\n" for u in ps.updates))
+    return {
+        "mode": "asp", "workload": ps.workload.name, "policy": config.policy, "workers": ps.workers,
+        "global_batch": ps.global_batch, "updates": len(ps.updates), "wall_time_s": wall,
+        "samples_per_s": ps.samples / wall if wall else 0.0,
+        "metric_name": ps.workload.metric_name, "target_metric": target,
+        "final_metric": ps.log.evals[-1].metric if ps.log.evals else float("nan"),
+        "time_to_target_s": reached.train_time_s if reached else None,
+        "final_batch_sizes": list(ps.policy.split), "adjustments": ps.policy.adjustments,
+        "staleness_mean": float(staleness.mean()) if staleness.size else 0.0,
+        "staleness_p50": float(np.percentile(staleness, 50)) if staleness.size else 0.0,
+        "staleness_p90": float(np.percentile(staleness, 90)) if staleness.size else 0.0,
+        "staleness_max": int(staleness.max()) if staleness.size else 0,
+        "staleness_histogram": counts.astype(int).tolist(),
+        "updates_per_worker": np.bincount([u.worker for u in ps.updates], minlength=ps.workers).tolist(),
+        "evals": [[e.step, e.train_time_s, e.metric] for e in ps.log.evals],
+        "run_dir": str(config.run_dir),
+    }
+
+
+def run_asp(config: TrainConfig, *, max_workers: int = 8) -> dict:
+    """Train asynchronously with `config.workers` workers and one server process."""
+    config = check_config(config, max_workers)
+    config.run_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["THRIFTY_RUN_TAG"] = f"{os.getpid()}-{time.monotonic_ns()}"
+    results = run_local_workers(_asp_rank, config.workers + 1, timeout_s=config.timeout_s,
+                                process_group=False, config=config)
+    summary = results[0]
+    workers = results[1:]
+    busy = sum(w["compute_s"] for w in workers)
+    talk = sum(w["exchange_s"] for w in workers)
+    summary["wait_fraction"] = talk / (busy + talk) if busy + talk else 0.0
+    write_summary(config.run_dir, summary)
+    return summary
+
