@@ -241,9 +241,11 @@ def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `mod
     sys.stdout.write(buffer.getvalue())
 
 
-from thrifty.plan_command import register_plan  # noqa: E402  (plan has its own module: it is long)
+from thrifty.plan_command import register_plan  # noqa: E402  (plan and train have their own modules)
+from thrifty.train_command import register_train  # noqa: E402
 
 register_plan(app)
+register_train(app)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,3 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,7 +9,7 @@ TRAIN_MODULE = "thrifty.train"
 
 def _train_args(workload: str, global_batch: int) -> str:
     return f"-m {TRAIN_MODULE} --workload {shlex.quote(canonical_name(workload))} " \
-           f"--global-batch {global_batch}"
+           f"--global-batch {global_batch} --until-target --epochs 1000"
 
 
 def torchrun_command(choice: dict, workload: str) -> str:

@@ -1,0 +1,139 @@
+"""The integer split and the batch policies, on a simulated clock (no processes)."""
+
+import random
+
+import pytest
+
+from thrifty.train.policies import ControllerSettings, make_policy, relative_changes
+from thrifty.train.split import SplitError, even_split, proportional_split
+
+
+def test_proportional_split_sums_and_respects_bounds_for_random_inputs():
+    rng = random.Random(7)
+    for _ in range(500):
+        n = rng.randint(1, 8)
+        b_min = rng.randint(1, 4)
+        b_max = [rng.randint(b_min, 64) for _ in range(n)]
+        total = rng.randint(n * b_min, sum(b_max))
+        weights = [rng.uniform(0.01, 10) for _ in range(n)]
+        split = proportional_split(weights, total, b_min, b_max)
+        assert sum(split) == total
+        assert all(b_min <= b <= m for b, m in zip(split, b_max))
+
+
+def test_proportional_split_is_proportional_when_unconstrained():
+    assert proportional_split([12, 12, 8, 16], 96, 1, [96] * 4) == [24, 24, 16, 32]
+    assert proportional_split([1, 1, 1], 10, 1, [10] * 3) == even_split(10, 3) == [4, 3, 3]
+
+
+def test_clamped_ranks_are_fixed_and_the_rest_reshared():
+    # rank 0 would get 90 but may hold 40; the rest share 60 in proportion 1:2
+    assert proportional_split([9, 0.5, 0.5], 100, 1, [40, 100, 100]) == [40, 30, 30]
+    assert proportional_split([1000, 1], 64, 4, [64, 64]) == [60, 4]
+
+
+@pytest.mark.parametrize("args, message", [
+    (([1, 1], 1, 1, [8, 8]), "smaller than the 2 workers"),
+    (([1, 1], 8, 5, [8, 8]), "b_min 5 is larger than B / n"),
+    (([1, 1], 40, 1, [8, 8]), "does not fit"),
+    (([1, 0], 8, 1, [8, 8]), "positive"),
+])
+def test_impossible_splits_are_refused(args, message):
+    with pytest.raises(SplitError, match=message):
+        proportional_split(*args)
+
+
+class SimulatedCluster:
+    """Compute time of rank k: overhead + b_k / speed_k, with optional multiplicative noise."""
+
+    def __init__(self, speeds, overhead_s=0.002, noise=0.0, seed=0):
+        self.speeds, self.overhead_s, self.noise = list(speeds), overhead_s, noise
+        self.rng = random.Random(seed)
+
+    def times(self, split):
+        return [(self.overhead_s + b / s) * (1 + self.rng.gauss(0, self.noise)) for b, s in zip(split, self.speeds)]
+
+
+def _run(policy, cluster, steps, start=0, on_change=None):
+    for step in range(start, start + steps):
+        if policy.observe(step + 1, cluster.times(policy.split)) and on_change:
+            on_change(step)
+
+
+def test_dynamic_policy_balances_within_three_adjustments():
+    cluster = SimulatedCluster([4000, 4000, 2000, 500])  # HL8-like
+    policy = make_policy("dynamic", 256, 4)
+    _run(policy, cluster, 40)
+    assert 1 <= policy.adjustments <= 3
+    times = cluster.times(policy.split)
+    assert max(relative_changes(policy.split, times)) <= 0.05
+    assert sum(policy.split) == 256
+
+
+def test_dead_band_stops_small_corrections():
+    cluster = SimulatedCluster([1000, 1080])  # each ~3.6% from the mean: inside the 5% dead-band
+    policy = make_policy("dynamic", 64, 2)
+    _run(policy, cluster, 50)
+    assert policy.adjustments == 0 and policy.split == [32, 32]
+    narrow = make_policy("dynamic", 64, 2, settings=ControllerSettings(dead_band=0.01))
+    _run(narrow, cluster, 50)
+    assert narrow.adjustments >= 1
+
+
+def test_changes_come_at_most_every_k_steps_and_noise_is_smoothed():
+    cluster = SimulatedCluster([3000, 1000, 1000], noise=0.03, seed=3)
+    policy = make_policy("dynamic", 120, 3, settings=ControllerSettings(every=10))
+    changes = []
+    _run(policy, cluster, 300, on_change=changes.append)
+    assert all(b - a >= 10 for a, b in zip(changes, changes[1:]))
+    assert len(changes) <= 8  # converges, then noise stays inside the dead-band mostly
+
+
+def test_rebalances_within_three_adjustments_after_a_speed_change():
+    cluster = SimulatedCluster([2000, 2000, 2000, 2000])
+    policy = make_policy("dynamic", 128, 4)
+    _run(policy, cluster, 30)
+    assert policy.adjustments == 0
+    cluster.speeds = [2000, 2000, 1000, 250]  # two workers slow down
+    before = policy.adjustments
+    _run(policy, cluster, 60, start=30)
+    assert 1 <= policy.adjustments - before <= 3
+    assert max(relative_changes(policy.split, cluster.times(policy.split))) <= 0.05
+
+
+def test_static_policy_from_warmup_then_fixed():
+    cluster = SimulatedCluster([3000, 1000], overhead_s=0.0)
+    policy = make_policy("static", 64, 2, settings=ControllerSettings(warmup_steps=3))
+    _run(policy, cluster, 3)
+    assert policy.split == [48, 16] and policy.adjustments == 1
+    cluster.speeds = [1000, 3000]
+    _run(policy, cluster, 20, start=3)
+    assert policy.split == [48, 16]
+
+
+def test_static_policy_from_capacities_and_uniform_never_moves():
+    static = make_policy("static", 96, 4, capacities=[12, 12, 8, 16])
+    assert static.split == [24, 24, 16, 32]
+    uniform = make_policy("uniform", 96, 4)
+    _run(uniform, SimulatedCluster([1, 2, 3, 4]), 20)
+    assert uniform.split == [24] * 4 and uniform.adjustments == 0
+
+
+def test_policy_state_roundtrip():
+    cluster = SimulatedCluster([3000, 1000])
+    policy = make_policy("dynamic", 64, 2)
+    _run(policy, cluster, 7)
+    again = type(policy).from_state_dict(policy.state_dict())
+    _run(policy, cluster, 20, start=7)
+    _run(again, cluster, 20, start=7)
+    assert again.split == policy.split and again.adjustments == policy.adjustments
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(name="fastest", global_batch=8, workers=2), "unknown policy"),
+    (dict(name="dynamic", global_batch=8, workers=2, capacities=[1, 2]), "static"),
+    (dict(name="static", global_batch=8, workers=2, capacities=[1]), "1 capacities"),
+])
+def test_bad_policy_requests(kwargs, message):
+    with pytest.raises(SplitError, match=message):
+        make_policy(kwargs.pop("name"), **kwargs)

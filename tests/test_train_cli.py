@@ -1,0 +1,55 @@
+"""`thrifty train` from the command line: bad input is one line and exit code 2, nothing written."""
+
+import json
+
+import pytest
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--global-batch", "1", "--nproc", "2"], "global batch 1 is smaller than the 2 workers"),
+    (["--b-min", "40", "--nproc", "2"], "b_min 40 is larger than B / n = 64/2"),
+    (["--slowdown", "0,1"], "slowdown factors must be positive"),
+    (["--slowdown", "a,b"], "--slowdown must be comma-separated positive numbers"),
+    (["--slowdown", "1,2,3", "--nproc", "2"], "for 3 workers, the run has 2"),
+    (["--hetero-profile", "HL3", "--nproc", "4"], "unknown heterogeneity profile 'HL3'"),
+    (["--hetero-profile", "HL4", "--nproc", "2"], "for 4 workers, the run has 2"),
+    (["--nproc", "64"], "--nproc 64 is outside 1.."),
+    (["--policy", "fast"], "unknown policy 'fast'"),
+    (["--mode", "hogwild"], "unknown mode 'hogwild'"),
+    (["--emulate", "magic"], "unknown emulation 'magic'"),
+    (["--global-batch", "5000"], "exceeds the training set"),
+    (["--b-max", "10", "--nproc", "2"], "does not fit"),
+    (["--capacities", "1,x", "--policy", "static"], "--capacities must be comma-separated numbers"),
+    (["--slowdown", "1,2", "--hetero-profile", "HL2"], "at most one of"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(run_cli, tmp_path, args, message):
+    code, out, err = run_cli("train", *args, "--db", tmp_path / "t.db", "--run-dir", tmp_path / "run")
+    assert code == 2
+    assert message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_from_missing_or_corrupt_checkpoint(run_cli, tmp_path):
+    code, _, err = run_cli("train", "--resume", "--run-dir", tmp_path / "none", "--db", tmp_path / "t.db")
+    assert code == 2 and "checkpoint not found" in err
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "checkpoint.pt").write_bytes(b"THRIFTY1" + b"\0" * 32 + b"not a torch file")
+    code, _, err = run_cli("train", "--resume", "--run-dir", tmp_path / "bad", "--db", tmp_path / "t.db")
+    assert code == 2 and "corrupt" in err
+
+
+@pytest.mark.timeout(240)
+def test_train_json_summary_and_store(run_cli, tmp_path):
+    from thrifty.store import Store
+    code, out, err = run_cli("train", "--nproc", "2", "--steps", "30", "--slowdown", "1,2", "--json",
+                             "--run-dir", tmp_path / "run", "--db", tmp_path / "t.db")
+    assert code == 0, err
+    summary = json.loads(out)
+    for key in ("wall_time_s", "samples_per_s", "final_metric", "final_batch_sizes", "adjustments",
+                "wait_fraction"):
+        assert key in summary
+    with Store(tmp_path / "t.db") as store:
+        assert store.count("train_runs") == 1 and store.count("train_steps") == 60
+    for name in ("steps.csv", "evals.csv", "summary.json", "training.png", "checkpoint.pt"):
+        assert (tmp_path / "run" / name).exists()

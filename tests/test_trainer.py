@@ -1,0 +1,147 @@
+"""`thrifty train` with real processes: adaptation, resume equivalence, a dying worker, ASP."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from thrifty.checkpoint_file import CheckpointError, load_state
+from thrifty.train.hetero import SlowdownSchedule, parse_slowdown
+from thrifty.train.metrics import RunLog
+from thrifty.train.trainer import CHECKPOINT_NAME, TrainConfig, run_training
+
+BASE = TrainConfig(workers=2, global_batch=64, progress=False, b_max=64, timeout_s=240)
+
+
+def _final_params(run_dir: Path) -> dict:
+    return load_state(run_dir / CHECKPOINT_NAME)["model"]
+
+
+@pytest.mark.timeout(300)
+def test_dynamic_policy_follows_a_speed_change(tmp_path):
+    schedule = SlowdownSchedule(((0, (1.0, 1.0)), (30, (1.0, 4.0))))
+    summary = run_training(replace(BASE, policy="dynamic", steps=90, slowdown=schedule, run_dir=tmp_path))
+    log = RunLog.read(tmp_path)
+    before = [r.local_batch for r in log.steps if r.rank == 1 and r.step == 29]
+    after = [r.local_batch for r in log.steps if r.rank == 1 and r.step == 89]
+    assert before[0] >= 28  # balanced at equal speeds (allowing measurement noise)
+    assert after[0] < 0.6 * before[0]  # the slowed rank got a smaller share
+    assert summary["final_batch_sizes"][0] + summary["final_batch_sizes"][1] == 64
+    assert summary["adjustments"] >= 1
+    assert 0.0 <= summary["wait_fraction"] < 1.0
+    for key in ("wall_time_s", "samples_per_s", "final_metric", "final_batch_sizes", "adjustments",
+                "wait_fraction"):
+        assert key in summary
+    assert (tmp_path / "training.png").stat().st_size > 10_000
+    assert len(log.steps) == 90 * 2
+
+
+@pytest.mark.timeout(300)
+def test_resumed_run_ends_with_the_same_parameters(tmp_path):
+    config = replace(BASE, policy="uniform", steps=40, checkpoint_every=10)
+    run_training(replace(config, run_dir=tmp_path / "whole"))
+    run_training(replace(config, steps=20, run_dir=tmp_path / "parts"))
+    run_training(replace(config, resume=True, run_dir=tmp_path / "parts"))
+    whole, parts = _final_params(tmp_path / "whole"), _final_params(tmp_path / "parts")
+    assert all(torch.equal(whole[k], parts[k]) for k in whole)
+    assert [r.step for r in RunLog.read(tmp_path / "parts").steps if r.rank == 0] == list(range(40))
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _wait_for(path: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.05)
+
+
+def _cli(args, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "thrifty.cli", *map(str, args)], **kwargs)
+
+
+TRAIN_ARGS = ["train", "--nproc", "2", "--policy", "uniform", "--steps", "120", "--slowdown", "3,3",
+              "--checkpoint-every", "10", "--b-max", "64", "--json"]
+
+
+@pytest.mark.timeout(300)
+def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    whole = _cli([*TRAIN_ARGS, "--run-dir", tmp_path / "whole", "--db", tmp_path / "db"], env=env,
+                 stdout=subprocess.DEVNULL)
+    assert whole.wait(240) == 0
+    killed = _cli([*TRAIN_ARGS, "--run-dir", tmp_path / "killed", "--db", tmp_path / "db"], env=env,
+                  stdout=subprocess.DEVNULL, start_new_session=True)
+    _wait_for(tmp_path / "killed" / CHECKPOINT_NAME, 120)
+    time.sleep(0.5)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(30)
+    step = load_state(tmp_path / "killed" / CHECKPOINT_NAME)["step"]
+    assert 0 < step < 120
+    resumed = _cli([*TRAIN_ARGS, "--resume", "--run-dir", tmp_path / "killed", "--db", tmp_path / "db"],
+                   env=env, stdout=subprocess.PIPE)
+    out, _ = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0
+    assert json.loads(out)["steps"] == 120
+    a, b = _final_params(tmp_path / "whole"), _final_params(tmp_path / "killed")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.timeout(300)
+def test_a_dying_worker_stops_the_run_and_leaves_the_last_checkpoint(tmp_path):
+    run = _cli([*TRAIN_ARGS, "--steps", "100000", "--run-dir", tmp_path, "--db", tmp_path / "db"],
+               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(tmp_path / CHECKPOINT_NAME, 120)
+    ranks = _children(run.pid)
+    deadline = time.monotonic() + 30
+    while len(ranks) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        ranks = _children(run.pid)
+    os.kill(max(ranks), signal.SIGKILL)  # the second spawned rank
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 2
+    assert "died (killed by SIGKILL)" in err and "Traceback" not in err
+    assert load_state(tmp_path / CHECKPOINT_NAME)["step"] % 10 == 0  # intact and loadable
+
+
+def test_corrupt_checkpoints_are_detected(tmp_path):
+    from thrifty.checkpoint_file import save_state
+    path = tmp_path / "c.pt"
+    save_state(path, {"x": torch.arange(5)})
+    assert torch.equal(load_state(path)["x"], torch.arange(5))
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="checksum"):
+        load_state(path)
+    path.write_bytes(b"THRIFTY1")
+    with pytest.raises(CheckpointError, match="truncated"):
+        load_state(path)
+
+
+@pytest.mark.timeout(300)
+def test_asp_runs_learns_and_records_staleness(tmp_path):
+    from thrifty.train.asp import run_asp
+    plain = run_asp(replace(BASE, policy="uniform", epochs=12, run_dir=tmp_path / "plain", slowdown=parse_slowdown("1,3")))
+    balanced = run_asp(replace(BASE, policy="dynamic", epochs=12, run_dir=tmp_path / "dyn", slowdown=parse_slowdown("1,3")))
+    for summary in (plain, balanced):
+        assert summary["final_metric"] > 0.8
+        assert sum(summary["staleness_histogram"]) == summary["updates"]
+        assert (tmp_path / ("plain" if summary is plain else "dyn") / "updates.csv").exists()
+    assert plain["final_batch_sizes"] == [32, 32]
+    assert balanced["final_batch_sizes"][1] < balanced["final_batch_sizes"][0]  # the slow worker's is smaller
+
+
+def test_a_run_needs_a_checkpoint_to_resume(tmp_path):
+    with pytest.raises(CheckpointError, match="not found"):
+        run_training(replace(BASE, steps=5, resume=True, run_dir=tmp_path))
