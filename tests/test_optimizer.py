@@ -14,7 +14,8 @@ from thrifty.perf.steptime import StepTimeModel
 from thrifty.plan import PlanRequest, VMArrays, plan
 from thrifty.plan.candidates import GPU_STEP_OVERHEAD_S, GIB
 from thrifty.plan.pareto import knee_index, pareto_front
-from thrifty.transient.overhead import DEFAULT_SPOT_MTTF_S, daly_expected_runtime_s
+from thrifty.transient.registry import load_model
+from thrifty.transient.schedule import expected_overhead_fraction
 
 VMS = [
     VMType("aws", "c5.2xlarge", "us-east-1", "", 8, 16, None, 0, 0.34, 0.1144),
@@ -57,7 +58,7 @@ def _brute_force(request: PlanRequest):
         step = (compute**g + net**g) ** (1 / g)
         time = job.s_min * (1 + job.noise_scale / batch) * step
         if spot:
-            time = float(daly_expected_runtime_s(time, DEFAULT_SPOT_MTTF_S / nodes))
+            time = time * (1 + float(expected_overhead_fraction(load_model()[1], time, nodes)))
         price = vm.spot_price_per_hour if spot else vm.price_per_hour
         cost = time * nodes * price / 3600
         if request.deadline_s and time > request.deadline_s or request.budget_usd and cost > request.budget_usd:

@@ -1,5 +1,6 @@
 """The integer split and the batch policies, on a simulated clock (no processes)."""
 
+import math
 import random
 
 import pytest
@@ -44,14 +45,14 @@ def test_impossible_splits_are_refused(args, message):
 
 
 class SimulatedCluster:
-    """Compute time of rank k: overhead + b_k / speed_k, with optional multiplicative noise."""
+    """Compute time of rank k: overhead + b_k / speed_k, with multiplicative log-normal noise."""
 
     def __init__(self, speeds, overhead_s=0.002, noise=0.0, seed=0):
         self.speeds, self.overhead_s, self.noise = list(speeds), overhead_s, noise
         self.rng = random.Random(seed)
 
     def times(self, split):
-        return [(self.overhead_s + b / s) * (1 + self.rng.gauss(0, self.noise)) for b, s in zip(split, self.speeds)]
+        return [(self.overhead_s + b / s) * math.exp(self.rng.gauss(0, self.noise)) for b, s in zip(split, self.speeds)]
 
 
 def _run(policy, cluster, steps, start=0, on_change=None):
@@ -78,6 +79,15 @@ def test_dead_band_stops_small_corrections():
     narrow = make_policy("dynamic", 64, 2, settings=ControllerSettings(dead_band=0.01))
     _run(narrow, cluster, 50)
     assert narrow.adjustments >= 1
+
+
+def test_the_confidence_bound_keeps_the_controller_from_chasing_noise():
+    cluster = SimulatedCluster([1000, 1000, 1000, 1000], noise=0.15, seed=11)
+    careful = make_policy("dynamic", 128, 4)
+    _run(careful, cluster, 300)
+    naive = make_policy("dynamic", 128, 4, settings=ControllerSettings(confidence=0.0))
+    _run(naive, cluster, 300)
+    assert careful.adjustments <= 3 < naive.adjustments
 
 
 def test_changes_come_at_most_every_k_steps_and_noise_is_smoothed():

@@ -22,7 +22,9 @@ from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.network import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.steptime import PARAM_NAMES, compute_time, predict_step_time
 from thrifty.plan.request import PlanRequest
-from thrifty.transient.overhead import DEFAULT_SPOT_MTTF_S, daly_expected_runtime_s
+from thrifty.transient.lifetimes import LifetimeModel
+from thrifty.transient.registry import load_model
+from thrifty.transient.schedule import expected_overhead_fraction
 
 GIB = 1024**3
 # Fixed per-step cost of an eager PyTorch step on a GPU (on the order of a hundred kernel launches
@@ -110,7 +112,11 @@ def enumerate_candidates(vmx: VMArrays, job: JobModel, request: PlanRequest) -> 
 
 
 def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
-             spot_mttf_s: float = DEFAULT_SPOT_MTTF_S) -> Candidates:
+             spot_model: LifetimeModel | None = None) -> Candidates:
+    """Predicted time and cost of every candidate. Spot candidates pay the expected overhead of
+    preemptions under `spot_model` (default: the bathtub model fitted on Google's 2019 data) with
+    the model-aware checkpoint schedule (transient.schedule): the job on n VMs stops when the
+    first of them is preempted."""
     v, nodes, batch, spot = enumerate_candidates(vmx, job, request)
     workers = nodes * vmx.ranks[v]
     local = np.ceil(batch / workers)  # the slowest rank holds the largest share
@@ -137,9 +143,12 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
                     for bn in job.noise_scale_interval if 0 < bn < np.inf] or [steps]
     steps_low, steps_high = np.minimum.reduce(steps_bounds), np.maximum.reduce(steps_bounds)
 
-    cluster_mttf = spot_mttf_s / nodes  # any VM lost interrupts the synchronous job
+    lifetime = spot_model if spot_model is not None else load_model()[1]
+
     def runtime(work):
-        return np.where(spot, daly_expected_runtime_s(work, cluster_mttf), work)
+        out = np.array(work, float)
+        out[spot] = work[spot] * (1.0 + expected_overhead_fraction(lifetime, work[spot], nodes[spot]))
+        return out
     price = np.where(spot, vmx.spot_price[v], vmx.price[v])
     time_s = runtime(steps * step_time)
     time_low, time_high = runtime(steps_low * step_low), runtime(steps_high * step_high)

@@ -12,14 +12,14 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)?\s*$", r
 _UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
 
 
-def parse_duration_s(text: str, *, what: str = "duration") -> float:
+def parse_duration_s(text: str, *, what: str = "duration", allow_zero: bool = False) -> float:
     """'90m', '2.5h', '1d', '3600s' or a bare number of hours -> seconds."""
     match = _DURATION.match(str(text))
     if not match:
         raise PlanError(f"cannot read {what} {text!r}: use a number with s, m, h or d, e.g. 12h or 90m")
     value, unit = float(match.group(1)), (match.group(2) or "h").lower()
     seconds = value * _UNIT_S[unit]
-    if seconds <= 0:
+    if seconds < 0 or (seconds == 0 and not allow_zero):
         raise PlanError(f"{what} must be positive, got {text!r}")
     return seconds
 

@@ -1,0 +1,222 @@
+"""Heterogeneity-aware training: uniform vs static vs dynamic batching, side by side in one run.
+
+4 workers (builtin:digits, B = 256, sleep emulation) at OmniLearn's HL1/HL2/HL4/HL8 core splits and
+on the dynamic schedule HL1 -> HL2 -> HL4 -> HL8 -> HL4 -> HL2 -> HL1; configurations run in
+interleaved rounds and are summarised by the median over rounds. The same comparison runs again
+with 2 ranks (slowdowns 1:1, 1:2, 1:4, 1:8) for the timing claims (throughput against the
+ideal, HL1 overhead, controller overhead), because 4 ranks on 2 cores time-share the cores: their
+per-step compute times scatter by tens of percent and every synchronous step waits for the
+slowest draw, which no batching policy can remove.
+
+Ideal throughput (the issue's yardstick): each worker's own throughput X_k = b_k / mean(t_k)
+measured in the same run after the split settled (the second half of the steps), summed, with the
+measured mean all-reduce time added back: ideal = B / (B / sum X_k + mean t_allreduce). B = 256,
+so that even at HL8 the slowest worker's fixed per-step cost stays below the fast worker's step
+(at B = 64 the controller pins it at b_min = 1 and the ideal is out of reach by construction).
+"""
+
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from common import save_figure, write_result
+from thrifty.train.hetero import DYNAMIC_SEQUENCE, constant, named_schedule
+from thrifty.train.metrics import RunLog
+from thrifty.train.trainer import TrainConfig, run_training, total_steps
+
+PROFILES = ["HL1", "HL2", "HL4", "HL8", "dynamic"]
+POLICIES = ["uniform", "static", "dynamic"]
+GLOBAL_BATCH, EPOCHS, TRAIN_SIZE = 256, 30, 1438
+BASE = TrainConfig(workers=4, global_batch=GLOBAL_BATCH, epochs=EPOCHS, b_max=GLOBAL_BATCH,
+                   progress=False, checkpoint_every=0, timeout_s=900)
+
+
+def ideal_samples_per_s(log: RunLog, world: int) -> float:
+    last = max(r.step for r in log.steps)
+    settled = [r for r in log.steps if r.step >= last // 2]
+    rates = [statistics.fmean(r.local_batch for r in settled if r.rank == k)
+             / statistics.fmean(r.compute_s for r in settled if r.rank == k) for k in range(world)]
+    allreduce = statistics.fmean(r.allreduce_s for r in settled if r.rank == 0)
+    return GLOBAL_BATCH / (GLOBAL_BATCH / sum(rates) + allreduce)
+
+
+def splits_over_time(log: RunLog, world: int) -> list[tuple[int, list[int]]]:
+    by_step: dict[int, list[int]] = {}
+    for r in log.steps:
+        by_step.setdefault(r.step, [0] * world)[r.rank] = r.local_batch
+    return sorted(by_step.items())
+
+
+def settling(log: RunLog, world: int, change_steps: list[int], quiet_steps: int) -> list[dict]:
+    """Adjustments after each speed change until the controller stays quiet for `quiet_steps`."""
+    series = splits_over_time(log, world)
+    changes = [series[i][0] for i in range(1, len(series)) if series[i][1] != series[i - 1][1]]
+    ends = change_steps[1:] + [series[-1][0] + 1]
+    out = []
+    for start, end in zip(change_steps, ends):
+        mine = [c for c in changes if start <= c < end]
+        count, last = 0, start
+        for c in mine:
+            if c - last >= quiet_steps and count:
+                break
+            count, last = count + 1, c
+        late = [r for r in log.steps if last < r.step < end]
+        medians = [statistics.median(r.compute_s for r in late if r.rank == k) for k in range(world)] \
+            if late else [float("nan")]
+        out.append({"change_step": start, "adjustments_to_settle": count,
+                    "settled_after_step": last,
+                    "settled_compute_max_over_min": max(medians) / min(medians)})
+    return out
+
+
+def _compute_by_step(rows, world: int) -> list[list[float]]:
+    by_step: dict[int, list[float]] = {}
+    for r in rows:
+        by_step.setdefault(r.step, [0.0] * world)[r.rank] = r.compute_s
+    return list(by_step.values())
+
+
+def run_grid(rounds: int, workdir: Path) -> dict:
+    steps = total_steps(BASE, TRAIN_SIZE, GLOBAL_BATCH)
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for r in range(rounds):
+        for profile in PROFILES:
+            for policy in POLICIES:
+                run_dir = workdir / f"{profile}-{policy}-{r}"
+                config = replace(BASE, policy=policy, run_dir=run_dir,
+                                 slowdown=named_schedule(profile, steps))
+                summary = run_training(config)
+                log = RunLog.read(run_dir)
+                summary["ideal_samples_per_s"] = ideal_samples_per_s(log, 4)
+                if profile == "dynamic" and policy == "dynamic":
+                    summary["settling"] = settling(log, 4, [0, *config.slowdown.change_steps()],
+                                                   quiet_steps=3 * config.controller.every)
+                    summary["splits"] = splits_over_time(log, 4)
+                    summary["compute_ms"] = [[1e3 * t for t in row] for row in _compute_by_step(log.steps, 4)]
+                runs.setdefault((profile, policy), []).append(summary)
+                print(f"round {r} {profile:8s} {policy:8s} {summary['samples_per_s']:8.0f} samples/s "
+                      f"(ideal {summary['ideal_samples_per_s']:.0f}) split {summary['final_batch_sizes']} "
+                      f"target at {summary['time_to_target_s']}", flush=True)
+    return runs
+
+
+TWO_RANK_SLOWDOWNS = [1, 2, 4, 8]
+
+
+def run_two_rank_grid(rounds: int, workdir: Path) -> dict:
+    """2 ranks on 2 cores, rank 1 slowed by f: the timing claims."""
+    runs: dict[tuple[int, str], list[dict]] = {}
+    for r in range(rounds):
+        for f in TWO_RANK_SLOWDOWNS:
+            for policy in POLICIES:
+                run_dir = workdir / f"two-{f}-{policy}-{r}"
+                config = replace(BASE, workers=2, policy=policy, run_dir=run_dir,
+                                 slowdown=constant((1.0, float(f))))
+                summary = run_training(config)
+                summary["ideal_samples_per_s"] = ideal_samples_per_s(RunLog.read(run_dir), 2)
+                runs.setdefault((f, policy), []).append(summary)
+                print(f"round {r} 2 ranks 1:{f} {policy:8s} {summary['samples_per_s']:8.0f} samples/s "
+                      f"(ideal {summary['ideal_samples_per_s']:.0f}) split {summary['final_batch_sizes']}",
+                      flush=True)
+    return runs
+
+
+def median(runs: list[dict], key: str) -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return float(np.median(values)) if values else None
+
+
+KEYS = ("samples_per_s", "time_per_epoch_s", "time_to_target_s", "steps_to_target", "final_metric",
+        "wait_fraction", "adjustments", "controller_overhead_fraction", "ideal_samples_per_s")
+
+
+def summarise_cell(rs: list[dict]) -> dict:
+    cell = {k: median(rs, k) for k in KEYS}
+    cell["final_batch_sizes"] = rs[-1]["final_batch_sizes"]
+    return cell
+
+
+def main(rounds: int = 2, two_rank_rounds: int = 3) -> dict:
+    with TemporaryDirectory(prefix="thrifty-bench-hetero-") as tmp:
+        runs = run_grid(rounds, Path(tmp))
+        two = run_two_rank_grid(two_rank_rounds, Path(tmp))
+    two_table = {}
+    for f in TWO_RANK_SLOWDOWNS:
+        row = {policy: summarise_cell(two[(f, policy)]) for policy in POLICIES}
+        row["dynamic_over_ideal"] = row["dynamic"]["samples_per_s"] / row["dynamic"]["ideal_samples_per_s"]
+        row["dynamic_over_uniform"] = row["dynamic"]["samples_per_s"] / row["uniform"]["samples_per_s"]
+        two_table[f"1:{f}"] = row
+    table = {}
+    for profile in PROFILES:
+        row = {policy: summarise_cell(runs[(profile, policy)]) for policy in POLICIES}
+        dyn = row["dynamic"]
+        row["dynamic_over_ideal"] = dyn["samples_per_s"] / dyn["ideal_samples_per_s"]
+        row["dynamic_over_uniform"] = dyn["samples_per_s"] / row["uniform"]["samples_per_s"]
+        row["static_over_uniform"] = row["static"]["samples_per_s"] / row["uniform"]["samples_per_s"]
+        table[profile] = row
+    dynamic_runs = runs[("dynamic", "dynamic")]
+    result = {
+        "workload": "builtin:digits", "global_batch": GLOBAL_BATCH, "epochs": EPOCHS, "rounds": rounds,
+        "emulation": "sleep", "ranks": "4 for the HL grid (OmniLearn's profiles, balancing behaviour); "
+        "2 for the timing claims (4 ranks on 2 cores time-share the cores)",
+        "profiles": {p: (list(named_schedule(p, 7).at(0)) if p != "dynamic" else list(DYNAMIC_SEQUENCE))
+                     for p in PROFILES},
+        "table": table,
+        "settling_after_speed_changes": [run["settling"] for run in dynamic_runs],
+        "two_ranks": {"rounds": two_rank_rounds, "global_batch": GLOBAL_BATCH, "table": two_table,
+                      "hl1_dynamic_slowdown_percent": (1 - two_table["1:1"]["dynamic_over_uniform"]) * 100,
+                      "hl1_adjustments": [r["adjustments"] for r in two[(1, "dynamic")]],
+                      "controller_overhead_percent_max": 100 * max(
+                          r["controller_overhead_fraction"] for f in TWO_RANK_SLOWDOWNS for r in two[(f, "dynamic")])},
+        "same_statistics": {p: {pol: table[p][pol]["steps_to_target"] for pol in POLICIES} for p in PROFILES},
+    }
+    _plot(result, dynamic_runs[-1])
+    write_result("hetero_training", result)
+    return result
+
+
+def _plot(result: dict, dynamic_run: dict) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    x = np.arange(len(PROFILES))
+    for i, policy in enumerate(POLICIES):
+        axes[0].bar(x + (i - 1) * 0.2, [result["table"][p][policy]["samples_per_s"] for p in PROFILES], 0.2,
+                    label=policy)
+        axes[1].bar(x + (i - 1) * 0.2, [result["table"][p][policy]["time_to_target_s"] or 0 for p in PROFILES],
+                    0.2, label=policy)
+    axes[0].plot(x, [result["table"][p]["dynamic"]["ideal_samples_per_s"] for p in PROFILES], "k_", ms=30,
+                 mew=2, label="ideal")
+    axes[0].set(xticks=x, xticklabels=PROFILES, ylabel="samples/s", title="throughput, 4 workers")
+    axes[1].set(xticks=x, xticklabels=PROFILES, ylabel="s", title="training time to 95% accuracy, 4 workers")
+    axes[0].legend(fontsize=8)
+    steps = [s for s, _ in dynamic_run["splits"]]
+    splits = np.array([b for _, b in dynamic_run["splits"]])
+    for k in range(splits.shape[1]):
+        axes[2].plot(steps, splits[:, k], label=f"rank {k}")
+    total = steps[-1] + 1
+    for i, hl in enumerate(DYNAMIC_SEQUENCE):
+        start = i * total // len(DYNAMIC_SEQUENCE)
+        axes[2].axvline(start, color="grey", lw=0.5)
+        axes[2].text(start + 1, splits.max() * 0.95, hl, fontsize=8)
+    axes[2].set(xlabel="step", ylabel="local batch", title="dynamic policy on the dynamic schedule")
+    axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, "hetero_training")
+
+
+if __name__ == "__main__":
+    r = main(*(int(a) for a in sys.argv[1:3]))
+    for profile, row in r["table"].items():
+        print(f"{profile:8s} " + " | ".join(f"{p} {row[p]['samples_per_s']:7.0f}/s tt {row[p]['time_to_target_s']}"
+                                          for p in POLICIES)
+              + f" | dynamic/ideal {row['dynamic_over_ideal']:.3f} dynamic/uniform {row['dynamic_over_uniform']:.3f}")
+    print("settling:", r["settling_after_speed_changes"])
+    for name, row in r["two_ranks"]["table"].items():
+        print(f"2 ranks {name}: " + " | ".join(f"{p} {row[p]['samples_per_s']:7.0f}/s" for p in POLICIES)
+              + f" | dynamic/ideal {row['dynamic_over_ideal']:.3f} dynamic/uniform {row['dynamic_over_uniform']:.3f}")
+    print("HL1 2 ranks dynamic slowdown %", r["two_ranks"]["hl1_dynamic_slowdown_percent"],
+          "controller overhead % max", r["two_ranks"]["controller_overhead_percent_max"])

@@ -1,0 +1,189 @@
+"""`thrifty preempt`: lifetime models of preemptible VMs, checkpoint schedules, VM reuse, spot."""
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from thrifty.cli_support import fmt_duration, print_json, stdout
+from thrifty.errors import ThriftyError
+
+preempt_app = typer.Typer(help="Preemptible VMs: lifetimes, checkpoint schedules, reuse, spot.",
+                          no_args_is_help=True)
+
+ModelOpt = Annotated[str, typer.Option("--model", help="Bundled model name or a JSON from `fit --out`")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+
+
+def _hours(text: str, what: str, allow_zero: bool = False) -> float:
+    from thrifty.plan.request import parse_duration_s
+    return parse_duration_s(text, what=what, allow_zero=allow_zero)
+
+
+def _fit_row(name: str, fitted) -> tuple[str, ...]:
+    params = ", ".join(f"1/rate={1 / v / 3600:.4g} h" if k == "rate_per_s" else
+                       f"{k.removesuffix('_s')}={v / 3600:.4g} h" if k.endswith("_s") else f"{k}={v:.4g}"
+                       for k, v in fitted.model.params().items())
+    return (name, fitted.method, params, f"{fitted.log_likelihood:.1f}", f"{fitted.aic:.1f}", f"{fitted.ks:.3f}")
+
+
+@preempt_app.command("fit")
+def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [,event, machine_type]")],
+                model: Annotated[str, typer.Option(help="bathtub, weibull, exponential or auto")] = "auto",
+                method: Annotated[str, typer.Option(help="mle (censored) or lsq (bathtub, preempted rows)")] = "mle",
+                machine_type: Annotated[Optional[str], typer.Option(help="Only this machine type")] = None,
+                out: Annotated[Optional[Path], typer.Option(help="Write the chosen model as JSON")] = None,
+                json_out: JsonOpt = False) -> None:
+    """Fit a lifetime model (censored MLE or the paper's least squares) and compare with the others."""
+    from thrifty.io import write_text_atomic
+    from thrifty.transient.fitting import FIT_MODELS, fit, read_lifetimes
+    lifetimes = read_lifetimes(data).for_machine_type(machine_type)
+    chosen = fit(lifetimes, model, method)
+    others = {f"{m} (mle)": fit(lifetimes, m) for m in FIT_MODELS}
+    if chosen.model.name == "bathtub" and lifetimes.preempted.sum() >= 4:
+        others["bathtub (lsq)"] = fit(lifetimes, "bathtub", "lsq")
+    if out is not None:
+        write_text_atomic(out, json.dumps(chosen.to_dict(), indent=2, default=float))
+    if json_out:
+        print_json({"chosen": chosen.to_dict(), "mean_lifetime_s": chosen.model.mean(),
+                    "compared": {k: v.to_dict() for k, v in others.items()}})
+        return
+    table = Table(title=f"lifetime fits: {lifetimes.lifetime_s.size} VMs, {int(lifetimes.preempted.sum())} preempted")
+    for col in ("model", "method", "parameters", "log L", "AIC", "KS"):
+        table.add_column(col)
+    table.add_row(*_fit_row(f"chosen: {chosen.model.name}", chosen))
+    for name, fitted in others.items():
+        table.add_row(*_fit_row(name, fitted))
+    stdout.print(table)
+    stdout.print(f"mean lifetime {fmt_duration(chosen.model.mean())}; best by likelihood: "
+                 f"{max(others, key=lambda k: others[k].log_likelihood)}")
+
+
+@preempt_app.command("show")
+def show_command(name: Annotated[str, typer.Argument(help="Bundled model name or JSON file")] = "gcp-2019",
+                 plot: Annotated[Path, typer.Option(help="PNG of the fit against Kaplan-Meier and the hazard")] = Path("preempt-model.png"),
+                 json_out: JsonOpt = False) -> None:
+    """Show a lifetime model, plotted against the bundled data's Kaplan-Meier curve."""
+    from thrifty.transient.fitting import read_lifetimes
+    from thrifty.transient.plot import plot_fit
+    from thrifty.transient.registry import bundled, data_file, load_model
+    label, model = load_model(name)
+    data = read_lifetimes(data_file())
+    machine_type = label.removeprefix("gcp-2019-") if label.startswith("gcp-2019-n1") else None
+    plot_fit({label: model}, data.for_machine_type(machine_type), plot,
+             f"{label}: {model.name} lifetime model")
+    info = {"name": label, **model.to_dict(), "mean_lifetime_s": model.mean(),
+            "max_lifetime_s": model.t_end, "plot": str(plot),
+            "fit": {k: v for k, v in bundled().get(label, {}).items() if k not in ("model", "params")}}
+    if json_out:
+        print_json(info)
+        return
+    stdout.print(f"[bold]{label}[/]: {model.name} {model.params()}")
+    stdout.print(f"mean lifetime {fmt_duration(model.mean())}, longest {fmt_duration(model.t_end)}; plot: {plot}")
+
+
+@preempt_app.command("schedule")
+def schedule_command(job_hours: Annotated[float, typer.Option(help="Work the job needs, hours")],
+                     ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, e.g. 60s")] = "60s",
+                     restart_cost: Annotated[str, typer.Option(help="Restart cost, e.g. 60s")] = "60s",
+                     vm_age: Annotated[str, typer.Option(help="Age of the VM the job starts on")] = "0h",
+                     model: ModelOpt = "gcp-2019",
+                     policy: Annotated[str, typer.Option(help="dp, young, daly or none")] = "dp",
+                     mttf: Annotated[Optional[str], typer.Option(
+                         help="MTTF for Young/Daly (default: the model's mean lifetime)")] = None,
+                     json_out: JsonOpt = False) -> None:
+    """Checkpoint intervals, expected makespan and overhead of a job on preemptible VMs."""
+    import math
+
+    from thrifty.transient.registry import load_model
+    from thrifty.transient.schedule import Job, plan_schedule
+    if not math.isfinite(job_hours) or job_hours <= 0:
+        raise ThriftyError(f"--job-hours must be a positive number, got {job_hours}")
+    label, lifetime = load_model(model)
+    job = Job(job_hours * 3600, _hours(ckpt_cost, "--ckpt-cost"), _hours(restart_cost, "--restart-cost", True))
+    age = _hours(vm_age, "--vm-age", allow_zero=True)
+    mttf_s = _hours(mttf, "--mttf") if mttf else None
+    chosen = plan_schedule(lifetime, job, policy, age, mttf_s=mttf_s)
+    if json_out:
+        print_json({"model": label, "vm_age_s": age, **chosen.to_dict()})
+        return
+    table = Table(title=f"{job_hours:g} h job, checkpoint {fmt_duration(job.checkpoint_cost_s)}, model {label}")
+    for col in ("policy", "checkpoints", "expected makespan", "overhead"):
+        table.add_column(col, justify="right")
+    for other in ("dp", "young", "daly", "none"):
+        try:
+            s = chosen if other == policy else plan_schedule(lifetime, job, other, age, mttf_s=mttf_s)
+        except ThriftyError as exc:
+            table.add_row(other, "-", str(exc)[:40], "-")
+            continue
+        table.add_row(("* " if other == policy else "") + other, str(len(s.intervals_s) - 1),
+                      fmt_duration(s.expected_makespan_s), f"{s.overhead_fraction:.1%}")
+    stdout.print(table)
+    stdout.print("intervals (work between checkpoints on the first VM): "
+                 + ", ".join(fmt_duration(x) for x in chosen.intervals_s))
+
+
+@preempt_app.command("reuse")
+def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in hours, e.g. 1,2,5,10,20")] = "1,2,5,10,20",
+                  ckpt_cost: Annotated[str, typer.Option()] = "60s",
+                  restart_cost: Annotated[str, typer.Option()] = "60s",
+                  startup: Annotated[str, typer.Option(help="Time to get a fresh VM")] = "60s",
+                  model: ModelOpt = "gcp-2019", json_out: JsonOpt = False) -> None:
+    """At which VM ages the next job should go to a fresh VM instead (threshold table)."""
+    from thrifty.train_command import float_list
+    from thrifty.transient.registry import load_model
+    from thrifty.transient.reuse import solve_reuse
+    label, lifetime = load_model(model)
+    hours = list(float_list(job_hours, "--job-hours"))
+    *_, rules = solve_reuse(lifetime, hours, _hours(ckpt_cost, "--ckpt-cost"),
+                            _hours(restart_cost, "--restart-cost", True), _hours(startup, "--startup", True))
+    if json_out:
+        print_json({"model": label, "rules": [r.to_dict() for r in rules]})
+        return
+    table = Table(title=f"reuse the VM or start a fresh one (model {label})")
+    table.add_column("job")
+    table.add_column("fresh VM better when the current VM's age is in")
+    for rule in rules:
+        ranges = ", ".join(f"{a / 3600:.2f}-{b / 3600:.2f} h" for a, b in rule.fresh_ranges_s) or "never"
+        table.add_row(f"{rule.job_s / 3600:g} h", ranges)
+    stdout.print(table)
+
+
+@preempt_app.command("spot")
+def spot_command(job_hours: Annotated[float, typer.Option(help="Work the job needs, hours")],
+                 deadline: Annotated[str, typer.Option(help="e.g. 14h")],
+                 spot_price: Annotated[float, typer.Option(help="$/h of the spot VM")],
+                 on_demand_price: Annotated[float, typer.Option(help="$/h of the on-demand VM")],
+                 ckpt_cost: Annotated[str, typer.Option()] = "60s",
+                 restart_cost: Annotated[str, typer.Option()] = "60s",
+                 model: ModelOpt = "gcp-2019",
+                 lifetimes: Annotated[str, typer.Option(help="model or real (the bundled data)")] = "model",
+                 runs: Annotated[int, typer.Option()] = 10_000, json_out: JsonOpt = False) -> None:
+    """Spot, on-demand or the deadline-aware mix: expected time, cost and deadline hit rate."""
+    import numpy as np
+
+    from thrifty.transient.fitting import EmpiricalLifetimes, read_lifetimes
+    from thrifty.transient.registry import data_file, load_model
+    from thrifty.transient.schedule import Job
+    from thrifty.transient.spot import compare
+    if job_hours <= 0 or spot_price <= 0 or on_demand_price <= 0:
+        raise ThriftyError("--job-hours and the prices must be positive")
+    if lifetimes not in ("model", "real"):
+        raise ThriftyError(f"--lifetimes must be model or real, got {lifetimes!r}")
+    label, lifetime = load_model(model)
+    source = lifetime if lifetimes == "model" else EmpiricalLifetimes(read_lifetimes(data_file()))
+    job = Job(job_hours * 3600, _hours(ckpt_cost, "--ckpt-cost"), _hours(restart_cost, "--restart-cost", True))
+    outcomes = compare(lifetime, source, job, _hours(deadline, "--deadline"), spot_price, on_demand_price,
+                       np.random.default_rng(0), runs)
+    if json_out:
+        print_json({"model": label, "lifetimes": lifetimes, "outcomes": [o.to_dict() for o in outcomes]})
+        return
+    table = Table(title=f"{job_hours:g} h job, deadline {deadline}, lifetimes from {lifetimes} ({label})")
+    for col in ("policy", "mean time", "p95 time", "mean cost", "deadline met", "moved to on-demand"):
+        table.add_column(col, justify="right")
+    for o in outcomes:
+        table.add_row(o.policy, fmt_duration(o.mean_time_s), fmt_duration(o.p95_time_s), f"${o.mean_cost_usd:.2f}",
+                      f"{o.deadline_met:.1%}", f"{o.switched:.1%}")
+    stdout.print(table)

@@ -1,0 +1,89 @@
+"""Run the next job on the VM we have (age a) or on a fresh one?
+
+With the DP schedule's value table V(T, a) (transient.schedule), reuse when V(T, a) <= V(T, 0) +
+the fresh VM's start-up time. Under a bathtub model a middle-aged VM is the safest place to be
+and one close to the 24-hour wall the worst; `threshold_table` lists, per job length, the ages at
+which a fresh VM is better. `simulate_campaign` runs a back-to-back series of jobs under the
+always-reuse, always-fresh and model-based policies, on lifetimes from a model or real ones.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from thrifty.transient.lifetimes import HOUR, LifetimeModel
+from thrifty.transient.schedule import Job, Lifetimes, Schedule, Solver, run_job
+
+REUSE_POLICIES = ("always-reuse", "always-fresh", "model")
+
+
+@dataclass(frozen=True)
+class ReuseRule:
+    """Per job length: reuse the VM unless its age falls in one of `fresh_ranges_s`."""
+
+    job_s: float
+    fresh_ranges_s: list[tuple[float, float]]
+
+    def to_dict(self) -> dict:
+        return {"job_hours": self.job_s / HOUR,
+                "fresh_vm_better_at_ages_h": [[a / HOUR, b / HOUR] for a, b in self.fresh_ranges_s]}
+
+
+def _ranges(ages: np.ndarray, mask: np.ndarray, step: float) -> list[tuple[float, float]]:
+    out, start = [], None
+    for age, flag in zip(ages, mask):
+        if flag and start is None:
+            start = age
+        if not flag and start is not None:
+            out.append((float(start), float(age - step)))
+            start = None
+    if start is not None:
+        out.append((float(start), float(ages[-1])))
+    return out
+
+
+def solve_reuse(model: LifetimeModel, job_hours: list[float], checkpoint_cost_s: float = 60.0,
+                restart_cost_s: float = 60.0, startup_s: float = 0.0,
+                grid_s: float = 300.0) -> tuple[Solver, np.ndarray, np.ndarray, list[ReuseRule]]:
+    """One DP for the longest job gives V for every shorter one on the same grid."""
+    longest = max(job_hours) * HOUR
+    solver = Solver(model, Job(longest, checkpoint_cost_s, restart_cost_s), grid_s=grid_s)
+    value, choice = solver.solve()
+    rules = []
+    for hours in job_hours:
+        j = int(round(hours * HOUR / solver.grid_s))
+        fresh_better = value[j] > value[j, 0] + startup_s
+        rules.append(ReuseRule(j * solver.grid_s, _ranges(solver.ages, fresh_better, solver.grid_s)))
+    return solver, value, choice, rules
+
+
+def simulate_campaign(model: LifetimeModel, source: Lifetimes, job_hours: float, jobs: int, policy: str,
+                      rng: np.random.Generator, runs: int = 4000, checkpoint_cost_s: float = 60.0,
+                      restart_cost_s: float = 60.0, startup_s: float = 60.0, grid_s: float = 300.0) -> np.ndarray:
+    """Total time of `jobs` back-to-back jobs of `job_hours`, per simulated run. Checkpoints follow
+    the DP schedule of `model`; VM lifetimes come from `source`; a fresh VM costs `startup_s`."""
+    solver, value, choice, _ = solve_reuse(model, [job_hours], checkpoint_cost_s, restart_cost_s,
+                                           startup_s, grid_s)
+    j = int(round(job_hours * HOUR / solver.grid_s))
+    sub = Solver.__new__(Solver)
+    sub.__dict__.update(solver.__dict__)
+    sub.steps = j
+    schedule = Schedule("dp", [], float("nan"), float("nan"), solver.grid_s, solver.mttf_s, choice, sub)
+    age = np.zeros(runs)
+    death = source.sample(rng, runs)
+    total = np.zeros(runs)
+    for _ in range(jobs):
+        if policy == "always-fresh":
+            fresh = np.ones(runs, bool)
+        elif policy == "always-reuse":
+            fresh = np.zeros(runs, bool)
+        else:
+            index = np.clip(np.rint(age / solver.grid_s).astype(int), 0, len(solver.ages) - 1)
+            fresh = value[j, index] > value[j, 0] + startup_s
+        fresh |= age >= death  # a VM that has died meanwhile is replaced in any case
+        n = int(fresh.sum())
+        age[fresh] = 0.0
+        death[fresh] = source.sample(rng, n)
+        total[fresh] += startup_s
+        total += run_job(schedule, age, death, lambda m: source.sample(rng, m))
+    return total

@@ -1,0 +1,235 @@
+"""Lifetime models, fitting, checkpoint schedules (against closed forms and Monte Carlo), VM
+reuse and the spot/on-demand policy."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate
+
+from thrifty.transient.fitting import (EmpiricalLifetimes, Lifetimes, fit, fit_bathtub_lsq, kaplan_meier,
+                                       read_lifetimes)
+from thrifty.transient.lifetimes import HOUR, Bathtub, Exponential, Weibull
+from thrifty.transient.registry import build_bundle, bundled, data_file, load_model
+from thrifty.transient.reuse import simulate_campaign, solve_reuse
+from thrifty.transient.schedule import (ClusterLifetime, Job, ScheduleError, expected_overhead_fraction,
+                                        plan_schedule, simulate)
+from thrifty.transient.spot import compare
+
+PAPER = Bathtub(0.414, 0.94 * HOUR, 0.77 * HOUR, 24.45 * HOUR)
+
+
+@pytest.fixture(scope="module")
+def google() -> Lifetimes:
+    return read_lifetimes(data_file())
+
+
+def test_bathtub_formulas():
+    t = 5 * HOUR
+    expected = 0.414 * (1 - math.exp(-5 / 0.94) + math.exp((5 - 24.45) / 0.77))
+    assert float(PAPER.cdf(t)) == pytest.approx(expected, rel=1e-12)
+    h = 1.0
+    assert float(PAPER.pdf(t)) == pytest.approx(float(PAPER.cdf(t + h) - PAPER.cdf(t - h)) / (2 * h), rel=1e-5)
+    assert float(PAPER.hazard(t)) == pytest.approx(float(PAPER.pdf(t) / PAPER.survival(t)))
+    assert float(PAPER.cdf(PAPER.t_end)) == pytest.approx(1.0)
+    assert 24.6 * HOUR < PAPER.t_end < 24.8 * HOUR
+    assert float(PAPER.pdf(PAPER.t_end + 60)) == 0.0
+
+
+@pytest.mark.parametrize("model", [PAPER, Exponential(1 / (10 * HOUR)), Weibull(0.8, 12 * HOUR)])
+def test_mean_and_sampling_agree(model):
+    rng = np.random.default_rng(0)
+    draws = model.sample(rng, 200_000)
+    assert draws.mean() == pytest.approx(model.mean(), rel=0.01)
+    grid = np.quantile(draws, np.linspace(0.05, 0.95, 19))
+    assert np.max(np.abs(model.cdf(grid) - np.linspace(0.05, 0.95, 19))) < 0.01
+    older = model.sample(rng, 20_000, age=6 * HOUR)
+    assert older.min() >= 6 * HOUR - 1
+
+
+def test_closed_form_means():
+    assert Exponential(1 / 3600).mean() == pytest.approx(3600)
+    w = Weibull(1.5, 7200)
+    numeric, _ = integrate.quad(lambda t: float(w.survival(t)), 0, np.inf)
+    assert w.mean() == pytest.approx(numeric, rel=1e-6)
+
+
+def test_least_squares_reproduces_the_published_fit(google):
+    preempted = google.subset(google.preempted)
+    m = fit_bathtub_lsq(preempted).model
+    for got, published in ((m.a, 0.414), (m.tau1_s / HOUR, 0.94), (m.tau2_s / HOUR, 0.77), (m.b_s / HOUR, 24.45)):
+        assert got == pytest.approx(published, rel=0.05)
+
+
+def test_censored_mle_beats_the_other_fits(google):
+    mle, lsq = fit(google, "bathtub"), fit(google, "bathtub", "lsq")
+    weibull, exponential = fit(google, "weibull"), fit(google, "exponential")
+    assert math.isfinite(mle.log_likelihood) and mle.log_likelihood > weibull.log_likelihood > exponential.log_likelihood
+    assert lsq.log_likelihood == -math.inf  # its last lifetime falls short of the longest ones observed
+    assert mle.ks < lsq.ks and mle.ks < weibull.ks
+    assert fit(google).model.name == "bathtub"  # auto = lowest AIC
+    assert mle.model.t_end >= google.lifetime_s[google.preempted].max()
+
+
+def test_censored_exponential_recovers_the_rate():
+    rng = np.random.default_rng(3)
+    life = rng.exponential(5 * HOUR, 20_000)
+    stop = rng.uniform(0, 10 * HOUR, 20_000)
+    data = Lifetimes(np.minimum(life, stop), life <= stop, np.array([""] * 20_000))
+    rate = fit(data, "exponential").model.rate_per_s
+    assert 1 / rate == pytest.approx(5 * HOUR, rel=0.03)
+    naive = 1 / (data.lifetime_s[data.preempted].mean())  # ignoring censoring is badly biased
+    assert abs(1 / naive - 5 * HOUR) > 0.2 * 5 * HOUR
+
+
+def test_kaplan_meier_by_hand():
+    data = Lifetimes(np.array([1.0, 2.0, 2.0, 3.0, 4.0]), np.array([True, False, True, True, False]), np.array([""] * 5))
+    times, survival = kaplan_meier(data)
+    assert times.tolist() == [1.0, 2.0, 3.0]
+    assert survival == pytest.approx([4 / 5, 4 / 5 * 3 / 4, 4 / 5 * 3 / 4 * 1 / 2])
+
+
+def test_bundled_models_match_a_fresh_fit(google):
+    fresh, stored = build_bundle(google), bundled()
+    assert set(fresh) == set(stored)
+    for name in fresh:
+        for key, value in fresh[name]["params"].items():
+            assert stored[name]["params"][key] == pytest.approx(value, rel=1e-6), (name, key)
+    assert load_model("gcp-2019")[1].name == "bathtub"
+
+
+def _exponential_fixed_interval(intervals, delta, restart, mttf):
+    """Segments of w + delta (the last without delta), each costing (e^{c/M} - 1)(M + R) on
+    average when restarts do not age the new VM (memoryless: geometric attempts)."""
+    per = lambda c: math.expm1(c / mttf) * (mttf + restart)  # noqa: E731
+    return sum(per(w + delta) for w in intervals[:-1]) + per(intervals[-1])
+
+
+def test_fixed_intervals_match_the_exponential_closed_form():
+    mttf = 3 * HOUR
+    model = Exponential(1 / mttf)
+    schedule = plan_schedule(model, Job(6 * HOUR, 120, 300), "young", grid_s=60)
+    assert len(set(schedule.intervals_s[:-1])) == 1 and sum(schedule.intervals_s) == pytest.approx(6 * HOUR)
+    assert schedule.expected_makespan_s == pytest.approx(
+        _exponential_fixed_interval(schedule.intervals_s, 120, 300, mttf), rel=0.002)
+    dp = plan_schedule(model, Job(6 * HOUR, 120, 300), "dp", grid_s=60)
+    assert dp.expected_makespan_s <= schedule.expected_makespan_s * 1.001  # Young is near-optimal here
+
+
+@pytest.mark.parametrize("hours", [1, 5, 20])
+def test_schedules_agree_with_monte_carlo_and_dp_is_best(hours):
+    rng = np.random.default_rng(hours)
+    job = Job(hours * HOUR, 60, 60)
+    results = {}
+    for policy in ("dp", "young", "daly", "none"):
+        schedule = plan_schedule(PAPER, job, policy)
+        simulated = simulate(schedule, rng, 20_000)
+        assert simulated.mean() == pytest.approx(schedule.expected_makespan_s, rel=0.02), policy
+        results[policy] = schedule.expected_makespan_s
+    assert results["dp"] <= min(results.values()) * 1.0001
+
+
+def test_schedule_from_an_old_vm_and_for_clusters():
+    rng = np.random.default_rng(7)
+    old = plan_schedule(PAPER, Job(5 * HOUR), "dp", vm_age_s=15 * HOUR)
+    assert simulate(old, rng, 20_000, vm_age_s=15 * HOUR).mean() == pytest.approx(old.expected_makespan_s, rel=0.02)
+    four = ClusterLifetime(PAPER, 4)
+    assert float(four.survival(HOUR)) == pytest.approx(float(PAPER.survival(HOUR)) ** 4)
+    cluster = plan_schedule(four, Job(5 * HOUR), "dp")
+    assert simulate(cluster, rng, 20_000).mean() == pytest.approx(cluster.expected_makespan_s, rel=0.02)
+    assert cluster.overhead_fraction > plan_schedule(PAPER, Job(5 * HOUR), "dp").overhead_fraction
+
+
+def test_overhead_table_matches_the_schedule():
+    direct = plan_schedule(PAPER, Job(5 * HOUR, 60, 60), "dp", grid_s=900).overhead_fraction
+    assert float(expected_overhead_fraction(PAPER, 5 * HOUR, 1)) == pytest.approx(direct, rel=0.02)
+    tiny = float(expected_overhead_fraction(PAPER, 30.0, 1))
+    assert 0 < tiny < 0.01
+    by_nodes = expected_overhead_fraction(PAPER, np.full(3, 5 * HOUR), np.array([1, 3, 4]))
+    assert by_nodes[0] < by_nodes[1] < by_nodes[2]
+
+
+@pytest.mark.parametrize("job, policy, message", [
+    (Job(30 * HOUR), "none", "cannot finish"),
+    (Job(100, 200), "dp", "not smaller than the job"),
+    (Job(-1.0), "dp", "non-negative"),
+    (Job(HOUR), "sometimes", "unknown checkpoint policy"),
+])
+def test_impossible_schedules(job, policy, message):
+    with pytest.raises(ScheduleError, match=message):
+        plan_schedule(PAPER, job, policy)
+
+
+def test_reuse_thresholds_and_campaign():
+    _, value, _, rules = solve_reuse(PAPER, [1, 20])
+    short, long = rules
+    assert short.fresh_ranges_s and short.fresh_ranges_s[0][0] > 20 * HOUR  # only near the wall
+    assert long.fresh_ranges_s[0][0] < 10 * HOUR
+    rng = np.random.default_rng(5)
+    totals = {p: simulate_campaign(PAPER, PAPER, 5, 8, p, rng, runs=3000).mean()
+              for p in ("always-reuse", "always-fresh", "model")}
+    assert totals["model"] <= min(totals["always-reuse"], totals["always-fresh"]) * 1.01
+
+
+def test_deadline_aware_policy_meets_the_deadline(google):
+    rng = np.random.default_rng(9)
+    for source in (PAPER, EmpiricalLifetimes(google)):
+        outcomes = {o.policy: o for o in compare(PAPER, source, Job(10 * HOUR), 11.5 * HOUR, 0.3, 1.0, rng, 4000)}
+        assert outcomes["deadline-aware"].deadline_met == 1.0
+        assert outcomes["spot"].deadline_met < 1.0
+        assert outcomes["spot"].mean_cost_usd < outcomes["deadline-aware"].mean_cost_usd < outcomes["on-demand"].mean_cost_usd
+
+
+def test_empirical_lifetimes_follow_kaplan_meier(google):
+    draws = EmpiricalLifetimes(google).sample(np.random.default_rng(1), 100_000)
+    times, survival = kaplan_meier(google)
+    for q in (0.2, 0.3, 0.6, 0.9):
+        t = np.quantile(draws, q)
+        km = 1 - survival[np.searchsorted(times, t, side="right") - 1]
+        assert km == pytest.approx(q, abs=0.01)
+
+
+def test_cli_fit_show_schedule(run_cli, tmp_path):
+    code, out, err = run_cli("preempt", "fit", data_file(), "--model", "bathtub", "--method", "lsq", "--json",
+                             "--out", tmp_path / "m.json")
+    assert code == 0, err
+    chosen = json.loads(out)["chosen"]
+    assert chosen["params"]["a"] == pytest.approx(0.414, rel=0.05)
+    code, out, err = run_cli("preempt", "schedule", "--job-hours", "5", "--ckpt-cost", "60s",
+                             "--model", tmp_path / "m.json", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    for key in ("intervals_s", "expected_makespan_s", "overhead_fraction"):
+        assert key in result
+    assert sum(result["intervals_s"]) == pytest.approx(5 * HOUR)
+    code, out, err = run_cli("preempt", "show", "gcp-2019-lsq", "--plot", tmp_path / "p.png", "--json")
+    assert code == 0 and (tmp_path / "p.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("rows, message", [
+    ("lifetime_s,event\n-5,preempted\n", "positive number"),
+    ("lifetime_s,event\nnan,preempted\n", "positive number"),
+    ("lifetime_s,event\n,preempted\n", "not a number"),
+    ("lifetime_s,event\n", "no rows"),
+    ("", "needs a lifetime_s column"),
+    ("lifetime_s,event\n100,crashed\n", "unknown event 'crashed'"),
+])
+def test_cli_rejects_bad_lifetimes(run_cli, tmp_path, rows, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(rows)
+    code, _, err = run_cli("preempt", "fit", path, "--out", tmp_path / "m.json")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--job-hours", "30", "--policy", "none"], "cannot finish"),
+    (["--job-hours", "0.01", "--ckpt-cost", "2h"], "not smaller than the job"),
+    (["--job-hours", "5", "--model", "gcp-1999"], "unknown lifetime model 'gcp-1999'"),
+    (["--job-hours", "5", "--ckpt-cost", "soon"], "cannot read --ckpt-cost"),
+    (["--job-hours", "-2"], "positive"),
+])
+def test_cli_rejects_bad_schedules(run_cli, args, message):
+    code, _, err = run_cli("preempt", "schedule", *args)
+    assert code == 2 and message in err
