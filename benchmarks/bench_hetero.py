@@ -8,7 +8,8 @@ ideal, HL1 overhead, controller overhead), because 4 ranks on 2 cores time-share
 per-step compute times scatter by tens of percent and every synchronous step waits for the
 slowest draw, which no batching policy can remove.
 
-Ideal throughput (the issue's yardstick): each worker's own throughput X_k = b_k / mean(t_k)
+Ideal throughput (the issue's yardstick): each worker's own throughput X_k = b_k / (t_k + u),
+with t_k its mean compute time and u the mean optimizer update (a worker alone does both),
 measured in the same run after the split settled (the second half of the steps), summed, with the
 measured mean all-reduce time added back: ideal = B / (B / sum X_k + mean t_allreduce). B = 256,
 so that even at HL8 the slowest worker's fixed per-step cost stays below the fast worker's step
@@ -39,8 +40,9 @@ BASE = TrainConfig(workers=4, global_batch=GLOBAL_BATCH, epochs=EPOCHS, b_max=GL
 def ideal_samples_per_s(log: RunLog, world: int) -> float:
     last = max(r.step for r in log.steps)
     settled = [r for r in log.steps if r.step >= last // 2]
+    update = statistics.fmean(r.update_s for r in settled if r.rank == 0)
     rates = [statistics.fmean(r.local_batch for r in settled if r.rank == k)
-             / statistics.fmean(r.compute_s for r in settled if r.rank == k) for k in range(world)]
+             / (statistics.fmean(r.compute_s for r in settled if r.rank == k) + update) for k in range(world)]
     allreduce = statistics.fmean(r.allreduce_s for r in settled if r.rank == 0)
     return GLOBAL_BATCH / (GLOBAL_BATCH / sum(rates) + allreduce)
 

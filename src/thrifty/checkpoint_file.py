@@ -10,8 +10,6 @@ import io
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from thrifty.errors import ThriftyError
 from thrifty.io import write_bytes_atomic
 
@@ -38,6 +36,7 @@ def decode(data: bytes, name: str = "checkpoint") -> bytes:
 
 def save_state(path: Path, state: dict[str, Any]) -> None:
     """torch.save `state` into a checksummed file, atomically."""
+    import torch  # only the training side needs it; the runner and MD jobs do not
     buffer = io.BytesIO()
     torch.save(state, buffer)
     write_bytes_atomic(Path(path), encode(buffer.getvalue()))
@@ -52,6 +51,7 @@ def load_state(path: Path) -> dict[str, Any]:
     except IsADirectoryError:
         raise CheckpointError(f"checkpoint path is a folder: {path}") from None
     payload = decode(data, str(path))
+    import torch
     try:
         return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
     except Exception as exc:  # a payload with a valid checksum that torch cannot read

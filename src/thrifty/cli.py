@@ -243,11 +243,14 @@ def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `mod
 
 from thrifty.plan_command import register_plan  # noqa: E402  (plan and train have their own modules)
 from thrifty.preempt_command import preempt_app  # noqa: E402
+from thrifty.run_command import md_app, register_run  # noqa: E402
 from thrifty.train_command import register_train  # noqa: E402
 
 register_plan(app)
 register_train(app)
 app.add_typer(preempt_app, name="preempt")
+app.add_typer(md_app, name="md")
+register_run(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS train_runs (
 CREATE TABLE IF NOT EXISTS train_steps (
   run_id INTEGER NOT NULL REFERENCES train_runs(id) ON DELETE CASCADE,
   step INTEGER, rank INTEGER, epoch INTEGER, local_batch INTEGER, slowdown REAL, compute_s REAL,
-  wait_s REAL, allreduce_s REAL, controller_s REAL, step_s REAL, samples_per_s REAL);
+  wait_s REAL, allreduce_s REAL, update_s REAL, controller_s REAL, step_s REAL, samples_per_s REAL);
 CREATE TABLE IF NOT EXISTS train_evals (
   run_id INTEGER NOT NULL REFERENCES train_runs(id) ON DELETE CASCADE,
   step INTEGER, train_time_s REAL, metric REAL);

@@ -26,6 +26,7 @@ class StepRow:
     compute_s: float  # forward + backward (+ emulated slowdown): what the controller sees
     wait_s: float  # idle in the all-reduce until the slowest rank arrived
     allreduce_s: float  # the collective itself, after the last rank arrived
+    update_s: float  # optimizer step and controller, after the all-reduce
     controller_s: float
     step_s: float
     samples_per_s: float  # this rank's own throughput, local_batch / compute_s

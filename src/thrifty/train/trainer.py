@@ -190,7 +190,7 @@ def _train_step(state: _RankState, workload, slowdown: Slowdown, rank: int, worl
     factors = slowdown.schedule.at(state.step) if slowdown.schedule else (1.0,) * world
     return [StepRow(step=state.step, rank=k, epoch=state.epoch, local_batch=split[k],
                     slowdown=float(factors[k]), compute_s=computes[k], wait_s=slowest - computes[k],
-                    allreduce_s=allreduce_s, controller_s=controller_s, step_s=step_s,
+                    allreduce_s=allreduce_s, update_s=done - synced, controller_s=controller_s, step_s=step_s,
                     samples_per_s=split[k] / computes[k]) for k in range(world)]
 
 

@@ -65,10 +65,7 @@ def simulate_campaign(model: LifetimeModel, source: Lifetimes, job_hours: float,
     solver, value, choice, _ = solve_reuse(model, [job_hours], checkpoint_cost_s, restart_cost_s,
                                            startup_s, grid_s)
     j = int(round(job_hours * HOUR / solver.grid_s))
-    sub = Solver.__new__(Solver)
-    sub.__dict__.update(solver.__dict__)
-    sub.steps = j
-    schedule = Schedule("dp", [], float("nan"), float("nan"), solver.grid_s, solver.mttf_s, choice, sub)
+    schedule = Schedule("dp", [], float("nan"), float("nan"), solver.grid_s, solver.mttf_s, choice, solver)
     age = np.zeros(runs)
     death = source.sample(rng, runs)
     total = np.zeros(runs)
@@ -85,5 +82,5 @@ def simulate_campaign(model: LifetimeModel, source: Lifetimes, job_hours: float,
         age[fresh] = 0.0
         death[fresh] = source.sample(rng, n)
         total[fresh] += startup_s
-        total += run_job(schedule, age, death, lambda m: source.sample(rng, m))
+        total += run_job(schedule, age, death, lambda m: source.sample(rng, m), steps=j)[0]
     return total

@@ -223,11 +223,15 @@ class Lifetimes(Protocol):
     def sample(self, rng: np.random.Generator, size: int, age: float = 0.0) -> np.ndarray: ...
 
 
-def run_job(schedule: Schedule, age: np.ndarray, death: np.ndarray, draw) -> np.ndarray:
-    """Run the schedule's job once per entry (VM `age`, its lifetime `death`), in place; returns the
-    elapsed times. `draw(n)` gives lifetimes of fresh VMs after preemptions."""
+def run_job(schedule: Schedule, age: np.ndarray, death: np.ndarray, draw, leave=None,
+            steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Run the schedule's job once per entry (VM `age`, its lifetime `death`), in place; returns
+    the elapsed times and the work steps left. `draw(n)` gives lifetimes of fresh VMs after
+    preemptions; `leave(idx, remaining, next_cost, elapsed)`, if given, marks runs that stop
+    before their next segment (e.g. to move to on-demand VMs). `steps` (default: the schedule's
+    job) is the work in grid steps: the DP table serves every shorter job too."""
     solver, job = schedule.solver, schedule.solver.job
-    remaining = np.full(age.shape, solver.steps)
+    remaining = np.full(age.shape, solver.steps if steps is None else steps)
     elapsed = np.zeros(age.shape)
     active = remaining > 0
     while active.any():
@@ -235,6 +239,10 @@ def run_job(schedule: Schedule, age: np.ndarray, death: np.ndarray, draw) -> np.
         j = remaining[idx]
         k = np.minimum(np.maximum(schedule.choice[j, _age_index(solver, age[idx])], 1), j)
         cost = k * solver.grid_s + np.where(k < j, job.checkpoint_cost_s, 0.0)
+        if leave is not None:
+            stop = leave(idx, j, cost, elapsed[idx])
+            active[idx[stop]] = False
+            idx, k, cost = idx[~stop], k[~stop], cost[~stop]
         ok = age[idx] + cost <= death[idx]
         done, lost = idx[ok], idx[~ok]
         elapsed[done] += cost[ok]
@@ -243,8 +251,8 @@ def run_job(schedule: Schedule, age: np.ndarray, death: np.ndarray, draw) -> np.
         elapsed[lost] += death[lost] - age[lost] + job.restart_cost_s
         age[lost] = 0.0
         death[lost] = draw(lost.size)
-        active = remaining > 0
-    return elapsed
+        active &= remaining > 0
+    return elapsed, remaining
 
 
 def simulate(schedule: Schedule, rng: np.random.Generator, runs: int = 20_000, vm_age_s: float = 0.0,
@@ -255,7 +263,7 @@ def simulate(schedule: Schedule, rng: np.random.Generator, runs: int = 20_000, v
     source = source or schedule.solver.model
     age = np.full(runs, float(vm_age_s))
     death = source.sample(rng, runs, age=vm_age_s)
-    return run_job(schedule, age, death, lambda n: source.sample(rng, n))
+    return run_job(schedule, age, death, lambda n: source.sample(rng, n))[0]
 
 
 @lru_cache(maxsize=64)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from thrifty.transient.lifetimes import LifetimeModel
-from thrifty.transient.schedule import Job, Lifetimes, plan_schedule, _age_index
+from thrifty.transient.schedule import Job, Lifetimes, plan_schedule, run_job
 
 SPOT_POLICIES = ("spot", "on-demand", "deadline-aware")
 
@@ -51,35 +51,18 @@ def compare(model: LifetimeModel, source: Lifetimes, job: Job, deadline_s: float
 def _simulate(schedule, source: Lifetimes, deadline_s: float | None, spot_price: float,
               on_demand_price: float, rng: np.random.Generator, runs: int):
     solver, job = schedule.solver, schedule.solver.job
-    remaining = np.full(runs, solver.steps)
-    age = np.zeros(runs)
-    death = source.sample(rng, runs)
-    elapsed = np.zeros(runs)
     switched = np.zeros(runs, bool)
-    active = np.ones(runs, bool)
-    while active.any():
-        idx = np.nonzero(active)[0]
-        j = remaining[idx]
-        k = np.minimum(np.maximum(schedule.choice[j, _age_index(solver, age[idx])], 1), j)
-        cost = k * solver.grid_s + np.where(k < j, job.checkpoint_cost_s, 0.0)
-        if deadline_s is not None:
-            slack = deadline_s - elapsed[idx] - j * solver.grid_s - job.restart_cost_s
-            move = slack < cost + job.restart_cost_s
-            movers = idx[move]
-            switched[movers] = True
-            active[movers] = False
-            idx, j, k, cost = idx[~move], j[~move], k[~move], cost[~move]
-        ok = age[idx] + cost <= death[idx]
-        done, lost = idx[ok], idx[~ok]
-        elapsed[done] += cost[ok]
-        age[done] += cost[ok]
-        remaining[done] -= k[ok]
-        elapsed[lost] += death[lost] - age[lost] + job.restart_cost_s
-        age[lost] = 0.0
-        death[lost] = source.sample(rng, lost.size)
-        active &= remaining > 0
-    spot_time = elapsed.copy()
+
+    def leave(idx, remaining, next_cost, elapsed):
+        if deadline_s is None:
+            return np.zeros(idx.size, bool)
+        slack = deadline_s - elapsed - remaining * solver.grid_s - job.restart_cost_s
+        move = slack < next_cost + job.restart_cost_s
+        switched[idx[move]] = True
+        return move
+
+    spot_time, remaining = run_job(schedule, np.zeros(runs), source.sample(rng, runs),
+                                   lambda n: source.sample(rng, n), leave)
     on_demand_time = np.where(switched, remaining * solver.grid_s + job.restart_cost_s, 0.0)
-    total = spot_time + on_demand_time
     dollars = (spot_time * spot_price + on_demand_time * on_demand_price) / 3600
-    return total, dollars, switched
+    return spot_time + on_demand_time, dollars, switched

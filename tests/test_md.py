@@ -1,0 +1,80 @@
+"""OpenMM jobs: outputs, and bit-identical resumes on the Reference platform (in-process kills at
+random chunks, and real SIGKILL/SIGTERM preemptions through the runner)."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from thrifty.md.job import MDSettings, run_md
+from thrifty.transient.lifetimes import Exponential
+from thrifty.transient.protocol import JobCheckpoints
+from thrifty.transient.runner import Runner
+
+
+class Killed(Exception):
+    """Stands for the process dying: nothing after it reaches the disk."""
+
+
+class FlakyCheckpoints(JobCheckpoints):
+    """Asks for a checkpoint every `every` chunks and dies at chunk `die_at` (counted per attempt)."""
+
+    def __init__(self, directory, every: int, die_at: int | None) -> None:
+        super().__init__(directory, handle_signals=False)
+        self.every, self.die_at, self.chunks = every, die_at, 0
+
+    def due(self) -> bool:
+        self.chunks += 1
+        if self.die_at is not None and self.chunks == self.die_at:
+            raise Killed
+        return self.chunks % self.every == 0
+
+
+def _state(out) -> dict:
+    with np.load(out / "final_state.npz") as data:
+        return {k: data[k].copy() for k in data.files}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("system", ["ions", "lj"])
+def test_killed_and_resumed_runs_end_bit_identical(tmp_path, system):
+    settings = MDSettings(system=system, steps=600, chunk=50)
+    whole = run_md(settings, tmp_path / "whole", FlakyCheckpoints(tmp_path / "ck-whole", every=3, die_at=None))
+    rng = np.random.default_rng(1)
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            resumed = run_md(settings, tmp_path / "parts",
+                             FlakyCheckpoints(tmp_path / "ck-parts", every=2, die_at=int(rng.integers(2, 6))))
+            break
+        except Killed:
+            continue
+    assert attempts >= 3
+    assert resumed["state_sha256"] == whole["state_sha256"]
+    a, b = _state(tmp_path / "whole"), _state(tmp_path / "parts")
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert (tmp_path / "parts" / "density_profile.csv").read_text() == (tmp_path / "whole" / "density_profile.csv").read_text()
+
+
+def test_ion_density_profile_stays_between_the_walls(tmp_path):
+    run_md(MDSettings(system="ions", steps=300, chunk=50), tmp_path, FlakyCheckpoints(tmp_path / "ck", 100, None))
+    rows = np.loadtxt(tmp_path / "density_profile.csv", delimiter=",", skiprows=1)
+    assert rows.shape == (60, 3)
+    assert rows[:, 1].sum() > 0 and rows[:, 2].sum() > 0
+    assert rows[0, 1] == 0 and rows[-1, 1] == 0  # no ion inside a wall
+
+
+@pytest.mark.timeout(400)
+def test_fault_injection_with_real_processes(tmp_path):
+    command = [sys.executable, "-m", "thrifty.cli", "md", "run", "--steps", "1500", "--chunk", "50", "--json"]
+    reference = Runner([*command, "--out", str(tmp_path / "ref")], tmp_path / "ck-ref").run()
+    assert reference.exit_code == 0
+    runner = Runner([*command, "--out", str(tmp_path / "inj")], tmp_path / "ck-inj", intervals_s=[0.5],
+                    notice_s=5.0, lifetimes=Exponential(1 / 5.0), kill="mixed", seed=2, timeout_s=350)
+    report = runner.run()
+    assert report.exit_code == 0 and report.preemptions >= 2
+    ref = json.loads((tmp_path / "ref" / "summary.json").read_text())
+    inj = json.loads((tmp_path / "inj" / "summary.json").read_text())
+    assert inj["state_sha256"] == ref["state_sha256"]
