@@ -26,6 +26,7 @@ from thrifty.io import write_bytes_atomic
 ENV_DIR = "THRIFTY_CHECKPOINT_DIR"
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: "try again", i.e. restart me
 KEEP = 3
+FALLBACK_LOG = "fallbacks.log"
 
 
 def ready_file(directory: Path, pid: int) -> Path:
@@ -82,9 +83,14 @@ class JobCheckpoints:
         return self.requested
 
     def latest(self) -> bytes | None:
+        """The newest intact checkpoint; damaged newer ones are skipped and listed in
+        `fallbacks.log` (a checkpoint lost)."""
         found = newest_intact(self.directory)
         newer = [p for p in checkpoint_files(self.directory) if found is None or p.name > found[0].name]
         self.skipped = [p.name for p in newer]
+        if self.skipped:
+            with (self.directory / FALLBACK_LOG).open("a") as handle:
+                handle.write(" ".join(self.skipped) + "\n")
         return None if found is None else found[1]
 
     def save(self, payload: bytes) -> Path:
