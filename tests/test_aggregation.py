@@ -71,3 +71,19 @@ def test_sampler_covers_each_sample_once_per_epoch():
         assert len(seen) == len(set(seen.tolist())) == sampler.steps_per_epoch * sum(split)
         iterator = sampler.iter_rank(n - 1)
         assert torch.equal(next(iterator), sampler.rank_indices(n - 1, 0, 0))
+
+
+def _crash_on_exit_rank(rank: int, world_size: int) -> int:
+    import atexit
+    import os
+    import time
+    if rank == 1:  # like gloo's threads at interpreter exit: the result is already written
+        atexit.register(os.abort)
+    else:
+        time.sleep(1.0)  # still working when rank 1's process dies
+    return rank
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_crashing_after_its_result_does_not_fail_the_run():
+    assert run_local_workers(_crash_on_exit_rank, 2, timeout_s=60) == [0, 1]

@@ -62,6 +62,14 @@ def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bo
         raise SystemExit(1)
 
 
+def _succeeded(out_dir: str, rank: int) -> bool:
+    path = Path(out_dir) / f"rank{rank}.json"
+    try:
+        return bool(json.loads(path.read_text())["ok"])
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 def _exit_reason(exitcode: int) -> str:
     if exitcode < 0:
         try:
@@ -88,7 +96,10 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
         deadline = time.monotonic() + timeout_s
         failed = None
         while any(p.is_alive() for p in procs):
-            failed = next((r for r, p in enumerate(procs) if p.exitcode not in (None, 0)), None)
+            # a rank that wrote its result and then crashed on the way out (gloo threads at
+            # interpreter exit) has finished; only one without a good result stops the others
+            failed = next((r for r, p in enumerate(procs)
+                           if p.exitcode not in (None, 0) and not _succeeded(out_dir, r)), None)
             if failed is not None or time.monotonic() > deadline:
                 time.sleep(0.5)  # let the failing rank's peers notice and exit on their own
                 break
