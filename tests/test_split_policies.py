@@ -67,7 +67,7 @@ def test_dynamic_policy_balances_within_three_adjustments():
     _run(policy, cluster, 40)
     assert 1 <= policy.adjustments <= 3
     times = cluster.times(policy.split)
-    assert max(relative_changes(policy.split, times)) <= 0.05
+    assert max(relative_changes(times)) <= 0.05
     assert sum(policy.split) == 256
 
 
@@ -108,7 +108,7 @@ def test_rebalances_within_three_adjustments_after_a_speed_change():
     before = policy.adjustments
     _run(policy, cluster, 60, start=30)
     assert 1 <= policy.adjustments - before <= 3
-    assert max(relative_changes(policy.split, cluster.times(policy.split))) <= 0.05
+    assert max(relative_changes(cluster.times(policy.split))) <= 0.05
 
 
 def test_static_policy_from_warmup_then_fixed():

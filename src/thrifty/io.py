@@ -1,5 +1,7 @@
-"""Atomic file writes: write to a temporary name in the same folder, fsync, then rename."""
+"""Atomic file writes (a temporary name in the same folder, fsync, rename) and JSON reads that
+fail with the caller's own one-line error."""
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -21,3 +23,13 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(Path(path), text.encode("utf-8"))
+
+
+def read_json(path: Path, error: type[Exception], what: str):
+    """Parsed JSON of `path`; a missing or unreadable file raises `error` naming `what`."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{what} {path} is not valid JSON: {exc}") from None

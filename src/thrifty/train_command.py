@@ -5,6 +5,7 @@ environment), synchronous (--mode bsp) or with a parameter server (--mode asp).
 """
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -103,7 +104,7 @@ def register_train(app: typer.Typer) -> None:
         from thrifty.train.emulation import EMULATIONS
         from thrifty.train.policies import POLICIES, ControllerSettings
         from thrifty.train.probe import RULES
-        from thrifty.train.trainer import TrainConfig, check_config, total_steps
+        from thrifty.train.trainer import TrainConfig, total_steps
         from thrifty.workloads import load_workload
         if policy not in POLICIES:
             raise ThriftyError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
@@ -128,7 +129,7 @@ def register_train(app: typer.Typer) -> None:
             checkpoint_every=checkpoint_every, run_dir=run_dir, resume=resume, sync_bn=sync_bn,
             seed=seed, progress=not json_out)
         hint = total_steps(config, loaded.train_size, batch)
-        config = _with_schedule(config, _schedule(slowdown, hetero_profile, slowdown_schedule, hint))
+        config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
         if launched_by_torchrun():
             summary = _torchrun_rank(config)
             if summary is None:
@@ -138,18 +139,12 @@ def register_train(app: typer.Typer) -> None:
             summary = run_asp(config, max_workers=max_local_workers())
         else:
             from thrifty.train.trainer import run_training
-            check_config(config, max_local_workers())
             summary = run_training(config, max_workers=max_local_workers())
         _store(db, summary, config, mode)
         if json_out:
             print_json(summary)
         else:
             _show(summary)
-
-
-def _with_schedule(config, schedule):
-    from dataclasses import replace
-    return replace(config, slowdown=schedule)
 
 
 def _torchrun_rank(config) -> dict | None:
@@ -159,7 +154,6 @@ def _torchrun_rank(config) -> dict | None:
 
     from thrifty.train.trainer import check_config, train_rank
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    from dataclasses import replace
     config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
                           max_workers=max(world, 1))
     if world > 1:

@@ -26,7 +26,7 @@ from scipy.optimize import least_squares
 from scipy.stats import norm
 
 from thrifty.errors import ModelError
-from thrifty.io import write_text_atomic
+from thrifty.io import read_json, write_text_atomic
 
 PARAM_NAMES = ("a_compute_s", "b_compute_s_per_sample", "compute_exponent", "a_intra_s", "b_intra_s",
                "a_inter_s", "b_inter_s", "contention_per_rank", "overlap_g")
@@ -124,13 +124,7 @@ class StepTimeModel:
 
     @classmethod
     def load(cls, path: Path) -> "StepTimeModel":
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ModelError(f"model file not found: {path}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ModelError(f"{path} is not valid JSON: {exc}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_json(path, ModelError, "model file"))
 
 
 def mdape(predicted, observed) -> float:

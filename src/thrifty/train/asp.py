@@ -48,6 +48,7 @@ class ParameterServer:
         torch.manual_seed(config.seed)
         self.model = self.workload.make_model()
         self.global_batch = config.global_batch
+        self._lr: dict[int, float] = {}
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr_for(self.global_batch),
                                          momentum=self.explicit_momentum(workers))
         self.policy = make_policy(config.policy, self.global_batch, workers, b_min=config.b_min,
@@ -68,8 +69,11 @@ class ParameterServer:
         return self.workload.make_optimizer([torch.zeros(1, requires_grad=True)], batch).param_groups[0]
 
     def lr_for(self, local_batch: int) -> float:
-        """The workload's own learning rate for a batch of `local_batch` samples."""
-        return float(self._workload_group(local_batch)["lr"])
+        """The workload's own learning rate for a batch of `local_batch` samples (cached: it is
+        needed on every update, and building an optimizer to ask is not free)."""
+        if local_batch not in self._lr:
+            self._lr[local_batch] = float(self._workload_group(local_batch)["lr"])
+        return self._lr[local_batch]
 
     def explicit_momentum(self, workers: int) -> float:
         """Asynchrony with n workers acts as momentum 1 - 1/n (Mitliagkas et al., "Asynchrony

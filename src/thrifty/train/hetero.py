@@ -6,11 +6,11 @@ Sharma, TPDS 2025), speed proportional to cores, so f_k = max(cores) / cores_k. 
 HL1 -> HL2 -> HL4 -> HL8 -> HL4 -> HL2 -> HL1 in equal parts of the run.
 """
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from thrifty.errors import ThriftyError
+from thrifty.io import read_json
 
 CORE_SPLITS = {"HL1": (12, 12, 12, 12), "HL2": (12, 12, 8, 16), "HL4": (9, 9, 6, 24), "HL8": (6, 6, 4, 32)}
 DYNAMIC_SEQUENCE = ("HL1", "HL2", "HL4", "HL8", "HL4", "HL2", "HL1")
@@ -71,9 +71,6 @@ class SlowdownSchedule:
         if self.workers != workers:
             raise HeteroError(f"the slowdown setting is for {self.workers} workers, the run has {workers}")
 
-    def to_json(self) -> list[dict]:
-        return [{"step": s, "slowdown": list(f)} for s, f in self.segments]
-
 
 def constant(factors: tuple[float, ...]) -> SlowdownSchedule:
     return SlowdownSchedule(((0, tuple(float(f) for f in factors)),))
@@ -103,12 +100,7 @@ def named_schedule(name: str, total_steps: int) -> SlowdownSchedule:
 
 def load_schedule(path: Path) -> SlowdownSchedule:
     """JSON list of {"step": S, "slowdown": [f_0, ...]} or {"step": S, "profile": "HL4"}."""
-    try:
-        entries = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise HeteroError(f"slowdown schedule not found: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HeteroError(f"slowdown schedule {path} is not valid JSON: {exc}") from None
+    entries = read_json(path, HeteroError, "slowdown schedule")
     if not isinstance(entries, list) or not entries:
         raise HeteroError(f"slowdown schedule {path} must be a non-empty JSON list")
     segments = []

@@ -44,7 +44,7 @@ class ControllerSettings:
             raise SplitError(f"smoothing must be in (0, 1], got {self.smoothing}")
 
 
-def relative_changes(split: Sequence[int], times: Sequence[float]) -> list[float]:
+def relative_changes(times: Sequence[float]) -> list[float]:
     """|db_k| / b_k of the proportional update, = |mean(t) / t_k - 1|."""
     mean_t = statistics.fmean(times)
     return [abs(mean_t / t - 1.0) for t in times]
@@ -79,14 +79,14 @@ class BatchPolicy:
 
     def imbalance(self) -> float:
         """max_k |db_k| / b_k on the smoothed times."""
-        return max(relative_changes(self.split, self.smoothed)) if self.smoothed else float("nan")
+        return max(relative_changes(self.smoothed)) if self.smoothed else float("nan")
 
     def significant_imbalance(self) -> float:
         """max_k of |db_k| / b_k less `confidence` standard errors of t_k / t_k; the dead-band
         applies to this."""
         if not self.smoothed or self.moments is None or self.samples < 2:
             return float("nan")
-        changes = relative_changes(self.split, self.smoothed)
+        changes = relative_changes(self.smoothed)
         errors = [self.settings.confidence * math.sqrt(m2 / (self.samples - 1) * self.weight_sq) / t
                   for (_, m2), t in zip(self.moments, self.smoothed)]
         return max(c - e for c, e in zip(changes, errors))

@@ -214,10 +214,6 @@ def fit_bathtub_mle(data: Lifetimes) -> Fit:
     return _scored(model_of(best.x), "mle", data)
 
 
-def _theta_of(model: Bathtub) -> tuple[float, float, float, float]:
-    return model.a, model.tau1_s / HOUR, model.tau2_s / HOUR, model.b_s / HOUR
-
-
 def fit_exponential(data: Lifetimes) -> Fit:
     """Censored MLE: rate = preemptions / total observed time."""
     if data.preempted.sum() == 0:

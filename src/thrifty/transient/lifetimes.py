@@ -9,6 +9,7 @@ largest lifetime. Every model gives cdf, pdf, hazard, survival, sampling and the
 """
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,20 +24,20 @@ class LifetimeModelError(ThriftyError):
     """An unusable lifetime model or model name."""
 
 
-class LifetimeModel:
-    """Common interface; subclasses define cdf, pdf, params and t_end."""
+class LifetimeModel(ABC):
+    """Common interface; subclasses define cdf, pdf, params and, if bounded, t_end."""
 
     name = "model"
     t_end = math.inf
 
-    def cdf(self, t) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def cdf(self, t) -> np.ndarray: ...
 
-    def pdf(self, t) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def pdf(self, t) -> np.ndarray: ...
 
-    def params(self) -> dict[str, float]:
-        raise NotImplementedError
+    @abstractmethod
+    def params(self) -> dict[str, float]: ...
 
     @property
     def n_params(self) -> int:

@@ -98,7 +98,7 @@ class JobCheckpoints:
         number = int(files[-1].stem.split("-")[1]) + 1 if files else 1
         path = self.directory / f"ckpt-{number:06d}.bin"
         write_bytes_atomic(path, encode(payload))
-        for old in files[:-(KEEP - 1)] if KEEP > 1 else files:
+        for old in files[:-(KEEP - 1)]:
             old.unlink(missing_ok=True)
         self.requested = False
         return path

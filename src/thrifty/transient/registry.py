@@ -9,10 +9,11 @@ in SOURCE.md beside it) and checked against a fresh fit by the tests:
 """
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from thrifty.data import data_path
-from thrifty.io import write_text_atomic
+from thrifty.io import read_json, write_text_atomic
 from thrifty.transient.fitting import Lifetimes, fit, read_lifetimes
 from thrifty.transient.lifetimes import LifetimeModel, LifetimeModelError, model_from_dict
 
@@ -49,8 +50,14 @@ def write_bundle(path: Path | None = None) -> Path:
     return path
 
 
+@lru_cache(maxsize=1)
+def _bundled_text() -> str:
+    return bundle_file().read_text()
+
+
 def bundled() -> dict[str, dict]:
-    return json.loads(bundle_file().read_text())
+    """The bundled fits (the file is read once per process; every call gets a fresh dict)."""
+    return json.loads(_bundled_text())
 
 
 def load_model(name_or_path: str = DEFAULT_MODEL) -> tuple[str, LifetimeModel]:
@@ -60,8 +67,5 @@ def load_model(name_or_path: str = DEFAULT_MODEL) -> tuple[str, LifetimeModel]:
         return name_or_path, model_from_dict(models[name_or_path])
     path = Path(name_or_path)
     if path.suffix == ".json" and path.exists():
-        try:
-            return path.stem, model_from_dict(json.loads(path.read_text()))
-        except json.JSONDecodeError as exc:
-            raise LifetimeModelError(f"{path} is not valid JSON: {exc}") from None
+        return path.stem, model_from_dict(read_json(path, LifetimeModelError, "lifetime model"))
     raise LifetimeModelError(f"unknown lifetime model {name_or_path!r}; bundled: {', '.join(models)}")

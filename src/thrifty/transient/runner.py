@@ -12,11 +12,13 @@ job gets SIGKILL, or SIGTERM and SIGKILL after the notice (`kill="sigterm"`, or 
 each preemption.
 """
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,8 +91,9 @@ class Runner:
         rng = np.random.default_rng(self.seed)
         previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         env = {**os.environ, ENV_DIR: str(self.checkpoint_dir)}
-        seen = {p.name for p in checkpoint_files(self.checkpoint_dir)}
-        attempts = preemptions = notices = checkpoints = 0
+        self._seen = {p.name for p in checkpoint_files(self.checkpoint_dir)}
+        self._checkpoints = 0
+        attempts = preemptions = notices = 0
         lost = 0.0
         try:
             while True:
@@ -100,20 +103,16 @@ class Runner:
                 life = (float(self.lifetimes.sample(rng, 1)[0]) / self.time_scale
                         if self.lifetimes is not None else float("inf"))
                 proc = subprocess.Popen(self.command, env=env)
-                began = last_save = time.monotonic()
+                began = self._last_save = time.monotonic()
                 self._event("start", attempt=attempts, pid=proc.pid,
                             vm_lifetime_s=None if life == float("inf") else life)
                 requests = self._request_times(began)
+                next_request = next(requests, float("inf"))
                 outcome = None
                 while outcome is None:
                     time.sleep(POLL_S)
                     now = time.monotonic()
-                    for path in sorted(checkpoint_files(self.checkpoint_dir)):
-                        if path.name not in seen:
-                            seen.add(path.name)
-                            checkpoints += 1
-                            last_save = now
-                            self._event("checkpoint", file=path.name, attempt=attempts)
+                    self._collect(attempts)
                     code = proc.poll()
                     if code is not None:
                         outcome = ("exit", code)
@@ -121,8 +120,8 @@ class Runner:
                         outcome = ("notice", None)
                     elif now - began >= life:
                         outcome = ("preempt", None)
-                    elif requests and now >= requests[0] and ready_file(self.checkpoint_dir, proc.pid).exists():
-                        requests.pop(0)
+                    elif now >= next_request and ready_file(self.checkpoint_dir, proc.pid).exists():
+                        next_request = next(requests, float("inf"))
                         proc.send_signal(signal.SIGUSR1)
                         self._event("checkpoint_request", attempt=attempts)
                     elif now - self._start > self.timeout_s:
@@ -132,7 +131,7 @@ class Runner:
                 ready_file(self.checkpoint_dir, proc.pid).unlink(missing_ok=True)
                 if kind == "exit" and code == 0:
                     self._event("finished", attempt=attempts)
-                    return self._report(0, attempts, preemptions, notices, checkpoints, lost)
+                    return self._report(0, attempts, preemptions, notices, lost)
                 if kind == "exit" and code not in (PREEMPTED_EXIT, -signal.SIGKILL, -signal.SIGTERM):
                     self._event("failed", attempt=attempts, exit_code=code)
                     raise RunnerError(f"the job failed on its own with exit code {code}; see {self._log_path}")
@@ -140,30 +139,27 @@ class Runner:
                     notices += 1
                     self._event("preemption_notice", attempt=attempts)
                     self._terminate(proc, warn=True)
-                    seen, checkpoints, last_save = self._collect(seen, checkpoints, attempts, last_save)
-                    return self._report(PREEMPTED_EXIT, attempts, preemptions, notices, checkpoints, lost)
+                    self._collect(attempts)
+                    return self._report(PREEMPTED_EXIT, attempts, preemptions, notices, lost)
                 if kind == "preempt":
                     preemptions += 1
                     warn = self.kill == "sigterm" or (self.kill == "mixed" and preemptions % 2 == 0)
                     notices += int(warn)
                     self._event("preemption", attempt=attempts, notice=warn)
                     self._terminate(proc, warn=warn)
-                    seen, checkpoints, last_save = self._collect(seen, checkpoints, attempts, last_save)
-                lost += max(time.monotonic() - max(last_save, began), 0.0) if kind == "preempt" else 0.0
+                    self._collect(attempts)
+                    lost += max(time.monotonic() - max(self._last_save, began), 0.0)
                 self._event("restart", attempt=attempts + 1)
         finally:
             signal.signal(signal.SIGTERM, previous)
 
-    def _request_times(self, began: float) -> list[float]:
-        times, t = [], began
-        for interval in self.intervals_s:
+    def _request_times(self, began: float) -> Iterator[float]:
+        """When to ask for checkpoints: the schedule, then its last interval again and again."""
+        t = began
+        for interval in itertools.chain(self.intervals_s, itertools.repeat(self.intervals_s[-1])
+                                        if self.intervals_s else ()):
             t += interval
-            times.append(t)
-        if self.intervals_s:  # past the schedule, keep the last interval
-            for _ in range(10_000):
-                t += self.intervals_s[-1]
-                times.append(t)
-        return times
+            yield t
 
     def _terminate(self, proc: subprocess.Popen, *, warn: bool) -> None:
         if warn and proc.poll() is None:
@@ -176,16 +172,15 @@ class Runner:
             proc.kill()
         proc.wait()
 
-    def _collect(self, seen: set, checkpoints: int, attempt: int, last_save: float):
-        for path in sorted(checkpoint_files(self.checkpoint_dir)):
-            if path.name not in seen:
-                seen.add(path.name)
-                checkpoints += 1
-                last_save = time.monotonic()
+    def _collect(self, attempt: int) -> None:
+        """Log checkpoints the job has written since the last look."""
+        for path in checkpoint_files(self.checkpoint_dir):
+            if path.name not in self._seen:
+                self._seen.add(path.name)
+                self._checkpoints += 1
+                self._last_save = time.monotonic()
                 self._event("checkpoint", file=path.name, attempt=attempt)
-        return seen, checkpoints, last_save
 
-    def _report(self, code: int, attempts: int, preemptions: int, notices: int, checkpoints: int,
-                lost: float) -> RunReport:
-        return RunReport(code, time.monotonic() - self._start, attempts, preemptions, notices, checkpoints,
-                         lost, list(self._events))
+    def _report(self, code: int, attempts: int, preemptions: int, notices: int, lost: float) -> RunReport:
+        return RunReport(code, time.monotonic() - self._start, attempts, preemptions, notices,
+                         self._checkpoints, lost, list(self._events))

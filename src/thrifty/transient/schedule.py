@@ -102,8 +102,7 @@ class Solver:
         survival = model.survival(fine)
         self._fine, self._survival_fine = fine, survival
         self._integral = np.concatenate([[0.0], np.cumsum(0.5 * (survival[1:] + survival[:-1]) * np.diff(fine))])
-        self.mttf_s = float(self._integral[-1]) if not math.isfinite(model.t_end) else float(
-            np.interp(model.t_end, fine, self._integral))
+        self.mttf_s = float(self._integral[-1])  # S = 0 past t_end, so this is the mean lifetime
 
     def survival(self, t) -> np.ndarray:
         return np.interp(t, self._fine, self._survival_fine, right=0.0)
@@ -292,8 +291,8 @@ def expected_overhead_fraction(model: LifetimeModel, work_s, nodes, *, checkpoin
     for exponent in np.unique(np.concatenate([low.ravel(), high.ravel()])):
         k = int(2 ** exponent)
         table = _overhead_at(model, k, work, checkpoint_cost_s, restart_cost_s, max_work_s, grid_s)
-        out += np.where(low == exponent, 1 - weight, 0.0) * table + np.where(high == exponent, weight, 0.0) * table \
-            * (high != low)
+        # weight is 0 when low == high, so an integer level takes its own table once
+        out += (np.where(low == exponent, 1 - weight, 0.0) + np.where(high == exponent, weight, 0.0)) * table
     return out
 
 
