@@ -60,7 +60,153 @@ def test_filters_and_hardware():
     assert cheap and all(vm.price_per_hour <= 0.2 for vm in cheap)
     hw = Hardware.load()
     p5 = next(vm for vm in gpus if vm.instance_type == "p5.48xlarge")
-    assert hw.rank_speed(p5) == 1340 and hw.network_gbps(p5) == 3200 and p5.ranks_per_node == 8
+    assert hw.gpu(p5).fp32_tflops == pytest.approx(66.9) and hw.network_gbps(p5) == 3200 and p5.ranks_per_node == 8
     n2 = next(vm for vm in vms if vm.instance_type == "n2-standard-4")
     assert hw.network_gbps(n2) == 8  # 2 Gbit/s per vCPU on GCP
-    assert hw.rank_speed(n2) == pytest.approx(4 * 1.05)
+    assert hw.cpu_factor(n2) == pytest.approx(1.05)
+
+
+# --- GCP: a GPU type exists only as host + its GPUs; GPU-only host families are never CPU VMs ---
+
+GPU_ONLY_FAMILIES = {"g2", "a2", "a3"}  # Google Cloud's accelerator-optimized families
+
+
+def _csv_rows(path) -> list[dict]:
+    import csv
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _raw_gcp():
+    """The bundled gcp.csv read independently of the loader: host rows and GPU attachment rows."""
+    from thrifty.data import data_path
+    rows = _csv_rows(data_path("catalog", "gcp.csv"))
+    hosts = {r["instance_type"]: r for r in rows if r["instance_type"]}
+    attachments = {(r["accelerator"], int(r["accelerator_count"])): r for r in rows if not r["instance_type"]}
+    return hosts, attachments
+
+
+def _pairing_rows() -> list[dict]:
+    from thrifty.data import data_path
+    return _csv_rows(data_path("gcp_gpu_pairing.csv"))
+
+
+def _family(instance_type: str) -> str:
+    return instance_type.split("-", 1)[0]
+
+
+def _gcp_vms_to_check():
+    """Every bundled GCP VM that is a GPU VM or belongs to a GPU-only family."""
+    return [vm for vm in load_catalog() if vm.cloud == "gcp"
+            and (vm.is_gpu or _family(vm.instance_type) in GPU_ONLY_FAMILIES)]
+
+
+def test_pairing_table_marks_the_gpu_only_families():
+    flags = {}
+    for row in _pairing_rows():
+        flags.setdefault(_family(row["host_pattern"]), set()).add(row["host_gpu_only"])
+    assert {family for family, values in flags.items() if values == {"yes"}} == GPU_ONLY_FAMILIES
+    assert flags["n1"] == {"no"}  # N1 hosts are CPU VMs too
+    assert all(len(values) == 1 for values in flags.values())
+
+
+def test_no_bundled_cpu_vm_of_a_gpu_only_family():
+    vms = [vm for vm in load_catalog() if vm.cloud == "gcp"]
+    offenders = [vm.instance_type for vm in vms
+                 if not vm.is_gpu and _family(vm.instance_type) in GPU_ONLY_FAMILIES]
+    assert offenders == []
+    assert any(vm.instance_type == "n1-standard-4" and not vm.is_gpu for vm in vms)
+
+
+def test_every_gcp_gpu_vm_costs_its_host_row_plus_its_attachment_row():
+    hosts, attachments = _raw_gcp()
+    checked = _gcp_vms_to_check()
+    assert len(checked) > 30
+    for vm in checked:
+        host, gpu = hosts[vm.instance_type], attachments.get((vm.accelerator, vm.accelerator_count))
+        assert gpu is not None, f"{vm.label}: no attachment row for {vm.accelerator} x{vm.accelerator_count}"
+        assert vm.price_per_hour == pytest.approx(
+            float(host["price_per_hour"]) + float(gpu["price_per_hour"]))
+        if host["spot_price_per_hour"] and gpu["spot_price_per_hour"]:
+            assert vm.spot_price_per_hour == pytest.approx(
+                float(host["spot_price_per_hour"]) + float(gpu["spot_price_per_hour"]))
+        else:
+            assert vm.spot_price_per_hour is None
+
+
+def test_gcp_accelerator_counts_match_the_pairing_table():
+    import fnmatch
+    rules = _pairing_rows()
+    for vm in _gcp_vms_to_check():
+        allowed = [r for r in rules if fnmatch.fnmatchcase(vm.instance_type, r["host_pattern"])
+                   and r["accelerator"] == vm.accelerator
+                   and int(r["accelerator_count"]) == vm.accelerator_count
+                   and (not r["max_host_vcpus"] or vm.vcpus <= float(r["max_host_vcpus"]))]
+        assert allowed, f"{vm.label}: {vm.accelerator} x{vm.accelerator_count} is not in the pairing table"
+    # and the other way: every GPU-only host with its attachment row is there, exactly once
+    hosts, attachments = _raw_gcp()
+    gpu_vms = [(vm.instance_type, vm.accelerator, vm.accelerator_count) for vm in _gcp_vms_to_check()]
+    for rule in rules:
+        if rule["host_gpu_only"] != "yes" or rule["host_pattern"] not in hosts:
+            continue
+        if (rule["accelerator"], int(rule["accelerator_count"])) in attachments:
+            key = (rule["host_pattern"], rule["accelerator"], int(rule["accelerator_count"]))
+            assert gpu_vms.count(key) == 1, key
+
+
+def test_every_gpu_vm_has_hardware_data():
+    hw = Hardware.load()
+    vms = [vm for vm in load_catalog() if vm.is_gpu] + _gcp_vms_to_check()
+    for vm in vms:
+        spec = hw.gpu(vm)  # raises CatalogError for an accelerator without a gpu row
+        assert spec.fp32_tflops > 0 and spec.mem_bw_gbs > 0 and spec.memory_gib > 0, vm.label
+
+
+def test_user_gcp_catalogs_follow_the_same_rules(tmp_path):
+    path = tmp_path / "gcp" / "vms.csv"  # SkyPilot's columns; the cloud comes from the path
+    path.parent.mkdir()
+    path.write_text(
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,"
+        "AvailabilityZone\n"
+        "g2-standard-24,,,24,96,0.88,0.45,us-east1,us-east1-b\n"
+        "g2-standard-4,,,4,16,0.15,0.07,us-east1,us-east1-b\n"
+        "a3-highgpu-1g,,,26,234,1.18,0.64,us-east1,us-east1-b\n"
+        "n1-standard-4,,,4,15,0.19,0.06,us-east1,us-east1-b\n"
+        ",L4,2,,,1.12,0.57,us-east1,us-east1-b\n"
+        ",L4,1,,,0.56,,us-east1,us-east1-b\n"
+        ",T4,1,,,0.35,0.19,us-east1,us-east1-b\n")
+    vms = {(vm.instance_type, vm.accelerator_count): vm for vm in load_catalog_file(path)}
+    assert set(vms) == {("g2-standard-24", 2), ("g2-standard-4", 1), ("n1-standard-4", 0),
+                        ("n1-standard-4", 1)}  # no CPU g2, no a3 at all (no H100 row)
+    assert vms[("g2-standard-24", 2)].price_per_hour == pytest.approx(0.88 + 1.12)
+    assert vms[("g2-standard-24", 2)].spot_price_per_hour == pytest.approx(0.45 + 0.57)
+    assert vms[("g2-standard-4", 1)].spot_price_per_hour is None  # the GPU row has no spot price
+    native = tmp_path / "mine.csv"
+    native.write_text(HEADER + "gcp,a2-highgpu-1g,12,85,,,0.74,0.39,us-central1,\n"
+                               "aws,g2-standard-4,4,16,,,0.1,,us-east-1,\n")
+    assert [(vm.cloud, vm.instance_type) for vm in load_catalog_file(native)] == [("aws", "g2-standard-4")]
+
+
+def test_cli_cpu_list_has_no_gpu_only_gcp_types(run_cli):
+    import json
+    code, out, _ = run_cli("catalog", "list", "--cpu", "--cloud", "gcp", "--json")
+    types = [vm["instance_type"] for vm in json.loads(out)]
+    assert code == 0 and "n1-standard-4" in types
+    assert [t for t in types if _family(t) in GPU_ONLY_FAMILIES] == []
+    code, out, _ = run_cli("catalog", "list", "--gpu", "--cloud", "gcp", "--json")
+    g2 = [vm for vm in json.loads(out) if vm["instance_type"] == "g2-standard-24"]
+    assert code == 0 and [(vm["accelerator"], vm["accelerator_count"]) for vm in g2] == [("L4", 2)]
+    assert g2[0]["price_per_hour"] == pytest.approx(0.88075 + 1.12008)
+
+
+def test_profile_rejects_an_unknown_instance_type(run_cli, tmp_path):
+    code, _, err = run_cli("profile", "--instance-type", "n1-standard-5", "--db", tmp_path / "db")
+    assert code == 2 and "not in the catalog" in err and "n1-standard-4" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "db").exists()
+    # a type from a --catalog file passes the check (the bad --workers stops it right after)
+    mine = tmp_path / "mine.csv"
+    mine.write_text(HEADER + "aws,my-box,8,32,,,0.4,,us-east-1,\n")
+    for args in (["--instance-type", "my-box", "--catalog", mine], ["--instance-type", "n1-standard-4"],
+                 ["--instance-type", "local"]):
+        code, _, err = run_cli("profile", *args, "--workers", "x", "--db", tmp_path / "db")
+        assert code == 2 and "--workers" in err and "not in the catalog" not in err

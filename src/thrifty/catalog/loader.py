@@ -1,11 +1,14 @@
 """Read VM catalogs: thrifty's own CSV schema or SkyPilot's `vms.csv` columns (detected by header).
 
 Rows with an empty instance type are GPU attachments (GCP's layout, see data/catalog/SOURCE.md);
-`pair_gcp_gpus` turns them into priced GPU VMs (host row + GPU row).
+`pair_gcp_gpus` turns them into priced GPU VMs (host row + GPU row). On GCP a host of a GPU-only
+family (g2, a2, a3: `host_gpu_only` in data/gcp_gpu_pairing.csv) exists only with its GPUs, so its
+host-only row never becomes a CPU VM; N1 hosts are CPU VMs as well as GPU hosts.
 """
 
 import csv
 import fnmatch
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -106,22 +109,67 @@ def _read_rows(path: Path) -> list[_Row]:
     return rows
 
 
-def _read_pairing() -> list[tuple[str, str, int, float | None]]:
-    with data_path("gcp_gpu_pairing.csv").open(newline="") as handle:
-        return [(r["host_pattern"], r["accelerator"], int(r["accelerator_count"]),
-                 float(r["max_host_vcpus"]) if r["max_host_vcpus"] else None)
-                for r in csv.DictReader(handle)]
+@dataclass(frozen=True)
+class GpuPairing:
+    """One row of data/gcp_gpu_pairing.csv: a GCP host pattern that takes `count` x `accelerator`."""
+
+    host_pattern: str
+    accelerator: str
+    accelerator_count: int
+    max_host_vcpus: float | None
+    host_gpu_only: bool  # the host family exists only with GPUs attached (not a CPU VM)
+
+    @property
+    def family(self) -> str:
+        return gcp_family(self.host_pattern)
+
+
+def gcp_family(instance_type: str) -> str:
+    """GCP machine family: the text before the first '-' (`g2-standard-24` -> `g2`)."""
+    return instance_type.split("-", 1)[0]
+
+
+@functools.cache
+def gpu_pairings() -> tuple[GpuPairing, ...]:
+    """The bundled GCP pairing table; a family must be GPU-only in all of its rows or in none."""
+    path = data_path("gcp_gpu_pairing.csv")
+    with path.open(newline="") as handle:
+        records = list(csv.DictReader(handle))
+    pairings, flags = [], {}
+    for line, r in enumerate(records, start=2):
+        flag = r.get("host_gpu_only")
+        if flag not in ("yes", "no"):
+            raise CatalogError(f"{path}:{line}: host_gpu_only must be yes or no, got {flag!r}")
+        row = GpuPairing(r["host_pattern"], r["accelerator"], int(r["accelerator_count"]),
+                         float(r["max_host_vcpus"]) if r["max_host_vcpus"] else None,
+                         flag == "yes")
+        if flags.setdefault(row.family, row.host_gpu_only) != row.host_gpu_only:
+            raise CatalogError(f"{path}:{line}: family {row.family} is GPU-only in some rows only")
+        pairings.append(row)
+    return tuple(pairings)
+
+
+def gcp_gpu_only_families() -> frozenset[str]:
+    """GCP families whose hosts are launchable only with their GPUs (g2, a2, a3)."""
+    return frozenset(p.family for p in gpu_pairings() if p.host_gpu_only)
+
+
+def is_gpu_only_host(vm: VMType) -> bool:
+    """A GCP CPU-only row of a GPU-only family: a host price, not a VM anyone can launch."""
+    return (vm.cloud == "gcp" and not vm.is_gpu
+            and gcp_family(vm.instance_type) in gcp_gpu_only_families())
 
 
 def pair_gcp_gpus(hosts: Iterable[VMType], attachments: Iterable[VMType]) -> list[VMType]:
     """GCP GPU VMs: host price + attachment price for each allowed (host, GPU, count) pairing."""
     by_key = {(a.region, a.accelerator, a.accelerator_count): a for a in attachments}
-    pairing, paired = _read_pairing(), []
+    paired = []
     for host in hosts:
-        for pattern, accelerator, count, max_vcpus in pairing:
-            if not fnmatch.fnmatchcase(host.instance_type, pattern):
+        for rule in gpu_pairings():
+            accelerator, count = rule.accelerator, rule.accelerator_count
+            if not fnmatch.fnmatchcase(host.instance_type, rule.host_pattern):
                 continue
-            if max_vcpus is not None and host.vcpus > max_vcpus:
+            if rule.max_host_vcpus is not None and host.vcpus > rule.max_host_vcpus:
                 continue
             gpu = by_key.get((host.region, accelerator, count))
             if gpu is None:
@@ -138,11 +186,13 @@ def pair_gcp_gpus(hosts: Iterable[VMType], attachments: Iterable[VMType]) -> lis
 
 
 def load_catalog_file(path: Path) -> list[VMType]:
-    """All VM types of one catalog file; GPU attachment rows are paired with their hosts."""
+    """All VM types of one catalog file; GPU attachment rows are paired with their hosts, and the
+    host-only rows of GCP's GPU-only families are dropped (paired or not)."""
     rows = [r.vm for r in _read_rows(Path(path))]
     attachments = [vm for vm in rows if vm.instance_type == ""]
     vms = [vm for vm in rows if vm.instance_type != ""]
     gpu_vms = pair_gcp_gpus([vm for vm in vms if not vm.is_gpu], attachments) if attachments else []
+    vms = [vm for vm in vms if not is_gpu_only_host(vm)]
     seen: set[tuple] = set()
     unique = []
     for vm in vms + gpu_vms:  # SkyPilot files repeat a type per zone: keep the first row
