@@ -1,0 +1,280 @@
+"""The launch commands `thrifty plan` prints run as printed: torchrun line and SkyPilot task."""
+
+import json
+import os
+import shlex
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+
+from thrifty.plan.launch import epochs_text, project_root, skypilot_task, skypilot_yaml, torchrun_command
+from thrifty.store import Store
+from thrifty.train.metrics import RunLog
+
+# SkyPilot's task YAML (docs.skypilot.co, "YAML configuration"): the keys this task may use.
+TASK_KEYS = {"name", "workdir", "file_mounts", "resources", "num_nodes", "envs", "setup", "run"}
+RESOURCE_KEYS = {"cloud", "region", "zone", "instance_type", "accelerators", "use_spot", "cpus",
+                 "memory", "disk_size", "image_id"}
+SKYPILOT_VARS = ("SKYPILOT_NODE_IPS", "SKYPILOT_NODE_RANK", "SKYPILOT_NUM_NODES")
+
+
+def _choice(**changes) -> dict:
+    """PlanResult.describe's keys for 2 GCP n1-standard-16 nodes with 4 T4 each."""
+    base = {"cloud": "gcp", "region": "us-central1", "instance_type": "n1-standard-16",
+            "accelerator": "T4", "accelerator_count": 4, "nodes": 2, "workers": 8,
+            "global_batch": 256, "local_batch": 32, "spot": True, "price_per_hour": 2.0,
+            "threads_per_rank": 3, "epochs": 12.345, "until_target": True}
+    return {**base, **changes}
+
+
+CPU_ONE_NODE = {"accelerator": None, "accelerator_count": 0, "instance_type": "n2-standard-4",
+                "nodes": 1, "workers": 2, "threads_per_rank": 2, "epochs": 90.0, "until_target": False}
+
+
+def _fake_bin(tmp_path: Path) -> Path:
+    """`torchrun` and `conda` stand-ins that record what they were called with, and do nothing."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    for name in ("torchrun", "conda"):
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\necho "{name} OMP_NUM_THREADS=$OMP_NUM_THREADS $*"\n')
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bin_dir
+
+
+def _bash(script: str, env: dict, tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=30)
+
+
+# --- torchrun line ---
+
+@pytest.mark.parametrize("until_target", [True, False])
+def test_torchrun_line_carries_the_plans_epochs_target_and_threads(until_target):
+    line = torchrun_command(_choice(until_target=until_target), "builtin:digits")
+    assert line.startswith("OMP_NUM_THREADS=3 torchrun ")
+    assert " --epochs 12.4 " in line + " " and "--epochs 1000" not in line  # rounded up, 3 digits
+    assert ("--until-target" in line) == until_target
+    assert "--global-batch 256" in line and "--nproc-per-node=4" in line and "--nnodes=2" in line
+
+
+def test_epochs_are_printed_plainly_and_never_rounded_down():
+    assert [epochs_text(e) for e in (90.0, 12.3, 12.301, 0.0123, 1234.5, 3)] == \
+        ["90", "12.3", "12.4", "0.0123", "1235", "3"]
+
+
+def test_single_node_line_needs_no_head_address(tmp_path):
+    line = torchrun_command(_choice(**CPU_ONE_NODE), "builtin:digits")
+    assert "--standalone" in line and "HEAD_IP" not in line and "--epochs 90 " in line + " "
+    env = {**os.environ, "PATH": f"{_fake_bin(tmp_path)}:{os.environ['PATH']}"}
+    env.pop("HEAD_IP", None)
+    done = _bash(line, env, tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("torchrun OMP_NUM_THREADS=2 --standalone")
+
+
+def test_multi_node_line_takes_the_head_address_from_the_environment(tmp_path):
+    line = torchrun_command(_choice(), "builtin:digits")
+    env = {**os.environ, "PATH": f"{_fake_bin(tmp_path)}:{os.environ['PATH']}"}
+    env.pop("HEAD_IP", None)
+    missing = _bash(line, env, tmp_path)
+    assert missing.returncode != 0 and "export HEAD_IP" in missing.stderr and missing.stdout == ""
+    done = _bash(line, {**env, "HEAD_IP": "10.0.0.5"}, tmp_path)
+    assert done.returncode == 0 and "--rdzv-endpoint=10.0.0.5:29500" in done.stdout
+    assert "OMP_NUM_THREADS=3 " in done.stdout
+
+
+@pytest.mark.parametrize("key", ["threads_per_rank", "epochs", "until_target"])
+def test_a_missing_plan_key_is_an_error(key):
+    choice = _choice()
+    del choice[key]
+    with pytest.raises(KeyError):
+        torchrun_command(choice, "builtin:digits")
+    with pytest.raises(KeyError):
+        skypilot_yaml(choice, "builtin:digits")
+
+
+# --- SkyPilot task ---
+
+def _pip_installs(setup: str) -> list[list[str]]:
+    return [shlex.split(line.split("#")[0])[2:] for line in setup.splitlines()
+            if line.strip().startswith("pip install")]
+
+
+@pytest.mark.parametrize("changes, workload", [({}, "OUTSIDE"), (CPU_ONE_NODE, "builtin:digits"),
+                                               ({"cloud": "aws", "instance_type": "g4dn.12xlarge",
+                                                 "region": "us-east-1", "spot": False}, "builtin:tabular")])
+def test_skypilot_yaml_uses_only_documented_keys_and_runs_from_synced_source(changes, workload, tmp_path):
+    if workload == "OUTSIDE":  # a user's workload file outside the project
+        workload = str(tmp_path / "my_net.py")
+        Path(workload).write_text("def make_workload(): ...\n")
+    choice = _choice(**changes)
+    task = yaml.safe_load(skypilot_yaml(choice, workload))
+    assert set(task) <= TASK_KEYS and set(task["resources"]) <= RESOURCE_KEYS
+    assert {"workdir", "setup", "run", "resources", "num_nodes"} <= set(task)
+    assert task["num_nodes"] == choice["nodes"] and task["resources"]["use_spot"] is choice["spot"]
+    assert Path(task["workdir"]) == project_root() and (Path(task["workdir"]) / "pyproject.toml").is_file()
+    assert all(Path(local).is_file() for local in task.get("file_mounts", {}).values())
+    installs = _pip_installs(task["setup"])
+    assert ["-e", "."] in installs  # thrifty from the synced source ...
+    assert not any(arg.split("=")[0] == "thrifty" for args in installs for arg in args)  # ... not PyPI
+    is_cpu = choice["accelerator"] is None
+    assert any("--index-url" in args and args[args.index("--index-url") + 1].endswith("/cpu")
+               for args in installs) == is_cpu
+    run = task["run"]
+    assert all(f"${var}" in run for var in SKYPILOT_VARS)
+    assert run.index('HEAD_IP=$(echo "$SKYPILOT_NODE_IPS" | head -n1)') < run.index("$HEAD_IP")
+    assert ("$SKYPILOT_NUM_GPUS_PER_NODE" in run) == (not is_cpu)
+    assert f"OMP_NUM_THREADS={choice['threads_per_rank']} torchrun" in run
+    assert f"--epochs {epochs_text(choice['epochs'])}" in run
+    assert ("--until-target" in run) == choice["until_target"]
+    assert ("accelerators" in task["resources"]) == (choice["cloud"] == "gcp" and not is_cpu)
+
+
+def test_a_workload_file_runs_from_where_skypilot_puts_it(tmp_path):
+    for local in (tmp_path / "elsewhere" / "my_net.py", project_root() / ".thrifty" / "my_net.py"):
+        task = skypilot_task(_choice(), str(local))  # the second: in the checkout, git-ignored
+        assert task["file_mounts"] == {"~/thrifty-workload/my_net.py": str(local)}
+        assert "--workload ~/thrifty-workload/my_net.py " in task["run"] and str(local) not in task["run"]
+    task = skypilot_task(_choice(), "builtin:digits")
+    assert "file_mounts" not in task and "--workload builtin:digits " in task["run"]
+
+
+def test_without_a_source_checkout_the_installed_package_is_mounted(monkeypatch):
+    import thrifty
+    import thrifty.plan.launch as launch
+    monkeypatch.setattr(launch, "project_root", lambda: None)  # as if installed from a wheel
+    task = yaml.safe_load(skypilot_yaml(_choice(), "builtin:digits"))
+    assert "workdir" not in task and set(task) <= TASK_KEYS
+    assert task["file_mounts"] == {"~/thrifty-src/thrifty": str(Path(thrifty.__file__).parent)}
+    installs = _pip_installs(task["setup"])
+    requirements = [r for r in metadata.requires("thrifty") if "extra ==" not in r]
+    assert ["-e", "."] not in installs and requirements in installs  # thrifty's own dependencies
+    assert not any(arg.split("=")[0].split(">")[0] == "thrifty" for args in installs for arg in args)
+    assert "export PYTHONPATH=~/thrifty-src" in task["run"]
+
+
+def test_skypilot_run_section_runs_with_skypilots_variables(tmp_path):
+    outside = tmp_path / "my_net.py"
+    outside.write_text("def make_workload(): ...\n")
+    task = yaml.safe_load(skypilot_yaml(_choice(), str(outside)))
+    assert subprocess.run(["bash", "-n", "-c", task["setup"]], timeout=30).returncode == 0  # syntax
+    env = {**os.environ, "PATH": f"{_fake_bin(tmp_path)}:{os.environ['PATH']}", "HOME": str(tmp_path),
+           "SKYPILOT_NODE_IPS": "10.0.0.5\n10.0.0.6", "SKYPILOT_NODE_RANK": "1",
+           "SKYPILOT_NUM_NODES": "2", "SKYPILOT_NUM_GPUS_PER_NODE": "4"}
+    done = _bash(task["run"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    (called,) = [line for line in done.stdout.splitlines() if line.startswith("torchrun ")]
+    for part in ("OMP_NUM_THREADS=3 ", "--nnodes=2 ", "--nproc-per-node=4 ", "--node-rank=1 ",
+                 "--master-addr=10.0.0.5 ", f"--workload {tmp_path}/thrifty-workload/my_net.py ",
+                 "--epochs 12.4 "):
+        assert part in called + " ", part
+
+
+@pytest.fixture()
+def no_network(monkeypatch):
+    """Fail any connection or name lookup that is not loopback (SkyPilot fetches catalogs)."""
+    real_connect, real_lookup = socket.socket.connect, socket.getaddrinfo
+
+    def connect(self, address):
+        host = address[0] if isinstance(address, tuple) else ""
+        if isinstance(address, tuple) and not (host.startswith("127.") or host in ("::1", "localhost")):
+            raise AssertionError(f"network access to {address} during a test")
+        return real_connect(self, address)
+
+    def lookup(host, *args, **kwargs):
+        if host not in (None, "localhost") and not str(host).startswith("127."):
+            raise AssertionError(f"name lookup of {host} during a test")
+        return real_lookup(host, *args, **kwargs)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+
+
+def _parsed_by_skypilot(sky, text: str) -> dict:
+    """What SkyPilot's own loader made of the YAML, as plain values: a Task's repr (pytest shows it
+    when an assertion fails) looks up SkyPilot's online catalog, so no Task leaves this function."""
+    task = sky.Task.from_yaml_config(yaml.safe_load(text))
+    (resources,) = task.resources
+    return {"num_nodes": task.num_nodes, "workdir": task.workdir, "file_mounts": task.file_mounts,
+            "instance_type": resources.instance_type, "use_spot": resources.use_spot,
+            "accelerators": resources.accelerators, "setup": task.setup, "run": task.run}
+
+
+def test_skypilots_own_loader_accepts_the_task(tmp_path, no_network, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # SkyPilot keeps its state under ~/.sky
+    sky = pytest.importorskip("sky")
+    outside = tmp_path / "my_net.py"
+    outside.write_text("def make_workload(): ...\n")
+    for choice, workload in ((_choice(), str(outside)), (_choice(**CPU_ONE_NODE), "builtin:digits")):
+        task = _parsed_by_skypilot(sky, skypilot_yaml(choice, workload))
+        assert task["num_nodes"] == choice["nodes"] and task["workdir"] == str(project_root())
+        assert task["instance_type"] == choice["instance_type"] and task["use_spot"] is choice["spot"]
+        assert task["accelerators"] == ({"T4": 4} if choice["accelerator"] else None)
+        assert task["file_mounts"] == ({"~/thrifty-workload/my_net.py": str(outside)}
+                                       if workload == str(outside) else None)
+        assert "SKYPILOT_NODE_IPS" in task["run"] and "pip install -e ." in task["setup"]
+
+
+# --- the printed torchrun line, run here, reaches the profiled speed ---
+
+def _profiled_samples_per_s(db: Path, workers: int, local_batch: int) -> float:
+    """As `thrifty profile` reports it: a step lasts as long as its slowest rank; mean over steps."""
+    with Store(db) as store:
+        profile, _ = store.latest_profile("builtin:digits")
+    steps: dict[int, float] = {}
+    for s in profile.samples:
+        if s.num_workers == workers and s.local_batch == local_batch:
+            steps[s.step] = max(steps.get(s.step, 0.0), s.step_time_s)
+    assert steps, f"the stored profile has no {workers} x {local_batch} samples"
+    return workers * local_batch * len(steps) / sum(steps.values())
+
+
+def _run_line(command: str, env: dict, cwd: Path) -> dict:
+    proc = subprocess.Popen(["bash", "-c", command], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"the torchrun line did not finish in 240 s: {command}")
+    assert proc.returncode == 0, err[-2000:]
+    return json.loads(out)
+
+
+@pytest.mark.timeout(900)
+def test_printed_torchrun_line_reaches_the_profiled_speed(profiled_db, tmp_path):
+    if not socket.gethostbyname(socket.getfqdn()).startswith("127."):
+        pytest.skip("torchrun --standalone would use this host's non-loopback address")
+    bin_dir = Path(sys.executable).parent
+    assert (bin_dir / "torchrun").is_file(), "torchrun is not installed next to this Python"
+    profiled = _profiled_samples_per_s(profiled_db, workers=2, local_batch=64)
+    choice = _choice(**{**CPU_ONE_NODE, "global_batch": 128, "threads_per_rank": 1})
+    line = torchrun_command(choice, "builtin:digits")
+    assert line.startswith("OMP_NUM_THREADS=1 torchrun --standalone ")
+    # A shell that exports OMP_NUM_THREADS (here: one thread per core in each rank) would
+    # oversubscribe this machine: the printed prefix must win over it.
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GLOO_SOCKET_IFNAME": "lo",
+           "MASTER_ADDR": "127.0.0.1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+           "OMP_NUM_THREADS": str(max(2, os.cpu_count() or 2))}
+    # "Reaches": at least 80% of the profiled rate. Not an upper bound: the fixture's profile has 6
+    # steps a setting, and three identical such profiles here gave 4,200-5,800 samples/s, so a run
+    # may beat its profile; the summary check below pins the configuration instead.
+    ratios = []
+    for attempt in range(3):  # a shared 2-core machine: a neighbour's burst is not the line's fault
+        run_dir = tmp_path / f"run{attempt}"
+        summary = _run_line(f"{line} --steps 60 --eval-every 1000 --checkpoint-every 0 "
+                            f"--run-dir {run_dir} --db {tmp_path / 'train.db'} --json", env, tmp_path)
+        assert (summary["steps"], summary["workers"], summary["global_batch"]) == (60, 2, 128)
+        step_s = {r.step: r.step_s for r in RunLog.read(run_dir).steps if r.step >= 10}  # warm
+        ratios.append(128 * len(step_s) / sum(step_s.values()) / profiled)
+        if ratios[-1] >= 0.8:
+            break
+    print(f"run / profiled samples/s: {ratios} (profiled {profiled:.0f}/s)")
+    assert ratios[-1] >= 0.8, f"run / profiled samples/s = {ratios} (profiled {profiled:.0f}/s)"
