@@ -1,0 +1,94 @@
+"""Counted work of one training step, per kernel: what a device has to do, independent of the device.
+
+Each kernel of a forward + backward + optimizer step has FLOPs and bytes that grow linearly with
+the local batch b:  flops_i(b) = flops_fixed_i + flops_per_sample_i * b  (and the same for bytes).
+Counted by thrifty.train.workcount with torch.utils.flop_counter (FLOPs) and a dispatch mode that
+adds up the sizes of every kernel's input and output tensors (bytes, an upper bound on DRAM
+traffic). Pure numpy: the planner reads it without torch.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from thrifty.errors import ModelError
+
+# Kernel kinds: matrix engines (tensor cores) can run MATMUL and CONV; everything else runs on the
+# vector units and is usually bound by memory bandwidth.
+KIND_MATMUL, KIND_CONV, KIND_OTHER = 0, 1, 2
+KIND_NAMES = ("matmul", "conv", "other")
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """Per-kernel linear work model of one training step on one rank (arrays of equal length)."""
+
+    kind: np.ndarray  # KIND_* per kernel
+    flops_fixed: np.ndarray
+    flops_per_sample: np.ndarray
+    bytes_fixed: np.ndarray
+    bytes_per_sample: np.ndarray
+    param_count: int
+    gradient_bytes: float  # what one all-reduce moves: the trainable parameters' gradients
+
+    def __post_init__(self) -> None:
+        sizes = {a.shape for a in (self.kind, self.flops_fixed, self.flops_per_sample,
+                                   self.bytes_fixed, self.bytes_per_sample)}
+        if len(sizes) != 1 or self.kind.ndim != 1 or self.kind.size == 0:
+            raise ModelError("step work needs equally long, non-empty per-kernel arrays")
+
+    @property
+    def kernels(self) -> int:
+        return int(self.kind.size)
+
+    def flops(self, local_batch) -> np.ndarray:
+        """Total FLOPs of one step at local batch b (broadcasts over b)."""
+        b = np.asarray(local_batch, float)
+        return self.flops_fixed.sum() + self.flops_per_sample.sum() * b
+
+    def bytes(self, local_batch) -> np.ndarray:
+        b = np.asarray(local_batch, float)
+        return self.bytes_fixed.sum() + self.bytes_per_sample.sum() * b
+
+    def scaled(self, samples_per_unit: float) -> "StepWork":
+        """The same step with `samples_per_unit` of our samples counted as one (e.g. tokens)."""
+        return StepWork(self.kind, self.flops_fixed, self.flops_per_sample * samples_per_unit,
+                        self.bytes_fixed, self.bytes_per_sample * samples_per_unit,
+                        self.param_count, self.gradient_bytes)
+
+    def summary(self) -> dict:
+        return {"kernels_per_step": self.kernels,
+                "flops_per_sample": float(self.flops_per_sample.sum()),
+                "flops_fixed_per_step": float(self.flops_fixed.sum()),
+                "bytes_per_sample": float(self.bytes_per_sample.sum()),
+                "bytes_fixed_per_step": float(self.bytes_fixed.sum()),
+                "param_count": self.param_count, "gradient_bytes": self.gradient_bytes}
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind.astype(int).tolist(), "flops_fixed": self.flops_fixed.tolist(),
+                "flops_per_sample": self.flops_per_sample.tolist(),
+                "bytes_fixed": self.bytes_fixed.tolist(), "bytes_per_sample": self.bytes_per_sample.tolist(),
+                "param_count": int(self.param_count), "gradient_bytes": float(self.gradient_bytes)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "StepWork":
+        try:
+            return cls(kind=np.asarray(data["kind"], int),
+                       flops_fixed=np.asarray(data["flops_fixed"], float),
+                       flops_per_sample=np.asarray(data["flops_per_sample"], float),
+                       bytes_fixed=np.asarray(data["bytes_fixed"], float),
+                       bytes_per_sample=np.asarray(data["bytes_per_sample"], float),
+                       param_count=int(data["param_count"]),
+                       gradient_bytes=float(data["gradient_bytes"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"counted step work is incomplete or malformed: {exc}") from None
+
+
+def linear_work(batch_small: int, counts_small: np.ndarray, batch_big: int,
+                counts_big: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(fixed, per_sample) from per-kernel counts at two batch sizes: two points fix the line.
+
+    Negative parts (rounding in a counter) are clipped to zero."""
+    per_sample = (counts_big - counts_small) / float(batch_big - batch_small)
+    fixed = counts_small - per_sample * batch_small
+    return np.maximum(fixed, 0.0), np.maximum(per_sample, 0.0)

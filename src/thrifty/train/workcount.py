@@ -1,0 +1,147 @@
+"""Count the work of one training step per kernel: FLOPs with torch's own flop counter, bytes as
+the sizes of each kernel's inputs and outputs, kernels as the dispatched operators that compute
+(views and metadata operators launch nothing and are skipped).
+
+The step runs on the `meta` device when the model allows it (shapes only, instant even for
+BERT-large); otherwise on the CPU at the two small batch sizes. Two batch sizes give each kernel's
+fixed and per-sample work (perf.work.linear_work).
+"""
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+from thrifty.errors import WorkloadError
+from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork, linear_work
+from thrifty.workloads.base import Workload
+
+aten = torch.ops.aten
+MATMUL_OPS = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_dot_product_efficient_attention,
+              aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_cudnn_attention}
+CONV_OPS = {aten.convolution, aten.convolution_backward, aten._convolution}
+# Operators that only describe tensors (no kernel launch) besides views.
+METADATA_OPS = {aten.detach, aten.lift_fresh, aten.alias, aten._to_copy, aten.empty, aten.empty_like,
+                aten.empty_strided, aten.zeros_like, aten.new_empty, aten.new_empty_strided,
+                aten.clone, aten.copy_, aten.zero_, aten.fill_, aten.ones_like, aten.full_like,
+                aten.zeros, aten.ones, aten.full, aten.scalar_tensor, aten._local_scalar_dense,
+                aten.detach_, aten.set_}
+MEMORY_OPS = {aten.clone, aten.copy_, aten.zero_, aten.fill_, aten.zeros_like, aten.ones_like,
+              aten.full_like, aten._to_copy}  # they move bytes: kernels, but no FLOPs
+
+
+def _tensor_bytes(tree) -> int:
+    leaves, _ = tree_flatten(tree)
+    return sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
+
+
+class KernelRecorder(TorchDispatchMode):
+    """Records (operator, FLOPs, bytes read + written) for every dispatched operator that computes.
+
+    FLOPs come from torch.utils.flop_counter's formulas (the registry FlopCounterMode uses)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple[object, float, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func.overloadpacket
+        if getattr(func, "is_view", False) or (packet in METADATA_OPS and packet not in MEMORY_OPS):
+            return out
+        formula = flop_registry.get(packet)
+        flops = float(formula(*args, **kwargs, out_val=out)) if formula is not None else 0.0
+        self.ops.append((func, flops, _tensor_bytes((args, kwargs)) + _tensor_bytes(out)))
+        return out
+
+
+def _kind(func) -> int:
+    packet = func.overloadpacket
+    if packet in CONV_OPS:
+        return KIND_CONV
+    if packet in MATMUL_OPS:
+        return KIND_MATMUL
+    return KIND_OTHER
+
+
+StepFn = Callable[[int], None]
+
+
+def _count_once(run_step: StepFn, batch: int) -> tuple[list, np.ndarray, np.ndarray]:
+    """Per-kernel (operators, FLOPs, bytes) of one step at local batch `batch`."""
+    recorder = KernelRecorder()
+    with recorder:
+        run_step(batch)
+    funcs = [op[0] for op in recorder.ops]
+    return funcs, np.array([op[1] for op in recorder.ops], float), np.array([op[2] for op in recorder.ops], float)
+
+
+def count_step(run_step: StepFn, *, param_count: int, gradient_bytes: float,
+               batches: tuple[int, int] = (2, 4)) -> StepWork:
+    """Count one training step at two local batch sizes and fit each kernel's linear work."""
+    small, big = batches
+    run_step(small)  # warm-up: optimizers create their state (e.g. momentum buffers) on the first step
+    funcs_a, flops_a, bytes_a = _count_once(run_step, small)
+    funcs_b, flops_b, bytes_b = _count_once(run_step, big)
+    if [f.overloadpacket for f in funcs_a] != [f.overloadpacket for f in funcs_b]:
+        raise WorkloadError("the training step launches different kernels at different batch sizes; "
+                            "cannot count its work per kernel")
+    flops_fixed, flops_per_sample = linear_work(small, flops_a, big, flops_b)
+    bytes_fixed, bytes_per_sample = linear_work(small, bytes_a, big, bytes_b)
+    return StepWork(kind=np.array([_kind(f) for f in funcs_a], int), flops_fixed=flops_fixed,
+                    flops_per_sample=flops_per_sample, bytes_fixed=bytes_fixed,
+                    bytes_per_sample=bytes_per_sample, param_count=param_count,
+                    gradient_bytes=float(gradient_bytes))
+
+
+def count_model_step(make_model: Callable[[], nn.Module],
+                     make_batch: Callable[[int, torch.device], tuple],
+                     loss_fn: Callable[..., torch.Tensor],
+                     make_optimizer: Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer] | None,
+                     *, device: str = "meta", batches: tuple[int, int] = (2, 4)) -> StepWork:
+    """Work of forward + backward + optimizer step of a model on `device` (meta: shapes only).
+
+    make_batch(b, device) returns (inputs, targets); inputs may be a tuple of model arguments."""
+    dev = torch.device(device)
+    with dev:
+        model = make_model()
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = make_optimizer(params) if make_optimizer is not None else None
+
+    def run_step(b: int) -> None:
+        inputs, targets = make_batch(b, dev)
+        outputs = model(*inputs) if isinstance(inputs, tuple) else model(inputs)
+        loss = loss_fn(outputs, targets)
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=False)
+
+    param_count = sum(p.numel() for p in params)
+    gradient_bytes = sum(p.numel() * p.element_size() for p in params)
+    return count_step(run_step, param_count=param_count, gradient_bytes=gradient_bytes, batches=batches)
+
+
+def count_workload(workload: Workload, *, batches: tuple[int, int] = (2, 4)) -> StepWork:
+    """Counted step work of a workload: on `meta` if its model and loss allow it, else on the CPU."""
+    def make_batch(b: int, device: torch.device) -> tuple:
+        inputs, targets = workload.batch(torch.arange(b) % workload.train_size)
+        return inputs.to(device), targets.to(device)
+
+    def make_optimizer(params):
+        return workload.make_optimizer(params, workload.default_global_batch)
+
+    errors = []
+    for device in ("meta", "cpu"):
+        try:
+            return count_model_step(workload.make_model, make_batch, workload.loss_fn, make_optimizer,
+                                    device=device, batches=batches)
+        except (RuntimeError, NotImplementedError, TypeError, ValueError) as exc:
+            errors.append(f"{device}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+    raise WorkloadError(f"cannot count the work of {workload.name}'s training step ({'; '.join(errors)})")

@@ -1,0 +1,184 @@
+"""The models of the published GPU training throughput (data/gpu/gpu_training_throughput.csv), each
+with the input, loss and optimizer its source trained it with, so thrifty can count the work of
+one of their training steps (train.workcount) and calibrate its GPU roofline on them.
+
+One entry per distinct (model, input) pair of the CSV (so DLE's and Lambda's BERT-large SQuAD rows,
+whose `input` texts differ, get two keys with the same recipe). Optimizers: where the source used a
+multi-tensor optimizer (apex FusedAdam / FusedLAMB in DLE BERT and Transformer) the counting one
+is torch's with foreach=True (a few kernels over all tensors, as multi_tensor_apply launches);
+where it used a plain torch optimizer of PyTorch <= 1.13 (per-parameter loops), foreach=False.
+LAMB has AdamW's state and elementwise kernels plus two norms per tensor; AdamW stands in for it.
+Counting runs on the meta device, in fp32 (bytes are fp32 sizes).
+
+Where a published sample is not one counted sample:
+- Transformer-big (DLE) is published in tokens/s with batch = --max-tokens per GPU. fairseq's
+  throughput counts `ntokens`, the target tokens (with EOS), and fills a batch while
+  sentences x max(source, target) length <= max tokens, bucketing by length. A counted sample is
+  a pair of 32 + 32 tokens (WMT14 en-de mean, 32k BPE); StepWork.scaled(1/32) makes it per
+  target token. Were source tokens counted too, the work per published token would be half.
+- Transformer-base (Gavel) is published in sentences/s; its loader pads each shuffled batch of
+  128 to the longest sentence (no bucketing): Multi30k sentences average ~13 tokens with BOS/EOS
+  and the longest of 128 is ~28, so a counted sentence pair is padded to 28 tokens per side.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from thrifty.errors import WorkloadError
+from thrifty.perf.work import StepWork
+from thrifty.train.workcount import count_model_step
+from thrifty.workloads import bert, nnunet, ssd, transformer_nmt
+from thrifty.workloads.resnet import resnet18_cifar, resnet50_imagenet
+
+# Typical sentence lengths (tokens per side, after tokenisation, with EOS/BOS).
+WMT14_PAIR_TOKENS = 32  # WMT14 en-de, 32k joined BPE: ~26 words -> ~30 subwords + EOS per side
+MULTI30K_PADDED_TOKENS = 28  # Multi30k ~13 tokens/sentence; batches of 128 are padded to the longest
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """How to count one training step of a published model configuration."""
+
+    key: str
+    csv_model: str  # `model` column of gpu_training_throughput.csv
+    csv_input: str  # `input` column
+    unit: str  # `unit` column: what one published sample is
+    make_model: Callable[[], nn.Module]
+    make_batch: Callable[[int, torch.device], tuple]  # b counted samples -> (inputs, targets)
+    loss_fn: Callable[..., torch.Tensor]
+    make_optimizer: Callable[..., torch.optim.Optimizer]
+    samples_per_unit: float = 1.0  # counted samples per published sample (1/32: a token of a pair)
+    counted_sample: str = "one published sample"
+    source: str = ""
+
+
+def _image_batch(b: int, device, shape: tuple[int, ...]) -> tuple:
+    return torch.zeros(b, *shape, device=device), torch.zeros(b, dtype=torch.long, device=device)
+
+
+def _sgd(momentum: float, weight_decay: float):
+    return lambda params: torch.optim.SGD(params, lr=0.1, momentum=momentum, weight_decay=weight_decay,
+                                          foreach=False)
+
+
+def _adam(cls=torch.optim.Adam, foreach: bool = False, **kwargs):
+    return lambda params: cls(params, lr=1e-4, foreach=foreach, **kwargs)
+
+
+_DLE = "NVIDIA DeepLearningExamples (PyTorch)"
+_RN50 = dict(csv_model="ResNet-50 v1.5", csv_input="224x224", unit="images/s", make_model=resnet50_imagenet,
+             make_batch=partial(_image_batch, shape=(3, 224, 224)))
+_SQUAD_LARGE = dict(csv_model="BERT-large fine-tuning (SQuAD v1.1)", unit="sequences/s",
+                    make_model=partial(bert.BertForQuestionAnswering, bert.BERT_LARGE),
+                    make_batch=partial(bert.squad_batch, seq=384), loss_fn=bert.squad_loss,
+                    make_optimizer=_adam(torch.optim.AdamW, foreach=True),
+                    source=f"{_DLE} BERT run_squad.py (FusedAdam), seq 384")
+
+_ENTRIES = [
+    PublishedModel(key="resnet50_v1.5", **_RN50,
+                   loss_fn=partial(F.cross_entropy, label_smoothing=0.1),
+                   make_optimizer=_sgd(0.875, 3.0517578125e-05),
+                   source=f"{_DLE} ConvNets resnet50v1.5 (torchvision v1.5 layout), label smoothing 0.1, "
+                          "SGD momentum 0.875; Lambda runs the same code"),
+    PublishedModel(key="resnet50_torchvision", csv_model="ResNet-50 (torchvision)", csv_input="224x224",
+                   unit="images/s", make_model=resnet50_imagenet,
+                   make_batch=partial(_image_batch, shape=(3, 224, 224)),
+                   loss_fn=F.cross_entropy, make_optimizer=_sgd(0.9, 1e-4),
+                   source="Gavel workloads/pytorch/image_classification/imagenet/main.py (PyTorch 1.4)"),
+    PublishedModel(key="resnet18_cifar", csv_model="ResNet-18 (CIFAR variant, kuangliu)", csv_input="32x32",
+                   unit="images/s", make_model=resnet18_cifar,
+                   make_batch=partial(_image_batch, shape=(3, 32, 32)),
+                   loss_fn=F.cross_entropy, make_optimizer=_sgd(0.9, 5e-4),
+                   source="Gavel workloads/pytorch/image_classification/cifar10 (kuangliu pytorch-cifar)"),
+    PublishedModel(key="bert_large_pretrain_seq128", csv_model="BERT-large pre-training (phase 1)",
+                   csv_input="seq 128", unit="sequences/s",
+                   make_model=partial(bert.BertForPreTraining, bert.BERT_LARGE),
+                   make_batch=partial(bert.pretraining_batch, seq=128, predictions=20),
+                   loss_fn=bert.pretraining_loss, make_optimizer=_adam(torch.optim.AdamW, foreach=True),
+                   source=f"{_DLE} BERT run_pretraining.py phase 1 (FusedLAMB -> AdamW), 20 masked/seq"),
+    PublishedModel(key="bert_large_pretrain_seq512", csv_model="BERT-large pre-training (phase 2)",
+                   csv_input="seq 512", unit="sequences/s",
+                   make_model=partial(bert.BertForPreTraining, bert.BERT_LARGE),
+                   make_batch=partial(bert.pretraining_batch, seq=512, predictions=80),
+                   loss_fn=bert.pretraining_loss, make_optimizer=_adam(torch.optim.AdamW, foreach=True),
+                   source=f"{_DLE} BERT run_pretraining.py phase 2 (FusedLAMB -> AdamW), 80 masked/seq"),
+    PublishedModel(key="bert_large_squad", csv_input="seq 384 (run_squad.sh --max_seq_length=384)",
+                   **_SQUAD_LARGE),
+    PublishedModel(key="bert_large_squad_lambda", csv_input="seq 384 (DLE run_squad.sh default)",
+                   **_SQUAD_LARGE),
+    PublishedModel(key="bert_base_squad", csv_model="BERT-base fine-tuning (SQuAD v1.1)",
+                   csv_input="seq 384 (DLE run_squad.sh default)", unit="sequences/s",
+                   make_model=partial(bert.BertForQuestionAnswering, bert.BERT_BASE),
+                   make_batch=partial(bert.squad_batch, seq=384), loss_fn=bert.squad_loss,
+                   make_optimizer=_adam(torch.optim.AdamW, foreach=True),
+                   source=f"Lambda's fork of {_DLE} BERT run_squad.py (FusedAdam), seq 384"),
+    PublishedModel(key="transformer_big_wmt14", csv_model="Transformer-big (transformer_wmt_en_de_big_t2t)",
+                   csv_input="dynamic batching by tokens", unit="tokens/s",
+                   make_model=transformer_nmt.FairseqTransformer,
+                   make_batch=partial(transformer_nmt.fairseq_batch, src_len=WMT14_PAIR_TOKENS,
+                                      tgt_len=WMT14_PAIR_TOKENS),
+                   loss_fn=transformer_nmt.label_smoothed_loss,
+                   make_optimizer=_adam(foreach=True, betas=(0.9, 0.997), eps=1e-9),
+                   samples_per_unit=1.0 / WMT14_PAIR_TOKENS,
+                   counted_sample=f"a sentence pair of {WMT14_PAIR_TOKENS}+{WMT14_PAIR_TOKENS} tokens; "
+                                  "a published token is one target token (fairseq's ntokens/wps)",
+                   source=f"{_DLE} Translation/Transformer (fairseq fork, FusedAdam), --max-tokens per GPU"),
+    PublishedModel(key="transformer_base_multi30k", csv_model="Transformer-base (6 layers, d_model 512)",
+                   csv_input="sentences", unit="sentences/s", make_model=transformer_nmt.JadoreTransformer,
+                   make_batch=partial(transformer_nmt.jadore_batch, src_len=MULTI30K_PADDED_TOKENS,
+                                      tgt_len=MULTI30K_PADDED_TOKENS),
+                   loss_fn=transformer_nmt.jadore_loss,
+                   make_optimizer=_adam(betas=(0.9, 0.98), eps=1e-9),
+                   counted_sample=f"a sentence pair, each side padded to {MULTI30K_PADDED_TOKENS} tokens",
+                   source="Gavel workloads/pytorch/translation (jadore801120 Transformer, PyTorch 1.4)"),
+    PublishedModel(key="nnunet_2d", csv_model="nnU-Net 2D U-Net", csv_input="patch 192x160 (2D)",
+                   unit="images(2D slices)/s", make_model=partial(nnunet.DynUNet, 2),
+                   make_batch=partial(nnunet.unet_batch, patch=(192, 160)), loss_fn=nnunet.dice_ce_loss,
+                   make_optimizer=_adam(), source=f"{_DLE} Segmentation/nnUNet (MONAI DynUNet), Adam"),
+    PublishedModel(key="nnunet_3d", csv_model="nnU-Net 3D U-Net", csv_input="patch 128x128x128 (3D)",
+                   unit="volumes(3D patches)/s", make_model=partial(nnunet.DynUNet, 3),
+                   make_batch=partial(nnunet.unet_batch, patch=(128, 128, 128)), loss_fn=nnunet.dice_ce_loss,
+                   make_optimizer=_adam(), source=f"{_DLE} Segmentation/nnUNet (MONAI DynUNet), Adam"),
+    PublishedModel(key="ssd300", csv_model="SSD300 v1.1 (ResNet-50 backbone)", csv_input="300x300",
+                   unit="images/s", make_model=ssd.SSD300, make_batch=ssd.ssd_batch, loss_fn=ssd.ssd_loss,
+                   make_optimizer=_sgd(0.9, 5e-4),
+                   source=f"{_DLE} Detection/SSD src/model.py, SGD momentum 0.9; Lambda runs the same code"),
+]
+PUBLISHED: dict[str, PublishedModel] = {e.key: e for e in _ENTRIES}
+
+EXCLUDED: dict[str, str] = {
+    "Mask R-CNN (ResNet-50-FPN)": "data-dependent work: the number of region proposals kept after NMS, "
+                                  "the RoI shapes and the instance masks depend on the image, so one "
+                                  "training step cannot be counted from shapes alone (meta device)",
+}
+
+
+def lookup(csv_model: str, csv_input: str) -> PublishedModel:
+    """The registry entry of one (model, input) pair of the published CSV."""
+    for entry in _ENTRIES:
+        if (entry.csv_model, entry.csv_input) == (csv_model, csv_input):
+            return entry
+    if csv_model in EXCLUDED:
+        raise WorkloadError(f"{csv_model} is not counted: {EXCLUDED[csv_model]}")
+    raise WorkloadError(f"no published model matches ({csv_model!r}, {csv_input!r}); "
+                        f"known: {', '.join(sorted(PUBLISHED))}")
+
+
+def rounded(work: StepWork) -> StepWork:
+    """The work with whole FLOPs and bytes per kernel, as shipped in published_work.json."""
+    return StepWork(work.kind, np.round(work.flops_fixed), np.round(work.flops_per_sample),
+                    np.round(work.bytes_fixed), np.round(work.bytes_per_sample), work.param_count,
+                    float(round(work.gradient_bytes)))
+
+
+def count_published(entry: PublishedModel) -> StepWork:
+    """Counted work of one training step per published sample (meta device, rounded)."""
+    work = count_model_step(entry.make_model, entry.make_batch, entry.loss_fn, entry.make_optimizer,
+                            device="meta")
+    return rounded(work.scaled(entry.samples_per_unit) if entry.samples_per_unit != 1.0 else work)
