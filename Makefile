@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/thrifty plan --db .thrifty/demo.db --plot .thrifty/plan.png
+	$(BIN)/thrifty plan --workload builtin:resnet18-cifar10 --db .thrifty/demo.db --plot .thrifty/plan.png
 
 test: $(STAMP)
 	GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 $(BIN)/python -m pytest -q -n 2 tests

@@ -87,7 +87,10 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
              "zone": vm.zone, "vcpus": vm.vcpus, "memory_gib": vm.memory_gib,
              "accelerator": vm.accelerator, "accelerator_count": vm.accelerator_count,
              "price_per_hour": vm.price_per_hour, "spot_price_per_hour": vm.spot_price_per_hour,
-             "ranks_per_node": vm.ranks_per_node, "rank_speed_ref_vcpus": hw.rank_speed(vm),
+             "ranks_per_node": vm.ranks_per_node,
+             **({"gpu_fp32_tflops": hw.gpu(vm).fp32_tflops, "gpu_tensor_tflops_fp16": hw.gpu(vm).fp16_tensor_tflops,
+                 "gpu_memory_bandwidth_gbs": hw.gpu(vm).mem_bw_gbs} if vm.is_gpu else
+                {"cpu_speed_per_vcpu": hw.cpu_factor(vm)}),
              "rank_memory_gib": hw.rank_memory_gib(vm), "network_gbps": hw.network_gbps(vm)}
             for vm in vms]
     if json_out:
@@ -112,9 +115,11 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
             steps: Annotated[int, typer.Option(help="Measured steps per setting")] = 20,
             calibrate: Annotated[bool, typer.Option(help="Also train once to the target metric")] = True,
             instance_type: Annotated[str, typer.Option(
-                help="Catalog instance type this machine is (makes its predictions 'measured')")] = "local",
-            db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
+                help="Catalog instance type this machine is (makes its predictions 'measured'), "
+                     "or 'local'")] = "local",
+            catalog: CatalogOpt = None, db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
     """Measure a workload on local worker processes and store the samples."""
+    _check_instance_type(instance_type, catalog or [])
     from thrifty.pipeline import ProfileSettings, profile_and_store
     settings = ProfileSettings(workers=int_list(workers, "--workers"),
                                local_batches=int_list(batch, "--batch"), steps=steps,
@@ -148,6 +153,19 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     if calibration:
         stdout.print(f"calibration: batch {calibration['global_batch']} reached the target in "
                      f"{calibration['steps']} steps ({calibration['wall_time_s']:.1f} s)")
+
+
+def _check_instance_type(instance_type: str, catalogs: list[Path]) -> None:
+    """`local`, or a type of the bundled catalog or a --catalog file; anything else is a typo."""
+    if instance_type == "local":
+        return
+    known = {vm.instance_type for vm in load_catalog(catalogs)}
+    if instance_type not in known:
+        import difflib
+        close = difflib.get_close_matches(instance_type, sorted(known), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ThriftyError(f"--instance-type {instance_type!r} is not in the catalog{hint}; give "
+                           f"'local', a type from `thrifty catalog list`, or add --catalog FILE")
 
 
 def _key(workload: str) -> str:
@@ -242,11 +260,13 @@ def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `mod
 
 
 from thrifty.plan_command import register_plan  # noqa: E402  (plan and train have their own modules)
+from thrifty.project_command import register_project  # noqa: E402
 from thrifty.preempt_command import preempt_app  # noqa: E402
 from thrifty.run_command import md_app, register_run  # noqa: E402
 from thrifty.train_command import register_train  # noqa: E402
 
 register_plan(app)
+register_project(model_app)
 register_train(app)
 app.add_typer(preempt_app, name="preempt")
 app.add_typer(md_app, name="md")

@@ -4,6 +4,7 @@ This is the glue between train (measures, needs torch) and perf/plan (pure numpy
 CLI and the Python API.
 """
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -13,11 +14,13 @@ from thrifty.perf.jobmodel import JobModel, build_job_model
 from thrifty.store import Store
 from thrifty.train.loop import TrainResult, train_to_target
 from thrifty.train.profiler import Profile, profile_workload
-from thrifty.workloads import canonical_name, load_workload
+from thrifty.workloads import Workload, load_workload, workload_key
 
 DEFAULT_WORKERS = (1, 2)
 DEFAULT_LOCAL_BATCHES = (16, 32, 64, 128, 256)
 DEFAULT_STEPS = 20
+HEAVY_STEP_FLOPS = 5e10  # a profiled step costs at most about this (about 1 s on one core here)
+HEAVY_STEPS = 6
 
 
 def max_local_workers() -> int:
@@ -27,24 +30,49 @@ def max_local_workers() -> int:
 
 @dataclass(frozen=True)
 class ProfileSettings:
+    """None for local_batches or steps: chosen from the workload (default_settings_for)."""
+
     workers: Sequence[int] = DEFAULT_WORKERS
-    local_batches: Sequence[int] = DEFAULT_LOCAL_BATCHES
-    steps: int = DEFAULT_STEPS
+    local_batches: Sequence[int] | None = None
+    steps: int | None = None
     calibrate: bool = True
     calibration_batch: int | None = None
     instance_type: str = "local"
 
 
+def default_batches_and_steps(workload: Workload, workers: Sequence[int],
+                              flops_per_sample: float) -> tuple[tuple[int, ...], int]:
+    """Local batches to profile: the defaults that fit the training set (max workers x batch <= N),
+    and for heavy models (ResNet-50: 24 GFLOP per sample) the largest powers of two whose step
+    costs about HEAVY_STEP_FLOPS, measured over fewer steps."""
+    largest = max(1, workload.train_size // max(workers))
+    heavy = flops_per_sample * DEFAULT_LOCAL_BATCHES[0] > HEAVY_STEP_FLOPS
+    if heavy:
+        largest = min(largest, max(2, 2 ** int(math.log2(max(HEAVY_STEP_FLOPS / flops_per_sample, 1)))))
+    fitting = tuple(b for b in DEFAULT_LOCAL_BATCHES if b <= largest)
+    if len(fitting) < 3:  # fall back to the three largest powers of two that fit
+        top = 2 ** int(math.log2(largest))
+        fitting = tuple(sorted({max(1, top // 4), max(1, top // 2), top}))
+    return fitting, HEAVY_STEPS if heavy else DEFAULT_STEPS
+
+
 def run_profile(workload_spec: str, settings: ProfileSettings,
                 on_progress: Callable[[str], None] = lambda message: None) -> tuple[Profile, TrainResult | None]:
-    """Profile all settings, then (optionally) train once to the target to calibrate S_min."""
+    """Profile all settings, then train once to the target to calibrate S_min (unless the
+    workload takes its steps from a published recipe, or calibration is off)."""
     workload = load_workload(workload_spec)
-    profile = profile_workload(workload_spec, settings.workers, settings.local_batches,
-                               steps=settings.steps, max_workers=max_local_workers(),
+    batches, steps = settings.local_batches, settings.steps
+    if batches is None or steps is None:
+        from thrifty.train.workcount import count_workload
+        chosen = default_batches_and_steps(workload, settings.workers,
+                                           float(count_workload(workload).flops_per_sample.sum()))
+        batches, steps = batches or chosen[0], steps or chosen[1]
+    profile = profile_workload(workload_spec, settings.workers, batches,
+                               steps=steps, max_workers=max_local_workers(),
                                on_setting=lambda n: on_progress(f"profiled {n} worker(s)"))
     profile.instance_type = settings.instance_type
     calibration = None
-    if settings.calibrate:
+    if settings.calibrate and workload.recipe is None:
         batch = settings.calibration_batch or workload.default_global_batch
         calibration = train_to_target(workload, [batch], max_steps=20_000, eval_every=5, noise_every=1,
                                       on_eval=lambda step, metric: on_progress(
@@ -59,7 +87,7 @@ def profile_and_store(store: Store, workload_spec: str, settings: ProfileSetting
                       on_progress: Callable[[str], None] = lambda message: None) -> int:
     profile, calibration = run_profile(workload_spec, settings, on_progress)
     target = load_workload(workload_spec).target_metric
-    return store.save_profile(canonical_name(workload_spec), profile, calibration, target)
+    return store.save_profile(workload_key(workload_spec), profile, calibration, target)
 
 
 def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = ProfileSettings(),
@@ -69,17 +97,22 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
 
     Returns (model, reused) where reused tells whether a stored profile was used as it was.
     """
-    key = canonical_name(workload_spec)
+    workload = load_workload(workload_spec)  # fail fast, before any process starts
+    key = workload_key(workload_spec)
     stored = None if reprofile else store.latest_profile(key)
+    if stored is not None and "step_work" not in stored[0].meta:
+        stored = None  # a profile from before counted work: profile again
     reused = stored is not None
     if stored is None:
-        load_workload(workload_spec)  # fail fast, before any process starts
         profile_and_store(store, workload_spec, settings, on_progress)
         stored = store.latest_profile(key)
     profile, calibration = stored  # type: ignore[misc]
+    recipe = None if workload.recipe is None else asdict(workload.recipe)
     model = build_job_model([asdict(s) for s in profile.samples], param_count=profile.param_count,
                             train_size=profile.train_size, calibration=calibration,
                             epochs_to_target=epochs_to_target,
+                            epochs_batch=workload.default_global_batch,
                             instance_type=profile.instance_type,
-                            threads_per_rank=profile.threads_per_rank)
+                            threads_per_rank=profile.threads_per_rank, meta=profile.meta,
+                            recipe=recipe)
     return model, reused

@@ -8,7 +8,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from thrifty.cli_support import fmt_duration, fmt_usd, print_json, stderr, stdout
+from thrifty.cli_support import fmt_duration, fmt_usd, int_list, print_json, stderr, stdout
 from thrifty.errors import ThriftyError
 
 
@@ -46,6 +46,11 @@ def register_plan(app: typer.Typer) -> None:
         network: Annotated[Optional[Path], typer.Option(help="network.csv override")] = None,
         epochs: Annotated[Optional[float], typer.Option(
             help="Epochs your job needs at its default batch (instead of the calibration run)")] = None,
+        batch: Annotated[Optional[str], typer.Option(
+            help="Global batch sizes to consider, e.g. 128,256 (default: powers of two the job allows)")] = None,
+        precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32 or amp (GPU projection)")] = "fp32",
+        startup: Annotated[Optional[str], typer.Option(
+            help="VM start-up + setup time before training, e.g. 3m (default: per cloud)")] = None,
         reprofile: Annotated[bool, typer.Option(help="Profile again even if a profile is stored")] = False,
         top: Annotated[int, typer.Option(help="Rows in the top-k table")] = 10,
         plot: Annotated[Optional[Path], typer.Option(help="PNG of cost vs time")] = Path("thrifty-plan.png"),
@@ -60,10 +65,12 @@ def register_plan(app: typer.Typer) -> None:
         from thrifty.plan.launch import skypilot_yaml, torchrun_command
         from thrifty.plan.plot import plot_plan
         from thrifty.store import Store
-        from thrifty.workloads import canonical_name
+        from thrifty.workloads import workload_key
 
         request = PlanRequest(
-            objective=objective, max_workers=max_workers, spot=spot, top_k=top,
+            objective=objective, max_workers=max_workers, spot=spot, top_k=top, precision=precision,
+            batches=None if batch is None else tuple(int_list(batch, "--batch")),
+            startup_s=None if startup is None else parse_duration_s(startup, what="--startup", allow_zero=True),
             deadline_s=None if deadline is None else parse_duration_s(deadline, what="deadline"),
             budget_usd=None if budget is None else parse_money_usd(budget, what="budget"))
         vms = CatalogFilter(clouds=cloud or None, regions=region or None, gpu=gpu,
@@ -79,7 +86,7 @@ def register_plan(app: typer.Typer) -> None:
             result = run_plan(vmx, job, request)
             elapsed = time.perf_counter() - started
             best = result.describe(result.best)
-            store.save_decision(canonical_name(workload), {
+            store.save_decision(workload_key(workload), {
                 "objective": objective, "deadline_s": request.deadline_s,
                 "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best)
         if plot is not None:
@@ -97,9 +104,13 @@ def register_plan(app: typer.Typer) -> None:
         if json_out:
             print_json(summary)
             return
-        stdout.print(f"[bold]{workload}[/]: B_noise ~ {job.noise_scale:.0f} samples "
-                     f"(90%: {job.noise_scale_interval[0]:.0f}-{job.noise_scale_interval[1]:.0f}), "
-                     f"S_min {job.s_min:.0f} steps, step-time fit MdAPE "
+        if job.recipe is not None:
+            steps_from = (f"{job.recipe['epochs']:g} epochs at global batch {job.recipe['min_batch']}-"
+                          f"{job.recipe['max_batch']} ({job.recipe['source']})")
+        else:
+            steps_from = (f"B_noise ~ {job.noise_scale:.0f} samples (90%: {job.noise_scale_interval[0]:.0f}-"
+                          f"{job.noise_scale_interval[1]:.0f}), S_min {job.s_min:.0f} steps")
+        stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit MdAPE "
                      f"{job.step_time.train_mdape:.1f}% ({'stored profile' if reused else 'new profile'})")
         stdout.print(_table(result, result.ranked[:top], f"top {top} by {objective}"))
         stdout.print(_table(result, result.front[:15], f"Pareto front (fastest first, {len(result.front)} points)"))

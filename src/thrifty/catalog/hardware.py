@@ -1,8 +1,6 @@
-"""Relative training speed, memory and network bandwidth of a VM type (see data/HARDWARE.md).
-
-Speeds are in reference vCPUs: one vCPU of the machine a profile ran on. A rank's compute time on
-a VM is its profiled compute time divided by the rank's speed.
-"""
+"""What thrifty assumes about a VM type's hardware (see data/HARDWARE.md): the per-vCPU speed of
+its CPU family relative to the profiling machine, its GPUs' peak rates (data/gpus.csv), and its
+network bandwidth."""
 
 import csv
 import fnmatch
@@ -12,8 +10,9 @@ from pathlib import Path
 from thrifty.catalog.vmtype import VMType
 from thrifty.data import data_path
 from thrifty.errors import CatalogError
+from thrifty.perf.roofline import GPUSpec, read_gpu_specs
 
-HARDWARE_COLUMNS = ("kind", "name", "speed_per_unit", "memory_gib", "interconnect_gbps")
+HARDWARE_COLUMNS = ("name", "speed_per_vcpu")
 NETWORK_COLUMNS = ("cloud", "instance_pattern", "per_vcpu_gbps", "cap_gbps")
 
 
@@ -41,40 +40,24 @@ def _positive(text: str, where: str) -> float | None:
 
 
 @dataclass(frozen=True)
-class GPUSpec:
-    speed: float
-    memory_gib: float
-    interconnect_gbps: float
-
-
-@dataclass(frozen=True)
 class Hardware:
-    """Lookup tables for per-rank speed, per-rank memory and per-VM network bandwidth."""
+    """Lookup tables for CPU speed factors, GPU specs (perf.roofline) and per-VM network bandwidth."""
 
     cpu_factors: tuple[tuple[str, float], ...]  # (CLOUD:PATTERN, per-vCPU factor), first match wins
     gpus: dict[str, GPUSpec]
     network: tuple[tuple[str, str, float | None, float], ...]
 
     @classmethod
-    def load(cls, hardware_path: Path | None = None, network_path: Path | None = None) -> "Hardware":
+    def load(cls, hardware_path: Path | None = None, network_path: Path | None = None,
+             gpus_path: Path | None = None) -> "Hardware":
         hw_path = Path(hardware_path) if hardware_path else data_path("hardware.csv")
         net_path = Path(network_path) if network_path else data_path("network.csv")
-        cpu, gpus = [], {}
+        cpu = []
         for line, row in enumerate(_read_csv(hw_path, HARDWARE_COLUMNS), start=2):
-            where = f"{hw_path}:{line}"
-            speed = _positive(row["speed_per_unit"], where)
+            speed = _positive(row["speed_per_vcpu"], f"{hw_path}:{line}")
             if speed is None:
-                raise CatalogError(f"{where}: speed_per_unit is empty")
-            if row["kind"] == "cpu":
-                cpu.append((row["name"], speed))
-            elif row["kind"] == "gpu":
-                memory = _positive(row["memory_gib"], where)
-                link = _positive(row["interconnect_gbps"], where)
-                if memory is None or link is None:
-                    raise CatalogError(f"{where}: a gpu row needs memory_gib and interconnect_gbps")
-                gpus[row["name"].lower()] = GPUSpec(speed, memory, link)
-            else:
-                raise CatalogError(f"{where}: kind must be cpu or gpu, got {row['kind']!r}")
+                raise CatalogError(f"{hw_path}:{line}: speed_per_vcpu is empty")
+            cpu.append((row["name"], speed))
         net = []
         for line, row in enumerate(_read_csv(net_path, NETWORK_COLUMNS), start=2):
             cap = _positive(row["cap_gbps"], f"{net_path}:{line}")
@@ -82,7 +65,7 @@ class Hardware:
                 raise CatalogError(f"{net_path}:{line}: cap_gbps is empty")
             net.append((row["cloud"], row["instance_pattern"],
                         _positive(row["per_vcpu_gbps"], f"{net_path}:{line}"), cap))
-        return cls(tuple(cpu), gpus, tuple(net))
+        return cls(tuple(cpu), read_gpu_specs(gpus_path), tuple(net))
 
     def cpu_factor(self, vm: VMType) -> float:
         key = f"{vm.cloud}:{vm.instance_type}"
@@ -95,13 +78,9 @@ class Hardware:
         spec = self.gpus.get((vm.accelerator or "").lower())
         if spec is None:
             raise CatalogError(
-                f"no speed data for accelerator {vm.accelerator!r} of {vm.label}: add a gpu row "
-                f"to a hardware file and pass it with --hardware")
+                f"no specs for accelerator {vm.accelerator!r} of {vm.label}: add a row to a GPU "
+                f"specs file (columns of data/gpus.csv) and pass it with --gpus")
         return spec
-
-    def rank_speed(self, vm: VMType) -> float:
-        """Speed of one rank in reference vCPUs: one GPU, or all vCPUs of a CPU VM (linear)."""
-        return self.gpu(vm).speed if vm.is_gpu else vm.vcpus * self.cpu_factor(vm)
 
     def rank_memory_gib(self, vm: VMType) -> float:
         return self.gpu(vm).memory_gib if vm.is_gpu else vm.memory_gib

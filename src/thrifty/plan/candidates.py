@@ -2,34 +2,41 @@
 
 Candidate = VM type x nodes x global batch (powers of two) x {on-demand, spot}. Ranks per VM: one
 per GPU, or one using all vCPUs of a CPU VM. Predictions:
-  step time  measured model on the profiled instance type; elsewhere compute scaled by rank speed
-             (catalog.hardware) and ring all-reduce from bandwidth (perf.network)
-  steps      S(B) = S_min (1 + B_noise / B)                     (McCandlish et al. 2018)
-  time       S(B) * T;  spot: Daly's expected runtime with interruptions (transient.overhead)
-  cost       time * nodes * price_per_hour / 3600
+  step time  the fitted model on the profiled CPU machine ("measured"); elsewhere ("projected")
+             CPU VMs: 1-thread compute x Amdahl over the VM's vCPUs / family speed (perf.cpu),
+             GPU VMs: counted work on the calibrated roofline (perf.roofline) + input cost,
+             both with a ring all-reduce over the VM's interconnect or network (perf.network)
+  steps      JobModel.steps: S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018) or a recipe
+  time       start-up + steps x step time; spot: x (1 + expected preemption overhead)
+  cost       per-second billing with a one-minute minimum: max(time, 60 s) x nodes x $/h / 3600
+Every interval contains its point: the bounds combine the step-time model's interval, the
+projection's calibrated error, and the bounds on steps.
 """
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import ndtri
 
 from thrifty.catalog.hardware import Hardware
 from thrifty.catalog.vmtype import VMType
 from thrifty.errors import PlanError
-from thrifty.perf.efficiency import calibrate_s_min, steps_to_target
 from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.network import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
-from thrifty.perf.steptime import PARAM_NAMES, compute_time, predict_step_time
+from thrifty.perf.roofline import GPUSpec, RooflineParams, load_params
+from thrifty.perf.roofline import compute_time_s as gpu_compute_time_s
+from thrifty.perf.steptime import PARAM_NAMES
 from thrifty.plan.request import PlanRequest
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.registry import load_model
 from thrifty.transient.schedule import expected_overhead_fraction
 
 GIB = 1024**3
-# Fixed per-step cost of an eager PyTorch step on a GPU (on the order of a hundred kernel launches
-# of ~10 us each); an assumption that keeps projections of tiny models from vanishing to zero.
-GPU_STEP_OVERHEAD_S = 1e-3
+MINIMUM_BILLED_S = 60.0  # AWS, GCP and Azure bill per second after a one-minute minimum
+# Deviation of log step time for CPU projections: the per-vCPU family factors (data/HARDWARE.md)
+# are indicative, not measured; a 90% interval of x/÷ 1.5 is our stated assumption.
+CPU_PROJECTION_SIGMA_LOG = float(np.log(1.5) / 1.6449)
 
 
 @dataclass(frozen=True)
@@ -39,7 +46,10 @@ class VMArrays:
     vms: list[VMType]
     is_gpu: np.ndarray
     ranks: np.ndarray
-    speed: np.ndarray
+    vcpus_per_rank: np.ndarray
+    cpu_factor: np.ndarray
+    gpu_specs: list[GPUSpec]  # distinct GPU types
+    gpu_index: np.ndarray  # into gpu_specs, -1 for CPU VMs
     memory_bytes: np.ndarray
     inter_gbps: np.ndarray
     intra_gbps: np.ndarray
@@ -49,9 +59,15 @@ class VMArrays:
     @classmethod
     def build(cls, vms: Sequence[VMType], hardware: Hardware) -> "VMArrays":
         vms = list(vms)
+        specs = {vm.accelerator.lower(): hardware.gpu(vm) for vm in vms if vm.is_gpu}
+        names = sorted(specs)
         return cls(vms=vms, is_gpu=np.array([vm.is_gpu for vm in vms], bool),
                    ranks=np.array([vm.ranks_per_node for vm in vms], float),
-                   speed=np.array([hardware.rank_speed(vm) for vm in vms], float),
+                   vcpus_per_rank=np.array([vm.vcpus / vm.ranks_per_node for vm in vms], float),
+                   cpu_factor=np.array([hardware.cpu_factor(vm) for vm in vms], float),
+                   gpu_specs=[specs[n] for n in names],
+                   gpu_index=np.array([names.index(vm.accelerator.lower()) if vm.is_gpu else -1
+                                       for vm in vms], int),
                    memory_bytes=np.array([hardware.rank_memory_gib(vm) * GIB for vm in vms], float),
                    inter_gbps=np.array([hardware.network_gbps(vm) for vm in vms], float),
                    intra_gbps=np.array([hardware.intra_node_gbps(vm) for vm in vms], float),
@@ -72,6 +88,7 @@ class Candidates:
     spot: np.ndarray
     price_per_hour: np.ndarray
     measured: np.ndarray
+    threads_per_rank: np.ndarray
     step_time_s: np.ndarray
     steps: np.ndarray
     time_s: np.ndarray
@@ -88,16 +105,23 @@ class Candidates:
         return Candidates(*(getattr(self, f)[index] for f in self.__dataclass_fields__))
 
 
-def batch_grid(train_size: int) -> np.ndarray:
-    """Powers of two from 1 up to the training-set size."""
-    return 2.0 ** np.arange(0, int(np.floor(np.log2(train_size))) + 1)
+def batch_grid(job: JobModel, request: PlanRequest) -> np.ndarray:
+    """Global batches: the user's list, else powers of two in the job's allowed range."""
+    low, high = job.batch_range()
+    if request.batches is not None:
+        grid = np.asarray(request.batches, float)
+        if np.any(grid > job.train_size):
+            raise PlanError(f"--batch {int(grid.max())} exceeds the training set ({job.train_size} samples)")
+        return grid
+    grid = 2.0 ** np.arange(0, int(np.floor(np.log2(high))) + 1)
+    return grid[grid >= low]
 
 
 def enumerate_candidates(vmx: VMArrays, job: JobModel, request: PlanRequest) -> tuple[np.ndarray, ...]:
     """Index arrays (vm, nodes, global batch, spot) of the configurations that fit in memory."""
     max_nodes = int(request.max_workers)
     v, k, b, s = np.meshgrid(np.arange(len(vmx.vms)), np.arange(1, max_nodes + 1),
-                             batch_grid(job.train_size), np.array([False, True]), indexing="ij")
+                             batch_grid(job, request), np.array([False, True]), indexing="ij")
     v, k, b, s = v.ravel(), k.ravel(), b.ravel(), s.ravel()
     workers = k * vmx.ranks[v]
     local = np.ceil(b / workers)
@@ -111,6 +135,61 @@ def enumerate_candidates(vmx: VMArrays, job: JobModel, request: PlanRequest) -> 
     return v[keep], k[keep], b[keep], s[keep]
 
 
+def _gpu_compute_s(vmx: VMArrays, job: JobModel, v: np.ndarray, local: np.ndarray, precision: str,
+                   params: RooflineParams) -> np.ndarray:
+    """Roofline compute time per candidate, evaluated once per distinct (GPU type, local batch)."""
+    out = np.full(v.shape, np.nan)
+    gpu = vmx.gpu_index[v]
+    if job.work is None:
+        raise PlanError("the stored profile has no counted work for GPU projection: run "
+                        "`thrifty plan --reprofile`")
+    for g, spec in enumerate(vmx.gpu_specs):
+        rows = np.flatnonzero(gpu == g)
+        if rows.size:
+            batches, inverse = np.unique(local[rows], return_inverse=True)
+            out[rows] = gpu_compute_time_s(job.work, spec, batches, precision, params)[inverse]
+    return out
+
+
+def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.ndarray,
+                       workers: np.ndarray, local: np.ndarray,
+                       request: PlanRequest) -> tuple[np.ndarray, ...]:
+    """(step time, low, high, measured, threads per rank) per candidate, 90% intervals."""
+    model = job.step_time
+    measured = np.array([vm.instance_type == job.profiled_instance_type and not vm.is_gpu
+                         for vm in vmx.vms])[v]
+    params, calibration = load_params()
+    is_gpu = vmx.is_gpu[v]
+    threads = np.where(measured, job.threads_per_rank, vmx.vcpus_per_rank[v])  # OMP threads per rank
+    compute = np.empty(v.shape)
+    cpu = ~is_gpu & ~measured
+    if np.any(cpu):
+        if job.thread_scaling is None:
+            raise PlanError("the stored profile has no thread-scaling measurement for CPU projection: "
+                            "run `thrifty plan --reprofile`")
+        # T = T_1thread(b) x (s + (1 - s) / vCPUs) / family factor  (perf.cpu, Amdahl 1967)
+        compute[cpu] = (job.single_thread_compute_s(local[cpu]) * job.thread_scaling.slowdown(
+            local[cpu], vmx.vcpus_per_rank[v][cpu]) / vmx.cpu_factor[v][cpu])
+    if np.any(is_gpu):
+        compute[is_gpu] = (_gpu_compute_s(vmx, job, v[is_gpu], local[is_gpu], request.precision, params)
+                           + job.input_s_per_sample * local[is_gpu])
+    bandwidth = np.where(nodes > 1, vmx.inter_gbps[v],
+                         vmx.intra_gbps[v] * np.where(is_gpu, params.allreduce_efficiency, 1.0))
+    latency = np.where(nodes > 1, INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S)
+    network = ring_allreduce_time_s(workers, job.gradient_bytes, bandwidth, latency)
+    g = np.where(is_gpu, params.overlap_g, model.params[PARAM_NAMES.index("overlap_g")])
+    projected = (compute**g + network**g) ** (1.0 / g)
+    fitted = model.predict(nodes, workers, local)
+    step = np.where(measured, fitted, projected)
+    fit_low, fit_high = model.interval(nodes, workers, local)
+    # projections: the calibrated held-out error (GPU) or the stated CPU assumption, in log space
+    sigma = np.where(is_gpu, calibration["held_out_sigma_log"], CPU_PROJECTION_SIGMA_LOG)
+    z = float(ndtri(0.95))
+    low = np.where(measured, fit_low, step * np.exp(-z * sigma))
+    high = np.where(measured, fit_high, step * np.exp(z * sigma))
+    return step, np.minimum(low, step), np.maximum(high, step), measured, threads
+
+
 def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
              spot_model: LifetimeModel | None = None) -> Candidates:
     """Predicted time and cost of every candidate. Spot candidates pay the expected overhead of
@@ -120,44 +199,29 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     v, nodes, batch, spot = enumerate_candidates(vmx, job, request)
     workers = nodes * vmx.ranks[v]
     local = np.ceil(batch / workers)  # the slowest rank holds the largest share
-    model = job.step_time
-    measured = np.array([vm.instance_type == job.profiled_instance_type for vm in vmx.vms])[v]
-
-    g = model.params[PARAM_NAMES.index("overlap_g")]
-    reference_speed = float(job.threads_per_rank)
-    # one rank per VM or per GPU on projected hardware: no co-location contention
-    compute = compute_time(model.params, local) * np.where(measured, 1.0, reference_speed / vmx.speed[v])
-    compute = compute + np.where(vmx.is_gpu[v] & ~measured, GPU_STEP_OVERHEAD_S, 0.0)
-    bandwidth = np.where(nodes > 1, vmx.inter_gbps[v], vmx.intra_gbps[v])
-    latency = np.where(nodes > 1, INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S)
-    network_projected = ring_allreduce_time_s(workers, job.gradient_bytes, bandwidth, latency)
-    fitted = predict_step_time(model.params, nodes, workers, local)
-    projected = (compute**g + network_projected**g) ** (1.0 / g)
-    step_time = np.where(measured, fitted, projected)
-    low, high = model.interval(nodes, workers, local)
-    step_low, step_high = step_time * low / fitted, step_time * high / fitted
-
-    steps = steps_to_target(batch, job.s_min, job.noise_scale)
-    steps_bounds = [steps_to_target(batch, calibrate_s_min(job.calibration_steps,
-                                                           job.calibration_batch, bn), bn)
-                    for bn in job.noise_scale_interval if 0 < bn < np.inf] or [steps]
-    steps_low, steps_high = np.minimum.reduce(steps_bounds), np.maximum.reduce(steps_bounds)
+    step, step_low, step_high, measured, threads = predict_step_times(vmx, job, v, nodes, workers, local, request)
+    steps = job.steps(batch)
+    steps_low, steps_high = job.steps_interval(batch)
 
     lifetime = spot_model if spot_model is not None else load_model()[1]
+    startup = np.array([request.startup_s_for(vm.cloud) for vm in vmx.vms])[v]
 
-    def runtime(work):
+    def wall_time(work):
         out = np.array(work, float)
         out[spot] = work[spot] * (1.0 + expected_overhead_fraction(lifetime, work[spot], nodes[spot]))
-        return out
+        return startup + out
     price = np.where(spot, vmx.spot_price[v], vmx.price[v])
-    time_s = runtime(steps * step_time)
-    time_low, time_high = runtime(steps_low * step_low), runtime(steps_high * step_high)
+    time_s = wall_time(steps * step)
+    time_low, time_high = wall_time(steps_low * step_low), wall_time(steps_high * step_high)
     dollars_per_s = nodes * price / 3600.0
+
+    def billed(seconds):
+        return np.maximum(seconds, MINIMUM_BILLED_S) * dollars_per_s
     return Candidates(vm_index=v, nodes=nodes, workers=workers, global_batch=batch, local_batch=local,
-                      spot=spot, price_per_hour=price, measured=measured, step_time_s=step_time,
-                      steps=steps, time_s=time_s, time_low_s=time_low, time_high_s=time_high,
-                      cost_usd=time_s * dollars_per_s, cost_low_usd=time_low * dollars_per_s,
-                      cost_high_usd=time_high * dollars_per_s)
+                      spot=spot, price_per_hour=price, measured=measured, threads_per_rank=threads,
+                      step_time_s=step, steps=steps, time_s=time_s, time_low_s=time_low,
+                      time_high_s=time_high, cost_usd=billed(time_s), cost_low_usd=billed(time_low),
+                      cost_high_usd=billed(time_high))
 
 
 def feasible(c: Candidates, request: PlanRequest) -> np.ndarray:

@@ -13,6 +13,7 @@ from thrifty.perf.jobmodel import JobModel
 @dataclass
 class PlanResult:
     request: PlanRequest
+    job: JobModel
     vmx: VMArrays
     candidates: Candidates  # all evaluated candidates
     feasible_mask: np.ndarray
@@ -31,7 +32,11 @@ class PlanResult:
             "nodes": int(c.nodes[i]), "workers": int(c.workers[i]),
             "global_batch": int(c.global_batch[i]), "local_batch": int(c.local_batch[i]),
             "spot": bool(c.spot[i]), "price_per_hour": float(c.price_per_hour[i]),
+            "threads_per_rank": int(c.threads_per_rank[i]),
             "step_time_s": float(c.step_time_s[i]), "steps": float(c.steps[i]),
+            "epochs": float(c.steps[i] * c.global_batch[i] / self.job.train_size),
+            "until_target": self.job.recipe is None,
+            "startup_s": self.request.startup_s_for(vm.cloud),
             "predicted_time_s": float(c.time_s[i]),
             "predicted_time_interval_s": [float(c.time_low_s[i]), float(c.time_high_s[i])],
             "predicted_cost_usd": float(c.cost_usd[i]),
@@ -58,5 +63,5 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest) -> PlanResult:
     require_any(ok, "meets the deadline and budget")
     index = np.flatnonzero(ok)
     front = index[pareto_front(candidates.time_s[index], candidates.cost_usd[index])]
-    return PlanResult(request=request, vmx=vmx, candidates=candidates, feasible_mask=ok,
+    return PlanResult(request=request, job=job, vmx=vmx, candidates=candidates, feasible_mask=ok,
                       front=front, ranked=_rank(candidates, index, request.objective, front))

@@ -7,15 +7,19 @@ memory and the gradient-noise-scale inputs.
 
 import resource
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import torch
 
 from thrifty.errors import WorkloadError
+from thrifty.perf.cpu import ThreadScaling
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.sampler import GlobalBatchSampler
 from thrifty.train.step import noise_due, train_step
+from thrifty.train.workcount import count_workload
 from thrifty.workloads import load_workload
 
 
@@ -110,6 +114,52 @@ def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches:
     return records
 
 
+def _thread_scaling_rank(rank: int, world_size: int, workload_spec: str, local_batches: Sequence[int],
+                         steps: int, seed: int) -> dict:
+    """Compute time of one rank at 1 and at 2 threads, alternating per step so drift of a shared
+    machine hits both alike; and the time to make one input sample (workload.batch)."""
+    workload = load_workload(workload_spec)
+    torch.manual_seed(seed)
+    model = workload.make_model()
+    optimizer = workload.make_optimizer(model.parameters(), max(local_batches))
+    sampler = GlobalBatchSampler(workload.train_size, [max(local_batches)], seed=seed).iter_rank(0)
+    times: dict[tuple[int, int], list[float]] = {}
+    input_s, input_samples = 0.0, 0
+    for local_batch in sorted(local_batches):
+        for step in range(2 * (steps + 1)):
+            threads = 1 + step % 2
+            torch.set_num_threads(threads)
+            indices = next(sampler)[:local_batch]
+            started = time.perf_counter()
+            inputs, targets = workload.batch(indices)
+            fetched = time.perf_counter()
+            loss = workload.loss_fn(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=False)
+            if step >= 2:  # one warm-up step per thread count
+                times.setdefault((local_batch, threads), []).append(time.perf_counter() - fetched)
+                input_s, input_samples = input_s + fetched - started, input_samples + local_batch
+    batches = sorted(local_batches)
+    return {"local_batch": batches,
+            "one_thread_s": [float(np.mean(times[(b, 1)])) for b in batches],
+            "two_threads_s": [float(np.mean(times[(b, 2)])) for b in batches],
+            "input_s_per_sample": input_s / max(input_samples, 1)}
+
+
+def measure_thread_scaling(workload_spec: str, local_batches: Sequence[int], *, steps: int = 6,
+                           seed: int = 0, timeout_s: float = 600.0) -> dict:
+    """Profile meta entries for CPU projection: the Amdahl serial fraction per local batch
+    (perf.cpu) and the per-sample input cost, measured in one process allowed 2 threads."""
+    measured = run_local_workers(_thread_scaling_rank, 1, timeout_s=timeout_s, threads_per_rank=2,
+                                 workload_spec=workload_spec, local_batches=list(local_batches),
+                                 steps=steps, seed=seed)[0]
+    scaling = ThreadScaling.from_measurements(measured["local_batch"], measured["one_thread_s"],
+                                              measured["two_threads_s"])
+    return {"thread_scaling": scaling.to_dict(), "thread_times": measured,
+            "input_s_per_sample": measured["input_s_per_sample"]}
+
+
 def validate_profile_request(train_size: int, workers: Sequence[int], local_batches: Sequence[int],
                              steps: int, max_workers: int) -> None:
     if not workers or not local_batches:
@@ -146,6 +196,9 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
         if on_setting is not None:
             on_setting(n)
     param_count = sum(p.numel() for p in workload.make_model().parameters() if p.requires_grad)
+    meta = {"steps": steps, "warmup": warmup, "seed": seed, "rounds": rounds,
+            "step_work": count_workload(workload).to_dict()}
+    meta.update(measure_thread_scaling(workload_spec, local_batches, steps=max(2, steps // 3),
+                                       seed=seed, timeout_s=timeout_s))
     return Profile(workload=workload.name, samples=samples, param_count=param_count,
-                   train_size=workload.train_size, threads_per_rank=1,
-                   meta={"steps": steps, "warmup": warmup, "seed": seed, "rounds": rounds})
+                   train_size=workload.train_size, threads_per_rank=1, meta=meta)

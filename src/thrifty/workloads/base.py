@@ -10,6 +10,23 @@ from torch.utils.data import Dataset, TensorDataset, default_collate
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """A published training recipe: `epochs` at global batch `batch` reach the target, and the
+    same epochs hold for global batches in [min_batch, max_batch] with the recipe's learning-rate
+    scaling. Workloads that time on synthetic data take their steps to target from it."""
+
+    epochs: float
+    batch: int
+    min_batch: int
+    max_batch: int
+    source: str
+
+    def steps_to_target(self, global_batch, train_size: int):
+        """Steps = epochs x training samples / global batch (epochs constant across the range)."""
+        return self.epochs * train_size / global_batch
+
+
 @dataclass
 class Workload:
     """A training job. `evaluate` returns a metric where higher is better (e.g. accuracy).
@@ -29,6 +46,7 @@ class Workload:
     target_metric: float = 0.9
     default_global_batch: int = 64
     description: str = ""
+    recipe: Recipe | None = None  # set when steps to target come from a recipe, not a calibration run
 
     @property
     def train_size(self) -> int:
@@ -40,6 +58,8 @@ class Workload:
 
 
 def fetch_batch(data: Dataset, indices: torch.Tensor) -> Batch:
+    if hasattr(data, "get_batch"):  # data sets that make a whole batch at once (synthetic tensors)
+        return data.get_batch(indices)
     if isinstance(data, TensorDataset):
         inputs, targets = data.tensors[0], data.tensors[1]
         return inputs[indices], targets[indices]

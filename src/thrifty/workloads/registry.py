@@ -1,5 +1,6 @@
 """Find a workload by built-in name (`builtin:digits`) or by a Python file exposing make_workload()."""
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -8,12 +9,15 @@ from pathlib import Path
 from thrifty.errors import WorkloadError
 from thrifty.workloads.base import Workload
 
-BUILTINS = {"digits": "thrifty.workloads.digits", "tabular": "thrifty.workloads.tabular"}
+BUILTINS = {"digits": "thrifty.workloads.digits:make_workload",
+            "tabular": "thrifty.workloads.tabular:make_workload",
+            "resnet18-cifar10": "thrifty.workloads.resnet_builtins:make_cifar10",
+            "resnet50-imagenet": "thrifty.workloads.resnet_builtins:make_imagenet"}
 DEFAULT_WORKLOAD = "builtin:digits"
 
 
-def _make(module, origin: str) -> Workload:
-    factory = getattr(module, "make_workload", None)
+def _make(module, origin: str, factory_name: str = "make_workload") -> Workload:
+    factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise WorkloadError(f"{origin} has no make_workload() function")
     try:
@@ -31,7 +35,8 @@ def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
     """`builtin:NAME`, a bare built-in NAME, or a path to a .py file with make_workload()."""
     name = spec.removeprefix("builtin:")
     if name in BUILTINS and not spec.endswith(".py"):
-        return _make(importlib.import_module(BUILTINS[name]), f"builtin:{name}")
+        module_name, factory_name = BUILTINS[name].split(":")
+        return _make(importlib.import_module(module_name), f"builtin:{name}", factory_name)
     if spec.startswith("builtin:"):
         raise WorkloadError(f"unknown built-in workload {name!r}; choose from {', '.join(BUILTINS)}")
     path = Path(spec)
@@ -55,3 +60,16 @@ def canonical_name(spec: str) -> str:
     if name in BUILTINS and not spec.endswith(".py"):
         return f"builtin:{name}"
     return str(Path(spec).resolve())
+
+
+def workload_key(spec: str) -> str:
+    """The store's key for a workload: built-ins by name, files by path and content hash, so an
+    edited workload file is profiled again."""
+    name = canonical_name(spec)
+    if name.startswith("builtin:"):
+        return name
+    try:
+        digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()[:16]
+    except OSError as exc:
+        raise WorkloadError(f"cannot read workload file {spec}: {exc.strerror}") from None
+    return f"{name}#sha256:{digest}"

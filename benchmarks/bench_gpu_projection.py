@@ -1,0 +1,72 @@
+"""GPU projection accuracy: the per-kernel roofline (thrifty.perf.roofline) against published
+training throughput, held out by model and by GPU; writes the bundled calibration.
+
+Fits the roofline on all usable published rows and writes src/thrifty/data/gpu/roofline_params.json
+(the planner's calibration; tests/test_roofline.py checks it equals a fresh fit), then reports
+leave-one-model-out and leave-one-GPU-out median absolute percentage error (goal <= 15%) and a
+predicted-vs-published plot.
+
+    .venv/bin/python benchmarks/bench_gpu_projection.py
+"""
+
+import json
+
+import numpy as np
+
+from common import save_figure, write_result
+from thrifty.data import data_path
+from thrifty.io import write_text_atomic
+from thrifty.perf.gpu_calibration import fit_roofline, held_out, load_published, predict_throughput
+
+
+def main() -> None:
+    rows, works, left_out = load_published()
+    params, sigma = fit_roofline(rows, works)
+    fitted = predict_throughput(rows, works, params)
+    observed = np.array([r.samples_per_s_per_gpu for r in rows])
+    by_model, by_gpu = held_out(rows, works, "model_key"), held_out(rows, works, "gpu")
+    held_sigma = max(float(np.sqrt(np.mean(np.log(np.array(h["predicted"]) / observed) ** 2)))
+                     for h in (by_model, by_gpu))
+    calibration = {
+        "params": params.to_dict(), "fit_sigma_log": sigma, "held_out_sigma_log": held_sigma,
+        "rows_used": len(rows), "rows_left_out": left_out,
+        "median_ape_percent": {"in_sample": float(np.median(np.abs(fitted - observed) / observed) * 100),
+                               "leave_one_model_out": by_model["median_ape_percent"],
+                               "leave_one_gpu_out": by_gpu["median_ape_percent"]},
+        "made_by": "benchmarks/bench_gpu_projection.py"}
+    write_text_atomic(data_path("gpu", "roofline_params.json"), json.dumps(calibration, indent=2) + "\n")
+    result = {**calibration,
+              "per_model_median_ape_percent": by_model["per_group_median_ape_percent"],
+              "per_gpu_median_ape_percent": by_gpu["per_group_median_ape_percent"],
+              "rows": [{"model": r.model_key, "gpu": r.gpu, "gpus": r.gpus, "precision": r.precision,
+                        "batch_per_gpu": r.batch_per_gpu, "published": r.samples_per_s_per_gpu,
+                        "fitted": float(f), "leave_model_out": float(m), "leave_gpu_out": float(g)}
+                       for r, f, m, g in zip(rows, fitted, by_model["predicted"], by_gpu["predicted"])]}
+    write_result("gpu_projection", result)
+
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    for ax, (title, held) in zip(axes, (("leave one model out", by_model), ("leave one GPU out", by_gpu))):
+        models = sorted({r.model_key for r in rows})
+        for model in models:
+            idx = [i for i, r in enumerate(rows) if r.model_key == model]
+            ax.scatter(observed[idx], np.array(held["predicted"])[idx], s=14, label=model)
+        lo, hi = observed.min() / 2, observed.max() * 2
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+        ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="grey", alpha=0.2)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("published samples/s per GPU")
+        ax.set_ylabel("predicted samples/s per GPU")
+        ax.set_title(f"{title}: median APE {held['median_ape_percent']:.1f}%")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    save_figure(fig, "gpu_projection")
+    print(json.dumps(calibration["median_ape_percent"], indent=2), f"held-out sigma_log {held_sigma:.3f}")
+    print("per model:", {k: round(v, 1) for k, v in by_model["per_group_median_ape_percent"].items()})
+    print("per GPU:", {k: round(v, 1) for k, v in by_gpu["per_group_median_ape_percent"].items()})
+
+
+if __name__ == "__main__":
+    main()

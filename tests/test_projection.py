@@ -1,0 +1,192 @@
+"""Projection from counted work: the work counter, the GPU roofline and its bundled calibration,
+Amdahl scaling on CPU VMs, and plans whose numbers a user can believe."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from thrifty.catalog import Hardware, load_catalog
+from thrifty.perf.cpu import ThreadScaling
+from thrifty.perf.gpu_calibration import fit_roofline, load_published
+from thrifty.perf.roofline import GPUSpec, RooflineParams, compute_time_s, load_params
+from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork
+from thrifty.train.workcount import count_model_step, count_workload
+from thrifty.workloads import load_workload
+
+PARAMS = RooflineParams(launch_s=1e-5, vector_efficiency=0.5, tensor_efficiency=0.25,
+                        half_efficiency_flops=1e9, bandwidth_efficiency=0.5, allreduce_efficiency=0.5,
+                        overlap_g=1.0)
+A100 = GPUSpec("A100", 19.5, 156.0, 312.0, 1555.0, 40.0, 4800.0)
+T4 = GPUSpec("T4", 8.1, float("nan"), 65.0, 320.0, 16.0, 128.0)
+
+
+def test_counted_flops_of_a_linear_layer_are_exact_and_linear_in_the_batch():
+    # Linear 100 -> 10 with SGD: forward 2*100*10 FLOPs per sample, backward the same again for
+    # the weight gradient (the input needs no gradient)
+    work = count_model_step(lambda: torch.nn.Linear(100, 10, bias=False),
+                            lambda b, d: (torch.randn(b, 100, device=d), torch.zeros(b, dtype=torch.long, device=d)),
+                            torch.nn.functional.cross_entropy,
+                            lambda p: torch.optim.SGD(p, lr=0.1), batches=(2, 4))
+    assert work.flops(1) == pytest.approx(2 * 2 * 100 * 10)
+    assert work.flops(64) == pytest.approx(64 * 2 * 2 * 100 * 10)
+    assert work.param_count == 1000 and work.gradient_bytes == 4000
+    assert KIND_MATMUL in work.kind and work.kernels >= 4
+
+
+def test_counting_on_meta_equals_counting_on_cpu():
+    workload = load_workload("builtin:digits")
+    meta = count_workload(workload)
+    cpu = count_model_step(workload.make_model,
+                           lambda b, d: tuple(t.to(d) for t in workload.batch(torch.arange(b))),
+                           workload.loss_fn, lambda p: workload.make_optimizer(p, 64), device="cpu")
+    assert meta.flops(32) == cpu.flops(32)  # shapes fix FLOPs
+    # the CPU backend decomposes a few operators differently (3 of 75 kernels for digits)
+    assert meta.kernels == pytest.approx(cpu.kernels, rel=0.05)
+    assert meta.bytes(32) == pytest.approx(cpu.bytes(32), rel=0.05)
+    assert meta.flops_per_sample.sum() == pytest.approx(3 * 2 * (9 * 1 * 32 * 64 + 9 * 32 * 64 * 64
+                                                              + 1024 * 128 + 128 * 10), rel=0.01)
+
+
+def _single_kernel(kind: int, flops: float, nbytes: float) -> StepWork:
+    return StepWork(kind=np.array([kind]), flops_fixed=np.zeros(1), flops_per_sample=np.array([flops]),
+                    bytes_fixed=np.zeros(1), bytes_per_sample=np.array([nbytes]), param_count=1,
+                    gradient_bytes=4.0)
+
+
+def test_roofline_takes_the_slowest_of_launch_compute_and_memory():
+    # compute-bound matmul in fp32 (no TF32 for matmul by default): (f + f_half) / (peak e)
+    matmul = _single_kernel(KIND_MATMUL, 1e12, 1.0)
+    assert compute_time_s(matmul, A100, [1], "fp32", PARAMS)[0] == pytest.approx((1e12 + 1e9) / (19.5e12 * 0.5))
+    # the same kernel in TF32 and AMP runs on tensor cores
+    assert compute_time_s(matmul, A100, [1], "tf32", PARAMS)[0] == pytest.approx((1e12 + 1e9) / (156e12 * 0.25))
+    assert compute_time_s(matmul, A100, [1], "amp", PARAMS)[0] == pytest.approx((1e12 + 1e9) / (312e12 * 0.25))
+    # convolutions use TF32 under PyTorch's fp32 default; a T4 has no TF32 and stays on FP32
+    conv = _single_kernel(KIND_CONV, 1e12, 1.0)
+    assert compute_time_s(conv, A100, [1], "fp32", PARAMS)[0] == pytest.approx((1e12 + 1e9) / (156e12 * 0.25))
+    assert compute_time_s(conv, T4, [1], "fp32", PARAMS)[0] == pytest.approx((1e12 + 1e9) / (8.1e12 * 0.5))
+    # memory-bound elementwise kernel; AMP halves its activation bytes
+    other = _single_kernel(KIND_OTHER, 1e6, 1e10)
+    assert compute_time_s(other, A100, [1], "fp32", PARAMS)[0] == pytest.approx(1e10 / (1555e9 * 0.5))
+    assert compute_time_s(other, A100, [1], "amp", PARAMS)[0] == pytest.approx(0.5e10 / (1555e9 * 0.5))
+    # a tiny kernel costs the launch floor
+    assert compute_time_s(_single_kernel(KIND_OTHER, 0.0, 10.0), A100, [1], "fp32", PARAMS)[0] == 1e-5
+
+
+def test_small_batches_leave_a_gpu_under_used():
+    work = count_workload(load_workload("builtin:resnet18-cifar10"))
+    params, _ = load_params()
+    per_sample = compute_time_s(work, A100, [1, 8, 64, 512], "fp32", params) / np.array([1, 8, 64, 512])
+    assert np.all(np.diff(per_sample) < 0)  # cost per sample falls as the batch fills the GPU
+    assert per_sample[0] > 5 * per_sample[-1]
+
+
+def test_bundled_calibration_equals_a_fresh_fit_and_states_its_error():
+    rows, works, left_out = load_published()
+    fresh, _ = fit_roofline(rows, works)
+    bundled, data = load_params()
+    for name, value in fresh.to_dict().items():
+        assert getattr(bundled, name) == pytest.approx(value, rel=1e-3), name
+    assert data["rows_used"] == len(rows) and sum(left_out.values()) + len(rows) == 150
+    assert data["held_out_sigma_log"] > 0
+
+
+def test_amdahl_serial_fraction_from_one_and_two_threads():
+    scaling = ThreadScaling.from_measurements([8, 64], [1.0, 8.0], [0.6, 4.4])
+    assert scaling.serial_fraction == pytest.approx([0.2, 0.1])
+    assert scaling.slowdown(8, 96) == pytest.approx(0.2 + 0.8 / 96)
+    assert scaling.serial_at(np.sqrt(8 * 64)) == pytest.approx(0.15)  # halfway in log batch
+
+
+def test_bigger_cpu_vms_are_faster_but_not_linearly_and_cost_more(profiled_db):
+    from thrifty.pipeline import job_model
+    from thrifty.plan import PlanRequest, VMArrays
+    from thrifty.plan.candidates import predict_step_times
+    from thrifty.store import Store
+    with Store(profiled_db) as store:
+        job, _ = job_model(store, "builtin:digits")
+    # the measured serial fraction depends on how busy this 2-core machine was while profiling
+    # (other tests run beside it): fix it, the formula is what is under test here
+    job = dataclasses.replace(job, thread_scaling=ThreadScaling(np.array([16.0, 256.0]), np.array([0.2, 0.1])))
+    vms = [vm for vm in load_catalog() if vm.instance_type in ("c5.2xlarge", "c5.24xlarge")]
+    vmx = VMArrays.build(vms, Hardware.load())
+    step, low, high, measured, threads = predict_step_times(
+        vmx, job, np.arange(2), np.ones(2), np.ones(2), np.full(2, 64.0), PlanRequest())
+    small, big = step
+    assert not measured.any() and list(threads) == [8, 96]
+    assert big < small  # more threads help ...
+    assert small / big < 96 / 8  # ... far less than linearly (Amdahl, measured serial fraction)
+    s = job.thread_scaling.serial_at(64.0)
+    one_thread = job.single_thread_compute_s(64.0)
+    assert small == pytest.approx(one_thread * (s + (1 - s) / 8), rel=1e-9)  # c5 factor 1.0
+    price_small, price_big = (vm.price_per_hour for vm in vms)
+    assert big * price_big > small * price_small  # the same work costs more on the big VM
+    assert np.all(low <= step) and np.all(step <= high)
+
+
+def test_every_interval_contains_its_point_over_whole_plans(profiled_db):
+    from thrifty.pipeline import job_model
+    from thrifty.plan import PlanRequest, VMArrays, plan
+    from thrifty.store import Store
+    with Store(profiled_db) as store:
+        job, _ = job_model(store, "builtin:digits")
+    vmx = VMArrays.build(load_catalog(), Hardware.load())
+    for request in (PlanRequest(), PlanRequest(objective="time", precision="amp"),
+                    PlanRequest(objective="knee", spot="never", batches=(64, 256))):
+        c = plan(vmx, job, request).candidates
+        assert np.all(c.time_low_s <= c.time_s) and np.all(c.time_s <= c.time_high_s)
+        assert np.all(c.cost_low_usd <= c.cost_usd) and np.all(c.cost_usd <= c.cost_high_usd)
+        # billing: start-up is paid, and nothing is billed under one minute
+        assert np.all(c.time_s >= 180.0 - 1e-9)
+        assert np.all(c.cost_usd >= 60.0 * c.nodes * c.price_per_hour / 3600 * (1 - 1e-12))
+
+
+def test_plan_json_describes_a_launchable_choice(profiled_db, run_cli, tmp_path):
+    code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--json",
+                             "--objective", "time", "--gpu")
+    assert code == 0, err
+    best = json.loads(out)["recommended"]
+    assert best["accelerator"] and best["prediction"] == "projected"
+    lo, hi = best["predicted_time_interval_s"]
+    assert lo <= best["predicted_time_s"] <= hi
+    assert best["predicted_time_s"] >= best["startup_s"] > 0
+    assert best["epochs"] == pytest.approx(best["steps"] * best["global_batch"] / 1438)  # digits: 1,438 training images
+
+
+@pytest.fixture(scope="module")
+def builtins_db(tmp_path_factory):
+    """Small real profiles of the built-ins the suite does not profile elsewhere."""
+    from thrifty.pipeline import ProfileSettings, profile_and_store
+    from thrifty.store import Store
+    db = tmp_path_factory.mktemp("builtins") / "b.db"
+    with Store(db) as store:
+        profile_and_store(store, "builtin:tabular", ProfileSettings(local_batches=(8, 16, 32), steps=6))
+        profile_and_store(store, "builtin:resnet18-cifar10",
+                          ProfileSettings(workers=(1,), local_batches=(2, 4, 8), steps=3))
+        profile_and_store(store, "builtin:resnet50-imagenet",
+                          ProfileSettings(workers=(1,), local_batches=(1, 2), steps=2))
+    return db
+
+
+@pytest.mark.parametrize("workload", ["builtin:tabular", "builtin:resnet18-cifar10", "builtin:resnet50-imagenet"])
+def test_every_builtin_plans_with_every_objective(builtins_db, run_cli, tmp_path, workload):
+    catalog = load_catalog()
+    for objective in ("cost", "time", "knee"):
+        for device in ("--gpu", "--cpu"):
+            code, out, err = run_cli("plan", "--db", builtins_db, "--workload", workload, "--json",
+                                     "--plot", tmp_path / "p.png", "--objective", objective, device)
+            assert code == 0, (workload, objective, device, err)
+            data = json.loads(out)
+            for row in data["pareto"] + data["top"]:
+                lo, hi = row["predicted_time_interval_s"]
+                assert lo <= row["predicted_time_s"] <= hi
+                vm = next(v for v in catalog if (v.cloud, v.instance_type, v.accelerator, v.accelerator_count)
+                          == (row["cloud"], row["instance_type"], row["accelerator"], row["accelerator_count"]))
+                assert row["price_per_hour"] == (vm.spot_price_per_hour if row["spot"] else vm.price_per_hour)
+                assert bool(row["accelerator"]) == (device == "--gpu")
+    if workload != "builtin:tabular":  # recipe built-ins: the recipe's epochs and batch range
+        rec = data["recommended"]
+        assert rec["epochs"] == pytest.approx(200 if "cifar" in workload else 90)
+        assert not rec["until_target"]
