@@ -11,8 +11,10 @@ import numpy as np
 
 from common import save_figure, write_result
 from thrifty.catalog import Hardware, load_catalog
+from thrifty.perf.cpu import ThreadScaling
 from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.steptime import StepTimeModel
+from thrifty.perf.work import StepWork
 from thrifty.plan import PlanRequest, VMArrays, plan
 
 JOB = JobModel(step_time=StepTimeModel(params=np.array([2e-3, 1e-4, 1.0, 4e-3, 5e-4, 4e-3, 5e-4, 0.0, 1.5]),
@@ -20,7 +22,13 @@ JOB = JobModel(step_time=StepTimeModel(params=np.array([2e-3, 1e-4, 1.0, 4e-3, 5
                noise_scale=200.0, noise_scale_interval=(150.0, 260.0), s_min=5000.0,
                memory_base_bytes=4e8, memory_per_sample_bytes=1.2e5, gradient_bytes=6e5,
                train_size=1_000_000, profiled_instance_type="local", threads_per_rank=1,
-               calibration_batch=64, calibration_steps=5000 * (1 + 200 / 64))
+               calibration_batch=64, calibration_steps=5000 * (1 + 200 / 64),
+               # 60 kernels of a small CNN: convolutions, matmuls, elementwise
+               work=StepWork(kind=np.tile([1, 0, 2], 20), flops_fixed=np.zeros(60),
+                             flops_per_sample=np.tile([4e6, 1e6, 0.0], 20), bytes_fixed=np.full(60, 2e5),
+                             bytes_per_sample=np.full(60, 3e4), param_count=150_000, gradient_bytes=6e5),
+               thread_scaling=ThreadScaling(np.array([16.0, 256.0]), np.array([0.3, 0.1])),
+               input_s_per_sample=2e-5, profiled_max_local_batch=256)
 
 
 def main() -> dict:

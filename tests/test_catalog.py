@@ -127,11 +127,21 @@ def test_every_gcp_gpu_vm_costs_its_host_row_plus_its_attachment_row():
         assert gpu is not None, f"{vm.label}: no attachment row for {vm.accelerator} x{vm.accelerator_count}"
         assert vm.price_per_hour == pytest.approx(
             float(host["price_per_hour"]) + float(gpu["price_per_hour"]))
-        if host["spot_price_per_hour"] and gpu["spot_price_per_hour"]:
-            assert vm.spot_price_per_hour == pytest.approx(
-                float(host["spot_price_per_hour"]) + float(gpu["spot_price_per_hour"]))
-        else:
+        spot = (float(host["spot_price_per_hour"]) + float(gpu["spot_price_per_hour"])
+                if host["spot_price_per_hour"] and gpu["spot_price_per_hour"] else None)
+        if spot is not None and spot <= vm.price_per_hour:
+            assert vm.spot_price_per_hour == pytest.approx(spot)
+        else:  # none in the source, or dearer than on-demand (a source error): no spot offer
             assert vm.spot_price_per_hour is None
+
+
+def test_no_vm_offers_spot_dearer_than_on_demand_and_gpu_counts_are_real():
+    vms = load_catalog()
+    assert all(vm.spot_price_per_hour is None or vm.spot_price_per_hour <= vm.price_per_hour for vm in vms)
+    # GPUs per VM: at most 8 on every bundled type but GCP's a2-megagpu-16g (16 A100)
+    assert all(vm.accelerator_count <= 8 for vm in vms if vm.instance_type != "a2-megagpu-16g")
+    nd_h100 = next(vm for vm in vms if vm.instance_type == "Standard_ND96isr_H100_v5")
+    assert nd_h100.accelerator_count == 8
 
 
 def test_gcp_accelerator_counts_match_the_pairing_table():

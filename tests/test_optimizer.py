@@ -32,7 +32,8 @@ PARAMS = np.array([0.002, 1e-4, 1.1, 0.004, 5e-4, 0.004, 5e-4, 0.2, 1.5])
 
 WORK = StepWork(kind=np.array([0, 1, 2]), flops_fixed=np.array([0.0, 0.0, 1e6]),
                 flops_per_sample=np.array([2e7, 5e7, 1e5]), bytes_fixed=np.array([4e6, 1e6, 4e6]),
-                bytes_per_sample=np.array([1e5, 4e5, 8e5]), param_count=1_000_000, gradient_bytes=4e6)
+                bytes_per_sample=np.array([1e5, 4e5, 8e5]), param_count=1_000_000, gradient_bytes=4e6,
+                activation_bytes_per_sample=2e7, state_bytes=1e9)
 SCALING = ThreadScaling(np.array([16.0, 64.0]), np.array([0.3, 0.1]))
 INPUT_S = 2e-5
 STARTUP_S = 120.0
@@ -56,15 +57,20 @@ def _brute_force(request: PlanRequest):
         memory = hw.rank_memory_gib(vm) * GIB
         if workers > request.max_workers or batch > job.train_size or batch < workers:
             continue
-        if local > math.floor((memory - job.memory_base_bytes) / job.memory_per_sample_bytes):
+        if vm.is_gpu:  # counted activations beside the state, in 90% of the GPU less 1 GiB
+            fits = math.floor((memory * 0.9 - GIB - WORK.state_bytes) / WORK.activation_bytes_per_sample)
+        else:  # the profiled peak-memory line
+            fits = math.floor((memory - job.memory_base_bytes) / job.memory_per_sample_bytes)
+        if local > fits:
             continue
         if spot and (vm.spot_price_per_hour is None or request.spot == "never"):
             continue
         if not spot and request.spot == "only":
             continue
         roofline = load_params()[0]
-        if vm.is_gpu:  # counted work on the calibrated roofline + the input cost
-            compute = float(roofline_compute_s(WORK, hw.gpu(vm), [local], "fp32", roofline)[0]) + INPUT_S * local
+        if vm.is_gpu:  # counted work on the calibrated roofline, or the input pipeline
+            compute = max(float(roofline_compute_s(WORK, hw.gpu(vm), [local], "fp32", roofline)[0]),
+                          INPUT_S * local / vm.vcpus)  # input pipeline on the host's vCPUs, overlapped
             bw = hw.network_gbps(vm) if nodes > 1 else hw.intra_node_gbps(vm) * roofline.allreduce_efficiency
             g = roofline.overlap_g
         else:  # 1-thread compute x Amdahl over the VM's vCPUs / the family's speed

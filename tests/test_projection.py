@@ -152,7 +152,9 @@ def test_plan_json_describes_a_launchable_choice(profiled_db, run_cli, tmp_path)
     lo, hi = best["predicted_time_interval_s"]
     assert lo <= best["predicted_time_s"] <= hi
     assert best["predicted_time_s"] >= best["startup_s"] > 0
-    assert best["epochs"] == pytest.approx(best["steps"] * best["global_batch"] / 1438)  # digits: 1,438 training images
+    # digits: 1,438 training images; the launch trains to the target, capped at the interval's top
+    assert best["predicted_epochs"] == pytest.approx(best["steps"] * best["global_batch"] / 1438)
+    assert best["until_target"] and best["epochs"] >= best["predicted_epochs"]
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +192,35 @@ def test_every_builtin_plans_with_every_objective(builtins_db, run_cli, tmp_path
         rec = data["recommended"]
         assert rec["epochs"] == pytest.approx(200 if "cifar" in workload else 90)
         assert not rec["until_target"]
+
+
+def test_only_the_profiled_cpu_type_is_measured_not_its_gpu_variants(profiled_db):
+    from thrifty.pipeline import job_model
+    from thrifty.plan import PlanRequest, VMArrays
+    from thrifty.plan.candidates import predict_step_times
+    from thrifty.store import Store
+    with Store(profiled_db) as store:
+        job, _ = job_model(store, "builtin:digits")
+    job = dataclasses.replace(job, profiled_instance_type="n1-standard-4")
+    vms = [vm for vm in load_catalog() if vm.instance_type == "n1-standard-4"]
+    assert any(vm.is_gpu for vm in vms) and any(not vm.is_gpu for vm in vms)
+    count = len(vms)
+    step, _, _, measured, _ = predict_step_times(
+        VMArrays.build(vms, Hardware.load()), job, np.arange(count), np.ones(count), np.ones(count),
+        np.full(count, 32.0), PlanRequest())
+    assert list(measured) == [not vm.is_gpu for vm in vms]
+    cpu = [i for i, vm in enumerate(vms) if not vm.is_gpu][0]
+    assert step[cpu] == pytest.approx(float(job.step_time.predict(1, 1, 32.0)))
+
+
+def test_epochs_are_taken_at_the_workloads_own_default_batch(builtins_db):
+    from thrifty.pipeline import job_model
+    from thrifty.store import Store
+    with Store(builtins_db) as store:
+        job, reused = job_model(store, "builtin:tabular", epochs_to_target=10)
+        recipe_job, _ = job_model(store, "builtin:resnet18-cifar10", epochs_to_target=30)
+    assert reused and job.calibration_batch == 32  # tabular's default global batch, not 64
+    assert job.calibration_steps == pytest.approx(10 * job.train_size / 32)
+    # --epochs replaces a recipe's epochs, keeping its batch range
+    assert recipe_job.steps(256) == pytest.approx(30 * 50_000 / 256)
+    assert recipe_job.batch_range() == (32.0, 1024.0)

@@ -14,6 +14,7 @@ from thrifty.perf.jobmodel import JobModel, build_job_model
 from thrifty.store import Store
 from thrifty.train.loop import TrainResult, train_to_target
 from thrifty.train.profiler import Profile, profile_workload
+from thrifty.train.workcount import COUNT_VERSION, count_workload
 from thrifty.workloads import Workload, load_workload, workload_key
 
 DEFAULT_WORKERS = (1, 2)
@@ -63,7 +64,6 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     workload = load_workload(workload_spec)
     batches, steps = settings.local_batches, settings.steps
     if batches is None or steps is None:
-        from thrifty.train.workcount import count_workload
         chosen = default_batches_and_steps(workload, settings.workers,
                                            float(count_workload(workload).flops_per_sample.sum()))
         batches, steps = batches or chosen[0], steps or chosen[1]
@@ -107,12 +107,15 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
         profile_and_store(store, workload_spec, settings, on_progress)
         stored = store.latest_profile(key)
     profile, calibration = stored  # type: ignore[misc]
+    meta = dict(profile.meta)
+    if meta.get("step_work_version") != COUNT_VERSION:  # counted by an older thrifty: count again
+        meta.update(step_work=count_workload(workload).to_dict(), step_work_version=COUNT_VERSION)
     recipe = None if workload.recipe is None else asdict(workload.recipe)
     model = build_job_model([asdict(s) for s in profile.samples], param_count=profile.param_count,
                             train_size=profile.train_size, calibration=calibration,
                             epochs_to_target=epochs_to_target,
                             epochs_batch=workload.default_global_batch,
                             instance_type=profile.instance_type,
-                            threads_per_rank=profile.threads_per_rank, meta=profile.meta,
+                            threads_per_rank=profile.threads_per_rank, meta=meta,
                             recipe=recipe)
     return model, reused

@@ -15,7 +15,8 @@ from thrifty.errors import ThriftyError
 def _table(result, indices, title: str) -> Table:
     table = Table(title=title)
     for col in ("#", "VM type", "nodes x ranks", "batch", "spot", "time", "cost (90% interval)", "how"):
-        table.add_column(col, justify="left" if col in ("VM type", "how") else "right")
+        table.add_column(col, justify="left" if col in ("VM type", "how") else "right",
+                         overflow="fold")  # full VM names: rows must stay distinguishable
     for rank, i in enumerate(indices, start=1):
         d = result.describe(int(i))
         low, high = d["predicted_cost_interval_usd"]
@@ -44,6 +45,7 @@ def register_plan(app: typer.Typer) -> None:
         catalog: Annotated[Optional[list[Path]], typer.Option("--catalog", help="Extra catalog CSV; repeatable")] = None,
         hardware: Annotated[Optional[Path], typer.Option(help="hardware.csv override")] = None,
         network: Annotated[Optional[Path], typer.Option(help="network.csv override")] = None,
+        gpus: Annotated[Optional[Path], typer.Option(help="gpus.csv override (GPU peak rates)")] = None,
         epochs: Annotated[Optional[float], typer.Option(
             help="Epochs your job needs at its default batch (instead of the calibration run)")] = None,
         batch: Annotated[Optional[str], typer.Option(
@@ -77,7 +79,7 @@ def register_plan(app: typer.Typer) -> None:
                             max_price_per_hour=max_price).apply(load_catalog(catalog or []))
         if not vms:
             raise ThriftyError("no VM type matches the catalog filters (--cloud/--region/--gpu/--max-price)")
-        vmx = VMArrays.build(vms, Hardware.load(hardware, network))
+        vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
         with Store(db) as store:
             with stderr.status(f"profiling {workload} (stored for next time)") as status:
                 job, reused = job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
@@ -110,10 +112,14 @@ def register_plan(app: typer.Typer) -> None:
         else:
             steps_from = (f"B_noise ~ {job.noise_scale:.0f} samples (90%: {job.noise_scale_interval[0]:.0f}-"
                           f"{job.noise_scale_interval[1]:.0f}), S_min {job.s_min:.0f} steps")
-        stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit MdAPE "
-                     f"{job.step_time.train_mdape:.1f}% ({'stored profile' if reused else 'new profile'})")
+        fit = job.step_time
+        fit_note = (f"exact fit of {fit.n_samples} configurations, no error estimate"
+                    if fit.n_samples <= len(fit.free_indices) else
+                    f"in-sample MdAPE {fit.train_mdape:.1f}% over {fit.n_samples} configurations")
+        stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit: {fit_note} "
+                     f"({'stored profile' if reused else 'new profile'})")
         stdout.print(_table(result, result.ranked[:top], f"top {top} by {objective}"))
-        stdout.print(_table(result, result.front[:15], f"Pareto front (fastest first, {len(result.front)} points)"))
+        stdout.print(_table(result, result.front, f"Pareto front (fastest first, {len(result.front)} points)"))
         lo, hi = best["predicted_time_interval_s"]
         stdout.print(Panel.fit(
             f"{best['cloud']}:{best['instance_type']} "

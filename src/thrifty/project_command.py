@@ -31,7 +31,7 @@ def register_project(model_app: typer.Typer) -> None:
         from thrifty.catalog import CatalogFilter, Hardware, load_catalog
         from thrifty.pipeline import job_model
         from thrifty.plan import PlanRequest, VMArrays
-        from thrifty.plan.candidates import predict_step_times
+        from thrifty.plan.candidates import max_local_batch, predict_step_times
         from thrifty.store import Store
 
         batches = int_list(local_batch, "--local-batch")
@@ -50,6 +50,10 @@ def register_project(model_app: typer.Typer) -> None:
         vmx = VMArrays.build([vm], Hardware.load())
         with Store(db) as store:
             job, _ = job_model(store, workload)
+        fits = int(max_local_batch(vmx, job, precision)[0])
+        if max(batches) > fits:
+            raise ThriftyError(f"local batch {max(batches)} does not fit in the memory of one "
+                               f"{'GPU' if vm.is_gpu else 'VM'} of {vm.label} (at most {fits} at {precision})")
         count = len(batches)
         step, low, high, measured, _ = predict_step_times(
             vmx, job, np.zeros(count, int), np.full(count, float(nodes)), np.full(count, float(ranks)),

@@ -7,6 +7,7 @@ host-only row never becomes a CPU VM; N1 hosts are CPU VMs as well as GPU hosts.
 """
 
 import csv
+import dataclasses
 import fnmatch
 import functools
 import math
@@ -199,8 +200,15 @@ def load_catalog_file(path: Path) -> list[VMType]:
         key = (vm.cloud, vm.instance_type, vm.region, vm.accelerator, vm.accelerator_count)
         if key not in seen:
             seen.add(key)
-            unique.append(vm)
+            unique.append(_without_dear_spot(vm))
     return unique
+
+
+def _without_dear_spot(vm: VMType) -> VMType:
+    """A spot price above on-demand is a catalog error (spot never costs more): no spot offer."""
+    if vm.spot_price_per_hour is not None and vm.spot_price_per_hour > vm.price_per_hour:
+        return dataclasses.replace(vm, spot_price_per_hour=None)
+    return vm
 
 
 def bundled_catalog_paths() -> list[Path]:

@@ -16,6 +16,7 @@ bandwidth (perf.network), overlapped with compute as T = (T_c^g + T_ar^g)^(1/g) 
 """
 
 import csv
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -84,10 +85,10 @@ class RooflineParams:
         return params
 
 
-def load_params(path: Path | None = None) -> tuple[RooflineParams, dict]:
-    """The bundled calibration (parameters and its held-out error summary)."""
-    path = Path(path) if path else data_path("gpu", "roofline_params.json")
-    data = json.loads(path.read_text())
+@functools.cache
+def load_params() -> tuple[RooflineParams, dict]:
+    """The bundled calibration (parameters and its held-out error summary), read once."""
+    data = json.loads(data_path("gpu", "roofline_params.json").read_text())
     return RooflineParams.from_dict(data["params"]), data
 
 

@@ -30,6 +30,11 @@ class StepWork:
     bytes_per_sample: np.ndarray
     param_count: int
     gradient_bytes: float  # what one all-reduce moves: the trainable parameters' gradients
+    # Memory of one rank: activations kept for the backward pass grow with the batch (bounded
+    # above by the bytes every forward kernel writes); parameters, gradients and optimizer state
+    # do not (the tensors that persist across steps).
+    activation_bytes_per_sample: float = 0.0
+    state_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         sizes = {a.shape for a in (self.kind, self.flops_fixed, self.flops_per_sample,
@@ -54,7 +59,15 @@ class StepWork:
         """The same step with `samples_per_unit` of our samples counted as one (e.g. tokens)."""
         return StepWork(self.kind, self.flops_fixed, self.flops_per_sample * samples_per_unit,
                         self.bytes_fixed, self.bytes_per_sample * samples_per_unit,
-                        self.param_count, self.gradient_bytes)
+                        self.param_count, self.gradient_bytes,
+                        self.activation_bytes_per_sample * samples_per_unit, self.state_bytes)
+
+    def max_local_batch(self, device_bytes, activation_scale: float = 1.0) -> np.ndarray:
+        """Largest local batch whose activations fit beside the persistent state on a device
+        (activation_scale 0.5 for FP16 activations)."""
+        room = np.asarray(device_bytes, float) - self.state_bytes
+        per_sample = max(self.activation_bytes_per_sample * activation_scale, 1.0)
+        return np.floor(np.maximum(room, 0.0) / per_sample)
 
     def summary(self) -> dict:
         return {"kernels_per_step": self.kernels,
@@ -62,13 +75,17 @@ class StepWork:
                 "flops_fixed_per_step": float(self.flops_fixed.sum()),
                 "bytes_per_sample": float(self.bytes_per_sample.sum()),
                 "bytes_fixed_per_step": float(self.bytes_fixed.sum()),
-                "param_count": self.param_count, "gradient_bytes": self.gradient_bytes}
+                "param_count": self.param_count, "gradient_bytes": self.gradient_bytes,
+                "activation_bytes_per_sample": self.activation_bytes_per_sample,
+                "state_bytes": self.state_bytes}
 
     def to_dict(self) -> dict:
         return {"kind": self.kind.astype(int).tolist(), "flops_fixed": self.flops_fixed.tolist(),
                 "flops_per_sample": self.flops_per_sample.tolist(),
                 "bytes_fixed": self.bytes_fixed.tolist(), "bytes_per_sample": self.bytes_per_sample.tolist(),
-                "param_count": int(self.param_count), "gradient_bytes": float(self.gradient_bytes)}
+                "param_count": int(self.param_count), "gradient_bytes": float(self.gradient_bytes),
+                "activation_bytes_per_sample": float(self.activation_bytes_per_sample),
+                "state_bytes": float(self.state_bytes)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "StepWork":
@@ -79,7 +96,9 @@ class StepWork:
                        bytes_fixed=np.asarray(data["bytes_fixed"], float),
                        bytes_per_sample=np.asarray(data["bytes_per_sample"], float),
                        param_count=int(data["param_count"]),
-                       gradient_bytes=float(data["gradient_bytes"]))
+                       gradient_bytes=float(data["gradient_bytes"]),
+                       activation_bytes_per_sample=float(data.get("activation_bytes_per_sample", 0.0)),
+                       state_bytes=float(data.get("state_bytes", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"counted step work is incomplete or malformed: {exc}") from None
 

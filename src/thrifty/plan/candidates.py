@@ -4,7 +4,8 @@ Candidate = VM type x nodes x global batch (powers of two) x {on-demand, spot}. 
 per GPU, or one using all vCPUs of a CPU VM. Predictions:
   step time  the fitted model on the profiled CPU machine ("measured"); elsewhere ("projected")
              CPU VMs: 1-thread compute x Amdahl over the VM's vCPUs / family speed (perf.cpu),
-             GPU VMs: counted work on the calibrated roofline (perf.roofline) + input cost,
+             GPU VMs: max(counted work on the calibrated roofline (perf.roofline), input cost
+             spread over the host's vCPUs),
              both with a ring all-reduce over the VM's interconnect or network (perf.network)
   steps      JobModel.steps: S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018) or a recipe
   time       start-up + steps x step time; spot: x (1 + expected preemption overhead)
@@ -33,6 +34,10 @@ from thrifty.transient.registry import load_model
 from thrifty.transient.schedule import expected_overhead_fraction
 
 GIB = 1024**3
+# What a training process can use of a GPU's memory: the CUDA context, cuDNN/cuBLAS workspaces and
+# allocator fragmentation take the rest (our assumption, about 1 GiB and 10%).
+GPU_RESERVED_BYTES = 1.0 * GIB
+GPU_USABLE_FRACTION = 0.9
 MINIMUM_BILLED_S = 60.0  # AWS, GCP and Azure bill per second after a one-minute minimum
 # Deviation of log step time for CPU projections: the per-vCPU family factors (data/HARDWARE.md)
 # are indicative, not measured; a 90% interval of x/÷ 1.5 is our stated assumption.
@@ -110,11 +115,25 @@ def batch_grid(job: JobModel, request: PlanRequest) -> np.ndarray:
     low, high = job.batch_range()
     if request.batches is not None:
         grid = np.asarray(request.batches, float)
-        if np.any(grid > job.train_size):
-            raise PlanError(f"--batch {int(grid.max())} exceeds the training set ({job.train_size} samples)")
+        outside = grid[(grid < low) | (grid > high)]
+        if outside.size:
+            why = (f"the recipe's steps hold for global batches {low:.0f}-{high:.0f} only"
+                   if job.recipe is not None else f"the training set has {job.train_size} samples")
+            raise PlanError(f"--batch {int(outside[0])} is outside {low:.0f}-{high:.0f}: {why}")
         return grid
     grid = 2.0 ** np.arange(0, int(np.floor(np.log2(high))) + 1)
     return grid[grid >= low]
+
+
+def max_local_batch(vmx: VMArrays, job: JobModel, precision: str) -> np.ndarray:
+    """Largest local batch per VM type: on a GPU the counted activations beside the persistent
+    state (FP16 activations under AMP take half); on a CPU VM the profiled peak-memory line."""
+    cpu_limit = job.max_local_batch(vmx.memory_bytes)
+    if job.work is None:
+        return cpu_limit
+    usable = vmx.memory_bytes * GPU_USABLE_FRACTION - GPU_RESERVED_BYTES
+    gpu_limit = job.work.max_local_batch(usable, 0.5 if precision == "amp" else 1.0)
+    return np.where(vmx.is_gpu, gpu_limit, cpu_limit)
 
 
 def enumerate_candidates(vmx: VMArrays, job: JobModel, request: PlanRequest) -> tuple[np.ndarray, ...]:
@@ -126,7 +145,7 @@ def enumerate_candidates(vmx: VMArrays, job: JobModel, request: PlanRequest) -> 
     workers = k * vmx.ranks[v]
     local = np.ceil(b / workers)
     keep = (workers <= request.max_workers) & (b >= workers)
-    keep &= local <= job.max_local_batch(vmx.memory_bytes[v])
+    keep &= local <= max_local_batch(vmx, job, request.precision)[v]
     if request.spot == "never":
         keep &= ~s
     elif request.spot == "only":
@@ -160,7 +179,8 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
                          for vm in vmx.vms])[v]
     params, calibration = load_params()
     is_gpu = vmx.is_gpu[v]
-    threads = np.where(measured, job.threads_per_rank, vmx.vcpus_per_rank[v])  # OMP threads per rank
+    # OMP threads per rank: the profile's on the profiled machine, else the VM's vCPUs per rank
+    threads = np.where(measured, job.threads_per_rank, np.maximum(np.floor(vmx.vcpus_per_rank[v]), 1.0))
     compute = np.empty(v.shape)
     cpu = ~is_gpu & ~measured
     if np.any(cpu):
@@ -171,8 +191,11 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
         compute[cpu] = (job.single_thread_compute_s(local[cpu]) * job.thread_scaling.slowdown(
             local[cpu], vmx.vcpus_per_rank[v][cpu]) / vmx.cpu_factor[v][cpu])
     if np.any(is_gpu):
-        compute[is_gpu] = (_gpu_compute_s(vmx, job, v[is_gpu], local[is_gpu], request.precision, params)
-                           + job.input_s_per_sample * local[is_gpu])
+        # the input pipeline runs on the host's vCPUs beside the GPU (DataLoader-style workers
+        # prefetching), so a step takes the longer of the two; measured per sample on one core
+        inputs = job.input_s_per_sample * local[is_gpu] / np.maximum(vmx.vcpus_per_rank[v][is_gpu], 1.0)
+        compute[is_gpu] = np.maximum(
+            _gpu_compute_s(vmx, job, v[is_gpu], local[is_gpu], request.precision, params), inputs)
     bandwidth = np.where(nodes > 1, vmx.inter_gbps[v],
                          vmx.intra_gbps[v] * np.where(is_gpu, params.allreduce_efficiency, 1.0))
     latency = np.where(nodes > 1, INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S)

@@ -34,7 +34,10 @@ class PlanResult:
             "spot": bool(c.spot[i]), "price_per_hour": float(c.price_per_hour[i]),
             "threads_per_rank": int(c.threads_per_rank[i]),
             "step_time_s": float(c.step_time_s[i]), "steps": float(c.steps[i]),
-            "epochs": float(c.steps[i] * c.global_batch[i] / self.job.train_size),
+            "predicted_epochs": float(c.steps[i] * c.global_batch[i] / self.job.train_size),
+            # what the launch command trains: the predicted epochs, or with a target to stop at,
+            # the upper end of their interval as a cap (the run stops at the target before it)
+            "epochs": float(self._epochs_cap(i)),
             "until_target": self.job.recipe is None,
             "startup_s": self.request.startup_s_for(vm.cloud),
             "predicted_time_s": float(c.time_s[i]),
@@ -43,6 +46,12 @@ class PlanResult:
             "predicted_cost_interval_usd": [float(c.cost_low_usd[i]), float(c.cost_high_usd[i])],
             "prediction": "measured" if c.measured[i] else "projected",
         }
+
+
+    def _epochs_cap(self, i: int) -> float:
+        c = self.candidates
+        steps = self.job.steps_interval(c.global_batch[i])[1] if self.job.recipe is None else c.steps[i]
+        return float(steps * c.global_batch[i] / self.job.train_size)
 
 
 def _rank(c: Candidates, index: np.ndarray, objective: str, front: np.ndarray) -> np.ndarray:

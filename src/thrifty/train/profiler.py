@@ -19,7 +19,7 @@ from thrifty.perf.cpu import ThreadScaling
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.sampler import GlobalBatchSampler
 from thrifty.train.step import noise_due, train_step
-from thrifty.train.workcount import count_workload
+from thrifty.train.workcount import COUNT_VERSION, count_workload
 from thrifty.workloads import load_workload
 
 
@@ -197,7 +197,7 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
             on_setting(n)
     param_count = sum(p.numel() for p in workload.make_model().parameters() if p.requires_grad)
     meta = {"steps": steps, "warmup": warmup, "seed": seed, "rounds": rounds,
-            "step_work": count_workload(workload).to_dict()}
+            "step_work": count_workload(workload).to_dict(), "step_work_version": COUNT_VERSION}
     meta.update(measure_thread_scaling(workload_spec, local_batches, steps=max(2, steps // 3),
                                        seed=seed, timeout_s=timeout_s))
     return Profile(workload=workload.name, samples=samples, param_count=param_count,

@@ -21,6 +21,7 @@ from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork, line
 from thrifty.workloads.base import Workload
 
 aten = torch.ops.aten
+COUNT_VERSION = 2  # 2: with activation and state bytes; profiles with an older count are recounted
 MATMUL_OPS = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_dot_product_efficient_attention,
               aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_cudnn_attention}
 CONV_OPS = {aten.convolution, aten.convolution_backward, aten._convolution}
@@ -47,6 +48,8 @@ class KernelRecorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[tuple[object, float, int]] = []
+        self.forward = True  # the step function sets False once the loss is computed
+        self.forward_output_bytes = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -57,6 +60,8 @@ class KernelRecorder(TorchDispatchMode):
         formula = flop_registry.get(packet)
         flops = float(formula(*args, **kwargs, out_val=out)) if formula is not None else 0.0
         self.ops.append((func, flops, _tensor_bytes((args, kwargs)) + _tensor_bytes(out)))
+        if self.forward:
+            self.forward_output_bytes += _tensor_bytes(out)
         return out
 
 
@@ -69,25 +74,29 @@ def _kind(func) -> int:
     return KIND_OTHER
 
 
-StepFn = Callable[[int], None]
+StepFn = Callable[[int, KernelRecorder | None], None]  # run_step(batch, recorder) marks the backward
 
 
-def _count_once(run_step: StepFn, batch: int) -> tuple[list, np.ndarray, np.ndarray]:
-    """Per-kernel (operators, FLOPs, bytes) of one step at local batch `batch`."""
+def _count_once(run_step: StepFn, batch: int) -> tuple[list, np.ndarray, np.ndarray, int]:
+    """Per-kernel (operators, FLOPs, bytes) and forward output bytes of one step at `batch`."""
     recorder = KernelRecorder()
     with recorder:
-        run_step(batch)
+        run_step(batch, recorder)
     funcs = [op[0] for op in recorder.ops]
-    return funcs, np.array([op[1] for op in recorder.ops], float), np.array([op[2] for op in recorder.ops], float)
+    return (funcs, np.array([op[1] for op in recorder.ops], float),
+            np.array([op[2] for op in recorder.ops], float), recorder.forward_output_bytes)
 
 
 def count_step(run_step: StepFn, *, param_count: int, gradient_bytes: float,
+               state_bytes: Callable[[], float] = lambda: 0.0,
                batches: tuple[int, int] = (2, 4)) -> StepWork:
-    """Count one training step at two local batch sizes and fit each kernel's linear work."""
+    """Count one training step at two local batch sizes and fit each kernel's linear work.
+
+    `state_bytes()` is called after the steps: the bytes of tensors that persist across steps."""
     small, big = batches
-    run_step(small)  # warm-up: optimizers create their state (e.g. momentum buffers) on the first step
-    funcs_a, flops_a, bytes_a = _count_once(run_step, small)
-    funcs_b, flops_b, bytes_b = _count_once(run_step, big)
+    run_step(small, None)  # warm-up: optimizers create their state (e.g. momentum buffers) now
+    funcs_a, flops_a, bytes_a, kept_a = _count_once(run_step, small)
+    funcs_b, flops_b, bytes_b, kept_b = _count_once(run_step, big)
     if [f.overloadpacket for f in funcs_a] != [f.overloadpacket for f in funcs_b]:
         raise WorkloadError("the training step launches different kernels at different batch sizes; "
                             "cannot count its work per kernel")
@@ -96,7 +105,9 @@ def count_step(run_step: StepFn, *, param_count: int, gradient_bytes: float,
     return StepWork(kind=np.array([_kind(f) for f in funcs_a], int), flops_fixed=flops_fixed,
                     flops_per_sample=flops_per_sample, bytes_fixed=bytes_fixed,
                     bytes_per_sample=bytes_per_sample, param_count=param_count,
-                    gradient_bytes=float(gradient_bytes))
+                    gradient_bytes=float(gradient_bytes),
+                    activation_bytes_per_sample=max(kept_b - kept_a, 0) / float(big - small),
+                    state_bytes=float(state_bytes()))
 
 
 def count_model_step(make_model: Callable[[], nn.Module],
@@ -114,18 +125,29 @@ def count_model_step(make_model: Callable[[], nn.Module],
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(params) if make_optimizer is not None else None
 
-    def run_step(b: int) -> None:
+    def run_step(b: int, recorder: KernelRecorder | None) -> None:
         inputs, targets = make_batch(b, dev)
         outputs = model(*inputs) if isinstance(inputs, tuple) else model(inputs)
         loss = loss_fn(outputs, targets)
+        if recorder is not None:
+            recorder.forward = False
         loss.backward()
         if optimizer is not None:
             optimizer.step()
             optimizer.zero_grad(set_to_none=False)
 
+    def persistent_bytes() -> float:
+        """Parameters, buffers, gradients and optimizer state (momentum, Adam moments)."""
+        tensors = [*model.parameters(), *model.buffers(), *(p.grad for p in params if p.grad is not None)]
+        if optimizer is not None:
+            tensors += [v for state in optimizer.state.values() for v in state.values()
+                        if isinstance(v, torch.Tensor)]
+        return float(sum(t.numel() * t.element_size() for t in tensors))
+
     param_count = sum(p.numel() for p in params)
     gradient_bytes = sum(p.numel() * p.element_size() for p in params)
-    return count_step(run_step, param_count=param_count, gradient_bytes=gradient_bytes, batches=batches)
+    return count_step(run_step, param_count=param_count, gradient_bytes=gradient_bytes,
+                      state_bytes=persistent_bytes, batches=batches)
 
 
 def count_workload(workload: Workload, *, batches: tuple[int, int] = (2, 4)) -> StepWork:

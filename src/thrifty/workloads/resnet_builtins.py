@@ -28,35 +28,35 @@ IMAGENET_RECIPE = Recipe(epochs=90, batch=256, min_batch=64, max_batch=8192,
                                 "for batches 256-8192")
 
 
-def _sgd(base_lr: float, base_batch: int):
+def _sgd(base_lr: float, base_batch: int, weight_decay: float):
     def make(params, global_batch: int) -> torch.optim.Optimizer:
         # Linear scaling rule (Goyal et al. 2017): lr = base_lr * B / base_batch.
         return torch.optim.SGD(params, lr=base_lr * global_batch / base_batch, momentum=0.9,
-                               weight_decay=5e-4 if base_batch == 128 else 1e-4)
+                               weight_decay=weight_decay)
     return make
 
 
-def make_cifar10() -> Workload:
+def _synthetic_image_workload(name: str, make_model, train_size: int, shape: tuple[int, int, int],
+                              classes: int, recipe: Recipe, weight_decay: float, target: float,
+                              description: str) -> Workload:
     return Workload(
-        name="resnet18-cifar10", make_model=resnet18_cifar,
-        train_data=SyntheticImages(50_000, (3, 32, 32), 10, seed=0),
-        eval_data=SyntheticImages(512, (3, 32, 32), 10, seed=1),
-        loss_fn=nn.functional.cross_entropy, make_optimizer=_sgd(0.1, 128),
-        evaluate=classification_accuracy, target_metric=0.93, default_global_batch=128,
-        description="ResNet-18 (CIFAR variant, 11.2M parameters) on CIFAR-10-shaped synthetic data "
-                    "(50,000 x 3x32x32, 10 classes); steps from the pytorch-cifar recipe",
-        recipe=CIFAR_RECIPE)
+        name=name, make_model=make_model,
+        train_data=SyntheticImages(train_size, shape, classes, seed=0),
+        eval_data=SyntheticImages(512 if shape[1] < 64 else 64, shape, classes, seed=1),
+        loss_fn=nn.functional.cross_entropy, make_optimizer=_sgd(0.1, recipe.batch, weight_decay),
+        evaluate=classification_accuracy, target_metric=target, default_global_batch=recipe.batch,
+        description=description, recipe=recipe)
+
+
+def make_cifar10() -> Workload:
+    return _synthetic_image_workload(
+        "resnet18-cifar10", resnet18_cifar, 50_000, (3, 32, 32), 10, CIFAR_RECIPE, 5e-4, 0.93,
+        "ResNet-18 (CIFAR variant, 11.2M parameters) on CIFAR-10-shaped synthetic data "
+        "(50,000 x 3x32x32, 10 classes); steps from the pytorch-cifar recipe")
 
 
 def make_imagenet() -> Workload:
-    return Workload(
-        name="resnet50-imagenet", make_model=resnet50_imagenet,
-        train_data=SyntheticImages(1_281_167, (3, 224, 224), 1000, seed=0),
-        eval_data=SyntheticImages(64, (3, 224, 224), 1000, seed=1),
-        loss_fn=nn.functional.cross_entropy, make_optimizer=_sgd(0.1, 256),
-        evaluate=classification_accuracy, target_metric=0.76, default_global_batch=256,
-        description="torchvision ResNet-50 (25.6M parameters) on ImageNet-shaped synthetic data "
-                    "(1,281,167 x 3x224x224, 1000 classes); steps from Goyal et al.'s 90-epoch recipe",
-        recipe=IMAGENET_RECIPE)
-
-
+    return _synthetic_image_workload(
+        "resnet50-imagenet", resnet50_imagenet, 1_281_167, (3, 224, 224), 1000, IMAGENET_RECIPE, 1e-4, 0.76,
+        "torchvision ResNet-50 (25.6M parameters) on ImageNet-shaped synthetic data "
+        "(1,281,167 x 3x224x224, 1000 classes); steps from Goyal et al.'s 90-epoch recipe")
