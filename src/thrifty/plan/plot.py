@@ -15,14 +15,15 @@ from thrifty.plan.optimizer import PlanResult  # noqa: E402
 
 def plot_plan(result: PlanResult, path: Path, title: str = "") -> None:
     c, ok = result.candidates, result.feasible_mask
-    fig, ax = plt.subplots(figsize=(8, 5.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=120)
     hours = c.time_s / 3600
     for spot, colour, label in ((False, "tab:blue", "on-demand"), (True, "tab:orange", "spot")):
         mask = ok & (c.spot == spot)
         ax.scatter(hours[mask], c.cost_usd[mask], s=4, alpha=0.25, color=colour, label=label,
                    rasterized=True)
-    ax.scatter(hours[~ok], c.cost_usd[~ok], s=3, alpha=0.1, color="grey", label="infeasible",
-               rasterized=True)
+    if np.any(~ok):
+        ax.scatter(hours[~ok], c.cost_usd[~ok], s=3, alpha=0.1, color="grey", label="infeasible",
+                   rasterized=True)
     front = result.front
     ax.plot(hours[front], c.cost_usd[front], "-o", color="black", ms=3, lw=1, label="Pareto front")
     best = result.best
@@ -37,7 +38,7 @@ def plot_plan(result: PlanResult, path: Path, title: str = "") -> None:
     ax.set_ylabel("predicted cost to target (USD)")
     ax.set_title(title or f"{int(np.sum(ok)):,} feasible of {len(c):,} candidates")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8, markerscale=2)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, markerscale=2)  # off the data
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
