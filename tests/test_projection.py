@@ -224,3 +224,50 @@ def test_epochs_are_taken_at_the_workloads_own_default_batch(builtins_db):
     # --epochs replaces a recipe's epochs, keeping its batch range
     assert recipe_job.steps(256) == pytest.approx(30 * 50_000 / 256)
     assert recipe_job.batch_range() == (32.0, 1024.0)
+
+
+def test_an_edited_workload_file_gets_a_new_profile_key(tmp_path):
+    from thrifty.workloads import workload_key
+    job = tmp_path / "job.py"
+    job.write_text("# version 1\n")
+    first = workload_key(str(job))
+    job.write_text("# version 2\n")
+    assert workload_key(str(job)) != first and first.startswith(str(job.resolve()))
+    assert workload_key("builtin:digits") == "builtin:digits"
+
+
+def test_recipe_batch_range_and_gpu_memory_are_enforced(builtins_db):
+    from thrifty.errors import PlanError
+    from thrifty.pipeline import job_model
+    from thrifty.plan import PlanRequest, VMArrays, plan
+    from thrifty.plan.candidates import max_local_batch
+    from thrifty.store import Store
+    with Store(builtins_db) as store:
+        job, _ = job_model(store, "builtin:resnet50-imagenet")
+    vms = [vm for vm in load_catalog() if vm.instance_type in ("p3.2xlarge", "g4dn.xlarge")]
+    vmx = VMArrays.build(vms, Hardware.load())
+    with pytest.raises(PlanError, match="outside 64-8192"):
+        plan(vmx, job, PlanRequest(batches=(32,)))
+    # ResNet-50 in fp32 on one 16 GB GPU: the counted activations allow about a hundred samples
+    fp32, amp = max_local_batch(vmx, job, "fp32"), max_local_batch(vmx, job, "amp")
+    assert np.all((60 <= fp32) & (fp32 <= 130)) and np.all(amp > 1.8 * fp32)
+    result = plan(vmx, job, PlanRequest(max_workers=1))
+    assert np.all(result.candidates.local_batch <= fp32[result.candidates.vm_index])
+
+
+def test_model_project_prints_the_documented_json(profiled_db, run_cli):
+    code, out, err = run_cli("model", "project", "--db", profiled_db, "--workload", "builtin:digits",
+                             "--instance-type", "g6.12xlarge", "--local-batch", "32,64", "--workers", "4",
+                             "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["local_batch"] for r in rows] == [32, 64]
+    for r in rows:
+        assert {"instance_type", "workers", "local_batch", "step_time_s", "interval_s"} <= set(r)
+        assert r["instance_type"] == "g6.12xlarge" and r["workers"] == 4
+        assert r["interval_s"][0] <= r["step_time_s"] <= r["interval_s"][1]
+    code, out, err = run_cli("model", "project", "--db", profiled_db, "--workload", "builtin:digits",
+                             "--instance-type", "g4dn.xlarge", "--local-batch", "100000000")
+    assert code == 2 and "does not fit" in err
+    code, out, err = run_cli("model", "project", "--db", profiled_db, "--instance-type", "no-such-type")
+    assert code == 2 and "unknown instance type" in err
