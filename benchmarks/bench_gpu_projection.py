@@ -48,9 +48,11 @@ def main() -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 5))
     for ax, (title, held) in zip(axes, (("leave one model out", by_model), ("leave one GPU out", by_gpu))):
         models = sorted({r.model_key for r in rows})
-        for model in models:
+        colours = plt.get_cmap("tab20")
+        for k, model in enumerate(models):
             idx = [i for i, r in enumerate(rows) if r.model_key == model]
-            ax.scatter(observed[idx], np.array(held["predicted"])[idx], s=14, label=model)
+            ax.scatter(observed[idx], np.array(held["predicted"])[idx], s=14, label=model,
+                       color=colours(k % 20), marker="os^"[k // 7 % 3])
         lo, hi = observed.min() / 2, observed.max() * 2
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
         ax.fill_between([lo, hi], [lo * 0.85, hi * 0.85], [lo * 1.15, hi * 1.15], color="grey", alpha=0.2)

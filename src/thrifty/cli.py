@@ -111,8 +111,9 @@ def _progress() -> Progress:
 @app.command()
 def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
             workers: Annotated[str, typer.Option(help="Worker counts, e.g. 1,2")] = "1,2",
-            batch: Annotated[str, typer.Option(help="Local batch sizes, e.g. 16,32,64")] = "16,32,64,128,256",
-            steps: Annotated[int, typer.Option(help="Measured steps per setting")] = 20,
+            batch: Annotated[Optional[str], typer.Option(
+                help="Local batch sizes, e.g. 16,32,64 (default: chosen from the data set and the model's FLOPs)")] = None,
+            steps: Annotated[Optional[int], typer.Option(help="Measured steps per setting (default 20; 6 for heavy models)")] = None,
             calibrate: Annotated[bool, typer.Option(help="Also train once to the target metric")] = True,
             instance_type: Annotated[str, typer.Option(
                 help="Catalog instance type this machine is (makes its predictions 'measured'), "
@@ -122,7 +123,8 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     _check_instance_type(instance_type, catalog or [])
     from thrifty.pipeline import ProfileSettings, profile_and_store
     settings = ProfileSettings(workers=int_list(workers, "--workers"),
-                               local_batches=int_list(batch, "--batch"), steps=steps,
+                               local_batches=None if batch is None else int_list(batch, "--batch"),
+                               steps=steps,
                                calibrate=calibrate, instance_type=instance_type)
     with Store(db) as store, _progress() as bar:
         task = bar.add_task(f"profiling {workload}", total=None)

@@ -15,13 +15,13 @@ stderr = Console(stderr=True, highlight=False)
 
 def int_list(text: str, what: str) -> list[int]:
     """'1,2,4' -> [1, 2, 4]; a clear error for anything else."""
+    parts = text.split(",")
+    if not text.strip():
+        raise ThriftyError(f"{what} is empty")
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
+        return [int(part) for part in parts]
     except ValueError:
         raise ThriftyError(f"{what} must be comma-separated integers, got {text!r}") from None
-    if not values:
-        raise ThriftyError(f"{what} is empty")
-    return values
 
 
 def _clean(value: Any) -> Any:

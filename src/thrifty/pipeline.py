@@ -66,7 +66,8 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     if batches is None or steps is None:
         chosen = default_batches_and_steps(workload, settings.workers,
                                            float(count_workload(workload).flops_per_sample.sum()))
-        batches, steps = batches or chosen[0], steps or chosen[1]
+        batches = chosen[0] if batches is None else batches
+        steps = chosen[1] if steps is None else steps
     profile = profile_workload(workload_spec, settings.workers, batches,
                                steps=steps, max_workers=max_local_workers(),
                                on_setting=lambda n: on_progress(f"profiled {n} worker(s)"))
