@@ -63,13 +63,13 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     workload takes its steps from a published recipe, or calibration is off)."""
     workload = load_workload(workload_spec)
     batches, steps = settings.local_batches, settings.steps
+    work = count_workload(workload)
     if batches is None or steps is None:
-        chosen = default_batches_and_steps(workload, settings.workers,
-                                           float(count_workload(workload).flops_per_sample.sum()))
+        chosen = default_batches_and_steps(workload, settings.workers, float(work.flops_per_sample.sum()))
         batches = chosen[0] if batches is None else batches
         steps = chosen[1] if steps is None else steps
     profile = profile_workload(workload_spec, settings.workers, batches,
-                               steps=steps, max_workers=max_local_workers(),
+                               steps=steps, max_workers=max_local_workers(), step_work=work,
                                on_setting=lambda n: on_progress(f"profiled {n} worker(s)"))
     profile.instance_type = settings.instance_type
     calibration = None
@@ -101,8 +101,8 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
     workload = load_workload(workload_spec)  # fail fast, before any process starts
     key = workload_key(workload_spec)
     stored = None if reprofile else store.latest_profile(key)
-    if stored is not None and "step_work" not in stored[0].meta:
-        stored = None  # a profile from before counted work: profile again
+    if stored is not None and "thread_scaling" not in stored[0].meta:
+        stored = None  # a profile from before thread-scaling measurements: profile again
     reused = stored is not None
     if stored is None:
         profile_and_store(store, workload_spec, settings, on_progress)

@@ -16,6 +16,7 @@ import torch
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.cpu import ThreadScaling
+from thrifty.perf.work import StepWork
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.sampler import GlobalBatchSampler
 from thrifty.train.step import noise_due, train_step
@@ -180,8 +181,12 @@ def validate_profile_request(train_size: int, workers: Sequence[int], local_batc
 
 def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: Sequence[int], *,
                      steps: int = 20, warmup: int = 3, seed: int = 0, rounds: int = 2,
-                     max_workers: int = 8, timeout_s: float = 600.0, on_setting=None) -> Profile:
+                     max_workers: int = 8, timeout_s: float = 600.0, on_setting=None,
+                     step_work: StepWork | None = None) -> Profile:
     """Measure the workload at every (workers, local batch) pair; raises WorkloadError on bad input.
+
+    The profile's meta also holds the counted work of one step (`step_work`, counted here unless
+    given), the 1- vs 2-thread compute times and the input cost per sample.
 
     Each pair gets `steps` measured steps, split over `rounds` interleaved rounds with `warmup`
     unmeasured steps at the start of each round."""
@@ -197,7 +202,8 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
             on_setting(n)
     param_count = sum(p.numel() for p in workload.make_model().parameters() if p.requires_grad)
     meta = {"steps": steps, "warmup": warmup, "seed": seed, "rounds": rounds,
-            "step_work": count_workload(workload).to_dict(), "step_work_version": COUNT_VERSION}
+            "step_work": (step_work or count_workload(workload)).to_dict(),
+            "step_work_version": COUNT_VERSION}
     meta.update(measure_thread_scaling(workload_spec, local_batches, steps=max(2, steps // 3),
                                        seed=seed, timeout_s=timeout_s))
     return Profile(workload=workload.name, samples=samples, param_count=param_count,

@@ -118,7 +118,7 @@ class BertForQuestionAnswering(nn.Module):  # DLE modeling.py BertForQuestionAns
 
 
 def pretraining_batch(b: int, device, seq: int, predictions: int) -> tuple:
-    """((ids, types, mask, masked_positions), (mlm_labels, nsp_labels)); values are placeholders."""
+    """((ids, types, mask, masked_positions), (mlm_labels, nsp_labels)); values are arbitrary: counting needs only shapes."""
     long = dict(dtype=torch.long, device=device)
     inputs = (torch.zeros(b, seq, **long), torch.zeros(b, seq, **long), torch.ones(b, seq, **long),
               torch.zeros(b, predictions, **long))
@@ -132,7 +132,7 @@ def pretraining_loss(outputs, targets) -> torch.Tensor:  # DLE BertPretrainingCr
 
 
 def squad_batch(b: int, device, seq: int = 384) -> tuple:
-    """((ids, types, mask), (start_positions, end_positions)); values are placeholders."""
+    """((ids, types, mask), (start_positions, end_positions)); values are arbitrary: counting needs only shapes."""
     long = dict(dtype=torch.long, device=device)
     inputs = (torch.zeros(b, seq, **long), torch.zeros(b, seq, **long), torch.ones(b, seq, **long))
     return inputs, (torch.zeros(b, **long), torch.zeros(b, **long))

@@ -63,7 +63,7 @@ class DynUNet(nn.Module):  # MONAI networks/nets/dynunet.py as DLE nnunet/nn_une
 
 
 def unet_batch(b: int, device, patch: tuple[int, ...], in_channels: int = 4, classes: int = 4) -> tuple:
-    """(image patches, (labels, one-hot labels)); values are placeholders."""
+    """(image patches, (labels, one-hot labels)); values are arbitrary: counting needs only shapes."""
     labels = torch.zeros(b, *patch, dtype=torch.long, device=device)
     one_hot = torch.zeros(b, classes, *patch, device=device)
     return torch.zeros(b, in_channels, *patch, device=device), (labels, one_hot)

@@ -7,7 +7,7 @@ feature map is 1024 x 38 x 38. Five extra blocks (1x1 conv, 3x3 conv; BN, ReLU) 
 scores. Loss (DLE src/model.py Loss): smooth L1 on the matched boxes plus cross-entropy with
 3:1 hard-negative mining (two sorts), all shape-static. Matching ground truth to default boxes
 runs in DLE's data pipeline, not in the training step, so the batch carries already encoded
-targets (8732 boxes each); their values are placeholders.
+targets (8732 boxes each); their values are arbitrary: counting needs only shapes.
 """
 
 import functools
@@ -58,7 +58,7 @@ def _default_boxes(device: str) -> torch.Tensor:  # DLE dboxes300_coco (xywh); a
 
 
 def ssd_batch(b: int, device) -> tuple:
-    """(images 300x300, (encoded boxes (b, 4, 8732), labels (b, 8732))); values are placeholders."""
+    """(images 300x300, (encoded boxes (b, 4, 8732), labels (b, 8732))); values are arbitrary: counting needs only shapes."""
     return torch.zeros(b, 3, 300, 300, device=device), \
         (torch.ones(b, 4, BOXES, device=device), torch.ones(b, BOXES, dtype=torch.long, device=device))
 

@@ -99,7 +99,7 @@ class FairseqTransformer(nn.Module):  # fairseq transformer_wmt_en_de_big_t2t, -
 
 
 def fairseq_batch(b: int, device, src_len: int, tgt_len: int) -> tuple:
-    """((src, prev_output_tokens), target) of b sentence pairs; token ids are placeholders."""
+    """((src, prev_output_tokens), target) of b sentence pairs; token ids are arbitrary: counting needs only shapes."""
     long = dict(dtype=torch.long, device=device)
     return (torch.full((b, src_len), 4, **long), torch.full((b, tgt_len), 4, **long)), \
         torch.full((b, tgt_len), 4, **long)
