@@ -181,7 +181,7 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     is_gpu = vmx.is_gpu[v]
     # OMP threads per rank: the profile's on the profiled machine, else the VM's vCPUs per rank
     threads = np.where(measured, job.threads_per_rank, np.maximum(np.floor(vmx.vcpus_per_rank[v]), 1.0))
-    compute = np.empty(v.shape)
+    compute = np.zeros(v.shape)  # the measured machine's entries use the fitted model instead
     cpu = ~is_gpu & ~measured
     if np.any(cpu):
         if job.thread_scaling is None:
@@ -192,7 +192,7 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
             local[cpu], vmx.vcpus_per_rank[v][cpu]) / vmx.cpu_factor[v][cpu])
     if np.any(is_gpu):
         # the input pipeline runs on the host's vCPUs beside the GPU (DataLoader-style workers
-        # prefetching), so a step takes the longer of the two; measured per sample on one core
+        # prefetching), so a step takes the longer of the two; cost per sample measured here
         inputs = job.input_s_per_sample * local[is_gpu] / np.maximum(vmx.vcpus_per_rank[v][is_gpu], 1.0)
         compute[is_gpu] = np.maximum(
             _gpu_compute_s(vmx, job, v[is_gpu], local[is_gpu], request.precision, params), inputs)
