@@ -20,7 +20,7 @@ from thrifty.workloads import Workload, load_workload, workload_key
 DEFAULT_WORKERS = (1, 2)
 DEFAULT_LOCAL_BATCHES = (16, 32, 64, 128, 256)
 DEFAULT_STEPS = 20
-HEAVY_STEP_FLOPS = 5e10  # a profiled step costs at most about this (about 1 s on one core here)
+HEAVY_STEP_FLOPS = 5e10  # a profiled step costs at most about this (about 0.5 s on one core here)
 HEAVY_STEPS = 6
 
 
@@ -31,7 +31,7 @@ def max_local_workers() -> int:
 
 @dataclass(frozen=True)
 class ProfileSettings:
-    """None for local_batches or steps: chosen from the workload (default_settings_for)."""
+    """None for local_batches or steps: chosen from the workload (default_batches_and_steps)."""
 
     workers: Sequence[int] = DEFAULT_WORKERS
     local_batches: Sequence[int] | None = None

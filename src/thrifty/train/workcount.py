@@ -25,14 +25,11 @@ COUNT_VERSION = 2  # 2: with activation and state bytes; profiles with an older 
 MATMUL_OPS = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_dot_product_efficient_attention,
               aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_cudnn_attention}
 CONV_OPS = {aten.convolution, aten.convolution_backward, aten._convolution}
-# Operators that only describe tensors (no kernel launch) besides views.
-METADATA_OPS = {aten.detach, aten.lift_fresh, aten.alias, aten._to_copy, aten.empty, aten.empty_like,
-                aten.empty_strided, aten.zeros_like, aten.new_empty, aten.new_empty_strided,
-                aten.clone, aten.copy_, aten.zero_, aten.fill_, aten.ones_like, aten.full_like,
-                aten.zeros, aten.ones, aten.full, aten.scalar_tensor, aten._local_scalar_dense,
-                aten.detach_, aten.set_}
-MEMORY_OPS = {aten.clone, aten.copy_, aten.zero_, aten.fill_, aten.zeros_like, aten.ones_like,
-              aten.full_like, aten._to_copy}  # they move bytes: kernels, but no FLOPs
+# Operators skipped as launching no kernel (views say so themselves). Copies and fills such as
+# clone, copy_, fill_ and zeros_like are kept: they move bytes without FLOPs.
+METADATA_OPS = {aten.detach, aten.detach_, aten.lift_fresh, aten.alias, aten.set_, aten.empty,
+                aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided,
+                aten.zeros, aten.ones, aten.full, aten.scalar_tensor, aten._local_scalar_dense}
 
 
 def _tensor_bytes(tree) -> int:
@@ -55,7 +52,7 @@ class KernelRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         packet = func.overloadpacket
-        if getattr(func, "is_view", False) or (packet in METADATA_OPS and packet not in MEMORY_OPS):
+        if getattr(func, "is_view", False) or packet in METADATA_OPS:
             return out
         formula = flop_registry.get(packet)
         flops = float(formula(*args, **kwargs, out_val=out)) if formula is not None else 0.0
