@@ -16,7 +16,8 @@ from thrifty.transient.fitting import EmpiricalLifetimes, read_lifetimes
 from thrifty.transient.lifetimes import HOUR
 from thrifty.transient.registry import data_file, load_model
 from thrifty.transient.reuse import REUSE_POLICIES, simulate_campaign
-from thrifty.transient.schedule import Job, plan_schedule, simulate
+from thrifty.transient.schedule import Job, plan_schedule
+from thrifty.transient.simulation import simulate
 from thrifty.transient.spot import compare
 
 JOB_HOURS = [1, 2, 3, 5, 8, 10, 15, 20]

@@ -19,7 +19,7 @@ from thrifty.plan import PlanRequest, VMArrays, plan
 from thrifty.plan.candidates import GIB
 from thrifty.plan.pareto import knee_index, pareto_front
 from thrifty.transient.registry import load_model
-from thrifty.transient.schedule import expected_overhead_fraction
+from thrifty.transient.overhead import expected_overhead_fraction
 
 VMS = [
     VMType("aws", "c5.2xlarge", "us-east-1", "", 8, 16, None, 0, 0.34, 0.1144),

@@ -13,8 +13,9 @@ from thrifty.transient.fitting import (EmpiricalLifetimes, Lifetimes, fit, fit_b
 from thrifty.transient.lifetimes import HOUR, Bathtub, Exponential, Weibull
 from thrifty.transient.registry import build_bundle, bundled, data_file, load_model
 from thrifty.transient.reuse import simulate_campaign, solve_reuse
-from thrifty.transient.schedule import (ClusterLifetime, Job, ScheduleError, expected_overhead_fraction,
-                                        plan_schedule, simulate)
+from thrifty.transient.overhead import expected_overhead_fraction
+from thrifty.transient.schedule import ClusterLifetime, Job, ScheduleError, plan_schedule
+from thrifty.transient.simulation import simulate
 from thrifty.transient.spot import compare
 
 PAPER = Bathtub(0.414, 0.94 * HOUR, 0.77 * HOUR, 24.45 * HOUR)
@@ -233,3 +234,25 @@ def test_cli_rejects_bad_lifetimes(run_cli, tmp_path, rows, message):
 def test_cli_rejects_bad_schedules(run_cli, args, message):
     code, _, err = run_cli("preempt", "schedule", *args)
     assert code == 2 and message in err
+
+
+def test_shipped_overhead_tables_match_a_fresh_solve():
+    """The planner's precomputed tables are what the DP gives today (a stale file fails here)."""
+    from thrifty.transient.overhead import _shipped, shipped_tables
+    fresh = shipped_tables(load_model()[1])
+    assert set(fresh) == set(_shipped())
+    for key, table in fresh.items():
+        np.testing.assert_allclose(_shipped()[key]["overhead"], table["overhead"], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(_shipped()[key]["work_s"], table["work_s"])
+
+
+def test_overhead_below_one_grid_step_is_one_uncheckpointed_segment():
+    """(I(w) + (1 - S(w)) R) / S(w) / w - 1, with I from scipy's quad instead of the solver's table."""
+    from scipy.integrate import quad
+    w, restart = 600.0, 60.0
+    integral = quad(lambda t: float(PAPER.survival(t)), 0.0, w)[0]
+    survives = float(PAPER.survival(w))
+    direct = (integral + (1 - survives) * restart) / survives / w - 1
+    assert float(expected_overhead_fraction(PAPER, w, 1, restart_cost_s=restart)) == pytest.approx(direct, rel=1e-3)
+    # mutation: no restart cost in the single-segment formula -> a different overhead
+    assert float(expected_overhead_fraction(PAPER, w, 1, restart_cost_s=0.0)) < direct * 0.9

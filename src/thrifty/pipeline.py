@@ -11,11 +11,9 @@ from dataclasses import asdict, dataclass
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.jobmodel import JobModel, build_job_model
+from thrifty.perf.work import COUNT_VERSION
 from thrifty.store import Store
-from thrifty.train.loop import TrainResult, train_to_target
-from thrifty.train.profiler import Profile, profile_workload
-from thrifty.train.workcount import COUNT_VERSION, count_workload
-from thrifty.workloads import Workload, load_workload, workload_key
+from thrifty.workloads.names import workload_key
 
 DEFAULT_WORKERS = (1, 2)
 DEFAULT_LOCAL_BATCHES = (16, 32, 64, 128, 256)
@@ -41,7 +39,7 @@ class ProfileSettings:
     instance_type: str = "local"
 
 
-def default_batches_and_steps(workload: Workload, workers: Sequence[int],
+def default_batches_and_steps(workload, workers: Sequence[int],
                               flops_per_sample: float) -> tuple[tuple[int, ...], int]:
     """Local batches to profile: the defaults that fit the training set (max workers x batch <= N),
     and for heavy models (ResNet-50: 24 GFLOP per sample) the largest powers of two whose step
@@ -58,9 +56,14 @@ def default_batches_and_steps(workload: Workload, workers: Sequence[int],
 
 
 def run_profile(workload_spec: str, settings: ProfileSettings,
-                on_progress: Callable[[str], None] = lambda message: None) -> tuple[Profile, TrainResult | None]:
+                on_progress: Callable[[str], None] = lambda message: None):
     """Profile all settings, then train once to the target to calibrate S_min (unless the
-    workload takes its steps from a published recipe, or calibration is off)."""
+    workload takes its steps from a published recipe, or calibration is off). Returns the
+    Profile, with what planning needs from the workload itself in its meta, and the calibration."""
+    from thrifty.train.loop import train_to_target
+    from thrifty.train.profiler import profile_workload
+    from thrifty.train.workcount import count_workload
+    from thrifty.workloads import load_workload
     workload = load_workload(workload_spec)
     batches, steps = settings.local_batches, settings.steps
     work = count_workload(workload)
@@ -72,6 +75,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
                                steps=steps, max_workers=max_local_workers(), step_work=work,
                                on_setting=lambda n: on_progress(f"profiled {n} worker(s)"))
     profile.instance_type = settings.instance_type
+    profile.meta.update(_workload_facts(workload))
     calibration = None
     if settings.calibrate and workload.recipe is None:
         batch = settings.calibration_batch or workload.default_global_batch
@@ -84,11 +88,19 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     return profile, calibration
 
 
+def _workload_facts(workload) -> dict:
+    """What a plan needs from the workload beside the measurements, kept with the profile so that
+    planning from a stored profile never loads the workload (nor torch)."""
+    return {"default_global_batch": workload.default_global_batch,
+            "recipe": None if workload.recipe is None else asdict(workload.recipe),
+            "target_metric": workload.target_metric}
+
+
 def profile_and_store(store: Store, workload_spec: str, settings: ProfileSettings,
                       on_progress: Callable[[str], None] = lambda message: None) -> int:
     profile, calibration = run_profile(workload_spec, settings, on_progress)
-    target = load_workload(workload_spec).target_metric
-    return store.save_profile(workload_key(workload_spec), profile, calibration, target)
+    return store.save_profile(workload_key(workload_spec), profile, calibration,
+                              profile.meta["target_metric"])
 
 
 def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = ProfileSettings(),
@@ -96,10 +108,11 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
               on_progress: Callable[[str], None] = lambda message: None) -> tuple[JobModel, bool]:
     """The fitted job model from the newest stored profile (profiling first if none or asked).
 
-    Returns (model, reused) where reused tells whether a stored profile was used as it was.
+    Returns (model, reused) where reused tells whether a stored profile was used as it was. A
+    current stored profile is used without loading the workload; an older one is completed (work
+    counted again, workload facts added) or, without thread-scaling measurements, profiled again.
     """
-    workload = load_workload(workload_spec)  # fail fast, before any process starts
-    key = workload_key(workload_spec)
+    key = workload_key(workload_spec)  # fails fast on an unknown name or a missing file
     stored = None if reprofile else store.latest_profile(key)
     if stored is not None and "thread_scaling" not in stored[0].meta:
         stored = None  # a profile from before thread-scaling measurements: profile again
@@ -109,14 +122,17 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
         stored = store.latest_profile(key)
     profile, calibration = stored  # type: ignore[misc]
     meta = dict(profile.meta)
-    if meta.get("step_work_version") != COUNT_VERSION:  # counted by an older thrifty: count again
-        meta.update(step_work=count_workload(workload).to_dict(), step_work_version=COUNT_VERSION)
-    recipe = None if workload.recipe is None else asdict(workload.recipe)
+    if meta.get("step_work_version") != COUNT_VERSION or "default_global_batch" not in meta:
+        from thrifty.train.workcount import count_workload  # written by an older thrifty: complete it
+        from thrifty.workloads import load_workload
+        workload = load_workload(workload_spec)
+        meta.update(step_work=count_workload(workload).to_dict(), step_work_version=COUNT_VERSION,
+                    **_workload_facts(workload))
     model = build_job_model([asdict(s) for s in profile.samples], param_count=profile.param_count,
                             train_size=profile.train_size, calibration=calibration,
                             epochs_to_target=epochs_to_target,
-                            epochs_batch=workload.default_global_batch,
+                            epochs_batch=meta["default_global_batch"],
                             instance_type=profile.instance_type,
                             threads_per_rank=profile.threads_per_rank, meta=meta,
-                            recipe=recipe)
+                            recipe=meta["recipe"])
     return model, reused

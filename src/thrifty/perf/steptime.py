@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import least_squares
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from thrifty.errors import ModelError
 from thrifty.io import read_json, write_text_atomic
@@ -84,7 +84,7 @@ class StepTimeModel:
                              / (up[i] - down[i]))
             jac = np.stack(grads, axis=-1)
             variance = variance + np.einsum("...i,ij,...j->...", jac, self.covariance, jac)
-        z = norm.ppf(0.5 + level / 2)
+        z = ndtri(0.5 + level / 2)  # the standard normal quantile
         spread = z * np.sqrt(variance)
         return np.exp(centre - spread), np.exp(centre + spread)
 

@@ -16,6 +16,7 @@ from thrifty.errors import ModelError
 # Kernel kinds: matrix engines (tensor cores) can run MATMUL and CONV; everything else runs on the
 # vector units and is usually bound by memory bandwidth.
 KIND_MATMUL, KIND_CONV, KIND_OTHER = 0, 1, 2
+COUNT_VERSION = 2  # of train.workcount's counting; 2: with activation and state bytes (older profiles are recounted)
 KIND_NAMES = ("matmul", "conv", "other")
 
 

@@ -2,7 +2,6 @@
 
 from thrifty.plan.candidates import Candidates, VMArrays, evaluate
 from thrifty.plan.optimizer import PlanResult, plan
-from thrifty.plan.request import PlanRequest, parse_duration_s, parse_money_usd
+from thrifty.plan.request import PlanRequest
 
-__all__ = ["Candidates", "PlanRequest", "PlanResult", "VMArrays", "evaluate", "parse_duration_s",
-           "parse_money_usd", "plan"]
+__all__ = ["Candidates", "PlanRequest", "PlanResult", "VMArrays", "evaluate", "plan"]

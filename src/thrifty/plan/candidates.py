@@ -31,7 +31,7 @@ from thrifty.perf.steptime import PARAM_NAMES
 from thrifty.plan.request import PlanRequest
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.registry import load_model
-from thrifty.transient.schedule import expected_overhead_fraction
+from thrifty.transient.overhead import expected_overhead_fraction
 
 GIB = 1024**3
 # What a training process can use of a GPU's memory: the CUDA context, cuDNN/cuBLAS workspaces and

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import thrifty
 from thrifty.errors import PlanError
-from thrifty.workloads.registry import canonical_name
+from thrifty.workloads.names import canonical_name
 
 TRAIN_MODULE = "thrifty.train"
 RDZV_PORT = 29500

@@ -54,10 +54,9 @@ class PlanResult:
         return float(steps * c.global_batch[i] / self.job.train_size)
 
 
-def _rank(c: Candidates, index: np.ndarray, objective: str, front: np.ndarray) -> np.ndarray:
+def _rank(c: Candidates, index: np.ndarray, objective: str, front: np.ndarray, by_cost: np.ndarray) -> np.ndarray:
     if objective == "time":
         return index[np.lexsort((c.cost_usd[index], c.time_s[index]))]
-    by_cost = index[np.lexsort((c.time_s[index], c.cost_usd[index]))]
     if objective == "cost":
         return by_cost
     knee = front[knee_index(c.time_s[front], c.cost_usd[front])]  # objective == "knee"
@@ -71,6 +70,8 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest) -> PlanResult:
     ok = feasible(candidates, request)
     require_any(ok, "meets the deadline and budget")
     index = np.flatnonzero(ok)
-    front = index[pareto_front(candidates.time_s[index], candidates.cost_usd[index])]
+    time_s, cost_usd = candidates.time_s[index], candidates.cost_usd[index]
+    order = np.lexsort((time_s, cost_usd))  # one sort serves the front and the cost ranking
+    front = index[pareto_front(time_s, cost_usd, order)]
     return PlanResult(request=request, job=job, vmx=vmx, candidates=candidates, feasible_mask=ok,
-                      front=front, ranked=_rank(candidates, index, request.objective, front))
+                      front=front, ranked=_rank(candidates, index, request.objective, front, index[order]))

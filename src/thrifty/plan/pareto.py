@@ -3,12 +3,17 @@
 import numpy as np
 
 
-def pareto_front(time_s: np.ndarray, cost_usd: np.ndarray) -> np.ndarray:
-    """Indices of the non-dominated points, fastest first (no other point is both faster and cheaper)."""
-    order = np.lexsort((cost_usd, time_s))
-    running_min = np.minimum.accumulate(cost_usd[order])
-    strictly_cheaper = np.concatenate([[True], cost_usd[order][1:] < running_min[:-1]])
-    return order[strictly_cheaper]
+def pareto_front(time_s: np.ndarray, cost_usd: np.ndarray, by_cost: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the non-dominated points, fastest first (no other point is both faster and cheaper).
+
+    In (cost, time) order a point is on the front iff it is strictly faster than every point
+    before it: those cost no more, and an equal-cost one before it is no slower. `by_cost` is
+    that order (np.lexsort((time_s, cost_usd))) if the caller has it already."""
+    order = np.lexsort((time_s, cost_usd)) if by_cost is None else by_cost
+    times = time_s[order]
+    running_min = np.minimum.accumulate(times)
+    strictly_faster = np.concatenate([[True], times[1:] < running_min[:-1]])
+    return order[strictly_faster][::-1]
 
 
 def knee_index(time_s: np.ndarray, cost_usd: np.ndarray) -> int:

@@ -1,7 +1,6 @@
-"""What the user asks `thrifty plan` for, and parsing of durations and money."""
+"""What the user asks `thrifty plan` for."""
 
 import math
-import re
 from dataclasses import dataclass
 
 from thrifty.errors import PlanError
@@ -15,32 +14,6 @@ PRECISIONS = ("fp32", "tf32", "amp")
 DEFAULT_STARTUP_S = {"aws": 180.0, "gcp": 180.0, "azure": 240.0}
 FALLBACK_STARTUP_S = 240.0
 SPOT_CHOICES = ("both", "only", "never")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)?\s*$", re.IGNORECASE)
-_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
-
-
-def parse_duration_s(text: str, *, what: str = "duration", allow_zero: bool = False) -> float:
-    """'90m', '2.5h', '1d', '3600s' or a bare number of hours -> seconds."""
-    match = _DURATION.match(str(text))
-    if not match:
-        raise PlanError(f"cannot read {what} {text!r}: use a number with s, m, h or d, e.g. 12h or 90m")
-    value, unit = float(match.group(1)), (match.group(2) or "h").lower()
-    seconds = value * _UNIT_S[unit]
-    if seconds < 0 or (seconds == 0 and not allow_zero):
-        raise PlanError(f"{what} must be positive, got {text!r}")
-    return seconds
-
-
-def parse_money_usd(text: str, *, what: str = "budget") -> float:
-    """'$50', '50', '12.5 USD' -> dollars."""
-    cleaned = str(text).strip().removeprefix("$").removesuffix("USD").removesuffix("usd").strip()
-    try:
-        value = float(cleaned)
-    except ValueError:
-        raise PlanError(f"cannot read {what} {text!r}: give a dollar amount such as 50 or $12.50") from None
-    if not math.isfinite(value) or value <= 0:
-        raise PlanError(f"{what} must be a positive dollar amount, got {text!r}")
-    return value
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,17 @@
 
 Under torchrun each process is one rank (RANK / WORLD_SIZE from its environment); rank 0 writes
 the run directory and prints the summary. This is the command `thrifty plan` prints for its choice.
+It runs the train command alone, without assembling the whole CLI app.
 """
 
 import sys
 
-from thrifty.cli import main
+import typer
+
+from thrifty.cli.common import run_app
+from thrifty.cli.train import train
 
 if __name__ == "__main__":
-    sys.exit(main(["train", *sys.argv[1:]]))
+    single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    single.command()(train)
+    sys.exit(run_app(single, sys.argv[1:], prog_name="python -m thrifty.train"))

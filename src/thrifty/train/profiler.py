@@ -20,7 +20,8 @@ from thrifty.perf.work import StepWork
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.sampler import GlobalBatchSampler
 from thrifty.train.step import noise_due, train_step
-from thrifty.train.workcount import COUNT_VERSION, count_workload
+from thrifty.perf.work import COUNT_VERSION
+from thrifty.train.workcount import count_workload
 from thrifty.workloads import load_workload
 
 

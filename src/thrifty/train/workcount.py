@@ -21,7 +21,6 @@ from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork, line
 from thrifty.workloads.base import Workload
 
 aten = torch.ops.aten
-COUNT_VERSION = 2  # 2: with activation and state bytes; profiles with an older count are recounted
 MATMUL_OPS = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_dot_product_efficient_attention,
               aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_cudnn_attention}
 CONV_OPS = {aten.convolution, aten.convolution_backward, aten._convolution}

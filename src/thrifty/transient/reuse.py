@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from thrifty.transient.lifetimes import HOUR, LifetimeModel
-from thrifty.transient.schedule import Job, Lifetimes, Schedule, Solver, run_job
+from thrifty.transient.schedule import Job, Schedule, Solver
+from thrifty.transient.simulation import LifetimeSampler, run_job
 
 REUSE_POLICIES = ("always-reuse", "always-fresh", "model")
 
@@ -57,7 +58,7 @@ def solve_reuse(model: LifetimeModel, job_hours: list[float], checkpoint_cost_s:
     return solver, value, choice, rules
 
 
-def simulate_campaign(model: LifetimeModel, source: Lifetimes, job_hours: float, jobs: int, policy: str,
+def simulate_campaign(model: LifetimeModel, source: LifetimeSampler, job_hours: float, jobs: int, policy: str,
                       rng: np.random.Generator, runs: int = 4000, checkpoint_cost_s: float = 60.0,
                       restart_cost_s: float = 60.0, startup_s: float = 60.0, grid_s: float = 300.0) -> np.ndarray:
     """Total time of `jobs` back-to-back jobs of `job_hours`, per simulated run. Checkpoints follow

@@ -26,7 +26,7 @@ import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, checkpoint_files, ready_file
-from thrifty.transient.schedule import Lifetimes
+from thrifty.transient.simulation import LifetimeSampler
 
 KILL_MODES = ("sigkill", "sigterm", "mixed")
 POLL_S = 0.01
@@ -58,7 +58,7 @@ class Runner:
     intervals_s: list[float] = field(default_factory=list)  # checkpoint requests, wall s, per attempt
     notice_s: float = 30.0
     max_restarts: int = 10_000
-    lifetimes: Lifetimes | None = None
+    lifetimes: LifetimeSampler | None = None
     time_scale: float = 1.0
     kill: str = "sigkill"
     seed: int = 0

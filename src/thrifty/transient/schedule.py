@@ -17,20 +17,19 @@ Sharma (HPDC 2020): intervals are short while the VM is young (early preemptions
 quiet middle, and the job avoids straddling the 24-hour wall. Fixing w gives the expected makespan
 of Young's (1974) tau = sqrt(2 delta M) or Daly's (2006, eq. 37) higher-order interval, with M the
 model's mean lifetime; `none` runs the job in one piece. Work and ages live on a grid of step
-`grid_s`; every result is checked against a Monte Carlo simulation of the same policy (tests).
+`grid_s`; every result is checked against a Monte Carlo simulation of the same policy (transient.simulation,
+tests); transient.overhead turns the DP into the planner's overhead tables.
 """
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Protocol
 
 import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.transient.lifetimes import LifetimeModel
 
-POLICIES = ("dp", "young", "daly", "none")
+CHECKPOINT_POLICIES = ("dp", "young", "daly", "none")
 
 
 class ScheduleError(ThriftyError):
@@ -115,41 +114,59 @@ class Solver:
 
     def solve(self, fixed_steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """V[j, i] (work j grid steps, age index i) and the chosen segment K[j, i]; with
-        `fixed_steps`, every segment is that long (the last one shorter) instead of optimised."""
-        n_age = len(self.ages)
-        value = np.zeros((self.steps + 1, n_age))
-        choice = np.zeros((self.steps + 1, n_age), dtype=np.int32)
+        `fixed_steps`, every segment is that long (the last one shorter) instead of optimised.
+
+        Vectorised over segments k and ages: a checkpointed segment ends at age a_i + k g + delta,
+        i.e. at grid index i + k + m plus a fixed fraction f (delta = (m + f) g), so the future
+        value V[j - k] there is a shifted read of its row (linear interpolation, 0 past the
+        model's last age, as np.interp(..., right=0) gives)."""
+        steps, n_age, g = self.steps, len(self.ages), self.grid_s
+        restart = self.job.restart_cost_s
         s_age = self.survival(self.ages)
         alive = s_age > 1e-12
+        safe = np.where(alive, s_age, 1.0)
         i_age = self.integral(self.ages)
-        restart = self.job.restart_cost_s
-        for j in range(1, self.steps + 1):
-            ks = [min(fixed_steps, j)] if fixed_steps else range(1, j + 1)
-            best_fresh, best_k_fresh = math.inf, ks[0] if fixed_steps else 1
-            rows = []
-            for k in ks:
-                c = self.segment_cost(k, j)
-                end = self.ages + c
-                p = np.where(alive, self.survival(end) / np.where(alive, s_age, 1.0), 0.0)
-                attempt = np.where(alive, (self.integral(end) - i_age) / np.where(alive, s_age, 1.0), 0.0)
-                future = np.interp(end, self.ages, value[j - k], right=0.0)
-                rows.append((k, p, attempt + p * future))
-                if p[0] > 0:
-                    fresh = (attempt[0] + p[0] * future[0] + (1 - p[0]) * restart) / p[0]
-                    if fresh < best_fresh:
-                        best_fresh, best_k_fresh = fresh, k
-            if not math.isfinite(best_fresh):
+
+        def attempt(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """P(success) and E[attempt] of segments of wall length cost[k] at every age."""
+            end = self.ages[None, :] + cost[:, None]
+            p = np.where(alive, self.survival(end) / safe, 0.0)
+            return p, np.where(alive, (self.integral(end) - i_age) / safe, 0.0)
+
+        ks_all = np.arange(1, steps + 1)
+        p_ck, a_ck = attempt(ks_all * g + self.job.checkpoint_cost_s)  # segments followed by a checkpoint
+        p_last, a_last = attempt(ks_all * g)  # the final segment (no checkpoint)
+        m, f = divmod(self.job.checkpoint_cost_s / g, 1.0)
+        m = int(m)
+        value = np.zeros((steps + 1, n_age + steps + m + 2))  # zero-padded beyond the last age
+        choice = np.zeros((steps + 1, n_age), dtype=np.int32)
+        cols = np.arange(n_age)
+        for j in range(1, steps + 1):
+            if fixed_steps is None:
+                ks, last = np.arange(1, j), True
+            else:
+                ks, last = np.arange(fixed_steps, fixed_steps + 1 if fixed_steps < j else fixed_steps), fixed_steps >= j
+            rows_p, rows_partial = ([p_last[j - 1][None, :]], [a_last[j - 1][None, :]]) if last else ([], [])
+            if ks.size:
+                at = cols[None, :] + ks[:, None] + m
+                future = (1 - f) * value[(j - ks)[:, None], at] + (f * value[(j - ks)[:, None], at + 1] if f else 0.0)
+                p = p_ck[ks - 1]
+                rows_p.insert(0, p)
+                rows_partial.insert(0, a_ck[ks - 1] + p * future)
+            k_all = np.concatenate([ks, [j]]) if last else ks
+            p, partial = np.concatenate(rows_p), np.concatenate(rows_partial)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                fresh = np.where(p[:, 0] > 0, (partial[:, 0] + (1 - p[:, 0]) * restart) / p[:, 0], np.inf)
+            best = int(np.argmin(fresh))
+            if not math.isfinite(fresh[best]):
                 raise ScheduleError(f"no segment of this job can finish on a fresh VM (the model's "
                                     f"longest lifetime is {self.model.t_end / 3600:.2f} h)")
-            total = np.full(n_age, np.inf)
-            pick = np.zeros(n_age, dtype=np.int32)
-            for k, p, partial in rows:
-                candidate = partial + (1 - p) * (restart + best_fresh)
-                better = candidate < total
-                total, pick = np.where(better, candidate, total), np.where(better, k, pick)
-            total[0], pick[0] = best_fresh, best_k_fresh
-            value[j], choice[j] = total, pick
-        return value, choice
+            total = partial + (1 - p) * (restart + fresh[best])
+            pick = np.argmin(total, axis=0)
+            value[j, :n_age] = total[pick, cols]
+            choice[j] = k_all[pick]
+            value[j, 0], choice[j, 0] = fresh[best], k_all[best]
+        return value[:, :n_age], choice
 
 
 @dataclass(frozen=True)
@@ -188,8 +205,8 @@ def plan_schedule(model: LifetimeModel, job: Job, policy: str = "dp", vm_age_s: 
                   grid_s: float | None = None, mttf_s: float | None = None) -> Schedule:
     """Expected makespan of `job` started on a VM of age `vm_age_s` under `policy` (Young and
     Daly computed with `mttf_s`, default the model's mean lifetime)."""
-    if policy not in POLICIES:
-        raise ScheduleError(f"unknown checkpoint policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    if policy not in CHECKPOINT_POLICIES:
+        raise ScheduleError(f"unknown checkpoint policy {policy!r}; choose one of {', '.join(CHECKPOINT_POLICIES)}")
     if vm_age_s < 0 or not math.isfinite(vm_age_s):
         raise ScheduleError(f"VM age must be a non-negative number, got {vm_age_s}")
     if vm_age_s >= model.t_end:
@@ -204,110 +221,15 @@ def plan_schedule(model: LifetimeModel, job: Job, policy: str = "dp", vm_age_s: 
                     expected / job.work_s - 1.0, solver.grid_s, solver.mttf_s, choice, solver)
 
 
-def _age_index(solver: Solver, age) -> np.ndarray:
+def age_index(solver: Solver, age) -> np.ndarray:
     return np.clip(np.rint(np.asarray(age) / solver.grid_s).astype(int), 0, len(solver.ages) - 1)
 
 
 def first_vm_intervals(solver: Solver, choice: np.ndarray, vm_age_s: float) -> list[float]:
     j, age, out = solver.steps, vm_age_s, []
     while j > 0:
-        k = int(choice[j, _age_index(solver, age)]) or 1
+        k = int(choice[j, age_index(solver, age)]) or 1
         out.append(k * solver.grid_s)
         age += solver.segment_cost(k, j)
         j -= k
     return out
-
-
-class Lifetimes(Protocol):
-    def sample(self, rng: np.random.Generator, size: int, age: float = 0.0) -> np.ndarray: ...
-
-
-def run_job(schedule: Schedule, age: np.ndarray, death: np.ndarray, draw, leave=None,
-            steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Run the schedule's job once per entry (VM `age`, its lifetime `death`), in place; returns
-    the elapsed times and the work steps left. `draw(n)` gives lifetimes of fresh VMs after
-    preemptions; `leave(idx, remaining, next_cost, elapsed)`, if given, marks runs that stop
-    before their next segment (e.g. to move to on-demand VMs). `steps` (default: the schedule's
-    job) is the work in grid steps: the DP table serves every shorter job too."""
-    solver, job = schedule.solver, schedule.solver.job
-    remaining = np.full(age.shape, solver.steps if steps is None else steps)
-    elapsed = np.zeros(age.shape)
-    active = remaining > 0
-    while active.any():
-        idx = np.nonzero(active)[0]
-        j = remaining[idx]
-        k = np.minimum(np.maximum(schedule.choice[j, _age_index(solver, age[idx])], 1), j)
-        cost = k * solver.grid_s + np.where(k < j, job.checkpoint_cost_s, 0.0)
-        if leave is not None:
-            stop = leave(idx, j, cost, elapsed[idx])
-            active[idx[stop]] = False
-            idx, k, cost = idx[~stop], k[~stop], cost[~stop]
-        ok = age[idx] + cost <= death[idx]
-        done, lost = idx[ok], idx[~ok]
-        elapsed[done] += cost[ok]
-        age[done] += cost[ok]
-        remaining[done] -= k[ok]
-        elapsed[lost] += death[lost] - age[lost] + job.restart_cost_s
-        age[lost] = 0.0
-        death[lost] = draw(lost.size)
-        active &= remaining > 0
-    return elapsed, remaining
-
-
-def simulate(schedule: Schedule, rng: np.random.Generator, runs: int = 20_000, vm_age_s: float = 0.0,
-             source: Lifetimes | None = None) -> np.ndarray:
-    """Makespans of `runs` simulated executions following the schedule's decisions. VM lifetimes
-    come from `source` (default: the schedule's own model), the first VM's conditional on having
-    reached `vm_age_s`."""
-    source = source or schedule.solver.model
-    age = np.full(runs, float(vm_age_s))
-    death = source.sample(rng, runs, age=vm_age_s)
-    return run_job(schedule, age, death, lambda n: source.sample(rng, n))[0]
-
-
-@lru_cache(maxsize=64)
-def _overhead_table(model: LifetimeModel, nodes: int, checkpoint_cost_s: float, restart_cost_s: float,
-                    max_work_s: float, grid_s: float) -> tuple[np.ndarray, np.ndarray]:
-    cluster = model if nodes == 1 else ClusterLifetime(model, nodes)
-    solver = Solver(cluster, Job(max_work_s, checkpoint_cost_s, restart_cost_s), grid_s=grid_s)
-    value, _ = solver.solve()
-    work = np.arange(1, solver.steps + 1) * solver.grid_s
-    return work, value[1:, 0] / work - 1.0
-
-
-def expected_overhead_fraction(model: LifetimeModel, work_s, nodes, *, checkpoint_cost_s: float = 60.0,
-                               restart_cost_s: float = 60.0, max_work_s: float = 48 * 3600.0,
-                               grid_s: float = 900.0) -> np.ndarray:
-    """DP-schedule overhead E[makespan] / T - 1 for jobs of `work_s` on `nodes` fresh VMs,
-    vectorised: DP tables for node counts that are powers of two (cached), interpolated in T and
-    in log2(nodes); below one grid step, one uncheckpointed segment; beyond `max_work_s`, the
-    overhead at `max_work_s`."""
-    work = np.asarray(work_s, float)
-    nodes = np.broadcast_to(np.asarray(nodes, float), work.shape)
-    level = np.log2(np.maximum(nodes, 1.0))
-    low, high = np.floor(level), np.ceil(level)
-    weight = level - low
-    out = np.zeros(work.shape)
-    for exponent in np.unique(np.concatenate([low.ravel(), high.ravel()])):
-        k = int(2 ** exponent)
-        table = _overhead_at(model, k, work, checkpoint_cost_s, restart_cost_s, max_work_s, grid_s)
-        # weight is 0 when low == high, so an integer level takes its own table once
-        out += (np.where(low == exponent, 1 - weight, 0.0) + np.where(high == exponent, weight, 0.0)) * table
-    return out
-
-
-def _overhead_at(model: LifetimeModel, nodes: int, work: np.ndarray, checkpoint_cost_s: float,
-                 restart_cost_s: float, max_work_s: float, grid_s: float) -> np.ndarray:
-    cluster = model if nodes == 1 else ClusterLifetime(model, nodes)
-    grid, overhead = _overhead_table(model, nodes, checkpoint_cost_s, restart_cost_s, max_work_s, grid_s)
-    w = np.maximum(work, 1e-9)
-    short = np.minimum(w, grid[0])
-    p = cluster.survival(short)
-    single = (_integral_to(cluster, short) + (1 - p) * restart_cost_s) / np.maximum(p, 1e-300) / short - 1
-    return np.where(w < grid[0], single, np.interp(w, grid, overhead))
-
-
-def _integral_to(model: LifetimeModel, t: np.ndarray) -> np.ndarray:
-    """int_0^t S for short t (trapezoid on 64 points each)."""
-    x = np.linspace(0.0, 1.0, 64) * t[..., None]
-    return np.trapezoid(model.survival(x), x, axis=-1)

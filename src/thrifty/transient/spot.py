@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from thrifty.transient.lifetimes import LifetimeModel
-from thrifty.transient.schedule import Job, Lifetimes, plan_schedule, run_job
+from thrifty.transient.schedule import Job, plan_schedule
+from thrifty.transient.simulation import LifetimeSampler, run_job
 
 SPOT_POLICIES = ("spot", "on-demand", "deadline-aware")
 
@@ -32,7 +33,7 @@ class Outcome:
         return self.__dict__.copy()
 
 
-def compare(model: LifetimeModel, source: Lifetimes, job: Job, deadline_s: float, spot_price: float,
+def compare(model: LifetimeModel, source: LifetimeSampler, job: Job, deadline_s: float, spot_price: float,
             on_demand_price: float, rng: np.random.Generator, runs: int = 10_000) -> list[Outcome]:
     schedule = plan_schedule(model, job, "dp")
     out = []
@@ -48,7 +49,7 @@ def compare(model: LifetimeModel, source: Lifetimes, job: Job, deadline_s: float
     return out
 
 
-def _simulate(schedule, source: Lifetimes, deadline_s: float | None, spot_price: float,
+def _simulate(schedule, source: LifetimeSampler, deadline_s: float | None, spot_price: float,
               on_demand_price: float, rng: np.random.Generator, runs: int):
     solver, job = schedule.solver, schedule.solver.job
     switched = np.zeros(runs, bool)

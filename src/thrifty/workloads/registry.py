@@ -1,6 +1,5 @@
 """Find a workload by built-in name (`builtin:digits`) or by a Python file exposing make_workload()."""
 
-import hashlib
 import importlib
 import importlib.util
 import sys
@@ -8,13 +7,7 @@ from pathlib import Path
 
 from thrifty.errors import WorkloadError
 from thrifty.workloads.base import Workload
-
-BUILTINS = {"digits": "thrifty.workloads.digits:make_workload",
-            "tabular": "thrifty.workloads.tabular:make_workload",
-            "resnet18-cifar10": "thrifty.workloads.resnet_builtins:make_cifar10",
-            "resnet50-imagenet": "thrifty.workloads.resnet_builtins:make_imagenet"}
-DEFAULT_WORKLOAD = "builtin:digits"
-
+from thrifty.workloads.names import BUILTINS, DEFAULT_WORKLOAD
 
 def _make(module, origin: str, factory_name: str = "make_workload") -> Workload:
     factory = getattr(module, factory_name, None)
@@ -52,24 +45,3 @@ def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
     except Exception as exc:
         raise WorkloadError(f"{path}: importing failed with {type(exc).__name__}: {exc}") from exc
     return _make(module, str(path))
-
-
-def canonical_name(spec: str) -> str:
-    """A stable key for the store: built-ins by name, files by absolute path."""
-    name = spec.removeprefix("builtin:")
-    if name in BUILTINS and not spec.endswith(".py"):
-        return f"builtin:{name}"
-    return str(Path(spec).resolve())
-
-
-def workload_key(spec: str) -> str:
-    """The store's key for a workload: built-ins by name, files by path and content hash, so an
-    edited workload file is profiled again."""
-    name = canonical_name(spec)
-    if name.startswith("builtin:"):
-        return name
-    try:
-        digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()[:16]
-    except OSError as exc:
-        raise WorkloadError(f"cannot read workload file {spec}: {exc.strerror}") from None
-    return f"{name}#sha256:{digest}"

@@ -7,19 +7,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from thrifty.cli_support import fmt_duration, print_json, stdout
+from thrifty.cli.common import JsonOpt, float_list, fmt_duration, parse_duration_s, print_json, stdout
 from thrifty.errors import ThriftyError
 
-preempt_app = typer.Typer(help="Preemptible VMs: lifetimes, checkpoint schedules, reuse, spot.",
+app = typer.Typer(help="Preemptible VMs: lifetimes, checkpoint schedules, reuse, spot.",
                           no_args_is_help=True)
 
 ModelOpt = Annotated[str, typer.Option("--model", help="Bundled model name or a JSON from `fit --out`")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
-
-
-def _hours(text: str, what: str, allow_zero: bool = False) -> float:
-    from thrifty.plan.request import parse_duration_s
-    return parse_duration_s(text, what=what, allow_zero=allow_zero)
 
 
 def _fit_row(name: str, fitted) -> tuple[str, ...]:
@@ -29,7 +23,7 @@ def _fit_row(name: str, fitted) -> tuple[str, ...]:
     return (name, fitted.method, params, f"{fitted.log_likelihood:.1f}", f"{fitted.aic:.1f}", f"{fitted.ks:.3f}")
 
 
-@preempt_app.command("fit")
+@app.command("fit")
 def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [,event, machine_type]")],
                 model: Annotated[str, typer.Option(help="bathtub, weibull, exponential or auto")] = "auto",
                 method: Annotated[str, typer.Option(help="mle (censored) or lsq (bathtub, preempted rows)")] = "mle",
@@ -61,7 +55,7 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
                  f"{max(others, key=lambda k: others[k].log_likelihood)}")
 
 
-@preempt_app.command("show")
+@app.command("show")
 def show_command(name: Annotated[str, typer.Argument(help="Bundled model name or JSON file")] = "gcp-2019",
                  plot: Annotated[Path, typer.Option(help="PNG of the fit against Kaplan-Meier and the hazard")] = Path("preempt-model.png"),
                  json_out: JsonOpt = False) -> None:
@@ -84,7 +78,7 @@ def show_command(name: Annotated[str, typer.Argument(help="Bundled model name or
     stdout.print(f"mean lifetime {fmt_duration(model.mean())}, longest {fmt_duration(model.t_end)}; plot: {plot}")
 
 
-@preempt_app.command("schedule")
+@app.command("schedule")
 def schedule_command(job_hours: Annotated[float, typer.Option(help="Work the job needs, hours")],
                      ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, e.g. 60s")] = "60s",
                      restart_cost: Annotated[str, typer.Option(help="Restart cost, e.g. 60s")] = "60s",
@@ -102,9 +96,10 @@ def schedule_command(job_hours: Annotated[float, typer.Option(help="Work the job
     if not math.isfinite(job_hours) or job_hours <= 0:
         raise ThriftyError(f"--job-hours must be a positive number, got {job_hours}")
     label, lifetime = load_model(model)
-    job = Job(job_hours * 3600, _hours(ckpt_cost, "--ckpt-cost"), _hours(restart_cost, "--restart-cost", True))
-    age = _hours(vm_age, "--vm-age", allow_zero=True)
-    mttf_s = _hours(mttf, "--mttf") if mttf else None
+    job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost"),
+              parse_duration_s(restart_cost, what="--restart-cost", allow_zero=True))
+    age = parse_duration_s(vm_age, what="--vm-age", allow_zero=True)
+    mttf_s = parse_duration_s(mttf, what="--mttf") if mttf else None
     chosen = plan_schedule(lifetime, job, policy, age, mttf_s=mttf_s)
     if json_out:
         print_json({"model": label, "vm_age_s": age, **chosen.to_dict()})
@@ -125,20 +120,20 @@ def schedule_command(job_hours: Annotated[float, typer.Option(help="Work the job
                  + ", ".join(fmt_duration(x) for x in chosen.intervals_s))
 
 
-@preempt_app.command("reuse")
+@app.command("reuse")
 def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in hours, e.g. 1,2,5,10,20")] = "1,2,5,10,20",
                   ckpt_cost: Annotated[str, typer.Option()] = "60s",
                   restart_cost: Annotated[str, typer.Option()] = "60s",
                   startup: Annotated[str, typer.Option(help="Time to get a fresh VM")] = "60s",
                   model: ModelOpt = "gcp-2019", json_out: JsonOpt = False) -> None:
     """At which VM ages the next job should go to a fresh VM instead (threshold table)."""
-    from thrifty.train_command import float_list
     from thrifty.transient.registry import load_model
     from thrifty.transient.reuse import solve_reuse
     label, lifetime = load_model(model)
     hours = list(float_list(job_hours, "--job-hours"))
-    *_, rules = solve_reuse(lifetime, hours, _hours(ckpt_cost, "--ckpt-cost"),
-                            _hours(restart_cost, "--restart-cost", True), _hours(startup, "--startup", True))
+    *_, rules = solve_reuse(lifetime, hours, parse_duration_s(ckpt_cost, what="--ckpt-cost"),
+                            parse_duration_s(restart_cost, what="--restart-cost", allow_zero=True),
+                            parse_duration_s(startup, what="--startup", allow_zero=True))
     if json_out:
         print_json({"model": label, "rules": [r.to_dict() for r in rules]})
         return
@@ -151,7 +146,7 @@ def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in ho
     stdout.print(table)
 
 
-@preempt_app.command("spot")
+@app.command("spot")
 def spot_command(job_hours: Annotated[float, typer.Option(help="Work the job needs, hours")],
                  deadline: Annotated[str, typer.Option(help="e.g. 14h")],
                  spot_price: Annotated[float, typer.Option(help="$/h of the spot VM")],
@@ -174,9 +169,10 @@ def spot_command(job_hours: Annotated[float, typer.Option(help="Work the job nee
         raise ThriftyError(f"--lifetimes must be model or real, got {lifetimes!r}")
     label, lifetime = load_model(model)
     source = lifetime if lifetimes == "model" else EmpiricalLifetimes(read_lifetimes(data_file()))
-    job = Job(job_hours * 3600, _hours(ckpt_cost, "--ckpt-cost"), _hours(restart_cost, "--restart-cost", True))
-    outcomes = compare(lifetime, source, job, _hours(deadline, "--deadline"), spot_price, on_demand_price,
-                       np.random.default_rng(0), runs)
+    job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost"),
+              parse_duration_s(restart_cost, what="--restart-cost", allow_zero=True))
+    outcomes = compare(lifetime, source, job, parse_duration_s(deadline, what="--deadline"), spot_price,
+                       on_demand_price, np.random.default_rng(0), runs)
     if json_out:
         print_json({"model": label, "lifetimes": lifetimes, "outcomes": [o.to_dict() for o in outcomes]})
         return

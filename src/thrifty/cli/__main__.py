@@ -1,0 +1,7 @@
+"""`python -m thrifty.cli ARGS` = `thrifty ARGS`."""
+
+import sys
+
+from thrifty.cli.app import main
+
+sys.exit(main())

@@ -1,0 +1,29 @@
+"""The `thrifty` command: one Typer app built from one module per command group. Each command
+imports its heavy dependencies (torch, scipy, OpenMM) inside, so `thrifty --help` starts at once."""
+
+import sys
+
+import typer
+
+from thrifty.cli import catalog, model, plan, preempt, profile, run, train
+from thrifty.cli.common import run_app
+
+app = typer.Typer(help="Train and simulate on the cloud for less.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+app.add_typer(catalog.app, name="catalog")
+app.command()(profile.profile)
+app.add_typer(model.app, name="model")
+app.command()(plan.plan)
+app.command()(train.train)
+app.add_typer(preempt.app, name="preempt")
+app.command(context_settings=run.RUN_CONTEXT)(run.run)
+app.add_typer(run.md_app, name="md")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turning ThriftyError into one line on stderr and exit code 2."""
+    return run_app(app, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""`thrifty catalog`: VM types with prices, and what thrifty assumes about each one's hardware."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from thrifty.cli.common import CatalogOpt, CloudOpt, GpuOpt, JsonOpt, RegionOpt, print_json, stdout
+from thrifty.errors import ThriftyError
+
+app = typer.Typer(help="Browse VM types and prices.", no_args_is_help=True)
+
+
+def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=None, min_vcpus=None,
+                 min_memory=None) -> list:
+    """The catalog (bundled plus --catalog files) after the command-line filters; an error if empty."""
+    from thrifty.catalog import CatalogFilter, load_catalog
+    vms = load_catalog(catalogs or [])
+    chosen = CatalogFilter(clouds=clouds or None, regions=regions or None, gpu=gpu,
+                           accelerator=accelerator, max_price_per_hour=max_price,
+                           min_vcpus=min_vcpus, min_memory_gib=min_memory).apply(vms)
+    if not chosen:
+        raise ThriftyError("no VM type matches the catalog filters (--cloud/--region/--gpu/--max-price)")
+    return chosen
+
+
+@app.command("list")
+def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: RegionOpt = None,
+                 gpu: GpuOpt = None,
+                 accelerator: Annotated[Optional[str], typer.Option(help="e.g. A100, T4")] = None,
+                 min_vcpus: Annotated[Optional[float], typer.Option()] = None,
+                 min_memory: Annotated[Optional[float], typer.Option(help="GiB")] = None,
+                 max_price: Annotated[Optional[float], typer.Option(help="on-demand $/h")] = None,
+                 json_out: JsonOpt = False) -> None:
+    """List VM types with prices (GCP GPU VMs already include the GPU price)."""
+    vms = filtered_vms(catalog, cloud, region, gpu, accelerator, max_price, min_vcpus, min_memory)
+    if json_out:
+        from dataclasses import asdict
+        print_json([asdict(vm) for vm in vms])
+        return
+    table = Table(title=f"{len(vms)} VM types")
+    for col in ("cloud", "instance type", "region", "vCPUs", "GiB", "GPUs", "$/h", "spot $/h"):
+        table.add_column(col, justify="right" if col in ("vCPUs", "GiB", "$/h", "spot $/h") else "left")
+    for vm in sorted(vms, key=lambda v: (v.cloud, v.price_per_hour)):
+        table.add_row(vm.cloud, vm.instance_type, vm.region, f"{vm.vcpus:g}", f"{vm.memory_gib:g}",
+                      f"{vm.accelerator_count}x {vm.accelerator}" if vm.is_gpu else "",
+                      f"{vm.price_per_hour:.4f}",
+                      "" if vm.spot_price_per_hour is None else f"{vm.spot_price_per_hour:.4f}")
+    stdout.print(table)
+
+
+@app.command("show")
+def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt = None,
+                 hardware: Annotated[Optional[Path], typer.Option(help="hardware.csv override")] = None,
+                 network: Annotated[Optional[Path], typer.Option(help="network.csv override")] = None,
+                 json_out: JsonOpt = False) -> None:
+    """Show one VM type: prices, and the speed, memory and bandwidth thrifty assumes for it."""
+    from thrifty.catalog import Hardware, load_catalog
+    vms = [vm for vm in load_catalog(catalog or []) if vm.instance_type == instance_type
+           and (not cloud or vm.cloud in cloud)]
+    if not vms:
+        raise ThriftyError(f"instance type {instance_type!r} is not in the catalog")
+    hw = Hardware.load(hardware, network)
+    rows = [{"cloud": vm.cloud, "instance_type": vm.instance_type, "region": vm.region,
+             "zone": vm.zone, "vcpus": vm.vcpus, "memory_gib": vm.memory_gib,
+             "accelerator": vm.accelerator, "accelerator_count": vm.accelerator_count,
+             "price_per_hour": vm.price_per_hour, "spot_price_per_hour": vm.spot_price_per_hour,
+             "ranks_per_node": vm.ranks_per_node,
+             **({"gpu_fp32_tflops": hw.gpu(vm).fp32_tflops, "gpu_tensor_tflops_fp16": hw.gpu(vm).fp16_tensor_tflops,
+                 "gpu_memory_bandwidth_gbs": hw.gpu(vm).mem_bw_gbs} if vm.is_gpu else
+                {"cpu_speed_per_vcpu": hw.cpu_factor(vm)}),
+             "rank_memory_gib": hw.rank_memory_gib(vm), "network_gbps": hw.network_gbps(vm)}
+            for vm in vms]
+    if json_out:
+        print_json(rows)
+        return
+    for row in rows:
+        table = Table(show_header=False, title=f"{row['cloud']}:{row['instance_type']}")
+        for key, value in row.items():
+            table.add_row(key, "" if value is None else str(value))
+        stdout.print(table)
+
+
+def check_instance_type(instance_type: str, catalogs: list[Path]) -> None:
+    """`local`, or a type of the bundled catalog or a --catalog file; anything else is a typo."""
+    if instance_type == "local":
+        return
+    from thrifty.catalog import load_catalog
+    known = {vm.instance_type for vm in load_catalog(catalogs)}
+    if instance_type not in known:
+        import difflib
+        close = difflib.get_close_matches(instance_type, sorted(known), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ThriftyError(f"--instance-type {instance_type!r} is not in the catalog{hint}; give "
+                           f"'local', a type from `thrifty catalog list`, or add --catalog FILE")

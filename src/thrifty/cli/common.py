@@ -1,0 +1,142 @@
+"""What every command shares: the common options, the one parser each for lists, durations and
+money, human-readable numbers, JSON output, and the runner that turns a ThriftyError into one line
+on stderr and exit code 2. Light imports only (typer, rich): `thrifty --help` must start at once."""
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from thrifty.errors import ThriftyError
+from thrifty.store import DEFAULT_DB
+from thrifty.workloads.names import DEFAULT_WORKLOAD
+
+__all__ = ["DEFAULT_DB", "DEFAULT_WORKLOAD", "CatalogOpt", "CloudOpt", "DbOpt", "GpuOpt", "JsonOpt", "RegionOpt",
+           "WorkloadOpt", "float_list", "fmt_duration", "fmt_usd", "int_list", "parse_duration_s",
+           "parse_money_usd", "print_json", "run_app", "spinner", "stderr", "stdout"]
+
+stdout = Console(highlight=False)
+stderr = Console(stderr=True, highlight=False)
+
+
+CatalogOpt = Annotated[Optional[list[Path]], typer.Option(
+    "--catalog", help="Extra catalog CSV (thrifty's or SkyPilot's vms.csv columns); repeatable.")]
+CloudOpt = Annotated[Optional[list[str]], typer.Option("--cloud", help="aws, gcp, azure, ...; repeatable.")]
+RegionOpt = Annotated[Optional[list[str]], typer.Option("--region", help="Region; repeatable.")]
+GpuOpt = Annotated[Optional[bool], typer.Option("--gpu/--cpu", help="Only GPU VMs / only CPU VMs.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+DbOpt = Annotated[Path, typer.Option("--db", help="SQLite database of profiles, decisions and runs.")]
+WorkloadOpt = Annotated[str, typer.Option("--workload", "-w",
+                                          help="builtin:NAME or a .py file with make_workload().")]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)?\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
+
+
+def int_list(text: str, what: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; a clear error for anything else."""
+    if not text.strip():
+        raise ThriftyError(f"{what} is empty")
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ThriftyError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
+def float_list(text: str, what: str) -> tuple[float, ...]:
+    """'1,2.5' -> (1.0, 2.5), all positive and finite."""
+    try:
+        values = tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise ThriftyError(f"{what} must be comma-separated numbers, got {text!r}") from None
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise ThriftyError(f"{what} must be positive numbers, got {text!r}")
+    return values
+
+
+def parse_duration_s(text: str, *, what: str = "duration", allow_zero: bool = False) -> float:
+    """'90m', '2.5h', '1d', '3600s' or a bare number of hours -> seconds."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ThriftyError(f"cannot read {what} {text!r}: use a number with s, m, h or d, e.g. 12h or 90m")
+    value, unit = float(match.group(1)), (match.group(2) or "h").lower()
+    seconds = value * _UNIT_S[unit]
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise ThriftyError(f"{what} must be positive, got {text!r}")
+    return seconds
+
+
+def parse_money_usd(text: str, *, what: str = "budget") -> float:
+    """'$50', '50', '12.5 USD' -> dollars."""
+    cleaned = str(text).strip().removeprefix("$").removesuffix("USD").removesuffix("usd").strip()
+    try:
+        value = float(cleaned)
+    except ValueError:
+        raise ThriftyError(f"cannot read {what} {text!r}: give a dollar amount such as 50 or $12.50") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ThriftyError(f"{what} must be a positive dollar amount, got {text!r}")
+    return value
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def print_json(data: Any) -> None:
+    """JSON on stdout; NaN and infinities become null (JSON has no such numbers)."""
+    sys.stdout.write(json.dumps(_clean(data), indent=2) + "\n")
+
+
+def fmt_duration(seconds: float) -> str:
+    """3 significant digits in ms, s, min or h."""
+    if not math.isfinite(seconds):
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.3g} ms"
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
+def fmt_usd(dollars: float) -> str:
+    """$12.34; small amounts with 2 significant digits in plain decimals ($0.0041, $0.00000041)."""
+    if not math.isfinite(dollars):
+        return "-"
+    if dollars >= 0.01 or dollars == 0:
+        return f"${dollars:,.2f}"
+    decimals = 1 - math.floor(math.log10(dollars))  # two significant digits
+    return f"${dollars:.{decimals}f}"
+
+
+def spinner() -> Progress:
+    """A spinner with elapsed time on stderr, for long work whose length is unknown."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                    console=stderr, transient=True)
+
+
+def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty") -> int:
+    """Run a Typer app; a ThriftyError becomes one line on stderr and exit code 2.
+
+    Usage errors (unknown option, bad type) are reported by Typer itself, also with exit code 2."""
+    try:
+        app(args=argv, prog_name=prog_name)
+    except ThriftyError as exc:
+        stderr.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        return 2
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

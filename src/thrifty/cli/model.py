@@ -1,0 +1,177 @@
+"""`thrifty model`: fit the step-time model to samples, predict configurations with it, and
+project a workload's step time onto a VM type."""
+
+import csv
+import math
+import io
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, DbOpt, JsonOpt, WorkloadOpt,
+                                fmt_duration, int_list, print_json, stdout)
+from thrifty.cli.profile import workload_name
+from thrifty.errors import ThriftyError
+
+app = typer.Typer(help="Fit and apply the step-time model.", no_args_is_help=True)
+
+
+SAMPLE_COLUMNS = ("num_nodes", "num_workers", "local_batch", "step_time_s")
+CONFIG_COLUMNS = ("num_nodes", "num_workers", "local_batch")
+
+
+def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> tuple[list[dict], dict]:
+    import numpy as np
+
+    if not path.is_file():
+        raise ThriftyError(f"file not found: {path}")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ThriftyError(f"{path}: missing columns {', '.join(missing)}")
+        rows = list(reader)
+    if not rows:
+        raise ThriftyError(f"{path}: no rows")
+    columns = {}
+    for col in required + tuple(c for c in optional if c in rows[0]):
+        try:
+            columns[col] = np.array([float(r[col]) for r in rows])
+        except (TypeError, ValueError):
+            raise ThriftyError(f"{path}: column {col} holds a value that is not a number") from None
+    return rows, columns
+
+
+@app.command("fit")
+def model_fit(samples: Annotated[Optional[Path], typer.Option(
+                  help="CSV: num_nodes,num_workers,local_batch,step_time_s[,compute_time_s,sync_time_s]")] = None,
+              workload: Annotated[Optional[str], typer.Option(help="Fit the newest stored profile instead")] = None,
+              out: Annotated[Optional[Path], typer.Option(help="Write the model JSON here")] = None,
+              db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
+    """Fit the step-time model to samples (a CSV, or the newest profile of a workload)."""
+    from thrifty.perf.steptime import fit_step_time
+    if (samples is None) == (workload is None):
+        raise ThriftyError("give exactly one of --samples CSV or --workload W")
+    if samples is not None:
+        _, cols = _read_table(samples, SAMPLE_COLUMNS, ("compute_time_s", "sync_time_s"))
+        model = fit_step_time(cols["num_nodes"], cols["num_workers"], cols["local_batch"],
+                              cols["step_time_s"], cols.get("compute_time_s"), cols.get("sync_time_s"))
+    else:
+        from dataclasses import asdict
+
+        from thrifty.perf.samples import config_times
+        from thrifty.store import Store
+        with Store(db) as store:
+            stored = store.latest_profile(workload_name(workload))
+        if stored is None:
+            raise ThriftyError(f"no stored profile of {workload} in {db}: run `thrifty profile` first")
+        c = config_times([asdict(s) for s in stored[0].samples])
+        model = fit_step_time(c.num_nodes, c.num_workers, c.local_batch, c.step_time_s,
+                              c.compute_time_s, c.sync_time_s)
+    if out is not None:
+        model.save(out)
+    data = model.to_dict()
+    if json_out:
+        print_json(data)
+        return
+    table = Table(title="step-time model", show_header=False)
+    for name, value in data["params"].items():
+        table.add_row(name, f"{value:.4g}" + ("  (fixed: not identifiable)" if name in model.fixed else ""))
+    table.add_row("samples", str(model.n_samples))
+    table.add_row("in-sample MdAPE", f"{model.train_mdape:.2f} %")
+    table.add_row("residual sd (log)", f"{model.sigma_log:.4f}")
+    stdout.print(table)
+    if out is not None:
+        stdout.print(f"wrote {out}")
+
+
+@app.command("predict")
+def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `model fit --out`")],
+                  configs: Annotated[Path, typer.Option(help="CSV: num_nodes,num_workers,local_batch")]) -> None:
+    """Print CONFIGS as CSV with step_time_s (and a 90% interval) added."""
+    import numpy as np
+
+    from thrifty.errors import ModelError
+    from thrifty.perf.steptime import StepTimeModel
+    fitted = StepTimeModel.load(model)
+    rows, cols = _read_table(configs, CONFIG_COLUMNS)
+    if np.any(cols["num_workers"] < cols["num_nodes"]) or np.any(cols["num_nodes"] < 1) \
+            or np.any(cols["local_batch"] < 1):
+        raise ModelError(f"{configs}: need num_workers >= num_nodes >= 1 and local_batch >= 1")
+    args = (cols["num_nodes"], cols["num_workers"], cols["local_batch"])
+    predicted = fitted.predict(*args)
+    low, high = fitted.interval(*args)
+    buffer = io.StringIO()
+    fields = list(rows[0].keys()) + ["step_time_s", "step_time_low_s", "step_time_high_s"]
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for row, t, lo, hi in zip(rows, predicted, low, high):
+        writer.writerow({**row, "step_time_s": f"{t:.6g}", "step_time_low_s": f"{lo:.6g}",
+                         "step_time_high_s": f"{hi:.6g}"})
+    sys.stdout.write(buffer.getvalue())
+
+
+@app.command("project")
+def project(
+    workload: WorkloadOpt = DEFAULT_WORKLOAD,
+    instance_type: Annotated[str, typer.Option(help="Catalog instance type, e.g. g2-standard-8")] = ...,
+    local_batch: Annotated[str, typer.Option(help="Local batch sizes, e.g. 32,64,128")] = "32,64,128",
+    workers: Annotated[Optional[int], typer.Option(help="Data-parallel ranks (default: one VM's)")] = None,
+    precision: Annotated[str, typer.Option(help="fp32, tf32 or amp")] = "fp32",
+    cloud: Annotated[Optional[str], typer.Option(help="Cloud, when the type name exists in several")] = None,
+    catalog: CatalogOpt = None,
+    db: DbOpt = DEFAULT_DB,
+    json_out: JsonOpt = False,
+) -> None:
+    """Predicted step time and its 90% interval of a workload on a VM type."""
+    import numpy as np
+
+    from thrifty.catalog import CatalogFilter, Hardware, load_catalog
+    from thrifty.pipeline import job_model
+    from thrifty.plan import PlanRequest, VMArrays
+    from thrifty.plan.candidates import max_local_batch, predict_step_times
+    from thrifty.store import Store
+
+    batches = int_list(local_batch, "--local-batch")
+    if min(batches) < 1:
+        raise ThriftyError(f"--local-batch needs positive sizes, got {local_batch}")
+    vms = CatalogFilter(clouds=[cloud] if cloud else None,
+                        instance_types=[instance_type]).apply(load_catalog(catalog or []))
+    if not vms:
+        raise ThriftyError(f"unknown instance type {instance_type!r}: see `thrifty catalog list`")
+    vm = vms[0]
+    ranks = workers if workers is not None else vm.ranks_per_node
+    if ranks < 1:
+        raise ThriftyError(f"--workers must be at least 1, got {ranks}")
+    nodes = math.ceil(ranks / vm.ranks_per_node)
+    request = PlanRequest(precision=precision)
+    vmx = VMArrays.build([vm], Hardware.load())
+    with Store(db) as store:
+        job, _ = job_model(store, workload)
+    fits = int(max_local_batch(vmx, job, precision)[0])
+    if max(batches) > fits:
+        raise ThriftyError(f"local batch {max(batches)} does not fit in the memory of one "
+                           f"{'GPU' if vm.is_gpu else 'VM'} of {vm.label} (at most {fits} at {precision})")
+    count = len(batches)
+    step, low, high, measured, _ = predict_step_times(
+        vmx, job, np.zeros(count, int), np.full(count, float(nodes)), np.full(count, float(ranks)),
+        np.array(batches, float), request)
+    rows = [{"instance_type": vm.instance_type, "workers": ranks, "local_batch": b,
+             "step_time_s": float(t), "interval_s": [float(lo), float(hi)],
+             "prediction": "measured" if m else "projected"}
+            for b, t, lo, hi, m in zip(batches, step, low, high, measured)]
+    if json_out:
+        print_json(rows)
+        return
+    table = Table(title=f"{workload} on {vm.label}, {ranks} worker(s), {precision}")
+    for col in ("local batch", "step time", "90% interval", "samples/s", "how"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        low_s, high_s = row["interval_s"]
+        table.add_row(str(row["local_batch"]), fmt_duration(row["step_time_s"]),
+                      f"{fmt_duration(low_s)} - {fmt_duration(high_s)}",
+                      f"{ranks * row['local_batch'] / row['step_time_s']:,.0f}", row["prediction"][:4])
+    stdout.print(table)

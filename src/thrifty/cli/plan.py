@@ -1,0 +1,132 @@
+"""`thrifty plan`: profile (or reuse a profile), evaluate every candidate, show and store the choice."""
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from thrifty.cli.catalog import filtered_vms
+from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, CloudOpt, DbOpt, GpuOpt, JsonOpt,
+                                RegionOpt, WorkloadOpt, fmt_duration, fmt_usd, int_list, parse_duration_s,
+                                parse_money_usd, print_json, stderr, stdout)
+
+
+def _table(result, indices, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("#", "VM type", "nodes x ranks", "batch", "spot", "time", "cost (90% interval)", "how"):
+        table.add_column(col, justify="left" if col in ("VM type", "how") else "right",
+                         overflow="fold")  # full VM names: rows must stay distinguishable
+    for rank, i in enumerate(indices, start=1):
+        d = result.describe(int(i))
+        low, high = d["predicted_cost_interval_usd"]
+        gpus = f" {d['accelerator_count']}x{d['accelerator']}" if d["accelerator"] else ""
+        table.add_row(str(rank), f"{d['cloud']}:{d['instance_type']}{gpus}",
+                      f"{d['nodes']} x {d['workers'] // d['nodes']}", str(d["global_batch"]),
+                      "spot" if d["spot"] else "", fmt_duration(d["predicted_time_s"]),
+                      f"{fmt_usd(d['predicted_cost_usd'])} ({fmt_usd(low)}-{fmt_usd(high)})",
+                      d["prediction"][:4])
+    return table
+
+
+def plan(
+    workload: WorkloadOpt = DEFAULT_WORKLOAD,
+    objective: Annotated[str, typer.Option(help="cost, time or knee")] = "cost",
+    deadline: Annotated[Optional[str], typer.Option(help="e.g. 12h, 90m, 2d")] = None,
+    budget: Annotated[Optional[str], typer.Option(help="US dollars, e.g. 50 or $12.5")] = None,
+    max_workers: Annotated[int, typer.Option(help="Largest number of ranks")] = 32,
+    max_price: Annotated[Optional[float], typer.Option(help="Largest on-demand $/h of one VM")] = None,
+    cloud: CloudOpt = None,
+    region: RegionOpt = None,
+    gpu: GpuOpt = None,
+    spot: Annotated[str, typer.Option(help="both, only or never")] = "both",
+    catalog: CatalogOpt = None,
+    hardware: Annotated[Optional[Path], typer.Option(help="hardware.csv override")] = None,
+    network: Annotated[Optional[Path], typer.Option(help="network.csv override")] = None,
+    gpus: Annotated[Optional[Path], typer.Option(help="gpus.csv override (GPU peak rates)")] = None,
+    epochs: Annotated[Optional[float], typer.Option(
+        help="Epochs your job needs at its default batch (instead of the calibration run)")] = None,
+    batch: Annotated[Optional[str], typer.Option(
+        help="Global batch sizes to consider, e.g. 128,256 (default: powers of two the job allows)")] = None,
+    precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32 or amp (GPU projection)")] = "fp32",
+    startup: Annotated[Optional[str], typer.Option(
+        help="VM start-up + setup time before training, e.g. 3m (default: per cloud)")] = None,
+    reprofile: Annotated[bool, typer.Option(help="Profile again even if a profile is stored")] = False,
+    top: Annotated[int, typer.Option(help="Rows in the top-k table")] = 10,
+    plot: Annotated[Optional[Path], typer.Option(help="PNG of cost vs time")] = Path("thrifty-plan.png"),
+    db: DbOpt = DEFAULT_DB,
+    json_out: JsonOpt = False,
+) -> None:
+    """Pick the VM type, workers, batch size and spot/on-demand that reach the target best."""
+    from thrifty.catalog import Hardware
+    from thrifty.pipeline import job_model
+    from thrifty.plan import PlanRequest, VMArrays
+    from thrifty.plan import plan as run_plan
+    from thrifty.plan.launch import skypilot_yaml, torchrun_command
+    from thrifty.plan.plot import plot_plan
+    from thrifty.store import Store
+    from thrifty.workloads.names import workload_key
+
+    request = PlanRequest(
+        objective=objective, max_workers=max_workers, spot=spot, top_k=top, precision=precision,
+        batches=None if batch is None else tuple(int_list(batch, "--batch")),
+        startup_s=None if startup is None else parse_duration_s(startup, what="--startup", allow_zero=True),
+        deadline_s=None if deadline is None else parse_duration_s(deadline, what="deadline"),
+        budget_usd=None if budget is None else parse_money_usd(budget, what="budget"))
+    vms = filtered_vms(catalog, cloud, region, gpu, max_price=max_price)
+    vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
+    with Store(db) as store:
+        with stderr.status(f"profiling {workload} (stored for next time)") as status:
+            job, reused = job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
+                                    on_progress=lambda m: status.update(m))
+        started = time.perf_counter()
+        result = run_plan(vmx, job, request)
+        elapsed = time.perf_counter() - started
+        best = result.describe(result.best)
+        store.save_decision(workload_key(workload), {
+            "objective": objective, "deadline_s": request.deadline_s,
+            "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best)
+    if plot is not None:
+        plot_plan(result, plot, title=f"{workload}: {len(result.candidates):,} candidates")
+    launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload)}
+    summary = {
+        "workload": workload, "objective": objective, "profile_reused": reused,
+        "recommended": best,
+        "pareto": [result.describe(int(i)) for i in result.front],
+        "top": [result.describe(int(i)) for i in result.ranked[:top]],
+        "candidates_evaluated": len(result.candidates),
+        "candidates_feasible": int(result.feasible_mask.sum()),
+        "candidates_per_s": len(result.candidates) / max(elapsed, 1e-9),
+        "model": job.summary(), "launch": launch, "plot": None if plot is None else str(plot)}
+    if json_out:
+        print_json(summary)
+        return
+    if job.recipe is not None:
+        steps_from = (f"{job.recipe['epochs']:g} epochs at global batch {job.recipe['min_batch']}-"
+                      f"{job.recipe['max_batch']} ({job.recipe['source']})")
+    else:
+        steps_from = (f"B_noise ~ {job.noise_scale:.0f} samples (90%: {job.noise_scale_interval[0]:.0f}-"
+                      f"{job.noise_scale_interval[1]:.0f}), S_min {job.s_min:.0f} steps")
+    fit = job.step_time
+    fit_note = (f"exact fit of {fit.n_samples} configurations, no error estimate"
+                if fit.n_samples <= len(fit.free_indices) else
+                f"in-sample MdAPE {fit.train_mdape:.1f}% over {fit.n_samples} configurations")
+    stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit: {fit_note} "
+                 f"({'stored profile' if reused else 'new profile'})")
+    stdout.print(_table(result, result.ranked[:top], f"top {top} by {objective}"))
+    stdout.print(_table(result, result.front, f"Pareto front (fastest first, {len(result.front)} points)"))
+    lo, hi = best["predicted_time_interval_s"]
+    stdout.print(Panel.fit(
+        f"{best['cloud']}:{best['instance_type']} "
+        f"{'(' + str(best['accelerator_count']) + 'x ' + best['accelerator'] + ') ' if best['accelerator'] else ''}"
+        f"x {best['nodes']} node(s), {best['workers']} workers, global batch {best['global_batch']}, "
+        f"{'spot' if best['spot'] else 'on-demand'}\n"
+        f"time {fmt_duration(best['predicted_time_s'])} ({fmt_duration(lo)} - {fmt_duration(hi)}), "
+        f"cost {fmt_usd(best['predicted_cost_usd'])}; {best['prediction']} prediction",
+        title="recommended"))
+    stdout.print(f"{len(result.candidates):,} candidates evaluated in {elapsed * 1000:.0f} ms "
+                 f"({summary['candidates_per_s']:,.0f}/s); plot: {plot}")
+    stdout.print("[bold]launch[/] (on every node):\n  " + launch["torchrun"], soft_wrap=True)
+    stdout.print("[bold]SkyPilot task[/]:\n" + launch["skypilot_yaml"], soft_wrap=True)

@@ -1,0 +1,65 @@
+"""`thrifty profile`: measure a workload on local worker processes and store the samples."""
+
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from thrifty.cli.catalog import check_instance_type
+from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, DbOpt, JsonOpt, WorkloadOpt,
+                                fmt_duration, int_list, print_json, spinner, stdout)
+
+
+def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
+            workers: Annotated[str, typer.Option(help="Worker counts, e.g. 1,2")] = "1,2",
+            batch: Annotated[Optional[str], typer.Option(
+                help="Local batch sizes, e.g. 16,32,64 (default: chosen from the data set and the model's FLOPs)")] = None,
+            steps: Annotated[Optional[int], typer.Option(help="Measured steps per setting (default 20; 6 for heavy models)")] = None,
+            calibrate: Annotated[bool, typer.Option(help="Also train once to the target metric")] = True,
+            instance_type: Annotated[str, typer.Option(
+                help="Catalog instance type this machine is (makes its predictions 'measured'), "
+                     "or 'local'")] = "local",
+            catalog: CatalogOpt = None, db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
+    """Measure a workload on local worker processes and store the samples."""
+    check_instance_type(instance_type, catalog or [])
+    from thrifty.pipeline import ProfileSettings, profile_and_store
+    from thrifty.store import Store
+    settings = ProfileSettings(workers=int_list(workers, "--workers"),
+                               local_batches=None if batch is None else int_list(batch, "--batch"),
+                               steps=steps,
+                               calibrate=calibrate, instance_type=instance_type)
+    with Store(db) as store, spinner() as bar:
+        task = bar.add_task(f"profiling {workload}", total=None)
+        profile_id = profile_and_store(store, workload, settings,
+                                       lambda message: bar.update(task, description=message))
+        profile_, calibration = store.latest_profile(workload_name(workload))
+    from thrifty.perf.samples import config_times
+    from dataclasses import asdict
+    configs = config_times([asdict(s) for s in profile_.samples])
+    summary = {"profile_id": profile_id, "db": str(db), "configs": [
+        {"num_workers": int(n), "local_batch": int(b), "step_time_s": t, "compute_time_s": c,
+         "sync_time_s": s, "samples_per_s": n * b / t}
+        for n, b, t, c, s in zip(configs.num_workers, configs.local_batch, configs.step_time_s,
+                                 configs.compute_time_s, configs.sync_time_s)],
+        "calibration": None if calibration is None else
+        {k: calibration[k] for k in ("global_batch", "steps", "final_metric", "wall_time_s")}}
+    if json_out:
+        print_json(summary)
+        return
+    table = Table(title=f"profile {profile_id} of {workload} ({db})")
+    for col in ("workers", "local batch", "step", "compute", "all-reduce", "samples/s"):
+        table.add_column(col, justify="right")
+    for row in summary["configs"]:
+        table.add_row(str(row["num_workers"]), str(row["local_batch"]), fmt_duration(row["step_time_s"]),
+                      fmt_duration(row["compute_time_s"]), fmt_duration(row["sync_time_s"]),
+                      f"{row['samples_per_s']:.0f}")
+    stdout.print(table)
+    if calibration:
+        stdout.print(f"calibration: batch {calibration['global_batch']} reached the target in "
+                     f"{calibration['steps']} steps ({calibration['wall_time_s']:.1f} s)")
+
+
+def workload_name(workload: str) -> str:
+    """The store's key of a workload (built-ins by name, files by path and content hash)."""
+    from thrifty.workloads.names import workload_key
+    return workload_key(workload)

@@ -1,0 +1,87 @@
+"""`thrifty run -- CMD...` (preemption-tolerant runner) and `thrifty md run` (the MD job)."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from thrifty.cli.common import JsonOpt, parse_duration_s, print_json, stdout
+from thrifty.errors import ThriftyError
+
+md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM) that survive preemptions.", no_args_is_help=True)
+
+
+# `thrifty run -- CMD ...`: everything after the options is the command
+RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+def run(ctx: typer.Context,
+        checkpoint_dir: Annotated[Path, typer.Option(help="Where the job's checkpoints and events.jsonl go")] = Path(".thrifty/run"),
+        model: Annotated[str, typer.Option(help="Lifetime model for the checkpoint schedule")] = "gcp-2019",
+        job_hours: Annotated[Optional[float], typer.Option(help="Expected work, hours: DP schedule (else Young)")] = None,
+        ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, e.g. 60s")] = "60s",
+        restart_cost: Annotated[str, typer.Option()] = "60s",
+        notice: Annotated[str, typer.Option(help="Preemption notice (wall time)")] = "30s",
+        time_scale: Annotated[float, typer.Option(help="Model seconds per wall second (compressed clock)")] = 1.0,
+        inject: Annotated[bool, typer.Option(help="Preempt the job at lifetimes drawn from the model")] = False,
+        kill: Annotated[str, typer.Option(help="sigkill, sigterm (notice first) or mixed")] = "sigkill",
+        seed: Annotated[int, typer.Option()] = 0,
+        json_out: JsonOpt = False) -> None:
+    """Run CMD (after --), checkpointing on the model's schedule and restarting it after preemptions."""
+    from thrifty.transient.registry import load_model
+    from thrifty.transient.runner import Runner
+    from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
+    command = list(ctx.args)
+    if not command:
+        raise ThriftyError("no command to run: give it after --, e.g. thrifty run -- python job.py")
+    if not time_scale > 0:
+        raise ThriftyError(f"--time-scale must be positive, got {time_scale}")
+    _, lifetime = load_model(model)
+    delta = parse_duration_s(ckpt_cost, what="--ckpt-cost")
+    restart = parse_duration_s(restart_cost, what="--restart-cost", allow_zero=True)
+    if job_hours is not None:
+        intervals = plan_schedule(lifetime, Job(job_hours * 3600, delta, restart), "dp").intervals_s[:-1]
+    else:
+        intervals = [young_interval_s(delta, lifetime.mean())]
+    runner = Runner(command, checkpoint_dir, [i / time_scale for i in intervals] or [1e12],
+                    notice_s=parse_duration_s(notice, what="--notice"),
+                    lifetimes=lifetime if inject else None, time_scale=time_scale, kill=kill, seed=seed)
+    report = runner.run()
+    if json_out:
+        print_json(report.summary())
+    else:
+        stdout.print(f"exit {report.exit_code} after {report.wall_s:.1f} s: {report.attempts} attempt(s), "
+                     f"{report.preemptions} preemption(s), {report.checkpoints} checkpoint(s), "
+                     f"{report.lost_work_s:.1f} s of work lost; events in {checkpoint_dir / 'events.jsonl'}")
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
+
+
+@md_app.command("run")
+def md_run(system: Annotated[str, typer.Option(help="lj (Lennard-Jones fluid) or ions (confined electrolyte)")] = "ions",
+           steps: Annotated[int, typer.Option(help="MD steps")] = 5000,
+           chunk: Annotated[int, typer.Option(help="Steps between samples and checkpoint chances")] = 100,
+           out: Annotated[Path, typer.Option(help="Output directory")] = Path(".thrifty/md"),
+           checkpoint_dir: Annotated[Optional[Path], typer.Option(
+               help="Checkpoints (default: $THRIFTY_CHECKPOINT_DIR, else OUT/checkpoints)")] = None,
+           platform: Annotated[str, typer.Option(help="OpenMM platform: Reference (bit-reproducible) or CPU")] = "Reference",
+           seed: Annotated[int, typer.Option()] = 0,
+           json_out: JsonOpt = False) -> None:
+    """Run an OpenMM simulation that checkpoints on request and resumes where it stopped."""
+    from thrifty.md.job import MDSettings, run_md
+    from thrifty.md.systems import SYSTEMS
+    from thrifty.transient.protocol import JobCheckpoints
+    if system not in SYSTEMS:
+        raise ThriftyError(f"unknown MD system {system!r}; choose lj or ions")
+    if steps < 1 or chunk < 1:
+        raise ThriftyError("--steps and --chunk must be positive")
+    if platform not in ("Reference", "CPU"):
+        raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose Reference or CPU")
+    checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
+        JobCheckpoints.from_environment(default=out / "checkpoints")
+    summary = run_md(MDSettings(system, steps, chunk, platform, seed), out, checkpoints)
+    if json_out:
+        print_json(summary)
+    else:
+        stdout.print(f"{summary['system']}: {summary['steps']} steps, {summary['particles']} particles; "
+                     f"density profile in {out / 'density_profile.csv'}")

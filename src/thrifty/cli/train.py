@@ -1,0 +1,163 @@
+"""`thrifty train`: data-parallel training that keeps unequal workers equally busy.
+
+Local processes with --nproc, or one rank of a torchrun launch (RANK / WORLD_SIZE in the
+environment), synchronous (--mode bsp) or with a parameter server (--mode asp).
+"""
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, DbOpt, JsonOpt, WorkloadOpt, float_list,
+                                fmt_duration, print_json, stdout)
+from thrifty.errors import ThriftyError
+
+
+def launched_by_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
+
+
+def _schedule(slowdown, hetero_profile, slowdown_schedule, steps_hint: int):
+    from thrifty.train.hetero import load_schedule, named_schedule, parse_slowdown
+    given = [x for x in (slowdown, hetero_profile, slowdown_schedule) if x is not None]
+    if len(given) > 1:
+        raise ThriftyError("give at most one of --slowdown, --hetero-profile, --slowdown-schedule")
+    if slowdown is not None:
+        return parse_slowdown(slowdown)
+    if hetero_profile is not None:
+        return named_schedule(hetero_profile, steps_hint)
+    if slowdown_schedule is not None:
+        return load_schedule(slowdown_schedule)
+    return None
+
+
+def _show(summary: dict) -> None:
+    table = Table(title=f"thrifty train: {summary['workload']}, {summary['workers']} workers, "
+                        f"{summary.get('mode', 'bsp')}, policy {summary['policy']}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [("samples/s", f"{summary['samples_per_s']:,.0f}"),
+            ("wall time", fmt_duration(summary["wall_time_s"])),
+            (f"final {summary['metric_name']}", f"{summary['final_metric']:.4f}"),
+            ("time to target", "not reached" if summary["time_to_target_s"] is None
+             else fmt_duration(summary["time_to_target_s"])),
+            ("final split", ",".join(map(str, summary["final_batch_sizes"]))),
+            ("adjustments", str(summary["adjustments"])),
+            ("wait fraction", f"{summary['wait_fraction']:.1%}")]
+    if "staleness_mean" in summary:
+        rows.append(("staleness mean / p90 / max",
+                     f"{summary['staleness_mean']:.2f} / {summary['staleness_p90']:.0f} / {summary['staleness_max']}"))
+    for row in rows:
+        table.add_row(*row)
+    stdout.print(table)
+    stdout.print(f"run directory: {summary['run_dir']}")
+
+
+def train(
+    workload: WorkloadOpt = DEFAULT_WORKLOAD,
+    nproc: Annotated[int, typer.Option(help="Local worker processes (ignored under torchrun)")] = 2,
+    global_batch: Annotated[Optional[int], typer.Option(help="B = sum of local batches")] = None,
+    policy: Annotated[str, typer.Option(help="uniform, static or dynamic")] = "dynamic",
+    mode: Annotated[str, typer.Option(help="bsp (synchronous) or asp (parameter server)")] = "bsp",
+    slowdown: Annotated[Optional[str], typer.Option(help="Per-rank slowdown factors, e.g. 1,4")] = None,
+    hetero_profile: Annotated[Optional[str], typer.Option(help="HL1, HL2, HL4, HL8 or dynamic")] = None,
+    slowdown_schedule: Annotated[Optional[Path], typer.Option(help="JSON schedule of slowdowns")] = None,
+    emulate: Annotated[str, typer.Option(help="sleep (portable) or cgroup (root, cgroup v1)")] = "sleep",
+    capacities: Annotated[Optional[str], typer.Option(help="static policy: relative speeds, e.g. 12,12,8,16")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="Steps to run (wins over --epochs)")] = None,
+    epochs: Annotated[float, typer.Option(help="Epochs to run")] = 10.0,
+    until_target: Annotated[bool, typer.Option(help="Stop once the target metric is reached")] = False,
+    target: Annotated[Optional[float], typer.Option(help="Target metric (default: the workload's)")] = None,
+    b_min: Annotated[int, typer.Option(help="Smallest local batch")] = 1,
+    b_max: Annotated[Optional[int], typer.Option(help="Largest local batch (default: probed)")] = None,
+    b_max_rule: Annotated[str, typer.Option(help="memory or throughput")] = "memory",
+    dead_band: Annotated[float, typer.Option(help="Controller dead-band (relative)")] = 0.05,
+    adjust_every: Annotated[int, typer.Option(help="At most one split change every K steps")] = 5,
+    eval_every: Annotated[Optional[int], typer.Option(help="Steps between evaluations")] = None,
+    checkpoint_every: Annotated[int, typer.Option(help="Steps between checkpoints (0: end only)")] = 50,
+    run_dir: Annotated[Path, typer.Option(help="Checkpoint, CSV, plots")] = Path(".thrifty/runs/train"),
+    resume: Annotated[bool, typer.Option(help="Continue from the run directory's checkpoint")] = False,
+    sync_bn: Annotated[bool, typer.Option(help="Count-weighted synchronised BatchNorm")] = True,
+    seed: Annotated[int, typer.Option()] = 0,
+    db: DbOpt = DEFAULT_DB,
+    json_out: JsonOpt = False,
+) -> None:
+    """Train with per-worker batch sizes that follow each worker's speed."""
+    from thrifty.pipeline import max_local_workers
+    from thrifty.train.emulation import EMULATIONS
+    from thrifty.train.policies import POLICIES, ControllerSettings
+    from thrifty.train.probe import RULES
+    from thrifty.train.trainer import TrainConfig, total_steps
+    from thrifty.workloads import load_workload
+    if policy not in POLICIES:
+        raise ThriftyError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    if mode not in ("bsp", "asp"):
+        raise ThriftyError(f"unknown mode {mode!r}; choose bsp or asp")
+    if emulate not in EMULATIONS:
+        raise ThriftyError(f"unknown emulation {emulate!r}; choose sleep or cgroup")
+    if b_max_rule not in RULES:
+        raise ThriftyError(f"unknown --b-max-rule {b_max_rule!r}; choose memory or throughput")
+    if resume and mode == "asp":
+        raise ThriftyError("--resume is for --mode bsp")
+    loaded = load_workload(workload)
+    batch = global_batch or loaded.default_global_batch
+    if batch < 1:
+        raise ThriftyError(f"--global-batch must be positive, got {batch}")
+    config = TrainConfig(
+        workload=workload, workers=nproc, global_batch=batch, policy=policy, steps=steps,
+        epochs=epochs, emulate=emulate, b_min=b_min, b_max=b_max, b_max_rule=b_max_rule,
+        capacities=float_list(capacities, "--capacities") if capacities else None,
+        controller=ControllerSettings(dead_band=dead_band, every=adjust_every),
+        eval_every=eval_every, until_target=until_target, target=target,
+        checkpoint_every=checkpoint_every, run_dir=run_dir, resume=resume, sync_bn=sync_bn,
+        seed=seed, progress=not json_out)
+    hint = total_steps(config, loaded.train_size, batch)
+    config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
+    if launched_by_torchrun():
+        summary = _torchrun_rank(config)
+        if summary is None:
+            return
+    elif mode == "asp":
+        from thrifty.train.asp import run_asp
+        summary = run_asp(config, max_workers=max_local_workers())
+    else:
+        from thrifty.train.trainer import run_training
+        summary = run_training(config, max_workers=max_local_workers())
+    _store(db, summary, config, mode)
+    if json_out:
+        print_json(summary)
+    else:
+        _show(summary)
+
+
+def _torchrun_rank(config) -> dict | None:
+    """One rank of a torchrun launch: the process group comes from torchrun's environment."""
+    import torch
+    import torch.distributed as dist
+
+    from thrifty.train.trainer import check_config, train_rank
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
+                          max_workers=max(world, 1))
+    if world > 1:
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        summary = train_rank(rank, world, config)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return summary if rank == 0 else None
+
+
+def _store(db: Path, summary: dict, config, mode: str) -> None:
+    from thrifty.store import Store
+    from thrifty.train.metrics import RunLog
+    log = RunLog.read(config.run_dir) if mode == "bsp" else RunLog()
+    with Store(db) as store:
+        summary["run_id"] = store.save_training_run(summary, log, mode=mode)

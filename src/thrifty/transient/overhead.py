@@ -1,0 +1,124 @@
+"""Expected preemption overhead E[makespan] / T - 1 of a job of T seconds on n fresh preemptible
+VMs, for the planner, which needs it for tens of thousands of spot candidates at once.
+
+One table per (lifetime model, nodes, checkpoint cost, restart cost): the model-aware DP of
+`transient.schedule` on a work grid of `grid_s` up to `max_work_s`, and below one grid step a
+single uncheckpointed segment of w seconds:
+
+  E[makespan](w) = (I(w) + (1 - S(w)) R) / S(w),   I(w) = int_0^w S
+
+(attempts until one survives w: each failure costs E[T | T < w] + R, and I(w) = E[min(T, w)]).
+A job on n VMs stops when the first of them is preempted: S_n = S^n (ClusterLifetime). Tables
+exist for node counts that are powers of two; other counts interpolate in log2(n).
+
+Tables of the bundled default model at the planner's costs ship precomputed in
+data/preemption/overhead_tables.json (written by `python -m thrifty.transient.overhead`, checked
+against a fresh solve by the tests), so a cold planner process solves no DP; any other model or
+cost is solved once per process (about 0.03 s per table).
+"""
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from thrifty.data import data_path
+from thrifty.io import write_text_atomic
+from thrifty.transient.lifetimes import LifetimeModel
+from thrifty.transient.schedule import ClusterLifetime, Job, Solver
+
+PLANNER_CHECKPOINT_COST_S = 60.0
+PLANNER_RESTART_COST_S = 60.0
+MAX_WORK_S = 48 * 3600.0
+GRID_S = 900.0
+SHORT_POINTS = 128  # resolution of the single-segment part, below one grid step
+SHIPPED_NODE_EXPONENTS = range(0, 9)  # 1 ... 256 VMs
+
+
+@dataclass(frozen=True)
+class OverheadTable:
+    work_s: np.ndarray  # increasing
+    overhead: np.ndarray  # E[makespan] / work - 1 at work_s
+
+    def at(self, work_s: np.ndarray) -> np.ndarray:
+        """Linear interpolation; beyond the table, its last value (the overhead at max_work_s)."""
+        return np.interp(work_s, self.work_s, self.overhead)
+
+
+def _key(model: LifetimeModel, nodes: int, checkpoint_cost_s: float, restart_cost_s: float,
+         max_work_s: float, grid_s: float) -> str:
+    return json.dumps({"model": model.to_dict(), "nodes": nodes, "checkpoint_cost_s": checkpoint_cost_s,
+                       "restart_cost_s": restart_cost_s, "max_work_s": max_work_s, "grid_s": grid_s},
+                      sort_keys=True, default=float)
+
+
+def solve_table(model: LifetimeModel, nodes: int, checkpoint_cost_s: float, restart_cost_s: float,
+                max_work_s: float, grid_s: float) -> OverheadTable:
+    cluster = model if nodes == 1 else ClusterLifetime(model, nodes)
+    solver = Solver(cluster, Job(max_work_s, checkpoint_cost_s, restart_cost_s), grid_s=grid_s)
+    value, _ = solver.solve()
+    work = np.arange(1, solver.steps + 1) * solver.grid_s
+    short = np.linspace(0.0, solver.grid_s, SHORT_POINTS + 1)[1:-1]
+    survives = solver.survival(short)
+    single = (solver.integral(short) + (1 - survives) * restart_cost_s) / np.maximum(survives, 1e-300)
+    return OverheadTable(np.concatenate([short, work]),
+                         np.concatenate([single / short, value[1:, 0] / work]) - 1.0)
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, dict]:
+    path = data_path("preemption/overhead_tables.json")
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+@lru_cache(maxsize=128)
+def overhead_table(model: LifetimeModel, nodes: int, checkpoint_cost_s: float, restart_cost_s: float,
+                   max_work_s: float, grid_s: float) -> OverheadTable:
+    """The shipped table if there is one for exactly these inputs, else a fresh solve."""
+    stored = _shipped().get(_key(model, nodes, checkpoint_cost_s, restart_cost_s, max_work_s, grid_s))
+    if stored is not None:
+        return OverheadTable(np.asarray(stored["work_s"]), np.asarray(stored["overhead"]))
+    return solve_table(model, nodes, checkpoint_cost_s, restart_cost_s, max_work_s, grid_s)
+
+
+def expected_overhead_fraction(model: LifetimeModel, work_s, nodes, *,
+                               checkpoint_cost_s: float = PLANNER_CHECKPOINT_COST_S,
+                               restart_cost_s: float = PLANNER_RESTART_COST_S,
+                               max_work_s: float = MAX_WORK_S, grid_s: float = GRID_S) -> np.ndarray:
+    """E[makespan] / T - 1 for jobs of `work_s` on `nodes` fresh VMs (arrays broadcast), with the
+    DP checkpoint schedule; beyond `max_work_s`, the overhead at `max_work_s`."""
+    work = np.maximum(np.asarray(work_s, float), 1e-9)
+    level = np.log2(np.maximum(np.broadcast_to(np.asarray(nodes, float), work.shape), 1.0))
+    low, high = np.floor(level), np.ceil(level)
+    weight = level - low
+    out = np.zeros(work.shape)
+    for exponent in np.unique(np.concatenate([low.ravel(), high.ravel()])):
+        table = overhead_table(model, int(2 ** exponent), checkpoint_cost_s, restart_cost_s, max_work_s, grid_s)
+        share = np.where(low == exponent, 1 - weight, 0.0) + np.where(high == exponent, weight, 0.0)
+        rows = share > 0  # weight is 0 when low == high, so an integer level takes its own table once
+        out[rows] += share[rows] * table.at(work[rows])
+    return out
+
+
+def shipped_tables(model: LifetimeModel) -> dict[str, dict]:
+    """The tables to ship for `model` at the planner's costs, keyed as `overhead_table` looks them up."""
+    out = {}
+    for exponent in SHIPPED_NODE_EXPONENTS:
+        nodes = 2**exponent
+        table = solve_table(model, nodes, PLANNER_CHECKPOINT_COST_S, PLANNER_RESTART_COST_S, MAX_WORK_S, GRID_S)
+        out[_key(model, nodes, PLANNER_CHECKPOINT_COST_S, PLANNER_RESTART_COST_S, MAX_WORK_S, GRID_S)] = {
+            "work_s": table.work_s.tolist(), "overhead": table.overhead.tolist()}
+    return out
+
+
+def main() -> None:
+    """Write the shipped tables of the bundled default model."""
+    from thrifty.transient.registry import load_model
+    path = data_path("preemption/overhead_tables.json")
+    write_text_atomic(path, json.dumps(shipped_tables(load_model()[1])))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
