@@ -1,125 +1,233 @@
-"""The vectorised planner agrees with a plain-Python brute force over the same small grid."""
+"""The vectorised planner agrees, candidate by candidate, with a plain-Python brute force that
+recomputes every prediction from the formulas in the docstrings (plan.candidates, perf.roofline,
+perf.cpu, perf.network, perf.steptime, transient.schedule) without calling the planner's helpers."""
 
 import itertools
 import math
 
 import numpy as np
 import pytest
+from scipy import integrate
 
 from thrifty.catalog import Hardware
 from thrifty.catalog.vmtype import VMType
 from thrifty.errors import PlanError
 from thrifty.perf.cpu import ThreadScaling
 from thrifty.perf.jobmodel import JobModel
-from thrifty.perf.roofline import compute_time_s as roofline_compute_s
 from thrifty.perf.roofline import load_params
 from thrifty.perf.steptime import StepTimeModel
 from thrifty.perf.work import StepWork
 from thrifty.plan import PlanRequest, VMArrays, plan
-from thrifty.plan.candidates import GIB
 from thrifty.plan.pareto import knee_index, pareto_front
-from thrifty.transient.registry import load_model
-from thrifty.transient.overhead import expected_overhead_fraction
+from thrifty.transient.registry import bundled
 
+GIB = 1024**3
 VMS = [
     VMType("aws", "c5.2xlarge", "us-east-1", "", 8, 16, None, 0, 0.34, 0.1144),
     VMType("gcp", "n2-standard-4", "us-central1", "", 4, 16, None, 0, 0.19, None),
+    VMType("gcp", "e2-standard-2", "us-central1", "", 2, 8, None, 0, 0.067, 0.0201),  # the profiled one
     VMType("aws", "g4dn.xlarge", "us-east-1", "", 4, 16, "T4", 1, 0.526, 0.2132),
+    VMType("aws", "g4dn.12xlarge", "us-east-1", "", 48, 192, "T4", 4, 3.912, 1.1736),
+    VMType("gcp", "a2-highgpu-1g", "us-central1", "", 12, 85, "A100", 1, 3.67, 1.10),
 ]
+PROFILED = "e2-standard-2"
 # a_c, b_c, p, intra (a, b), inter (a, b), contention k (local machine only), overlap g
 PARAMS = np.array([0.002, 1e-4, 1.1, 0.004, 5e-4, 0.004, 5e-4, 0.2, 1.5])
-
-
+# kernels: a matmul, a convolution, an elementwise one. Activations (GPU) and memory per sample
+# (CPU) are chosen so that a T4 holds 85 samples and a c5.2xlarge 170: B = 256 on 3 T4 VMs and
+# B = 512 on 3 c5.2xlarge VMs fit with floor(B / n) but not with the largest share ceil(B / n).
 WORK = StepWork(kind=np.array([0, 1, 2]), flops_fixed=np.array([0.0, 0.0, 1e6]),
                 flops_per_sample=np.array([2e7, 5e7, 1e5]), bytes_fixed=np.array([4e6, 1e6, 4e6]),
                 bytes_per_sample=np.array([1e5, 4e5, 8e5]), param_count=1_000_000, gradient_bytes=4e6,
-                activation_bytes_per_sample=2e7, state_bytes=1e9)
+                activation_bytes_per_sample=1.5659e8, state_bytes=1e9)
 SCALING = ThreadScaling(np.array([16.0, 64.0]), np.array([0.3, 0.1]))
 INPUT_S = 2e-5
+MEMORY_BASE, MEMORY_PER_SAMPLE = 1e8, 1.0018e8
 STARTUP_S = 120.0
+DEFAULT_STARTUP_S = {"aws": 180.0, "gcp": 180.0}  # plan.request's stated assumption
+SPOT_RESTART_S = 60.0  # expected_overhead_fraction's default (one segment has no checkpoint)
+SPOT_GRID_S = 900.0  # below one grid step a spot job runs as one uncheckpointed segment
 
 
 def _job() -> JobModel:
     return JobModel(step_time=StepTimeModel(params=PARAMS, sigma_log=0.05), noise_scale=100.0,
-                    noise_scale_interval=(100.0, 100.0), s_min=1000.0, memory_base_bytes=1e8,
-                    memory_per_sample_bytes=1e6, gradient_bytes=4e6, train_size=1000,
-                    profiled_instance_type="local", threads_per_rank=1, calibration_batch=64,
+                    noise_scale_interval=(100.0, 100.0), s_min=1000.0, memory_base_bytes=MEMORY_BASE,
+                    memory_per_sample_bytes=MEMORY_PER_SAMPLE, gradient_bytes=4e6, train_size=1000,
+                    profiled_instance_type=PROFILED, threads_per_rank=1, calibration_batch=64,
                     calibration_steps=1000 * (1 + 100 / 64), work=WORK, thread_scaling=SCALING,
                     input_s_per_sample=INPUT_S, profiled_max_local_batch=256)
 
 
-def _brute_force(request: PlanRequest):
-    hw, job, rows = Hardware.load(), _job(), []
-    for vm, nodes, exp, spot in itertools.product(VMS, range(1, request.max_workers + 1), range(11), (False, True)):
-        batch = 2**exp
+def _roofline_compute_s(spec, local: int) -> float:
+    """perf.roofline: sum over kernels of max(launch, (f + f_half) / (peak e_max), bytes / (bw e_bw));
+    fp32: convolutions on TF32 tensor cores where the GPU has them, everything else on FP32 units."""
+    rp = load_params()[0]
+    total = 0.0
+    for kind, f0, f1, m0, m1 in zip(WORK.kind, WORK.flops_fixed, WORK.flops_per_sample,
+                                    WORK.bytes_fixed, WORK.bytes_per_sample):
+        flops, nbytes = f0 + f1 * local, m0 + m1 * local
+        if kind == 1 and math.isfinite(spec.tf32_tflops):
+            peak, efficiency = spec.tf32_tflops * 1e12, rp.tensor_efficiency
+        else:
+            peak, efficiency = spec.fp32_tflops * 1e12, rp.vector_efficiency
+        compute = (flops + rp.half_efficiency_flops) / (peak * efficiency) if flops > 0 else 0.0
+        memory = nbytes / (spec.mem_bw_gbs * 1e9 * rp.bandwidth_efficiency)
+        total += max(rp.launch_s, compute, memory)
+    return total
+
+
+def _ring_allreduce_s(workers: int, bandwidth_gbps: float, latency_s: float) -> float:
+    """2 (n - 1) / n * M / BW + 2 (n - 1) alpha, zero for one rank (perf.network)."""
+    if workers == 1:
+        return 0.0
+    transfer_s = 2 * (workers - 1) / workers * WORK.gradient_bytes * 8 / (bandwidth_gbps * 1e9)
+    return transfer_s + 2 * (workers - 1) * latency_s
+
+
+def _step_time_s(hw: Hardware, vm: VMType, nodes: int, workers: int, local: int) -> float:
+    a_c, b_c, p, a_i, b_i, a_x, b_x, k, g = PARAMS
+    if vm.instance_type == PROFILED:  # the fitted model (perf.steptime), one rank per CPU VM
+        compute = (a_c + b_c * local**p) * (1 + k * (workers / nodes - 1))
+        extra = max(workers - 2, 0)
+        network = 0.0 if workers == 1 else (a_x + b_x * extra if nodes > 1 else a_i + b_i * extra)
+        return (compute**g + network**g) ** (1 / g)
+    latency = 30e-6 if nodes > 1 else 5e-6
+    if vm.is_gpu:  # counted work on the calibrated roofline, or the input pipeline on the host's vCPUs
+        rp = load_params()[0]
+        vcpus_per_rank = vm.vcpus / vm.accelerator_count
+        compute = max(_roofline_compute_s(hw.gpu(vm), local), INPUT_S * local / vcpus_per_rank)
+        bandwidth = hw.network_gbps(vm) if nodes > 1 else hw.gpu(vm).interconnect_gbps * rp.allreduce_efficiency
+        g = rp.overlap_g
+    else:  # 1-thread compute (linear beyond the largest profiled batch) x Amdahl / family speed
+        serial = float(np.interp(math.log(local), np.log(SCALING.local_batch), SCALING.serial_fraction))
+        inside = min(local, 256)
+        one_thread = (a_c + b_c * inside**p) * local / inside
+        compute = one_thread * (serial + (1 - serial) / vm.vcpus) / hw.cpu_factor(vm)
+        bandwidth = hw.network_gbps(vm)
+    network = _ring_allreduce_s(workers, bandwidth, latency)
+    return (compute**g + network**g) ** (1 / g)
+
+
+def _google_survival(t: float, nodes: int) -> float:
+    """S(t)^nodes under the bundled gcp-2019 bathtub: F = A (1 - e^{-t/tau1} + e^{(t-b)/tau2})."""
+    q = bundled()["gcp-2019"]["params"]
+    cdf = q["a"] * (1 - math.exp(-t / q["tau1_s"]) + math.exp((t - q["b_s"]) / q["tau2_s"]))
+    return (1 - min(cdf, 1.0)) ** nodes
+
+
+def _spot_overhead(work_s: float, nodes: int) -> float:
+    """One uncheckpointed segment of w on fresh VMs, restarting after each loss (schedule.py):
+    E[makespan] = (int_0^w S_n + (1 - S_n(w)) R) / S_n(w); node counts between powers of two are
+    interpolated in log2(nodes) (expected_overhead_fraction)."""
+    assert work_s < SPOT_GRID_S  # the closed form holds below one grid step of the DP table
+
+    def single(n: int) -> float:
+        survived = _google_survival(work_s, n)
+        lived, _ = integrate.quad(lambda t: _google_survival(t, n), 0.0, work_s, epsabs=0, epsrel=1e-12)
+        return (lived + (1 - survived) * SPOT_RESTART_S) / survived / work_s - 1
+    level = math.log2(nodes)
+    low, high = math.floor(level), math.ceil(level)
+    if low == high:
+        return single(2**low)
+    return (high - level) * single(2**low) + (level - low) * single(2**high)
+
+
+def _largest_local_batch(hw: Hardware, vm: VMType) -> int:
+    if vm.is_gpu:  # counted activations beside the state, in 90% of the GPU less 1 GiB
+        return math.floor((hw.gpu(vm).memory_gib * GIB * 0.9 - GIB - WORK.state_bytes)
+                          / WORK.activation_bytes_per_sample)
+    return math.floor((vm.memory_gib * GIB - MEMORY_BASE) / MEMORY_PER_SAMPLE)  # peak-memory line
+
+
+def _brute_force(request: PlanRequest) -> dict:
+    """Every candidate the planner should evaluate, keyed (instance type, nodes, global batch,
+    spot), with its workers, local batch, step time, steps, time and cost."""
+    hw, job, rows = Hardware.load(), _job(), {}
+    batches = [2**e for e in range(20) if 2**e <= job.train_size]  # powers of two up to the data set
+    for vm, nodes, batch, spot in itertools.product(VMS, range(1, request.max_workers + 1), batches,
+                                                    (False, True)):
         workers = nodes * vm.ranks_per_node
-        local = math.ceil(batch / workers)
-        memory = hw.rank_memory_gib(vm) * GIB
-        if workers > request.max_workers or batch > job.train_size or batch < workers:
+        local = math.ceil(batch / workers)  # the slowest rank holds the largest share
+        if workers > request.max_workers or batch < workers:
             continue
-        if vm.is_gpu:  # counted activations beside the state, in 90% of the GPU less 1 GiB
-            fits = math.floor((memory * 0.9 - GIB - WORK.state_bytes) / WORK.activation_bytes_per_sample)
-        else:  # the profiled peak-memory line
-            fits = math.floor((memory - job.memory_base_bytes) / job.memory_per_sample_bytes)
-        if local > fits:
+        if local > _largest_local_batch(hw, vm):
             continue
         if spot and (vm.spot_price_per_hour is None or request.spot == "never"):
             continue
         if not spot and request.spot == "only":
             continue
-        roofline = load_params()[0]
-        if vm.is_gpu:  # counted work on the calibrated roofline, or the input pipeline
-            compute = max(float(roofline_compute_s(WORK, hw.gpu(vm), [local], "fp32", roofline)[0]),
-                          INPUT_S * local / vm.vcpus)  # input pipeline on the host's vCPUs, overlapped
-            bw = hw.network_gbps(vm) if nodes > 1 else hw.intra_node_gbps(vm) * roofline.allreduce_efficiency
-            g = roofline.overlap_g
-        else:  # 1-thread compute x Amdahl over the VM's vCPUs / the family's speed
-            serial = float(np.interp(math.log(local), np.log(SCALING.local_batch), SCALING.serial_fraction))
-            inside = min(local, 256)  # beyond the largest profiled batch: linear in the batch
-            one_thread = (PARAMS[0] + PARAMS[1] * inside ** PARAMS[2]) * local / inside
-            compute = one_thread * (serial + (1 - serial) / vm.vcpus) / hw.cpu_factor(vm)
-            bw = hw.network_gbps(vm) if nodes > 1 else hw.intra_node_gbps(vm)
-            g = PARAMS[-1]
-        lat = 30e-6 if nodes > 1 else 5e-6
-        net = 0.0 if workers == 1 else 2 * (workers - 1) / workers * job.gradient_bytes * 8 / (bw * 1e9) + 2 * (workers - 1) * lat
-        step = (compute**g + net**g) ** (1 / g)
-        time = job.s_min * (1 + job.noise_scale / batch) * step
-        if spot:
-            time = time * (1 + float(expected_overhead_fraction(load_model()[1], time, nodes)))
-        time += STARTUP_S
+        step = _step_time_s(hw, vm, nodes, workers, local)
+        steps = job.s_min * (1 + job.noise_scale / batch)  # S(B) = S_min (1 + B_noise / B)
+        work = steps * step
+        startup = request.startup_s if request.startup_s is not None else DEFAULT_STARTUP_S[vm.cloud]
+        time = startup + work * (1 + (_spot_overhead(work, nodes) if spot else 0.0))
         price = vm.spot_price_per_hour if spot else vm.price_per_hour
         cost = max(time, 60.0) * nodes * price / 3600  # per-second billing, one-minute minimum
-        if request.deadline_s and time > request.deadline_s or request.budget_usd and cost > request.budget_usd:
-            continue
-        rows.append((vm.instance_type, nodes, batch, spot, time, cost))
+        feasible = not (request.deadline_s and time > request.deadline_s
+                        or request.budget_usd and cost > request.budget_usd)
+        rows[(vm.instance_type, nodes, batch, spot)] = dict(
+            workers=workers, local_batch=local, step_time_s=step, steps=steps, price_per_hour=price,
+            measured=vm.instance_type == PROFILED, time_s=time, cost_usd=cost, feasible=feasible)
     return rows
 
 
-@pytest.mark.parametrize("request_", [PlanRequest(max_workers=4, startup_s=STARTUP_S),
-                                      PlanRequest(max_workers=6, objective="time", startup_s=STARTUP_S),
-                                      PlanRequest(max_workers=4, deadline_s=300.0, spot="never",
-                                                  startup_s=STARTUP_S)])
-def test_matches_brute_force(request_):
+REQUESTS = [PlanRequest(max_workers=4, startup_s=STARTUP_S),
+            PlanRequest(max_workers=6, objective="time"),  # the clouds' default start-up
+            PlanRequest(max_workers=4, deadline_s=300.0, spot="never", startup_s=STARTUP_S),
+            PlanRequest(max_workers=8, budget_usd=0.05, spot="only", startup_s=0.0)]  # the 60 s minimum bills
+
+
+@pytest.mark.parametrize("request_", REQUESTS)
+def test_every_candidate_matches_brute_force(request_):
     result = plan(VMArrays.build(VMS, Hardware.load()), _job(), request_)
-    rows = _brute_force(request_)
-    assert int(result.feasible_mask.sum()) == len(rows)
-    # every feasible candidate's time and cost, not only the best one
-    got_all = {(d["instance_type"], d["nodes"], d["global_batch"], d["spot"]):
-               (d["predicted_time_s"], d["predicted_cost_usd"])
-               for d in map(result.describe, np.flatnonzero(result.feasible_mask))}
-    for row in rows:
-        assert got_all[row[:4]] == pytest.approx(row[4:], rel=1e-9), row
+    expected = _brute_force(request_)
+    got = {}
+    for i in range(len(result.candidates)):  # every evaluated candidate, feasible or not
+        d = result.describe(i)
+        got[(d["instance_type"], d["nodes"], d["global_batch"], d["spot"])] = (d, bool(result.feasible_mask[i]))
+    assert sorted(got) == sorted(expected)
+    for key, row in expected.items():
+        d, feasible = got[key]
+        assert (d["workers"], d["local_batch"], d["prediction"] == "measured", feasible) == \
+            (row["workers"], row["local_batch"], row["measured"], row["feasible"]), key
+        for name, value in (("step_time_s", row["step_time_s"]), ("steps", row["steps"]),
+                            ("price_per_hour", row["price_per_hour"])):
+            assert d[name] == pytest.approx(value, rel=1e-9), (key, name)
+        # spot: the planner interpolates a table of the closed form on 512 points per grid step
+        # (transient.overhead), the reference integrates with quad: they agree to 1e-6 of the time
+        rel = 1e-6 if key[3] else 1e-9
+        assert d["predicted_time_s"] == pytest.approx(row["time_s"], rel=rel), key
+        assert d["predicted_cost_usd"] == pytest.approx(row["cost_usd"], rel=rel), key
+
+
+@pytest.mark.parametrize("request_", REQUESTS)
+def test_best_choice_and_pareto_front_match_brute_force(request_):
+    result = plan(VMArrays.build(VMS, Hardware.load()), _job(), request_)
+    rows = [(*key, r["time_s"], r["cost_usd"]) for key, r in _brute_force(request_).items() if r["feasible"]]
     key = (lambda r: (r[5], r[4])) if request_.objective == "cost" else (lambda r: (r[4], r[5]))
     expected = min(rows, key=key)
     best = result.describe(result.best)
     assert (best["instance_type"], best["nodes"], best["global_batch"], best["spot"]) == expected[:4]
-    assert best["predicted_time_s"] == pytest.approx(expected[4], rel=1e-9)
-    assert best["predicted_cost_usd"] == pytest.approx(expected[5], rel=1e-9)
-    front = {(r[0], r[1], r[2], r[3]) for r in rows
+    front = {r[:4] for r in rows
              if not any(o[4] <= r[4] and o[5] <= r[5] and (o[4] < r[4] or o[5] < r[5]) for o in rows)}
     got = {(d["instance_type"], d["nodes"], d["global_batch"], d["spot"])
            for d in map(result.describe, result.front)}
     assert got == front
+
+
+def test_the_brute_force_covers_every_branch():
+    """The grid above reaches each path of the planner: measured, CPU and GPU projections, single
+    and multi-GPU VMs, several nodes, spot clusters, the billing minimum, and memory limits that
+    only the largest local share (ceil) exceeds."""
+    rows = _brute_force(REQUESTS[3]) | _brute_force(REQUESTS[1])
+    assert {r["measured"] for r in rows.values()} == {True, False}
+    assert {k[0] for k in rows} == {vm.instance_type for vm in VMS}
+    assert {k[1] for k in rows if k[3]} >= {1, 2, 3, 4}
+    assert any(r["time_s"] < 60 for r in rows.values())
+    hw = Hardware.load()
+    assert _largest_local_batch(hw, VMS[3]) == 85 and _largest_local_batch(hw, VMS[0]) == 170
+    for vm, batch in ((VMS[3], 256), (VMS[0], 512)):  # excluded by the largest share alone
+        assert (vm.instance_type, 3, batch, False) not in rows and (vm.instance_type, 4, batch, False) in rows
 
 
 def test_infeasible_constraints_raise():

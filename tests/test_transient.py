@@ -84,6 +84,33 @@ def test_censored_exponential_recovers_the_rate():
     assert abs(1 / naive - 5 * HOUR) > 0.2 * 5 * HOUR
 
 
+def _censored_at_24h(model, seed: int, n: int) -> Lifetimes:
+    """n lifetimes drawn from `model`; those past 24 h are recorded as stopped at 24 h."""
+    life = model.sample(np.random.default_rng(seed), n)
+    return Lifetimes(np.minimum(life, 24 * HOUR), life <= 24 * HOUR, np.array([""] * n))
+
+
+def _bathtub_params(model) -> np.ndarray:
+    return np.array([model.a, model.tau1_s / HOUR, model.tau2_s / HOUR, model.b_s / HOUR])
+
+
+def test_censored_mle_recovers_a_known_bathtub():
+    """2,000 VMs from the paper's bathtub (about 35% outlive 24 h and are censored there), 8 seeds:
+    the mean fit lies within 4 standard errors (the spread of the 8 fits / sqrt 8) of the true A,
+    tau1, tau2 and b, and that spread is what 2,000 VMs allow (a few percent). Fitting only the
+    preempted lifetimes (the likelihood without its censored term) overstates A by far more."""
+    truth = _bathtub_params(PAPER)
+    samples = [_censored_at_24h(PAPER, seed, 2000) for seed in range(8)]
+    assert all(0.3 < (~s.preempted).mean() < 0.4 for s in samples)
+    fits = np.array([_bathtub_params(fit(s, "bathtub").model) for s in samples])
+    spread = fits.std(axis=0, ddof=1)
+    standard_error = spread / math.sqrt(len(fits))
+    assert np.all(np.abs(fits.mean(axis=0) - truth) <= 4 * standard_error), (fits.mean(axis=0), truth)
+    assert np.all(spread < np.array([0.03, 0.08, 0.06, 0.005]) * truth), spread  # A, tau1, tau2, b
+    uncensored = fit(samples[0].subset(samples[0].preempted), "bathtub").model
+    assert abs(uncensored.a - PAPER.a) > 10 * spread[0]
+
+
 def test_kaplan_meier_by_hand():
     data = Lifetimes(np.array([1.0, 2.0, 2.0, 3.0, 4.0]), np.array([True, False, True, True, False]), np.array([""] * 5))
     times, survival = kaplan_meier(data)
@@ -118,27 +145,40 @@ def test_fixed_intervals_match_the_exponential_closed_form():
     assert dp.expected_makespan_s <= schedule.expected_makespan_s * 1.001  # Young is near-optimal here
 
 
+def _assert_overhead_matches_monte_carlo(schedule, makespans_s, work_s, what):
+    """The Monte Carlo overhead (mean makespan / work - 1) agrees with the schedule's within 4
+    standard errors of the Monte Carlo mean, and those 4 standard errors are at most 8% of the
+    overhead itself: the check resolves the overhead, not just the makespan (a 2%-of-makespan
+    tolerance would swallow the whole 1.5-5% overhead of a 60 s restart)."""
+    simulated = makespans_s.mean() / work_s - 1.0
+    tolerance = 4.0 * makespans_s.std(ddof=1) / math.sqrt(makespans_s.size) / work_s
+    assert tolerance <= 0.08 * schedule.overhead_fraction, (what, tolerance, schedule.overhead_fraction)
+    assert abs(simulated - schedule.overhead_fraction) <= tolerance, (what, simulated, schedule.overhead_fraction)
+
+
 @pytest.mark.parametrize("hours", [1, 5, 20])
-def test_schedules_agree_with_monte_carlo_and_dp_is_best(hours):
+@pytest.mark.parametrize("checkpoint_s, restart_s", [(60, 60), (300, 1800)])
+def test_schedules_agree_with_monte_carlo_within_a_fraction_of_the_overhead(hours, checkpoint_s, restart_s):
     rng = np.random.default_rng(hours)
-    job = Job(hours * HOUR, 60, 60)
+    job = Job(hours * HOUR, checkpoint_s, restart_s)
     results = {}
     for policy in ("dp", "young", "daly", "none"):
         schedule = plan_schedule(PAPER, job, policy)
-        simulated = simulate(schedule, rng, 20_000)
-        assert simulated.mean() == pytest.approx(schedule.expected_makespan_s, rel=0.02), policy
+        _assert_overhead_matches_monte_carlo(schedule, simulate(schedule, rng, 20_000), job.work_s, policy)
         results[policy] = schedule.expected_makespan_s
     assert results["dp"] <= min(results.values()) * 1.0001
 
 
 def test_schedule_from_an_old_vm_and_for_clusters():
     rng = np.random.default_rng(7)
-    old = plan_schedule(PAPER, Job(5 * HOUR), "dp", vm_age_s=15 * HOUR)
-    assert simulate(old, rng, 20_000, vm_age_s=15 * HOUR).mean() == pytest.approx(old.expected_makespan_s, rel=0.02)
+    # 20 h old: the 5 h job meets the 24 h wall (with 15 h, its 0.2% overhead is below what
+    # 20,000 runs resolve)
+    old = plan_schedule(PAPER, Job(5 * HOUR), "dp", vm_age_s=20 * HOUR)
+    _assert_overhead_matches_monte_carlo(old, simulate(old, rng, 20_000, vm_age_s=20 * HOUR), 5 * HOUR, "old VM")
     four = ClusterLifetime(PAPER, 4)
     assert float(four.survival(HOUR)) == pytest.approx(float(PAPER.survival(HOUR)) ** 4)
     cluster = plan_schedule(four, Job(5 * HOUR), "dp")
-    assert simulate(cluster, rng, 20_000).mean() == pytest.approx(cluster.expected_makespan_s, rel=0.02)
+    _assert_overhead_matches_monte_carlo(cluster, simulate(cluster, rng, 20_000), 5 * HOUR, "4 VMs")
     assert cluster.overhead_fraction > plan_schedule(PAPER, Job(5 * HOUR), "dp").overhead_fraction
 
 
@@ -242,8 +282,7 @@ def test_shipped_overhead_tables_match_a_fresh_solve():
     fresh = shipped_tables(load_model()[1])
     assert set(fresh) == set(_shipped())
     for key, table in fresh.items():
-        np.testing.assert_allclose(_shipped()[key]["overhead"], table["overhead"], rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(_shipped()[key]["work_s"], table["work_s"])
+        np.testing.assert_allclose(_shipped()[key], table, rtol=1e-9, atol=1e-12)
 
 
 def test_overhead_below_one_grid_step_is_one_uncheckpointed_segment():

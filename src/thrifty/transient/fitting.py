@@ -182,14 +182,20 @@ def fit_bathtub_lsq(data: Lifetimes) -> Fit:
 
 def fit_bathtub_mle(data: Lifetimes) -> Fit:
     """Censored maximum likelihood. The likelihood is -inf unless t_end >= every preempted
-    lifetime, and the optimum sits on that edge, so the model is parametrised by (A, tau1, tau2,
-    t_end) with the box bound t_end >= max preempted lifetime (L-BFGS-B), from a grid of starts."""
+    lifetime and t_end > every stopped one (S(t_end) = 0), so the model is parametrised by (A,
+    tau1, tau2, t_end) with a box bound on t_end (L-BFGS-B), from a grid of starts. With no stopped
+    VM past the last preemption the optimum sits on that edge; otherwise (e.g. VMs stopped at a
+    24 h observation limit) it lies above the longest stopped lifetime, and the starts spread t_end
+    over the hour above it."""
     events = data.lifetime_s[data.preempted]
     if events.size < 4:
         raise LifetimeDataError("need at least 4 preemptions to fit the bathtub model")
     longest = float(events.max()) / HOUR
-    lower = np.array([1e-3, 1e-3, 1e-3, longest * (1 + 1e-9)])
-    upper = np.array([1.0, 1e3, 1e3, max(longest * 2, longest + 1)])
+    longest_stopped = float(data.lifetime_s[~data.preempted].max(initial=0.0)) / HOUR
+    edge = max(longest, longest_stopped * (1 + 1e-6))
+    lower = np.array([1e-3, 1e-3, 1e-3, edge * (1 + 1e-9)])
+    upper = np.array([1.0, 1e3, 1e3, max(edge * 2, edge + 1)])
+    ends = [edge * 1.0001] if longest_stopped < longest else [edge + 0.05, edge + 0.25, edge + 1.0]
 
     def model_of(theta) -> Bathtub:
         a, tau1_h, tau2_h, end_h = theta
@@ -206,11 +212,12 @@ def fit_bathtub_mle(data: Lifetimes) -> Fit:
     best = None
     for tau1_h in (0.5, 1.0, 3.0):
         for tau2_h in (0.05, 0.2, 0.8):
-            start = np.clip([plateau, tau1_h, tau2_h, longest * 1.0001], lower, upper)
-            result = optimize.minimize(negative_ll, start, method="L-BFGS-B",
-                                       bounds=list(zip(lower, upper)))
-            if best is None or result.fun < best.fun:
-                best = result
+            for end_h in ends:
+                start = np.clip([plateau, tau1_h, tau2_h, end_h], lower, upper)
+                result = optimize.minimize(negative_ll, start, method="L-BFGS-B",
+                                           bounds=list(zip(lower, upper)))
+                if best is None or result.fun < best.fun:
+                    best = result
     return _scored(model_of(best.x), "mle", data)
 
 
