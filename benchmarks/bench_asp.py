@@ -1,9 +1,13 @@
 """Asynchronous training with a parameter server: plain ASP (equal local batches) against ASP with
-the batch controller, on builtin:digits, 2 workers (rank 1 slowed 4x by sleep) and the server:
-3 processes on 2 cores. Reports staleness, updates per worker, throughput and final accuracy,
-median over rounds; the staleness histograms and metric-vs-time curves go to the PNG.
+the batch controller, on builtin:digits, 4 workers at OmniLearn's HL4 and HL8 core splits (sleep
+emulation) and the server: 5 processes on 2 cores. Each (profile, seed) pair of runs is compared
+at equal wall time: the accuracy of each run's last evaluation at or before the shorter run's end.
+Also staleness, updates per worker and throughput; metric-vs-time curves go to the PNG.
+
+    python benchmarks/bench_asp.py [EPOCHS] [SEEDS]
 """
 
+import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -13,34 +17,58 @@ import numpy as np
 
 from common import save_figure, write_result
 from thrifty.train.asp import run_asp
-from thrifty.train.hetero import constant
+from thrifty.train.hetero import constant, profile_slowdowns
 from thrifty.train.trainer import TrainConfig
 
-BASE = TrainConfig(workers=2, global_batch=64, epochs=15, b_max=64, progress=False, timeout_s=900,
-                   slowdown=constant((1.0, 4.0)))
+PROFILES = ("HL4", "HL8")
 POLICIES = ("uniform", "dynamic")
+BASE = TrainConfig(workers=4, global_batch=64, epochs=6, b_max=64, progress=False, timeout_s=600, eval_every=2)
 
 
-def main(rounds: int = 3) -> dict:
-    runs: dict[str, list[dict]] = {p: [] for p in POLICIES}
+def metric_at(evals: list, time_s: float) -> float:
+    """The metric of the last evaluation at or before `time_s`."""
+    before = [m for _, t, m in evals if t <= time_s]
+    return before[-1] if before else float("nan")
+
+
+def main(epochs: int = 6, seeds: int = 3) -> dict:
+    runs: dict[tuple[str, str], list[dict]] = {}
     with TemporaryDirectory(prefix="thrifty-bench-asp-") as tmp:
-        for r in range(rounds):
-            for policy in POLICIES:
-                summary = run_asp(replace(BASE, policy=policy, run_dir=Path(tmp) / f"{policy}-{r}"))
-                runs[policy].append(summary)
-                print(f"round {r} {policy:8s} {summary['samples_per_s']:7.0f} samples/s staleness mean "
-                      f"{summary['staleness_mean']:.2f} max {summary['staleness_max']} final "
-                      f"{summary['final_metric']:.3f} split {summary['final_batch_sizes']}", flush=True)
-    table = {p: {k: float(np.median([s[k] for s in rs])) for k in
-                 ("samples_per_s", "staleness_mean", "staleness_p90", "staleness_max", "final_metric", "wall_time_s")}
-             for p, rs in runs.items()}
-    for p, rs in runs.items():
-        table[p]["time_to_target_s"] = [s["time_to_target_s"] for s in rs]
-        table[p]["updates_per_worker"] = rs[-1]["updates_per_worker"]
-        table[p]["final_batch_sizes"] = rs[-1]["final_batch_sizes"]
-        table[p]["staleness_histogram"] = rs[-1]["staleness_histogram"]
-    result = {"workload": "builtin:digits", "workers": 2, "slowdown": [1, 4], "global_batch": 64,
-              "epochs": 15, "rounds": rounds, "processes": "2 workers + 1 server on 2 cores", "table": table}
+        for seed in range(seeds):
+            for profile in PROFILES:
+                for policy in POLICIES:
+                    config = replace(BASE, epochs=epochs, seed=seed, policy=policy,
+                                     slowdown=constant(profile_slowdowns(profile)),
+                                     run_dir=Path(tmp) / f"{profile}-{policy}-{seed}")
+                    summary = run_asp(config)
+                    runs.setdefault((profile, policy), []).append(summary)
+                    print(f"seed {seed} {profile} {policy:8s} {summary['samples_per_s']:6.0f} samples/s "
+                          f"wall {summary['wall_time_s']:.1f} s final {summary['final_metric']:.3f} "
+                          f"split {summary['final_batch_sizes']}", flush=True)
+    table: dict = {}
+    for profile in PROFILES:
+        row: dict = {}
+        equal = [min(a["wall_time_s"], b["wall_time_s"])
+                 for a, b in zip(runs[(profile, "uniform")], runs[(profile, "dynamic")])]
+        for policy in POLICIES:
+            rs = runs[(profile, policy)]
+            row[policy] = {
+                "accuracy_at_equal_wall_time_per_seed": [metric_at(r["evals"], t) for r, t in zip(rs, equal)],
+                "final_accuracy_per_seed": [r["final_metric"] for r in rs],
+                "wall_time_s_per_seed": [r["wall_time_s"] for r in rs],
+                "samples_per_s": statistics.median(r["samples_per_s"] for r in rs),
+                "staleness_mean": statistics.median(r["staleness_mean"] for r in rs),
+                "staleness_p90": statistics.median(r["staleness_p90"] for r in rs),
+                "updates_per_worker": rs[-1]["updates_per_worker"],
+                "final_batch_sizes": rs[-1]["final_batch_sizes"]}
+            row[policy]["accuracy_at_equal_wall_time_mean"] = statistics.fmean(
+                row[policy]["accuracy_at_equal_wall_time_per_seed"])
+        row["equal_wall_time_s_per_seed"] = equal
+        table[profile] = row
+    result = {"workload": "builtin:digits", "workers": 4, "profiles": {p: list(profile_slowdowns(p)) for p in PROFILES},
+              "global_batch": BASE.global_batch, "epochs": epochs, "seeds": list(range(seeds)),
+              "processes": "4 workers + 1 server on 2 cores, sleep emulation",
+              "learning_rate": "lr(B/n) x b_k / (B/n) per update (asp.ParameterServer.update_lr)", "table": table}
     _plot(runs)
     write_result("asp_training", result)
     return result
@@ -48,22 +76,21 @@ def main(rounds: int = 3) -> dict:
 
 def _plot(runs: dict) -> None:
     import matplotlib.pyplot as plt
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for policy, rs in runs.items():
-        hist = np.array(rs[-1]["staleness_histogram"], float)
-        left.bar(np.arange(hist.size) + (0.2 if policy == "dynamic" else -0.2), hist / hist.sum(), 0.4,
-                 label=f"{policy} (mean {np.mean([s['staleness_mean'] for s in rs]):.2f})")
-        evals = np.array(rs[-1]["evals"])
-        right.plot(evals[:, 1], evals[:, 2], "o-", ms=3, label=policy)
-    left.set(xlabel="staleness (updates since the pull)", ylabel="fraction of updates", title="staleness")
-    right.set(xlabel="time (s)", ylabel="accuracy", title="test accuracy vs time")
-    left.legend()
-    right.legend()
+    fig, axes = plt.subplots(1, len(PROFILES), figsize=(12, 4.5))
+    for ax, profile in zip(axes, PROFILES):
+        for policy, colour in zip(POLICIES, ("C0", "C1")):
+            for i, r in enumerate(runs[(profile, policy)]):
+                evals = np.array(r["evals"])
+                ax.plot(evals[:, 1], evals[:, 2], "-", color=colour, alpha=0.7, label=policy if i == 0 else None)
+        ax.set(xlabel="wall time (s)", ylabel="test accuracy", title=f"ASP, 4 workers, {profile}", ylim=(0.5, 1.0))
+        ax.legend()
     fig.tight_layout()
     save_figure(fig, "asp_training")
 
 
 if __name__ == "__main__":
-    out = main(*(int(a) for a in sys.argv[1:2]))
-    for policy, row in out["table"].items():
-        print(policy, {k: v for k, v in row.items() if k != "staleness_histogram"})
+    out = main(*(int(a) for a in sys.argv[1:3]))
+    for profile, row in out["table"].items():
+        for policy in POLICIES:
+            print(profile, policy, row[policy]["accuracy_at_equal_wall_time_per_seed"],
+                  f"mean {row[policy]['accuracy_at_equal_wall_time_mean']:.3f}")

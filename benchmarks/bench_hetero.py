@@ -8,6 +8,11 @@ ideal, HL1 overhead, controller overhead), because 4 ranks on 2 cores time-share
 per-step compute times scatter by tens of percent and every synchronous step waits for the
 slowest draw, which no batching policy can remove.
 
+`python benchmarks/bench_hetero.py reaction [ROUNDS]` runs only the controller's reaction check
+(issue 9, item 8): 2 ranks through 1:1 -> 1:8 -> 1:2 -> 1:4 -> 1:1 -> 1:8, 40 steps each, uniform
+and dynamic; per segment the steps from the speed change to a split within 10% of ideal and the
+wasted-compute fraction, measured and on the simulated clock (hetero_reaction.json / .png).
+
 Ideal throughput (the issue's yardstick) is a steady-state notion, so it is compared with the
 throughput measured over the same window, the second half of the steps (B / mean step time);
 `samples_per_s` over the whole run, which includes the controller's first corrections from the
@@ -30,7 +35,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common import save_figure, write_result
-from thrifty.train.hetero import DYNAMIC_SEQUENCE, constant, named_schedule
+from thrifty.train.hetero import (DYNAMIC_SEQUENCE, SimulatedCluster, SlowdownSchedule, constant, named_schedule,
+                                  reaction_steps, wasted_compute_fraction)
+from thrifty.train.policies import make_policy
 from thrifty.train.metrics import RunLog
 from thrifty.train.trainer import TrainConfig, run_training, total_steps
 
@@ -233,7 +240,106 @@ def _plot(result: dict, dynamic_run: dict) -> None:
     save_figure(fig, "hetero_training")
 
 
-if __name__ == "__main__":
+REACTION_SEGMENT_STEPS = 40
+REACTION_SCHEDULE = SlowdownSchedule(tuple((i * REACTION_SEGMENT_STEPS, (1.0, f))
+                                           for i, f in enumerate((1.0, 8.0, 2.0, 4.0, 1.0, 8.0))))
+
+
+def segment_figures(splits: list[list[int]], times: list[list[float]]) -> list[dict]:
+    """Per segment of REACTION_SCHEDULE: steps from its speed change to a split within 10% of
+    ideal (hetero.reaction_steps) and the wasted-compute fraction (hetero.wasted_compute_fraction)."""
+    out = []
+    starts = [s for s, _ in REACTION_SCHEDULE.segments] + [len(splits)]
+    for (start, factors), end in zip(REACTION_SCHEDULE.segments, starts[1:]):
+        out.append({"slowdown": list(factors), "first_step": start,
+                    "reaction_steps": reaction_steps(splits[start:end], times[start:end]),
+                    "wasted_compute_fraction": wasted_compute_fraction(times[start:end])})
+    return out
+
+
+def run_reaction(rounds: int, workdir: Path) -> dict:
+    """2 ranks through REACTION_SCHEDULE, uniform and dynamic, in interleaved rounds; and the same
+    schedule on the simulated clock (deterministic; 10% log-normal noise, 2 ms + 0.1 ms/sample)."""
+    steps = REACTION_SEGMENT_STEPS * len(REACTION_SCHEDULE.segments)
+    measured: dict[str, list[list[dict]]] = {"uniform": [], "dynamic": []}
+    splits_shown: list[list[int]] = []
+    for r in range(rounds):
+        for policy in measured:
+            run_dir = workdir / f"reaction-{policy}-{r}"
+            run_training(replace(BASE, workers=2, policy=policy, steps=steps, epochs=None, run_dir=run_dir,
+                                 slowdown=REACTION_SCHEDULE))
+            log = RunLog.read(run_dir)
+            splits = [b for _, b in splits_over_time(log, 2)]
+            figures = segment_figures(splits, _compute_by_step(log.steps, 2))
+            measured[policy].append(figures)
+            splits_shown = splits if policy == "dynamic" else splits_shown
+            print(f"round {r} reaction {policy:8s} " + " | ".join(
+                f"1:{f['slowdown'][1]:g} react {f['reaction_steps']} waste {f['wasted_compute_fraction']:.3f}"
+                for f in figures), flush=True)
+    simulated = []
+    for seed in range(5):
+        cluster = SimulatedCluster(REACTION_SCHEDULE, sample_s=1e-4, overhead_s=0.002, noise=0.1, seed=seed)
+        policy = make_policy("dynamic", GLOBAL_BATCH, 2)
+        splits, ideal = [], []
+        for step in range(steps):
+            splits.append(list(policy.split))
+            ideal.append(cluster.ideal_times(step, policy.split))
+            policy.observe(step + 1, cluster.times(step, policy.split))
+        simulated.append(segment_figures(splits, ideal))
+    return {"measured": measured, "simulated_dynamic": simulated, "splits_dynamic_last_round": splits_shown}
+
+
+def main_reaction(rounds: int = 2) -> dict:
+    with TemporaryDirectory(prefix="thrifty-bench-reaction-") as tmp:
+        runs = run_reaction(rounds, Path(tmp))
+    result = {"workload": "builtin:digits", "global_batch": GLOBAL_BATCH, "ranks": 2, "rounds": rounds,
+              "segment_steps": REACTION_SEGMENT_STEPS,
+              "schedule": [[s, list(f)] for s, f in REACTION_SCHEDULE.segments],
+              "reaction": "steps from a speed change to the first split whose compute times (median over up "
+                          "to 5 steps with that split) put every |mean t / t_k - 1| within 10%; null: never",
+              "wasted_compute": "sum over the segment's steps of sum_k (max_j t_j - t_k) / (n max_j t_j)",
+              **runs}
+    _plot_reaction(result)
+    write_result("hetero_reaction", result)
+    return result
+
+
+def _plot_reaction(result: dict) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    splits = np.array(result["splits_dynamic_last_round"])
+    for k in range(splits.shape[1]):
+        axes[0].plot(splits[:, k], label=f"rank {k}")
+    for start, factors in result["schedule"]:
+        axes[0].axvline(start, color="grey", lw=0.5)
+        axes[0].text(start + 1, splits.max() * 0.9, f"1:{factors[1]:g}", fontsize=8)
+    axes[0].set(xlabel="step", ylabel="local batch", title="dynamic split, 2 ranks (measured)")
+    axes[0].legend(fontsize=8)
+    labels = [f"1:{f[1]:g}" for _, f in result["schedule"]]
+    x = np.arange(len(labels))
+    for i, rnd in enumerate(result["measured"]["dynamic"]):
+        axes[1].plot(x, [f["reaction_steps"] if f["reaction_steps"] is not None else np.nan for f in rnd], "o-",
+                     label=f"measured, round {i}")
+    sim = np.array([[f["reaction_steps"] if f["reaction_steps"] is not None else np.nan for f in run]
+                    for run in result["simulated_dynamic"]], float)
+    axes[1].plot(x, np.nanmedian(sim, axis=0), "k^--", label="simulated clock, median of 5 seeds")
+    axes[1].set(xticks=x, xticklabels=labels, ylabel="steps", title="reaction: change -> split within 10% of ideal")
+    axes[1].legend(fontsize=8)
+    for i, policy in enumerate(("uniform", "dynamic")):
+        waste = np.median([[f["wasted_compute_fraction"] for f in rnd] for rnd in result["measured"][policy]], axis=0)
+        axes[2].bar(x + (i - 0.5) * 0.35, 100 * waste, 0.35, label=policy)
+    axes[2].set(xticks=x, xticklabels=labels, ylabel="% of compute", title="wasted compute per segment (median)")
+    axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, "hetero_reaction")
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["reaction"]:
+    out = main_reaction(*(int(a) for a in sys.argv[2:3]))
+    for policy, rounds_ in out["measured"].items():
+        for figures in rounds_:
+            print(policy, [(f["reaction_steps"], round(f["wasted_compute_fraction"], 3)) for f in figures])
+    print("simulated", [[f["reaction_steps"] for f in run] for run in out["simulated_dynamic"]])
+elif __name__ == "__main__":
     r = main(*(int(a) for a in sys.argv[1:3]))
     for profile, row in r["table"].items():
         print(f"{profile:8s} " + " | ".join(f"{p} {row[p]['samples_per_s']:7.0f}/s tt {row[p]['time_to_target_s']}"

@@ -4,9 +4,17 @@ A slowdown f_k >= 1 makes rank k's compute take f_k times as long; HL (heterogen
 fastest speed / slowest speed. Named profiles are OmniLearn's 4-worker core splits (Tyagi &
 Sharma, TPDS 2025), speed proportional to cores, so f_k = max(cores) / cores_k. `dynamic` is
 HL1 -> HL2 -> HL4 -> HL8 -> HL4 -> HL2 -> HL1 in equal parts of the run.
+
+`SimulatedCluster` plays a schedule on a simulated clock (no processes, no wall time) for the
+batch controller's tests and benchmarks; `wasted_compute_fraction` and `reaction_steps` are the
+yardsticks both use.
 """
 
-from dataclasses import dataclass
+import math
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from thrifty.errors import ThriftyError
@@ -122,3 +130,55 @@ def load_schedule(path: Path) -> SlowdownSchedule:
             raise HeteroError(f"schedule entry {entry!r}: step must be an integer") from None
         segments.append((step, factors))
     return SlowdownSchedule(tuple(segments))
+
+
+@dataclass
+class SimulatedCluster:
+    """Compute times on a simulated clock, for the controller's tests and benchmarks:
+    t_k = f_k(step) (overhead_s + b_k sample_s) exp(noise N(0, 1)), f_k from the schedule (a
+    linear compute law, DESIGN.md "Step time"; multiplicative log-normal noise). Deterministic
+    for a seed; `spikes` maps (step, rank) to an extra factor."""
+
+    schedule: SlowdownSchedule
+    sample_s: float = 1e-4
+    overhead_s: float = 0.0
+    noise: float = 0.0
+    seed: int = 0
+    spikes: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def ideal_times(self, step: int, split: Sequence[int]) -> list[float]:
+        return [f * (self.overhead_s + b * self.sample_s) for f, b in zip(self.schedule.at(step), split)]
+
+    def times(self, step: int, split: Sequence[int]) -> list[float]:
+        return [t * math.exp(self._rng.gauss(0.0, self.noise)) * self.spikes.get((step, k), 1.0)
+                for k, t in enumerate(self.ideal_times(step, split))]
+
+
+def wasted_compute_fraction(times: Sequence[Sequence[float]]) -> float:
+    """Share of the ranks' compute capacity spent waiting for the slowest rank over some steps:
+    sum_steps sum_k (max_j t_j - t_k) / sum_steps n max_j t_j."""
+    waited = sum(max(row) - t for row in times for t in row)
+    return waited / sum(len(row) * max(row) for row in times) if times else float("nan")
+
+
+def within_of_ideal(times: Sequence[float], tolerance: float) -> bool:
+    """A split is within `tolerance` of ideal when OmniLearn's estimate of the ideal batch,
+    b_k mean(t) / t_k, is within `tolerance` of b_k for every rank: |mean(t) / t_k - 1| <= tol."""
+    mean_t = statistics.fmean(times)
+    return all(abs(mean_t / t - 1.0) <= tolerance for t in times)
+
+
+def reaction_steps(splits: Sequence[Sequence[int]], times: Sequence[Sequence[float]],
+                   tolerance: float = 0.1, runs: int = 5) -> int | None:
+    """Steps from the first entry (a speed change) to the first step whose split is within
+    `tolerance` of ideal, judged on the median times of that split over up to `runs` consecutive
+    steps (one noisy step decides nothing); None if no step of the segment gets there."""
+    for i, split in enumerate(splits):
+        same = [times[j] for j in range(i, min(i + runs, len(splits))) if list(splits[j]) == list(split)]
+        medians = [statistics.median(column) for column in zip(*same)]
+        if within_of_ideal(medians, tolerance):
+            return i
+    return None

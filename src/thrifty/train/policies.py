@@ -8,46 +8,91 @@ Dynamic controller (OmniLearn, Tyagi & Sharma, TPDS 2025; DESIGN.md "Dynamic bat
   db_k = -X_k (t_k - mean t)              so b_k <- b_k * mean(t) / t_k
   applied when max_k |db_k| / b_k > dead_band, at most every `every` steps, then clamped to
   [b_min, b_max] and restored to sum b_k = B in integers (train.split).
-t_k is an EWMA of rank k's compute time, restarted after each change of split (old times belong
-to the old batch sizes). Measured compute times are noisy (shared cores, caches, the OS), so the
-dead-band is applied to a lower confidence bound of the imbalance: the relative change minus
-`confidence` standard errors of the smoothed time. The EWMA is sum_i w_i t_i, so for iid samples
-its variance is sigma^2 sum_i w_i^2, with sigma^2 the sample variance since the last change
-(Welford's running form). Without it the controller chases noise: on 2
-ranks of 2 cores at equal speed it made 50-70 changes in 220 steps and lost 10% throughput.
+The dead-band default, 5%, is the paper's; OmniLearn's published code uses 20% and adjusts once
+per epoch.
+
+Measured compute times are noisy (shared cores, caches, the OS), spike now and then, and change
+level when a worker's speed changes, so t_k is estimated robustly:
+- each step's times become ratios r_k = t_k / mean_j t_j (noise common to all ranks cancels);
+  the controller keeps the newest `window` ratios since the statistics last restarted;
+- t_k / mean t is the median of rank k's ratios: one spike cannot move it (an EWMA with weight
+  0.3 moved 60% on one 3x spike and ratcheted the slow rank's batch 8 -> 6 -> 5 -> 4);
+- the dead-band applies to a lower confidence bound: the imbalance less `confidence` standard
+  errors of the median, SE = sqrt(pi / 2) s r / sqrt(n) (the median's asymptotic variance for
+  normal data, Kenney & Keeping 1962), carried through c = 1/r - 1 by the delta method
+  (SE(c) = SE(r) / r^2). s is the relative noise from the step-to-step changes of the ratios
+  (noise_spread), kept across restarts, per rank and at least the pooled value. The error shrinks
+  with n, so a real imbalance is acted on however noisy the clock (an EWMA's error does not
+  shrink: the old bound was 5% + 1.26 CV, and a 24% imbalance at 20% noise stood for 30 steps);
+- level shifts: when each of the newest SHIFT_SAMPLES ratios of some rank lies on the same side
+  of the older ones' median, beyond the dead-band and `shift` standard deviations, its speed
+  changed: the older samples are dropped and the statistics restart there (a change-point test at
+  the newest possible point; a speed change used to count as noise, acted on 5 steps late);
+- no decision on fewer than MIN_SAMPLES samples, or before MIN_JITTER step-to-step changes,
+  whatever `every` says (with `every` 1 the controller acted on single samples, NaN failing the
+  `<= dead_band` test: 21 changes in 200 steps at equal speeds).
+The statistics also restart after each change of split (old times belong to old batch sizes).
 """
 
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from thrifty.train.split import SplitError, check_split_bounds, proportional_split
 
 POLICIES = ("uniform", "static", "dynamic")
+MIN_SAMPLES = 3  # the fewest samples since a restart behind a decision
+MIN_JITTER = 6  # the fewest step-to-step changes behind a noise estimate
+SHIFT_SAMPLES = 3  # newest samples the level-shift test compares with the older ones
+MAD_TO_SD = 1.4826  # sd = 1.4826 x median absolute deviation, normal data (Rousseeuw & Croux 1993)
+MEDIAN_SE = math.sqrt(math.pi / 2)  # SE(median) = sqrt(pi / 2) s / sqrt(n) (Kenney & Keeping 1962)
 
 
 @dataclass(frozen=True)
 class ControllerSettings:
-    dead_band: float = 0.05  # OmniLearn's 5%
+    dead_band: float = 0.05  # the paper's 5% (OmniLearn's published code defaults to 20%)
     every: int = 5  # at most one change every K steps
-    smoothing: float = 0.3  # EWMA weight of the newest compute time
+    window: int = 100  # newest compute times per rank behind the median
     warmup_steps: int = 5  # static policy: steps measured before its one change
-    confidence: float = 3.0  # standard errors subtracted from the imbalance before the dead-band
+    confidence: float = 2.0  # standard errors of the median subtracted before the dead-band
+    shift: float = 2.5  # standard deviations each of the newest samples must move for a level shift
 
     def __post_init__(self) -> None:
         if not 0 <= self.dead_band < 1:
             raise SplitError(f"dead-band must be in [0, 1), got {self.dead_band}")
         if self.every < 1 or self.warmup_steps < 1:
             raise SplitError("controller interval and warm-up must be at least one step")
-        if not 0 < self.smoothing <= 1:
-            raise SplitError(f"smoothing must be in (0, 1], got {self.smoothing}")
+        if self.window < 2 * SHIFT_SAMPLES:
+            raise SplitError(f"the controller's window must hold at least {2 * SHIFT_SAMPLES} steps, "
+                             f"got {self.window}")
 
 
 def relative_changes(times: Sequence[float]) -> list[float]:
     """|db_k| / b_k of the proportional update, = |mean(t) / t_k - 1|."""
     mean_t = statistics.fmean(times)
     return [abs(mean_t / t - 1.0) for t in times]
+
+
+def noise_spread(jitter: Sequence[float]) -> float:
+    """Relative noise s from step-to-step relative changes |r_i - r_(i-1)| / r_(i-1) (for iid
+    noise a difference has standard deviation sqrt(2) s, so s = 1.4826 median |dr| / sqrt(2));
+    level shifts and changes of split are single outliers among the changes, so this holds
+    across them."""
+    return MAD_TO_SD * statistics.median(jitter) / math.sqrt(2) if jitter else 0.0
+
+
+def level_shift(series: Sequence[float], spread: float, dead_band: float, shift: float) -> bool:
+    """True when each of the newest SHIFT_SAMPLES values lies on the same side of the older
+    values' median, further than the dead-band (relative) and `shift` standard deviations of the
+    difference, sqrt(s^2 + SE(median)^2). For iid noise each sample passes with probability
+    P(z > shift) (0.6% at 2.5), all of them with that to the power SHIFT_SAMPLES."""
+    old, new = series[:-SHIFT_SAMPLES], series[-SHIFT_SAMPLES:]
+    if len(old) < 2:
+        return False
+    centre = statistics.median(old)
+    threshold = centre * max(dead_band, shift * spread * math.sqrt(1 + MEDIAN_SE**2 / len(old)))
+    return all(v - centre > threshold for v in new) or all(centre - v > threshold for v in new)
 
 
 @dataclass
@@ -60,12 +105,11 @@ class BatchPolicy:
     b_min: int
     b_max: list[int]
     settings: ControllerSettings = field(default_factory=ControllerSettings)
-    smoothed: list[float] | None = None  # EWMA of compute time per rank, for the current split
-    moments: list[list[float]] | None = None  # per rank: Welford's running mean and M2
-    weight_sq: float = 0.0  # sum of the EWMA's squared weights
-    samples: int = 0  # compute times seen for the current split
+    ratios: list[list[float]] = field(default_factory=list)  # per step since the restart: t_k / mean t
+    jitter: list[list[float]] = field(default_factory=list)  # per step: |dr_k|, kept across restarts
     last_change_step: int = 0
     adjustments: int = 0
+    level_shifts: int = 0
     frozen: bool = False  # static: the split is final
     warmup_rates: list[list[float]] = field(default_factory=list)
 
@@ -77,18 +121,31 @@ class BatchPolicy:
             return self._observe_static(compute_times)
         return self._observe_dynamic(step, compute_times)
 
+    def estimate(self) -> list[float]:
+        """t_k / mean t per rank: the median of the window's ratios."""
+        return [statistics.median(column) for column in zip(*self.ratios)]
+
+    def spreads(self) -> list[float]:
+        """Per-rank relative noise of the ratios from the newest `window` step-to-step changes,
+        at least the noise pooled over all ranks (few samples underestimate it often)."""
+        pooled = noise_spread([d for row in self.jitter for d in row])
+        return [max(noise_spread(column), pooled) for column in zip(*self.jitter)] if self.jitter \
+            else [0.0] * len(self.split)
+
     def imbalance(self) -> float:
-        """max_k |db_k| / b_k on the smoothed times."""
-        return max(relative_changes(self.smoothed)) if self.smoothed else float("nan")
+        """max_k |db_k| / b_k on the robust estimate."""
+        return max(relative_changes(self.estimate())) if self.ratios else float("nan")
 
     def significant_imbalance(self) -> float:
-        """max_k of |db_k| / b_k less `confidence` standard errors of t_k / t_k; the dead-band
-        applies to this."""
-        if not self.smoothed or self.moments is None or self.samples < 2:
+        """max_k of |db_k| / b_k less `confidence` standard errors; the dead-band applies to this.
+        NaN before MIN_SAMPLES samples (and NaN never passes the dead-band)."""
+        n = len(self.ratios)
+        if n < MIN_SAMPLES or len(self.jitter) < min(MIN_JITTER, self.settings.window):
             return float("nan")
-        changes = relative_changes(self.smoothed)
-        errors = [self.settings.confidence * math.sqrt(m2 / (self.samples - 1) * self.weight_sq) / t
-                  for (_, m2), t in zip(self.moments, self.smoothed)]
+        estimate = self.estimate()
+        changes = relative_changes(estimate)
+        errors = [self.settings.confidence * MEDIAN_SE * s / math.sqrt(n) / r
+                  for s, r in zip(self.spreads(), estimate)]
         return max(c - e for c, e in zip(changes, errors))
 
     def _observe_static(self, compute_times: Sequence[float]) -> bool:
@@ -102,33 +159,33 @@ class BatchPolicy:
         return self._change(proportional_split(rates, self.global_batch, self.b_min, self.b_max), 0)
 
     def _observe_dynamic(self, step: int, compute_times: Sequence[float]) -> bool:
-        alpha = self.settings.smoothing
-        if self.smoothed is None or self.moments is None:
-            self.smoothed, self.weight_sq = list(compute_times), 1.0
-            self.moments = [[t, 0.0] for t in compute_times]
-        else:
-            self.smoothed = [alpha * t + (1 - alpha) * s for t, s in zip(compute_times, self.smoothed)]
-            self.weight_sq = (1 - alpha) ** 2 * self.weight_sq + alpha**2
-            for moment, t in zip(self.moments, compute_times):  # Welford
-                delta = t - moment[0]
-                moment[0] += delta / (self.samples + 1)
-                moment[1] += delta * (t - moment[0])
-        self.samples += 1
-        if self.samples < self.settings.every or step - self.last_change_step < self.settings.every:
+        mean_t = statistics.fmean(compute_times)
+        ratios = [t / mean_t for t in compute_times]
+        if self.ratios:
+            self.jitter.append([abs(r - p) / p for r, p in zip(ratios, self.ratios[-1])])
+            del self.jitter[:-self.settings.window]
+        self.ratios.append(ratios)
+        del self.ratios[:-self.settings.window]
+        shifted = (level_shift(column, s, self.settings.dead_band, self.settings.shift)
+                   for column, s in zip(zip(*self.ratios), self.spreads()))
+        if any(shifted):
+            del self.ratios[:-SHIFT_SAMPLES]
+            self.level_shifts += 1
+        if len(self.ratios) < MIN_SAMPLES or step - self.last_change_step < self.settings.every:
             return False
-        if self.significant_imbalance() <= self.settings.dead_band:
+        if not self.significant_imbalance() > self.settings.dead_band:
             return False
-        mean_t = statistics.fmean(self.smoothed)
-        target = [b - (b / t) * (t - mean_t) for b, t in zip(self.split, self.smoothed)]  # = b mean_t / t
-        new = proportional_split(target, self.global_batch, self.b_min, self.b_max)
-        return self._change(new, step)
+        estimate = self.estimate()
+        mean_r = statistics.fmean(estimate)
+        target = [b * mean_r / r for b, r in zip(self.split, estimate)]  # b - X (t - mean t) = b mean_t / t
+        return self._change(proportional_split(target, self.global_batch, self.b_min, self.b_max), step)
 
     def _change(self, new: list[int], step: int) -> bool:
         if new == self.split:
             return False
         self.split, self.last_change_step = new, step
         self.adjustments += 1
-        self.smoothed, self.moments, self.samples, self.weight_sq = None, None, 0, 0.0
+        self.ratios = []
         return True
 
     def state_dict(self) -> dict:
@@ -138,11 +195,13 @@ class BatchPolicy:
 
     @classmethod
     def from_state_dict(cls, state: dict) -> "BatchPolicy":
-        state = dict(state)
-        state["settings"] = ControllerSettings(**state["settings"])
+        """Fields this version does not know (an older controller's statistics) are dropped: the
+        statistics restart, the split and counts carry over."""
+        known = {f.name for f in fields(cls)}
+        state = {k: v for k, v in state.items() if k in known}
+        settings = {f.name for f in fields(ControllerSettings)}
+        state["settings"] = ControllerSettings(**{k: v for k, v in state["settings"].items() if k in settings})
         return cls(**state)
-
-
 def make_policy(name: str, global_batch: int, workers: int, *, b_min: int = 1,
                 b_max: Sequence[int] | None = None, capacities: Sequence[float] | None = None,
                 settings: ControllerSettings | None = None) -> BatchPolicy:
