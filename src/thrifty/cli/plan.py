@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.panel import Panel
 from rich.table import Table
 
@@ -15,20 +16,29 @@ from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, CloudO
 
 
 def _table(result, indices, title: str) -> Table:
-    table = Table(title=title)
-    for col in ("#", "VM type", "nodes x ranks", "batch", "spot", "time", "cost (90% interval)", "how"):
-        table.add_column(col, justify="left" if col in ("VM type", "how") else "right",
-                         overflow="fold")  # full VM names: rows must stay distinguishable
+    """One row per configuration. Numbers never wrap; the VM type is the one column that wraps
+    (whole, at a line break before its GPUs, then folded), so rows stay distinguishable at 80
+    columns."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("VM type", overflow="fold", min_width=16, ratio=1)
+    for col in ("VMs x\nranks", "batch", "spot", "time", "cost", "90%\ninterval"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("how", no_wrap=True)
     for rank, i in enumerate(indices, start=1):
         d = result.describe(int(i))
         low, high = d["predicted_cost_interval_usd"]
-        gpus = f" {d['accelerator_count']}x{d['accelerator']}" if d["accelerator"] else ""
+        gpus = f"\n{d['accelerator_count']}x {d['accelerator']}" if d["accelerator"] else ""
         table.add_row(str(rank), f"{d['cloud']}:{d['instance_type']}{gpus}",
                       f"{d['nodes']} x {d['workers'] // d['nodes']}", str(d["global_batch"]),
                       "spot" if d["spot"] else "", fmt_duration(d["predicted_time_s"]),
-                      f"{fmt_usd(d['predicted_cost_usd'])} ({fmt_usd(low)}-{fmt_usd(high)})",
+                      fmt_usd(d["predicted_cost_usd"]), f"{fmt_usd(low)}-{fmt_usd(high)[1:]}",
                       d["prediction"][:4])
     return table
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def plan(
@@ -118,13 +128,14 @@ def plan(
     stdout.print(_table(result, result.ranked[:top], f"top {top} by {objective}"))
     stdout.print(_table(result, result.front, f"Pareto front (fastest first, {len(result.front)} points)"))
     lo, hi = best["predicted_time_interval_s"]
+    gpus = f" ({best['accelerator_count']}x {best['accelerator']})" if best["accelerator"] else ""
     stdout.print(Panel.fit(
-        f"{best['cloud']}:{best['instance_type']} "
-        f"{'(' + str(best['accelerator_count']) + 'x ' + best['accelerator'] + ') ' if best['accelerator'] else ''}"
-        f"x {best['nodes']} node(s), {best['workers']} workers, global batch {best['global_batch']}, "
+        f"{best['cloud']}:{best['instance_type']}{gpus} x {_count(best['nodes'], 'VM')}, "
+        f"{_count(best['workers'], 'worker')}, global batch {best['global_batch']}, "
         f"{'spot' if best['spot'] else 'on-demand'}\n"
-        f"time {fmt_duration(best['predicted_time_s'])} ({fmt_duration(lo)} - {fmt_duration(hi)}), "
-        f"cost {fmt_usd(best['predicted_cost_usd'])}; {best['prediction']} prediction",
+        f"time {fmt_duration(best['predicted_time_s'])} (90%: {fmt_duration(lo)} - {fmt_duration(hi)}), "
+        f"cost {fmt_usd(best['predicted_cost_usd'])} (90%: {fmt_usd(best['predicted_cost_interval_usd'][0])} - "
+        f"{fmt_usd(best['predicted_cost_interval_usd'][1])}); {best['prediction']} prediction",
         title="recommended"))
     stdout.print(f"{len(result.candidates):,} candidates evaluated in {elapsed * 1000:.0f} ms "
                  f"({summary['candidates_per_s']:,.0f}/s); plot: {plot}")
