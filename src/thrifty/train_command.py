@@ -104,7 +104,7 @@ def register_train(app: typer.Typer) -> None:
         from thrifty.train.emulation import EMULATIONS
         from thrifty.train.policies import POLICIES, ControllerSettings
         from thrifty.train.probe import RULES
-        from thrifty.train.trainer import TrainConfig, total_steps
+        from thrifty.train.config import TrainConfig, global_batch_for, total_steps
         from thrifty.workloads import load_workload
         if policy not in POLICIES:
             raise ThriftyError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
@@ -117,7 +117,7 @@ def register_train(app: typer.Typer) -> None:
         if resume and mode == "asp":
             raise ThriftyError("--resume is for --mode bsp")
         loaded = load_workload(workload)
-        batch = global_batch or loaded.default_global_batch
+        batch = global_batch_for(global_batch, loaded)
         if batch < 1:
             raise ThriftyError(f"--global-batch must be positive, got {batch}")
         config = TrainConfig(
@@ -169,7 +169,7 @@ def _torchrun_rank(config) -> dict | None:
 
 
 def _store(db: Path, summary: dict, config, mode: str) -> None:
-    from thrifty.train.metrics import RunLog
+    from thrifty.records import RunLog
     log = RunLog.read(config.run_dir) if mode == "bsp" else RunLog()
     with Store(db) as store:
         summary["run_id"] = store.save_training_run(summary, log, mode=mode)

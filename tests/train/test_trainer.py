@@ -14,7 +14,7 @@ import torch
 
 from thrifty.checkpoint_file import CheckpointError, load_state
 from thrifty.train.hetero import SlowdownSchedule, parse_slowdown
-from thrifty.train.metrics import RunLog
+from thrifty.records import RunLog
 from thrifty.train.trainer import CHECKPOINT_NAME, TrainConfig, run_training
 
 BASE = TrainConfig(workers=2, global_batch=64, progress=False, b_max=64, timeout_s=240)
