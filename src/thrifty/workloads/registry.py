@@ -10,6 +10,7 @@ from thrifty.errors import WorkloadError
 from thrifty.workloads.base import Workload
 
 BUILTINS = {"digits": "thrifty.workloads.digits:make_workload",
+            "digits-bn": "thrifty.workloads.digits:make_bn_workload",
             "tabular": "thrifty.workloads.tabular:make_workload",
             "resnet18-cifar10": "thrifty.workloads.resnet_builtins:make_cifar10",
             "resnet50-imagenet": "thrifty.workloads.resnet_builtins:make_imagenet"}
