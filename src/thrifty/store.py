@@ -79,7 +79,8 @@ class Store:
             for table, columns in have.items():
                 for name in (n for n in STEP_FIELDS if n not in columns):
                     default = _STEP_DEFAULTS[name]
-                    clause = "" if default != default else f" DEFAULT {default!r}"  # NaN: NULL
+                    known = isinstance(default, (int, float)) and default == default  # not NaN
+                    clause = f" DEFAULT {default!r}" if known else ""  # else NULL
                     self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_STEP_TYPES[name]}{clause}")
             if "allreduce_s" in have["train_steps"]:
                 moves = ", ".join(f"{new} = {old}" for old, new in _OLD_TRAIN_STEP_COLUMNS.items())
