@@ -38,12 +38,12 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         rngs = [rng_state()]
     if rank != 0:
         return
+    state.log.write(config.run_dir)  # first: a kill between the two leaves the log ahead, never behind
     save_state(config.run_dir / CHECKPOINT_NAME, {
         "format": CHECKPOINT_FORMAT, "world_size": world, "global_batch": state.policy.global_batch,
         "model": state.model.state_dict(), "optimizer": state.optimizer.state_dict(),
         "policy": state.policy.state_dict(), "step": state.step, "epoch": state.epoch,
         "step_in_epoch": state.step_in_epoch, "train_time_s": state.train_time_s, "rng": rngs})
-    state.log.write(config.run_dir)
 
 
 def restore(state: RankState, config: TrainConfig, rank: int, world: int) -> None:

@@ -4,7 +4,7 @@ the plot of a run's log (thrifty.records.RunLog).
 Rank 0 keeps the rows (every rank's compute time reaches it inside the gradient all-reduce) and
 writes, under the run directory: steps.csv (one row per step and rank), evals.csv (metric over
 training time), summary.json and training.png. Files are rewritten whole, atomically, at every
-checkpoint and at the end, so a killed run leaves files that match its last checkpoint.
+checkpoint (just before it) and at the end; a resumed run drops rows after its checkpoint.
 """
 
 import json
