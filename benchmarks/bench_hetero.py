@@ -35,10 +35,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common import save_figure, write_result
+from thrifty.records import RunLog
 from thrifty.train.hetero import (DYNAMIC_SEQUENCE, SimulatedCluster, SlowdownSchedule, constant, named_schedule,
                                   reaction_steps, wasted_compute_fraction)
 from thrifty.train.policies import make_policy
-from thrifty.train.metrics import RunLog
 from thrifty.train.trainer import TrainConfig, run_training, total_steps
 
 PROFILES = ["HL1", "HL2", "HL4", "HL8", "dynamic"]
@@ -55,15 +55,15 @@ def _settled(log: RunLog) -> list:
 
 def settled_samples_per_s(log: RunLog) -> float:
     """Measured throughput over the same window as the ideal: B / mean step time."""
-    return GLOBAL_BATCH / statistics.fmean(r.step_s for r in _settled(log) if r.rank == 0)
+    return GLOBAL_BATCH / statistics.fmean(r.step_time_s for r in _settled(log) if r.rank == 0)
 
 
 def ideal_samples_per_s(log: RunLog, world: int) -> float:
     settled = _settled(log)
-    update = statistics.fmean(r.update_s for r in settled if r.rank == 0)
+    update = statistics.fmean(r.update_time_s for r in settled if r.rank == 0)
     rates = [statistics.fmean(r.local_batch for r in settled if r.rank == k)
-             / (statistics.fmean(r.compute_s for r in settled if r.rank == k) + update) for k in range(world)]
-    allreduce = statistics.fmean(r.allreduce_s for r in settled if r.rank == 0)
+             / (statistics.fmean(r.compute_time_s for r in settled if r.rank == k) + update) for k in range(world)]
+    allreduce = statistics.fmean((r.sync_time_s - r.wait_time_s) for r in settled if r.rank == 0)
     return GLOBAL_BATCH / (GLOBAL_BATCH / sum(rates) + allreduce)
 
 
@@ -88,7 +88,7 @@ def settling(log: RunLog, world: int, change_steps: list[int], quiet_steps: int)
                 break
             count, last = count + 1, c
         late = [r for r in log.steps if last < r.step < end]
-        medians = [statistics.median(r.compute_s for r in late if r.rank == k) for k in range(world)] \
+        medians = [statistics.median(r.compute_time_s for r in late if r.rank == k) for k in range(world)] \
             if late else [float("nan")]
         out.append({"change_step": start, "adjustments_to_settle": count,
                     "settled_after_step": last,
@@ -99,7 +99,7 @@ def settling(log: RunLog, world: int, change_steps: list[int], quiet_steps: int)
 def _compute_by_step(rows, world: int) -> list[list[float]]:
     by_step: dict[int, list[float]] = {}
     for r in rows:
-        by_step.setdefault(r.step, [0.0] * world)[r.rank] = r.compute_s
+        by_step.setdefault(r.step, [0.0] * world)[r.rank] = r.compute_time_s
     return list(by_step.values())
 
 

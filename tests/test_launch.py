@@ -16,7 +16,7 @@ import yaml
 
 from thrifty.plan.launch import epochs_text, project_root, skypilot_task, skypilot_yaml, torchrun_command
 from thrifty.store import Store
-from thrifty.train.metrics import RunLog
+from thrifty.records import RunLog
 
 # SkyPilot's task YAML (docs.skypilot.co, "YAML configuration"): the keys this task may use.
 TASK_KEYS = {"name", "workdir", "file_mounts", "resources", "num_nodes", "envs", "setup", "run"}
@@ -272,7 +272,7 @@ def test_printed_torchrun_line_reaches_the_profiled_speed(profiled_db, tmp_path)
         summary = _run_line(f"{line} --steps 60 --eval-every 1000 --checkpoint-every 0 "
                             f"--run-dir {run_dir} --db {tmp_path / 'train.db'} --json", env, tmp_path)
         assert (summary["steps"], summary["workers"], summary["global_batch"]) == (60, 2, 128)
-        step_s = {r.step: r.step_s for r in RunLog.read(run_dir).steps if r.step >= 10}  # warm
+        step_s = {r.step: r.step_time_s for r in RunLog.read(run_dir).steps if r.step >= 10}  # warm
         ratios.append(128 * len(step_s) / sum(step_s.values()) / profiled)
         if ratios[-1] >= 0.8:
             break

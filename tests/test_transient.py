@@ -253,7 +253,7 @@ def test_cli_fit_show_schedule(run_cli, tmp_path):
     ("lifetime_s,event\nnan,preempted\n", "positive number"),
     ("lifetime_s,event\n,preempted\n", "not a number"),
     ("lifetime_s,event\n", "no rows"),
-    ("", "needs a lifetime_s column"),
+    ("", "missing columns lifetime_s"),
     ("lifetime_s,event\n100,crashed\n", "unknown event 'crashed'"),
 ])
 def test_cli_rejects_bad_lifetimes(run_cli, tmp_path, rows, message):
@@ -295,3 +295,19 @@ def test_overhead_below_one_grid_step_is_one_uncheckpointed_segment():
     assert float(expected_overhead_fraction(PAPER, w, 1, restart_cost_s=restart)) == pytest.approx(direct, rel=1e-3)
     # mutation: no restart cost in the single-segment formula -> a different overhead
     assert float(expected_overhead_fraction(PAPER, w, 1, restart_cost_s=0.0)) < direct * 0.9
+
+
+@pytest.mark.parametrize("age_h, job", [(0, Job(5 * HOUR, 60, 60)), (2, Job(2 * HOUR, 30, 600)),
+                                        (1, Job(3 * HOUR, 200, 60))])  # 200 s: a checkpoint of 3.33 grid steps
+def test_tabulating_only_reachable_ages_changes_nothing(age_h, job):
+    """plan_schedule solves over the VM ages its job can reach; the full age table gives the same
+    makespan and intervals (a reach bound that is too small would read zeros past it)."""
+    from thrifty.transient.schedule import Solver, first_vm_intervals
+    _, model = load_model()
+    full = Solver(model, job)
+    value, choice = full.solve()
+    reached = plan_schedule(model, job, "dp", vm_age_s=age_h * HOUR)
+    assert len(reached.solver.ages) < len(full.ages)
+    assert reached.expected_makespan_s == pytest.approx(float(np.interp(age_h * HOUR, full.ages, value[full.steps])),
+                                                        rel=1e-12)
+    assert reached.intervals_s == first_vm_intervals(full, choice, age_h * HOUR)

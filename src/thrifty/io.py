@@ -1,9 +1,13 @@
-"""Atomic file writes (a temporary name in the same folder, fsync, rename) and JSON reads that
-fail with the caller's own one-line error."""
+"""Files: atomic writes (a temporary name in the same folder, fsync, rename), JSON and CSV reads
+that fail with the caller's own one-line error, CSV and PNG writes. No torch, and matplotlib
+only inside `write_png`, so importing this costs nothing."""
 
+import csv
+import io
 import json
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 
@@ -40,3 +44,62 @@ def read_json(path: Path, error: type[Exception], what: str):
         raise error(f"{what} not found: {path}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{what} {path} is not valid JSON: {exc}") from None
+
+
+def read_csv(path: Path, error: type[Exception], what: str, *, required: Sequence[str] = (),
+             allow_empty: bool = False) -> list[dict[str, str]]:
+    """The rows of a CSV file with a header, as dicts of strings.
+
+    A missing file, a binary file, missing `required` columns or (unless `allow_empty`) no rows
+    raise `error` with a one-line message naming `what` and the path."""
+    path = Path(path)
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except IsADirectoryError:
+        raise error(f"{what} {path} is a folder, not a CSV file") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise error(f"{what} {path} is not a text CSV file: {exc}") from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise error(f"{what} {path}: missing columns {', '.join(missing)}")
+    if not rows and not allow_empty:
+        raise error(f"{what} {path} has no rows")
+    return rows
+
+
+def write_csv(path: Path, columns: Sequence[str], rows: Iterable[Mapping]) -> None:
+    """Write `rows` (mappings holding at least `columns`) as CSV, atomically."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(columns)
+    writer.writerows([row[c] for c in columns] for row in rows)
+    write_text_atomic(Path(path), out.getvalue())
+
+
+def write_png(path: Path, draw: Callable, *, nrows: int = 1, ncols: int = 1,
+              figsize: tuple[float, float] = (6.4, 4.8), dpi: int = 110, title: str | None = None) -> Path:
+    """Draw a figure off-screen and write it as PNG, atomically; returns the path.
+
+    `draw(fig, axes)` fills the figure (`axes` as matplotlib's `subplots` returns them); the
+    figure is closed afterwards even if drawing fails."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize)
+    try:
+        draw(fig, axes)
+        if title:
+            fig.suptitle(title)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    write_bytes_atomic(Path(path), buffer.getvalue())
+    return Path(path)

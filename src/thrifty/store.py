@@ -1,6 +1,9 @@
 """SQLite persistence of profiles (with their step samples and calibration runs) and plan decisions.
 
 Every write is one transaction: a profile and all its rows land together or not at all.
+Profiles (`step_samples`) and training runs (`train_steps`) store the same per-step record
+(thrifty.records.StepRow) under the same column names; databases written before that are
+migrated in one transaction when opened.
 """
 
 import json
@@ -9,9 +12,7 @@ import time
 from pathlib import Path
 
 from thrifty.errors import ThriftyError
-from thrifty.train.loop import TrainResult
-from thrifty.train.metrics import EvalRow, RunLog, StepRow
-from thrifty.train.profiler import Profile, StepSample
+from thrifty.records import STEP_FIELDS, EvalRow, Profile, RunLog, StepRow, TrainResult
 
 DEFAULT_DB = Path.home() / ".thrifty" / "thrifty.db"
 
@@ -21,11 +22,7 @@ CREATE TABLE IF NOT EXISTS profiles (
   created_at REAL NOT NULL, instance_type TEXT NOT NULL, threads_per_rank INTEGER NOT NULL,
   param_count INTEGER NOT NULL, train_size INTEGER NOT NULL, meta_json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS step_samples (
-  profile_id INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
-  num_nodes INTEGER, num_workers INTEGER, rank INTEGER, local_batch INTEGER, global_batch INTEGER,
-  step INTEGER, compute_time_s REAL, sync_time_s REAL, step_time_s REAL, samples_per_s REAL,
-  peak_memory_bytes INTEGER, small_batch INTEGER, small_grad_sq REAL, big_batch INTEGER,
-  big_grad_sq REAL);
+  profile_id INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE, {step_columns});
 CREATE TABLE IF NOT EXISTS calibrations (
   profile_id INTEGER NOT NULL REFERENCES profiles(id) ON DELETE CASCADE,
   global_batch INTEGER, steps INTEGER, reached_target INTEGER, target_metric REAL,
@@ -39,16 +36,20 @@ CREATE TABLE IF NOT EXISTS train_runs (
   policy TEXT NOT NULL, workers INTEGER NOT NULL, global_batch INTEGER NOT NULL,
   run_dir TEXT NOT NULL, summary_json TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS train_steps (
-  run_id INTEGER NOT NULL REFERENCES train_runs(id) ON DELETE CASCADE,
-  step INTEGER, rank INTEGER, epoch INTEGER, local_batch INTEGER, slowdown REAL, compute_s REAL,
-  wait_s REAL, allreduce_s REAL, update_s REAL, controller_s REAL, step_s REAL, samples_per_s REAL);
+  run_id INTEGER NOT NULL REFERENCES train_runs(id) ON DELETE CASCADE, {step_columns});
 CREATE TABLE IF NOT EXISTS train_evals (
   run_id INTEGER NOT NULL REFERENCES train_runs(id) ON DELETE CASCADE,
   step INTEGER, train_time_s REAL, metric REAL);
 """
-SAMPLE_FIELDS = tuple(StepSample.__dataclass_fields__)
-STEP_ROW_FIELDS = tuple(StepRow.__dataclass_fields__)
+_SQL_TYPES = {int: "INTEGER", "int": "INTEGER", float: "REAL", "float": "REAL"}
+_STEP_TYPES = {name: _SQL_TYPES[f.type] for name, f in StepRow.__dataclass_fields__.items()}
+_STEP_DEFAULTS = {name: f.default for name, f in StepRow.__dataclass_fields__.items()}
+SCHEMA = SCHEMA.format(step_columns=", ".join(f"{n} {_STEP_TYPES[n]}" for n in STEP_FIELDS))
 EVAL_ROW_FIELDS = tuple(EvalRow.__dataclass_fields__)
+# train_steps columns before the one per-step record: old name -> StepRow field
+_OLD_TRAIN_STEP_COLUMNS = {"compute_s": "compute_time_s", "wait_s": "wait_time_s",
+                           "update_s": "update_time_s", "controller_s": "controller_time_s",
+                           "step_s": "step_time_s"}
 TABLES = ("profiles", "step_samples", "calibrations", "decisions", "train_runs", "train_steps", "train_evals")
 
 
@@ -62,8 +63,41 @@ class Store:
             self.conn = sqlite3.connect(self.path)
             self.conn.execute("PRAGMA foreign_keys = ON")
             self.conn.executescript(SCHEMA)
+            self._migrate()
         except (sqlite3.DatabaseError, OSError) as exc:
             raise ThriftyError(f"cannot open the database {self.path}: {exc}") from None
+
+    def _migrate(self) -> None:
+        """Add the StepRow columns an older database lacks, in one transaction. Old train_steps
+        rows get their values from the old columns (sync = wait + all-reduce), which stay."""
+        have = {table: {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+                for table in ("step_samples", "train_steps")}
+        if all(set(STEP_FIELDS) <= columns for columns in have.values()):
+            return
+        with self.conn:
+            self.conn.execute("BEGIN")  # sqlite3 would not open one for ALTER TABLE
+            for table, columns in have.items():
+                for name in (n for n in STEP_FIELDS if n not in columns):
+                    default = _STEP_DEFAULTS[name]
+                    known = isinstance(default, (int, float)) and default == default  # not NaN
+                    clause = f" DEFAULT {default!r}" if known else ""  # else NULL
+                    self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_STEP_TYPES[name]}{clause}")
+            if "allreduce_s" in have["train_steps"]:
+                moves = ", ".join(f"{new} = {old}" for old, new in _OLD_TRAIN_STEP_COLUMNS.items())
+                self.conn.execute(f"UPDATE train_steps SET {moves}, sync_time_s = wait_s + allreduce_s")
+
+    def _insert_steps(self, table: str, key: str, key_value: int, rows: list[StepRow]) -> None:
+        self.conn.executemany(
+            f"INSERT INTO {table} ({key}, {', '.join(STEP_FIELDS)}) "
+            f"VALUES ({', '.join('?' * (len(STEP_FIELDS) + 1))})",
+            [(key_value, *(getattr(r, f) for f in STEP_FIELDS)) for r in rows])
+
+    def _select_steps(self, table: str, key: str, key_value: int) -> list[StepRow]:
+        """SQLite stores NaN (an unmeasured time or noise norm) as NULL; this turns it back."""
+        rows = self.conn.execute(f"SELECT {', '.join(STEP_FIELDS)} FROM {table} WHERE {key} = ?",
+                                 (key_value,))
+        return [StepRow(**{f: float("nan") if v is None else v for f, v in zip(STEP_FIELDS, r)})
+                for r in rows]
 
     def __enter__(self) -> "Store":
         return self
@@ -87,10 +121,7 @@ class Store:
                  profile.threads_per_rank, profile.param_count, profile.train_size,
                  json.dumps(profile.meta)))
             profile_id = int(cur.lastrowid)
-            self.conn.executemany(
-                f"INSERT INTO step_samples (profile_id, {', '.join(SAMPLE_FIELDS)}) "
-                f"VALUES ({', '.join('?' * (len(SAMPLE_FIELDS) + 1))})",
-                [(profile_id, *(getattr(s, f) for f in SAMPLE_FIELDS)) for s in profile.samples])
+            self._insert_steps("step_samples", "profile_id", profile_id, profile.samples)
             if calibration is not None:
                 self.conn.execute(
                     "INSERT INTO calibrations VALUES (?,?,?,?,?,?,?,?)",
@@ -107,9 +138,7 @@ class Store:
         if row is None:
             return None
         profile_id = row[0]
-        samples = [StepSample(*(float("nan") if v is None else v for v in r)) for r in self.conn.execute(
-            f"SELECT {', '.join(SAMPLE_FIELDS)} FROM step_samples WHERE profile_id = ?",
-            (profile_id,))]
+        samples = self._select_steps("step_samples", "profile_id", profile_id)
         profile = Profile(workload=row[1], samples=samples, param_count=row[4], train_size=row[5],
                           threads_per_rank=row[3], instance_type=row[2],
                           meta={**json.loads(row[6]), "profile_id": profile_id})
@@ -134,6 +163,8 @@ class Store:
                 "VALUES (?,?,?,?)", (time.time(), workload_key, json.dumps(request),
                                      json.dumps(recommended)))
 
+    def training_steps(self, run_id: int) -> list[StepRow]:
+        return self._select_steps("train_steps", "run_id", run_id)
 
     def save_training_run(self, summary: dict, log: RunLog, mode: str = "bsp") -> int:
         """Insert a training run, its per-step rows and its evaluations in one transaction."""
@@ -144,10 +175,7 @@ class Store:
                 (time.time(), summary["workload"], mode, summary["policy"], summary["workers"],
                  summary["global_batch"], summary.get("run_dir", ""), json.dumps(summary)))
             run_id = int(cur.lastrowid)
-            self.conn.executemany(
-                f"INSERT INTO train_steps (run_id, {', '.join(STEP_ROW_FIELDS)}) "
-                f"VALUES ({', '.join('?' * (len(STEP_ROW_FIELDS) + 1))})",
-                [(run_id, *(getattr(r, f) for f in STEP_ROW_FIELDS)) for r in log.steps])
+            self._insert_steps("train_steps", "run_id", run_id, log.steps)
             self.conn.executemany(
                 f"INSERT INTO train_evals (run_id, {', '.join(EVAL_ROW_FIELDS)}) VALUES (?,?,?,?)",
                 [(run_id, *(getattr(r, f) for f in EVAL_ROW_FIELDS)) for r in log.evals])

@@ -2,7 +2,6 @@
 its CPU family relative to the profiling machine, its GPUs' peak rates (data/gpus.csv), and its
 network bandwidth."""
 
-import csv
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 from thrifty.catalog.vmtype import VMType
 from thrifty.data import data_path
 from thrifty.errors import CatalogError
+from thrifty.io import read_csv
 from thrifty.perf.roofline import GPUSpec, read_gpu_specs
 
 HARDWARE_COLUMNS = ("name", "speed_per_vcpu")
@@ -17,14 +17,7 @@ NETWORK_COLUMNS = ("cloud", "instance_pattern", "per_vcpu_gbps", "cap_gbps")
 
 
 def _read_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
-    if not path.is_file():
-        raise CatalogError(f"hardware file not found: {path}")
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise CatalogError(f"{path}: missing columns {', '.join(missing)}")
-        return list(reader)
+    return read_csv(path, CatalogError, "hardware file", required=columns, allow_empty=True)
 
 
 def _positive(text: str, where: str) -> float | None:

@@ -6,7 +6,6 @@ family (g2, a2, a3: `host_gpu_only` in data/gcp_gpu_pairing.csv) exists only wit
 host-only row never becomes a CPU VM; N1 hosts are CPU VMs as well as GPU hosts.
 """
 
-import csv
 import dataclasses
 import fnmatch
 import functools
@@ -18,6 +17,7 @@ from pathlib import Path
 from thrifty.catalog.vmtype import VMType
 from thrifty.data import data_path
 from thrifty.errors import CatalogError
+from thrifty.io import read_csv
 
 NATIVE_COLUMNS = ("cloud", "instance_type", "vcpus", "memory_gib", "accelerator",
                   "accelerator_count", "price_per_hour", "spot_price_per_hour", "region", "zone")
@@ -84,29 +84,24 @@ def _parse_row(record: dict[str, str], cloud: str, where: str) -> VMType:
 
 
 def _read_rows(path: Path) -> list[_Row]:
-    if not path.is_file():
-        raise CatalogError(f"catalog file not found: {path}")
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        if set(SKYPILOT_REQUIRED) <= set(header):
-            rename, cloud_default = SKYPILOT_COLUMNS, _cloud_from_path(path)
-        else:
-            missing = [c for c in NATIVE_COLUMNS if c not in header and c != "zone"]
-            if missing:
-                raise CatalogError(
-                    f"{path}: missing columns {', '.join(missing)} (expected thrifty's "
-                    f"{','.join(NATIVE_COLUMNS)} or SkyPilot's vms.csv columns)")
-            rename, cloud_default = {c: c for c in NATIVE_COLUMNS}, None
-        rows = []
-        for line, raw in enumerate(reader, start=2):
-            record = {rename[k.strip()]: v for k, v in raw.items() if k and k.strip() in rename}
-            cloud = cloud_default or (record.get("cloud") or "").strip().lower()
-            if not cloud:
-                raise CatalogError(f"{path}:{line}: column 'cloud' is empty")
-            rows.append(_Row(_parse_row(record, cloud, f"{path}:{line}"), line))
-    if not rows:
-        raise CatalogError(f"{path}: the catalog has no rows")
+    records = [{(k or "").strip(): v for k, v in raw.items()} for raw in read_csv(path, CatalogError, "catalog file")]
+    header = set(records[0])
+    if set(SKYPILOT_REQUIRED) <= header:
+        rename, cloud_default = SKYPILOT_COLUMNS, _cloud_from_path(path)
+    else:
+        missing = [c for c in NATIVE_COLUMNS if c not in header and c != "zone"]
+        if missing:
+            raise CatalogError(
+                f"{path}: missing columns {', '.join(missing)} (expected thrifty's "
+                f"{','.join(NATIVE_COLUMNS)} or SkyPilot's vms.csv columns)")
+        rename, cloud_default = {c: c for c in NATIVE_COLUMNS}, None
+    rows = []
+    for line, raw in enumerate(records, start=2):
+        record = {rename[k]: v for k, v in raw.items() if k in rename}
+        cloud = cloud_default or (record.get("cloud") or "").strip().lower()
+        if not cloud:
+            raise CatalogError(f"{path}:{line}: column 'cloud' is empty")
+        rows.append(_Row(_parse_row(record, cloud, f"{path}:{line}"), line))
     return rows
 
 
@@ -134,8 +129,7 @@ def gcp_family(instance_type: str) -> str:
 def gpu_pairings() -> tuple[GpuPairing, ...]:
     """The bundled GCP pairing table; a family must be GPU-only in all of its rows or in none."""
     path = data_path("gcp_gpu_pairing.csv")
-    with path.open(newline="") as handle:
-        records = list(csv.DictReader(handle))
+    records = read_csv(path, CatalogError, "GPU pairing table")
     pairings, flags = [], {}
     for line, r in enumerate(records, start=2):
         flag = r.get("host_gpu_only")

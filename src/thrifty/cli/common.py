@@ -11,7 +11,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from thrifty.errors import ThriftyError
 from thrifty.store import DEFAULT_DB
@@ -19,7 +18,7 @@ from thrifty.workloads.names import DEFAULT_WORKLOAD
 
 __all__ = ["DEFAULT_DB", "DEFAULT_WORKLOAD", "CatalogOpt", "CloudOpt", "DbOpt", "GpuOpt", "JsonOpt", "RegionOpt",
            "WorkloadOpt", "float_list", "fmt_duration", "fmt_usd", "int_list", "parse_duration_s",
-           "parse_money_usd", "print_json", "run_app", "spinner", "stderr", "stdout"]
+           "parse_money_usd", "print_json", "run_app", "stderr", "stdout"]
 
 stdout = Console(highlight=False)
 stderr = Console(stderr=True, highlight=False)
@@ -120,12 +119,6 @@ def fmt_usd(dollars: float) -> str:
         return f"${dollars:,.2f}"
     decimals = 1 - math.floor(math.log10(dollars))  # two significant digits
     return f"${dollars:.{decimals}f}"
-
-
-def spinner() -> Progress:
-    """A spinner with elapsed time on stderr, for long work whose length is unknown."""
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                    console=stderr, transient=True)
 
 
 def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty") -> int:

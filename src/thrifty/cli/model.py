@@ -26,16 +26,8 @@ CONFIG_COLUMNS = ("num_nodes", "num_workers", "local_batch")
 def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> tuple[list[dict], dict]:
     import numpy as np
 
-    if not path.is_file():
-        raise ThriftyError(f"file not found: {path}")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ThriftyError(f"{path}: missing columns {', '.join(missing)}")
-        rows = list(reader)
-    if not rows:
-        raise ThriftyError(f"{path}: no rows")
+    from thrifty.io import read_csv
+    rows = read_csv(path, ThriftyError, "CSV file", required=required)
     columns = {}
     for col in required + tuple(c for c in optional if c in rows[0]):
         try:

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from thrifty.cli.catalog import check_instance_type
 from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, DbOpt, JsonOpt, WorkloadOpt,
-                                fmt_duration, int_list, print_json, spinner, stdout)
+                                fmt_duration, int_list, print_json, stdout)
 
 
 def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
@@ -23,6 +23,7 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     """Measure a workload on local worker processes and store the samples."""
     check_instance_type(instance_type, catalog or [])
     from thrifty.pipeline import ProfileSettings, profile_and_store
+    from thrifty.progress import spinner
     from thrifty.store import Store
     settings = ProfileSettings(workers=int_list(workers, "--workers"),
                                local_batches=None if batch is None else int_list(batch, "--batch"),

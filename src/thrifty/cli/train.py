@@ -91,7 +91,7 @@ def train(
     from thrifty.train.emulation import EMULATIONS
     from thrifty.train.policies import POLICIES, ControllerSettings
     from thrifty.train.probe import RULES
-    from thrifty.train.trainer import TrainConfig, total_steps
+    from thrifty.train.config import TrainConfig, global_batch_for, total_steps
     from thrifty.workloads import load_workload
     if policy not in POLICIES:
         raise ThriftyError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
@@ -104,7 +104,7 @@ def train(
     if resume and mode == "asp":
         raise ThriftyError("--resume is for --mode bsp")
     loaded = load_workload(workload)
-    batch = global_batch or loaded.default_global_batch
+    batch = global_batch_for(global_batch, loaded)
     if batch < 1:
         raise ThriftyError(f"--global-batch must be positive, got {batch}")
     config = TrainConfig(
@@ -136,28 +136,18 @@ def train(
 
 def _torchrun_rank(config) -> dict | None:
     """One rank of a torchrun launch: the process group comes from torchrun's environment."""
-    import torch
-    import torch.distributed as dist
-
+    from thrifty.train.launcher import torchrun_group
     from thrifty.train.trainer import check_config, train_rank
-    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
-                          max_workers=max(world, 1))
-    if world > 1:
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    try:
+    with torchrun_group() as (rank, world):
+        config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
+                              max_workers=max(world, 1))
         summary = train_rank(rank, world, config)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
     return summary if rank == 0 else None
 
 
 def _store(db: Path, summary: dict, config, mode: str) -> None:
     from thrifty.store import Store
-    from thrifty.train.metrics import RunLog
+    from thrifty.records import RunLog
     log = RunLog.read(config.run_dir) if mode == "bsp" else RunLog()
     with Store(db) as store:
         summary["run_id"] = store.save_training_run(summary, log, mode=mode)

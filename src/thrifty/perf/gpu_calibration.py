@@ -7,7 +7,6 @@ and thrifty's counted work of each published model (published_work.json, counted
 thrifty.workloads.published). Fit: least squares on log throughput, parameters in log space.
 """
 
-import csv
 import json
 import math
 from collections.abc import Sequence
@@ -18,6 +17,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from thrifty.data import data_path
+from thrifty.errors import ModelError
+from thrifty.io import read_csv
 from thrifty.perf.roofline import GPUSpec, RooflineParams, step_time_s
 from thrifty.perf.work import StepWork
 
@@ -69,27 +70,25 @@ def load_published(data_dir: Path | None = None) -> tuple[list[PublishedRow], di
     work_json = json.loads((folder / "published_work.json").read_text())
     works = {k: StepWork.from_dict(v["step_work"]) for k, v in work_json["models"].items()}
     key_of = {(v["csv_model"], v["csv_input"]): k for k, v in work_json["models"].items()}
-    with (folder / "gpu_specs.csv").open(newline="", encoding="utf-8") as handle:
-        specs = {r["gpu"]: GPUSpec(r["gpu"], _num(r["fp32_tflops"]), _num(r["tf32_tflops"]),
-                                   _num(r["fp16_tensor_tflops"]), _num(r["mem_bw_gbs"]),
-                                   _num(r["memory_gib"]), _interconnect_gbps(r["gpu"]))
-                 for r in csv.DictReader(handle)}
+    specs = {r["gpu"]: GPUSpec(r["gpu"], _num(r["fp32_tflops"]), _num(r["tf32_tflops"]),
+                               _num(r["fp16_tensor_tflops"]), _num(r["mem_bw_gbs"]),
+                               _num(r["memory_gib"]), _interconnect_gbps(r["gpu"]))
+             for r in read_csv(folder / "gpu_specs.csv", ModelError, "published GPU specs")}
     rows, left_out = [], {}
-    with (folder / "gpu_training_throughput.csv").open(newline="", encoding="utf-8") as handle:
-        for r in csv.DictReader(handle):
-            key = key_of.get((r["model"], r["input"]))
-            reason = None
-            if key is None:
-                reason = work_json.get("excluded", {}).get(r["model"], "model not counted")
-            elif not r["batch_per_gpu"].strip():
-                reason = "batch per GPU not published"
-            if reason:
-                left_out[reason] = left_out.get(reason, 0) + 1
-                continue
-            spec = specs[SPEC_ALIASES.get(r["gpu"], r["gpu"])]
-            rows.append(PublishedRow(key, r["gpu"], spec, int(r["num_gpus"]), _precision(r["precision"]),
-                                     float(r["batch_per_gpu"]), float(r["samples_per_s_per_gpu"]),
-                                     r["source"].split(":")[0]))
+    for r in read_csv(folder / "gpu_training_throughput.csv", ModelError, "published GPU throughput"):
+        key = key_of.get((r["model"], r["input"]))
+        reason = None
+        if key is None:
+            reason = work_json.get("excluded", {}).get(r["model"], "model not counted")
+        elif not r["batch_per_gpu"].strip():
+            reason = "batch per GPU not published"
+        if reason:
+            left_out[reason] = left_out.get(reason, 0) + 1
+            continue
+        spec = specs[SPEC_ALIASES.get(r["gpu"], r["gpu"])]
+        rows.append(PublishedRow(key, r["gpu"], spec, int(r["num_gpus"]), _precision(r["precision"]),
+                                 float(r["batch_per_gpu"]), float(r["samples_per_s_per_gpu"]),
+                                 r["source"].split(":")[0]))
     return rows, works, left_out
 
 

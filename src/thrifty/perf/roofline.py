@@ -15,7 +15,6 @@ n GPUs: ring all-reduce of the gradients over the GPU interconnect at a fitted f
 bandwidth (perf.network), overlapped with compute as T = (T_c^g + T_ar^g)^(1/g) (Pollux, OSDI 2021).
 """
 
-import csv
 import functools
 import json
 import math
@@ -26,6 +25,7 @@ import numpy as np
 
 from thrifty.data import data_path
 from thrifty.errors import CatalogError, ModelError
+from thrifty.io import read_csv
 from thrifty.perf.network import INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, StepWork
 
@@ -96,17 +96,20 @@ def _float(text: str) -> float:
     return float(text) if text.strip() else math.nan
 
 
+GPU_SPEC_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", "mem_bw_gbs", "memory_gib",
+                    "interconnect_gbps")
+
+
 def read_gpu_specs(path: Path | None = None) -> dict[str, GPUSpec]:
     """GPU specs by the catalog's accelerator name (data/gpus.csv)."""
     path = Path(path) if path else data_path("gpus.csv")
+    rows = read_csv(path, CatalogError, "GPU specs", required=GPU_SPEC_COLUMNS)
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
         return {r["name"].lower(): GPUSpec(r["name"], _float(r["fp32_tflops"]), _float(r["tf32_tflops"]),
                                            _float(r["fp16_tensor_tflops"]), _float(r["mem_bw_gbs"]),
                                            _float(r["memory_gib"]), _float(r["interconnect_gbps"]))
                 for r in rows}
-    except (OSError, KeyError, ValueError) as exc:
+    except ValueError as exc:
         raise CatalogError(f"cannot read GPU specs {path}: {exc}") from None
 
 

@@ -19,13 +19,17 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from thrifty.io import write_text_atomic
+from thrifty.progress import ProgressBar
+from thrifty.records import EvalRow, RunLog
+from thrifty.train.aggregation import flat_gradient
+from thrifty.train.config import TrainConfig, check_config, total_steps
 from thrifty.train.emulation import Slowdown
 from thrifty.train.launcher import run_local_workers
-from thrifty.train.metrics import EvalRow, RunLog, write_summary
+from thrifty.train.loop import FixedSplit, RankState, run_steps
+from thrifty.train.metrics import write_summary
 from thrifty.train.policies import make_policy
-from thrifty.train.trainer import TrainConfig, check_config, total_steps
 from thrifty.workloads import load_workload
-from thrifty.io import write_text_atomic
 
 SERVER = "ps"
 _server: "ParameterServer | None" = None  # the instance living in the server process
@@ -63,7 +67,8 @@ class ParameterServer:
         self.updates: list[Update] = []
         self.log = RunLog()
         self.start = time.perf_counter()
-        self.progress = _ServerProgress(self.target_samples) if config.progress else None
+        self.progress = (ProgressBar("asp", self.target_samples, fields=("rate", "split"), show_count=False)
+                         if config.progress else None)
 
     def _workload_group(self, batch: int) -> dict:
         return self.workload.make_optimizer([torch.zeros(1, requires_grad=True)], batch).param_groups[0]
@@ -118,7 +123,9 @@ class ParameterServer:
         self.samples += local_batch
         self.latest[worker] = compute_s
         if self.progress:
-            self.progress.update(self.samples, time.perf_counter() - self.start, self.policy.split)
+            elapsed_s = max(time.perf_counter() - self.start, 1e-9)
+            self.progress.update(self.samples, rate=f"{self.samples / elapsed_s:,.0f} samples/s",
+                                 split="split " + ",".join(map(str, self.policy.split)))
         if len(self.latest) == self.workers:  # everyone reported since the last decision
             self.rounds += 1
             self.policy.observe(self.rounds, [self.latest[k] for k in range(self.workers)])
@@ -126,23 +133,6 @@ class ParameterServer:
         if self.version % self.eval_every == 0 or self.samples >= self.target_samples:
             metric = self.workload.evaluate(self.model, self.workload.eval_data)
             self.log.evals.append(EvalRow(self.version, time.perf_counter() - self.start, metric))
-
-
-class _ServerProgress:
-    def __init__(self, total_samples: int) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-        self.bar = Progress(TextColumn("[bold]asp[/]"), BarColumn(), TextColumn("{task.fields[rate]}"),
-                            TextColumn("split {task.fields[split]}"), TimeElapsedColumn(),
-                            console=Console(stderr=True))
-        self.task = self.bar.add_task("asp", total=total_samples, rate="", split="")
-        self.bar.start()
-
-    def update(self, samples: int, elapsed_s: float, split: list[int]) -> None:
-        self.bar.update(self.task, completed=samples, rate=f"{samples / max(elapsed_s, 1e-9):,.0f} samples/s",
-                        split=",".join(map(str, split)))
-        if samples >= self.bar.tasks[0].total:
-            self.bar.stop()
 
 
 def _exchange(worker: int, grad, pulled: int, local_batch: int, compute_s: float):
@@ -160,32 +150,39 @@ def _sample_stream(train_size: int, seed: int, worker: int):
 
 
 def _worker_loop(config: TrainConfig, worker: int) -> dict:
+    """train.loop's loop with this worker's own sample stream, and a push of the gradient and
+    pull of fresh parameters (and the next local batch) in place of the all-reduce."""
     workload = load_workload(config.workload)
     model = workload.make_model()
     stream = _sample_stream(workload.train_size, config.seed, worker)
     slowdown = Slowdown(config.slowdown, worker, config.emulate, tag=os.environ.get("THRIFTY_RUN_TAG"))
     params, version, local_batch, stop, progress = rpc.rpc_sync(SERVER, _exchange, args=(worker, None, -1, 0, 0.0))
-    busy = talk = 0.0
+    vector_to_parameters(params, model.parameters())
+    state = RankState(model, None, FixedSplit([local_batch]), None, step=progress)
+    pulled = {"version": version, "stop": stop, "progress": progress, "busy": 0.0, "talk": 0.0}
+
+    def push_pull(model: torch.nn.Module, extras: torch.Tensor):
+        compute = float(extras[0])
+        sent = time.perf_counter()
+        params, pulled["version"], batch, pulled["stop"], pulled["progress"] = rpc.rpc_sync(
+            SERVER, _exchange, args=(worker, flat_gradient(model), pulled["version"], state.policy.split[0], compute))
+        vector_to_parameters(params, model.parameters())
+        state.policy.split = [batch]
+        pulled["busy"] += compute
+        pulled["talk"] += time.perf_counter() - sent
+        return None, extras
+
+    def on_step(rows) -> bool:
+        state.step = pulled["progress"]  # the emulated slowdown follows the server's progress
+        return pulled["stop"]
+
     try:
-        while not stop:
-            vector_to_parameters(params, model.parameters())
-            slowdown.before_step(progress)
-            start = time.perf_counter()
-            indices = torch.tensor([next(stream) for _ in range(local_batch)])
-            model.zero_grad(set_to_none=False)
-            inputs, targets = workload.batch(indices)
-            workload.loss_fn(model(inputs), targets).backward()
-            slowdown.after_compute(progress, time.perf_counter() - start)
-            compute = time.perf_counter() - start
-            grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-            sent = time.perf_counter()
-            params, version, local_batch, stop, progress = rpc.rpc_sync(
-                SERVER, _exchange, args=(worker, grad, version, local_batch, compute))
-            busy += compute
-            talk += time.perf_counter() - sent
+        if not stop:
+            run_steps(state, workload, on_step=on_step, slowdown=slowdown, exchange=push_pull, world=(0, 1),
+                      batches=lambda: torch.tensor([next(stream) for _ in range(state.policy.split[0])]))
     finally:
         slowdown.close()
-    return {"compute_s": busy, "exchange_s": talk}
+    return {"compute_s": pulled["busy"], "exchange_s": pulled["talk"]}
 
 
 def _asp_rank(rank: int, world_size: int, config: TrainConfig) -> dict:

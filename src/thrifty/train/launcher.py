@@ -1,9 +1,11 @@
-"""Start n local worker processes joined in a torch.distributed process group on loopback.
+"""Process groups, in one place: n local worker processes joined on loopback
+(`run_local_workers`), or this process as one rank of a torchrun launch (`torchrun_group`).
 
-Gloo on CPU (`GLOO_SOCKET_IFNAME=lo`, `MASTER_ADDR=127.0.0.1`), NCCL when every rank has a GPU.
-Every run has a hard timeout; a rank that raises stops the run with its error message.
+Gloo on CPU (`GLOO_SOCKET_IFNAME=lo`, `MASTER_ADDR=127.0.0.1` locally), NCCL when every rank has a
+GPU. Every local run has a hard timeout; a rank that raises stops the run with its error message.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -32,6 +34,22 @@ def free_loopback_port() -> int:
 
 def _backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+@contextlib.contextmanager
+def torchrun_group():
+    """(rank, world size) of this torchrun process, inside its process group when world > 1 (the
+    rendezvous comes from torchrun's environment); the group is destroyed on the way out."""
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    if world > 1:
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        dist.init_process_group(_backend())
+    try:
+        yield rank, world
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bool, out_dir: str,

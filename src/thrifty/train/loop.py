@@ -1,62 +1,128 @@
-"""Train a workload until it reaches its target metric: the calibration run for statistical
-efficiency, and the body of `python -m thrifty.train` under torchrun."""
+"""The one training loop: step after step of `train_step` on a rank's state until a stop.
 
+The profiler (a fixed split per setting), the calibration run (`train_to_target`), `thrifty
+train` (BSP, with a batch policy, evaluation and checkpoints as hooks) and the ASP worker (its
+own sample stream and a push/pull instead of the all-reduce) all run `run_steps`.
+"""
+
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from thrifty.records import NOISE_FIELDS, RunLog, StepRow, TrainResult
+from thrifty.train.emulation import Slowdown
 from thrifty.train.sampler import GlobalBatchSampler
-from thrifty.train.step import noise_due, train_step
+from thrifty.train.step import Exchange, distributed, noise_due, train_step
 from thrifty.workloads.base import Workload
 
 
 @dataclass
-class TrainResult:
-    global_batch: int
-    steps: int
-    reached_target: bool
-    final_metric: float
-    wall_time_s: float
-    metric_history: list[tuple[int, float]] = field(default_factory=list)
-    noise: dict[str, list[float]] = field(default_factory=lambda: {
-        "small_batch": [], "small_grad_sq": [], "big_batch": [], "big_grad_sq": []})
+class FixedSplit:
+    """A split that never changes (profiling, calibration): the batch-policy interface, inert."""
+
+    split: list[int]
+    adjustments: int = 0
+
+    @property
+    def global_batch(self) -> int:
+        return sum(self.split)
+
+    def observe(self, step: int, compute_times) -> bool:
+        return False
 
 
-def train_to_target(workload: Workload, local_batches: list[int], *, rank: int = 0,
-                    max_steps: int = 5000, eval_every: int | None = None, seed: int = 0,
-                    target: float | None = None, on_eval=None, noise_every: int = 8) -> TrainResult:
-    """Train until `target` (default: the workload's) is reached or max_steps; rank r of len(local_batches).
+@dataclass
+class RankState:
+    """What one rank carries from step to step (and what a checkpoint saves)."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer | None
+    policy: object  # BatchPolicy or FixedSplit: `.split`, `.global_batch`, `.observe`
+    sampler: GlobalBatchSampler | None
+    step: int = 0
+    epoch: int = 0
+    step_in_epoch: int = 0
+    train_time_s: float = 0.0
+    log: RunLog = field(default_factory=RunLog)
+
+    def indices(self, rank: int) -> torch.Tensor:
+        """This rank's samples of the current global batch, cut by the current split."""
+        return self.sampler.split_indices(rank, self.epoch, self.step_in_epoch, self.policy.split)
+
+    def advance(self, step_time_s: float) -> None:
+        self.step += 1
+        self.train_time_s += step_time_s
+        self.step_in_epoch += 1
+        if self.sampler is not None and self.step_in_epoch == self.sampler.steps_per_epoch:
+            self.epoch, self.step_in_epoch = self.epoch + 1, 0
+
+
+def fresh_state(workload: Workload, split: list[int], *, seed: int = 0, policy=None,
+                model: torch.nn.Module | None = None) -> RankState:
+    """Identical initial model on every rank (seeded), the workload's optimizer for B, a sampler."""
+    if model is None:
+        torch.manual_seed(seed)
+        model = workload.make_model()
+    global_batch = sum(split)
+    return RankState(model, workload.make_optimizer(model.parameters(), global_batch),
+                     policy if policy is not None else FixedSplit(list(split)),
+                     GlobalBatchSampler(workload.train_size, split, seed=seed))
+
+
+def run_steps(state: RankState, workload: Workload, *, steps: int = sys.maxsize,
+              on_step: Callable[[list[StepRow]], bool] | None = None,
+              measure_noise: Callable[[int], bool] = lambda step: False,
+              slowdown: Slowdown | None = None, batches: Callable[[], torch.Tensor] | None = None,
+              exchange: Exchange | None = None, world: tuple[int, int] | None = None) -> None:
+    """Train until `state.step == steps` or `on_step(rows)` returns True.
+
+    `batches` replaces the sampler (the ASP worker's stream), `exchange` the all-reduce."""
+    rank, _ = world or distributed()
+    while state.step < steps:
+        indices = batches() if batches is not None else state.indices(rank)
+        rows = train_step(state.model, state.optimizer, workload, indices, state.policy.global_batch,
+                          step=state.step, epoch=state.epoch, measure_noise=measure_noise(state.step),
+                          slowdown=slowdown, policy=state.policy, exchange=exchange, world=world)
+        state.advance(rows[rank].step_time_s)
+        if on_step is not None and on_step(rows):
+            break
+
+
+def train_to_target(workload: Workload, local_batches: list[int], *, max_steps: int = 5000,
+                    eval_every: int | None = None, seed: int = 0, target: float | None = None,
+                    on_eval=None, noise_every: int = 8) -> TrainResult:
+    """Train until `target` (default: the workload's) is reached or max_steps; this process is
+    rank r of len(local_batches) (the calibration run for statistical efficiency).
 
     Every rank evaluates the same (synchronised) model, so all ranks stop at the same step.
     With one rank the noise scale is measured every `noise_every` steps (a micro-batch split that
-    leaves the update unchanged); a calibration run uses 1, for the most measurements.
-    """
+    leaves the update unchanged); a calibration run uses 1, for the most measurements."""
     target = workload.target_metric if target is None else target
-    global_batch = sum(local_batches)
-    torch.manual_seed(seed)
-    model = workload.make_model()
-    optimizer = workload.make_optimizer(model.parameters(), global_batch)
-    sampler = GlobalBatchSampler(workload.train_size, local_batches, seed=seed)
-    eval_every = eval_every or max(1, sampler.steps_per_epoch // 4)
-    batches = sampler.iter_rank(rank)
-    result = TrainResult(global_batch=global_batch, steps=0, reached_target=False,
+    rank, _ = distributed()
+    state = fresh_state(workload, list(local_batches), seed=seed)
+    eval_every = eval_every or max(1, state.sampler.steps_per_epoch // 4)
+    result = TrainResult(global_batch=sum(local_batches), steps=0, reached_target=False,
                          final_metric=float("nan"), wall_time_s=0.0)
+
+    def on_step(rows: list[StepRow]) -> bool:
+        if rows[rank].has_noise:
+            for key in NOISE_FIELDS:
+                result.noise[key].append(float(getattr(rows[rank], key)))
+        if state.step % eval_every and state.step != max_steps:
+            return False
+        metric = workload.evaluate(state.model, workload.eval_data)
+        result.metric_history.append((state.step, metric))
+        result.steps, result.final_metric = state.step, metric
+        if on_eval is not None:
+            on_eval(state.step, metric)
+        result.reached_target = metric >= target
+        return result.reached_target
+
     start = time.perf_counter()
-    for step in range(1, max_steps + 1):
-        record = train_step(model, optimizer, workload, next(batches), global_batch,
-                            measure_noise=noise_due(step, len(local_batches), noise_every))
-        if record.big_grad_sq == record.big_grad_sq and record.small_grad_sq == record.small_grad_sq:
-            for key in result.noise:
-                result.noise[key].append(float(getattr(record, key)))
-        if step % eval_every == 0 or step == max_steps:
-            metric = workload.evaluate(model, workload.eval_data)
-            result.metric_history.append((step, metric))
-            result.steps, result.final_metric = step, metric
-            if on_eval is not None:
-                on_eval(step, metric)
-            if metric >= target:
-                result.reached_target = True
-                break
+    run_steps(state, workload, steps=max_steps, on_step=on_step,
+              measure_noise=lambda step: noise_due(step + 1, len(local_batches), noise_every))
     result.wall_time_s = time.perf_counter() - start
     return result

@@ -1,78 +1,18 @@
-"""What a `thrifty train` run measured, per step and rank, and what it reached.
+"""What a `thrifty train` run measured, per step and rank, and what it reached: the summary and
+the plot of a run's log (thrifty.records.RunLog).
 
 Rank 0 keeps the rows (every rank's compute time reaches it inside the gradient all-reduce) and
 writes, under the run directory: steps.csv (one row per step and rank), evals.csv (metric over
 training time), summary.json and training.png. Files are rewritten whole, atomically, at every
-checkpoint and at the end, so a killed run leaves files that match its last checkpoint.
+checkpoint (just before it) and at the end; a resumed run drops rows after its checkpoint.
 """
 
-import csv
-import io
 import json
 import statistics
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from thrifty.io import write_text_atomic
-
-
-@dataclass(frozen=True)
-class StepRow:
-    step: int
-    rank: int
-    epoch: int
-    local_batch: int
-    slowdown: float
-    compute_s: float  # forward + backward (+ emulated slowdown): what the controller sees
-    wait_s: float  # idle in the all-reduce until the slowest rank arrived
-    allreduce_s: float  # the collective itself, after the last rank arrived
-    update_s: float  # optimizer step and controller, after the all-reduce
-    controller_s: float
-    step_s: float
-    samples_per_s: float  # this rank's own throughput, local_batch / compute_s
-
-
-@dataclass(frozen=True)
-class EvalRow:
-    step: int
-    train_time_s: float
-    metric: float
-
-
-@dataclass
-class RunLog:
-    steps: list[StepRow] = field(default_factory=list)
-    evals: list[EvalRow] = field(default_factory=list)
-
-    def truncate(self, after_step: int) -> None:
-        """Forget rows of steps after `after_step` (they were not checkpointed)."""
-        self.steps = [r for r in self.steps if r.step <= after_step]
-        self.evals = [r for r in self.evals if r.step <= after_step]
-
-    def write(self, run_dir: Path) -> None:
-        write_text_atomic(run_dir / "steps.csv", _csv(StepRow, self.steps))
-        write_text_atomic(run_dir / "evals.csv", _csv(EvalRow, self.evals))
-
-    @classmethod
-    def read(cls, run_dir: Path) -> "RunLog":
-        return cls(steps=_read_csv(StepRow, run_dir / "steps.csv"),
-                   evals=_read_csv(EvalRow, run_dir / "evals.csv"))
-
-
-def _csv(kind, rows) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow([f.name for f in fields(kind)])
-    writer.writerows([tuple(asdict(r).values()) for r in rows])
-    return out.getvalue()
-
-
-def _read_csv(kind, path: Path) -> list:
-    if not path.exists():
-        return []
-    types = {f.name: (int if f.type in (int, "int") else float) for f in fields(kind)}
-    with path.open(newline="") as handle:
-        return [kind(**{k: types[k](v) for k, v in row.items()}) for row in csv.DictReader(handle)]
+from thrifty.io import write_png, write_text_atomic
+from thrifty.records import RunLog, StepRow
 
 
 def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[int],
@@ -82,11 +22,11 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
     by_step: dict[int, list[StepRow]] = {}
     for row in log.steps:
         by_step.setdefault(row.step, []).append(row)
-    train_time = sum(rows[0].step_s for rows in by_step.values())
-    waits = sum(r.wait_s for r in log.steps)
-    busy = sum(r.step_s for r in log.steps)
+    train_time = sum(rows[0].step_time_s for rows in by_step.values())
+    waits = sum(r.wait_time_s for r in log.steps)
+    busy = sum(r.step_time_s for r in log.steps)
     reached = next((e for e in log.evals if e.metric >= target), None)
-    controller = [rows[0].controller_s / rows[0].step_s for rows in by_step.values() if rows[0].step_s > 0]
+    controller = [rows[0].controller_time_s / rows[0].step_time_s for rows in by_step.values() if rows[0].step_time_s > 0]
     epochs = {r.epoch for r in log.steps}
     return {
         "workload": workload, "policy": policy, "workers": world_size, "global_batch": global_batch,
@@ -117,31 +57,21 @@ def write_summary(run_dir: Path, summary: dict) -> None:
 
 def plot_run(run_dir: Path, log: RunLog, title: str) -> Path:
     """training.png: batch sizes over time, per-rank compute and step time, metric vs time."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from thrifty.io import write_bytes_atomic
     ranks = sorted({r.rank for r in log.steps})
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for k in ranks:
-        mine = [r for r in log.steps if r.rank == k]
-        steps = [r.step for r in mine]
-        axes[0].plot(steps, [r.local_batch for r in mine], label=f"rank {k}")
-        axes[1].plot(steps, [r.compute_s * 1e3 for r in mine], lw=0.8, label=f"rank {k} compute")
-    rank0 = [r for r in log.steps if r.rank == ranks[0]] if ranks else []
-    axes[1].plot([r.step for r in rank0], [r.step_s * 1e3 for r in rank0], "k", lw=1.2, label="step")
-    axes[0].set(xlabel="step", ylabel="local batch", title="batch split")
-    axes[1].set(xlabel="step", ylabel="ms", title="per-rank compute time and step time")
-    axes[2].plot([e.train_time_s for e in log.evals], [e.metric for e in log.evals], "o-")
-    axes[2].set(xlabel="training time (s)", ylabel="metric", title="metric vs time")
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    path = run_dir / "training.png"
-    write_bytes_atomic(path, buffer.getvalue())
-    return path
+
+    def draw(fig, axes) -> None:
+        for k in ranks:
+            mine = [r for r in log.steps if r.rank == k]
+            steps = [r.step for r in mine]
+            axes[0].plot(steps, [r.local_batch for r in mine], label=f"rank {k}")
+            axes[1].plot(steps, [r.compute_time_s * 1e3 for r in mine], lw=0.8, label=f"rank {k} compute")
+        rank0 = [r for r in log.steps if r.rank == ranks[0]] if ranks else []
+        axes[1].plot([r.step for r in rank0], [r.step_time_s * 1e3 for r in rank0], "k", lw=1.2, label="step")
+        axes[0].set(xlabel="step", ylabel="local batch", title="batch split")
+        axes[1].set(xlabel="step", ylabel="ms", title="per-rank compute time and step time")
+        axes[2].plot([e.train_time_s for e in log.evals], [e.metric for e in log.evals], "o-")
+        axes[2].set(xlabel="training time (s)", ylabel="metric", title="metric vs time")
+        axes[0].legend(fontsize=7)
+        axes[1].legend(fontsize=7)
+
+    return write_png(Path(run_dir) / "training.png", draw, ncols=3, figsize=(14, 4), title=title)

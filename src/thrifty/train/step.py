@@ -1,34 +1,35 @@
-"""One measured data-parallel training step: compute, gradient all-reduce, optimizer update.
+"""The one training step: compute, gradient exchange, optimizer update, measured.
 
-With `measure_noise`, the step also returns the squared norms the gradient-noise-scale estimator
-needs (thrifty.perf.noise): each rank's local mean gradient (small batch b_k) and the aggregated
-one (big batch B). With a single process the batch is split into two micro-batches and the first
-half's gradient is the small one.
+The profiler, the calibration run, `thrifty train` (BSP) and the ASP workers all call
+`train_step`. Rank k computes the mean loss of its b_k samples scaled by n b_k / B
+(train.aggregation), so the averaging all-reduce gives the global batch's gradient whatever the
+split. Every rank's compute time, local batch and (if measured) local squared gradient norm ride
+along in that one all-reduce, so each rank returns the same rows for every rank, and the batch
+policy, fed the same times on every rank, decides the same next split without a collective.
+
+With `measure_noise`, the rows carry the squared norms the gradient-noise-scale estimator needs
+(thrifty.perf.noise): each rank's local mean gradient (small batch b_k) and the aggregated one
+(big batch B). With one process the batch is split into two micro-batches and the first half's
+gradient is the small one.
 """
 
+import resource
+import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from thrifty.records import StepRow
 from thrifty.train.aggregation import allreduce_mean_gradients, flat_gradient, loss_scale
+from thrifty.train.emulation import Slowdown
 from thrifty.workloads.base import Workload
 
-
-@dataclass(frozen=True)
-class StepRecord:
-    """Timings in seconds of one step on one rank, and the noise-scale inputs (NaN if unmeasured)."""
-
-    compute_time_s: float
-    sync_time_s: float
-    step_time_s: float
-    loss: float
-    small_batch: int
-    small_grad_sq: float
-    big_batch: int
-    big_grad_sq: float
+# (model, extras) -> (flat averaged gradient or None, summed extras): the gradient exchange
+Exchange = Callable[[nn.Module, torch.Tensor], tuple[torch.Tensor | None, torch.Tensor]]
+_EXTRAS = 3  # per rank: compute time, local batch, local squared gradient norm
 
 
 def noise_due(step: int, world_size: int, every_single_process: int = 8) -> bool:
@@ -37,60 +38,92 @@ def noise_due(step: int, world_size: int, every_single_process: int = 8) -> bool
     return world_size > 1 or step % every_single_process == 0
 
 
-def _distributed() -> tuple[int, int]:
+def distributed() -> tuple[int, int]:
+    """(rank, world size) of the default process group; (0, 1) without one."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
 
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, workload: Workload,
-               local_indices: torch.Tensor, global_batch: int, *, measure_noise: bool = True) -> StepRecord:
-    """Run one step on this rank's samples; every rank of the group must call it together.
+def peak_memory_bytes() -> int:
+    if torch.cuda.is_available():
+        return int(torch.cuda.max_memory_allocated())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return int(peak if sys.platform == "darwin" else peak * 1024)
 
-    With one process, measuring noise splits the batch in two micro-batches, which costs time:
-    callers measure it only on some steps (see `noise_due`)."""
-    rank, world = _distributed()
-    local_batch = len(local_indices)
+
+def _compute(model: nn.Module, workload: Workload, indices: torch.Tensor, scale: float,
+             split: bool) -> tuple[int, float]:
+    """Forward and backward of this rank's samples; with `split`, two micro-batches whose first
+    gradient is measured (McCandlish App. A). Returns (small batch, its squared gradient norm)."""
+    local_batch = len(indices)
+    if not split:
+        inputs, targets = workload.batch(indices)
+        (workload.loss_fn(model(inputs), targets) * scale).backward()
+        return local_batch, float("nan")
+    half = local_batch // 2
+    small_sq = float("nan")
+    for part, idx in enumerate((indices[:half], indices[half:])):
+        inputs, targets = workload.batch(idx)
+        (workload.loss_fn(model(inputs), targets) * (scale * len(idx) / local_batch)).backward()
+        if part == 0:
+            small_sq = float(flat_gradient(model).pow(2).sum()) / (scale * half / local_batch) ** 2
+    return half, small_sq
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer | None, workload: Workload,
+               indices: torch.Tensor, global_batch: int, *, step: int = 0, epoch: int = 0,
+               measure_noise: bool = False, slowdown: Slowdown | None = None, policy=None,
+               exchange: Exchange | None = None, world: tuple[int, int] | None = None) -> list[StepRow]:
+    """Run one step on this rank's samples; every rank of the group calls it together.
+
+    Returns one row per rank (as this rank saw the step). `slowdown` stretches compute on purpose
+    (train.emulation); `policy` observes every rank's compute time after the update; `exchange`
+    replaces the all-reduce (the ASP worker's push and pull, with `optimizer` None and
+    `world` (0, 1): its gradient is its own batch's mean)."""
+    rank, size = world or distributed()
+    local_batch = len(indices)
+    if slowdown is not None:
+        slowdown.before_step(step)
     start = time.perf_counter()
-    optimizer.zero_grad(set_to_none=False)
-    scale = loss_scale(world, local_batch, global_batch)
-    split = measure_noise and world == 1 and local_batch >= 2
-    small_batch, small_sq = local_batch, float("nan")
-    if split:  # single process: the first micro-batch is the "small" batch (McCandlish App. A)
-        half = local_batch // 2
-        for part, idx in enumerate((local_indices[:half], local_indices[half:])):
-            inputs, targets = workload.batch(idx)
-            loss = workload.loss_fn(model(inputs), targets)
-            (loss * (len(idx) / local_batch)).backward()
-            if part == 0:
-                small_batch = half
-                small_sq = float(flat_gradient(model).pow(2).sum()) / (half / local_batch) ** 2
-                total_loss = float(loss.detach()) * len(idx)
-            else:
-                total_loss += float(loss.detach()) * len(idx)
-        loss_value = total_loss / local_batch
+    if optimizer is not None:
+        optimizer.zero_grad(set_to_none=False)
     else:
-        inputs, targets = workload.batch(local_indices)
-        loss = workload.loss_fn(model(inputs), targets)
-        (loss * scale).backward()
-        loss_value = float(loss.detach())
+        model.zero_grad(set_to_none=False)
+    scale = loss_scale(size, local_batch, global_batch)
+    split = measure_noise and size == 1 and local_batch >= 2
+    small_batch, small_sq = _compute(model, workload, indices, scale, split)
+    if slowdown is not None:
+        slowdown.after_compute(step, time.perf_counter() - start)
     computed = time.perf_counter()
-
-    extras = None
-    if measure_noise and world > 1:
-        extras = torch.zeros(world, dtype=torch.float64)
-        extras[rank] = float(flat_gradient(model).pow(2).sum()) / scale**2
-    averaged, summed = allreduce_mean_gradients(model, extras)
+    extras = torch.zeros(size, _EXTRAS, dtype=torch.float64)
+    own_sq = float(flat_gradient(model).pow(2).sum()) / scale**2 if measure_noise and size > 1 else small_sq
+    extras[rank] = torch.tensor([computed - start, local_batch, own_sq], dtype=torch.float64)
+    averaged, summed = (exchange or allreduce_mean_gradients)(model, extras.view(-1))
+    everyone = summed.view(size, _EXTRAS).tolist()
     synced = time.perf_counter()
-    optimizer.step()
+    if optimizer is not None:
+        optimizer.step()
+    updated = time.perf_counter()
+    computes = [row[0] for row in everyone]
+    if policy is not None:
+        policy.observe(step + 1, computes)
     done = time.perf_counter()
 
-    if summed is not None:
-        small_sq = float(summed[rank])
-    big_sq = float(averaged.pow(2).sum()) if measure_noise else float("nan")
-    big_batch = global_batch if world > 1 else local_batch
-    if measure_noise and world == 1 and not split:
-        big_sq = float("nan")
-    return StepRecord(compute_time_s=computed - start, sync_time_s=synced - computed,
-                      step_time_s=done - start, loss=loss_value, small_batch=small_batch,
-                      small_grad_sq=small_sq, big_batch=big_batch, big_grad_sq=big_sq)
+    big_sq = float("nan")
+    if measure_noise and averaged is not None and (size > 1 or split):
+        big_sq = float(averaged.pow(2).sum())
+    slowest = max(computes)
+    collective = max(synced - computed - (slowest - computes[rank]), 0.0)
+    factors = slowdown.schedule.at(step) if slowdown is not None and slowdown.schedule else (1.0,) * size
+    memory = peak_memory_bytes()
+    return [StepRow(step=step, rank=k, num_workers=size, local_batch=int(everyone[k][1]),
+                    global_batch=global_batch, epoch=epoch, slowdown=float(factors[k]),
+                    compute_time_s=computes[k], wait_time_s=slowest - computes[k],
+                    sync_time_s=slowest - computes[k] + collective, update_time_s=done - synced,
+                    controller_time_s=done - updated, step_time_s=done - start,
+                    samples_per_s=global_batch / (done - start), peak_memory_bytes=memory,
+                    small_batch=small_batch if k == rank else int(everyone[k][1]),
+                    small_grad_sq=everyone[k][2] if size > 1 else small_sq,
+                    big_batch=global_batch if size > 1 else local_batch, big_grad_sq=big_sq)
+            for k in range(size)]

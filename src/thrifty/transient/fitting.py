@@ -8,7 +8,6 @@
 - Goodness of fit: Kolmogorov-Smirnov distance to Kaplan-Meier, and AIC = 2k - 2 log L (Akaike 1974).
 """
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 from scipy import optimize
 
 from thrifty.errors import ThriftyError
+from thrifty.io import read_csv
 from thrifty.transient.lifetimes import HOUR, Bathtub, Exponential, LifetimeModel, Weibull
 
 EVENTS = {"preempted": True, "stopped": False}
@@ -51,18 +51,7 @@ class Lifetimes:
 
 def read_lifetimes(path: Path) -> Lifetimes:
     """CSV with `lifetime_s` and optional `event` (preempted|stopped) and `machine_type`."""
-    try:
-        with Path(path).open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            if not reader.fieldnames or "lifetime_s" not in reader.fieldnames:
-                raise LifetimeDataError(f"{path}: needs a lifetime_s column")
-            rows = list(reader)
-    except FileNotFoundError:
-        raise LifetimeDataError(f"lifetime file not found: {path}") from None
-    except UnicodeDecodeError:
-        raise LifetimeDataError(f"{path} is not a text CSV file") from None
-    if not rows:
-        raise LifetimeDataError(f"{path} has no rows")
+    rows = read_csv(path, LifetimeDataError, "lifetime file", required=("lifetime_s",))
     times, events, types = [], [], []
     for line, row in enumerate(rows, start=2):
         text = (row.get("lifetime_s") or "").strip()

@@ -57,7 +57,7 @@ def _key(model: LifetimeModel, nodes: int, checkpoint_cost_s: float, restart_cos
 def solve_table(model: LifetimeModel, nodes: int, checkpoint_cost_s: float, restart_cost_s: float,
                 max_work_s: float, grid_s: float) -> OverheadTable:
     cluster = model if nodes == 1 else ClusterLifetime(model, nodes)
-    solver = Solver(cluster, Job(max_work_s, checkpoint_cost_s, restart_cost_s), grid_s=grid_s)
+    solver = Solver(cluster, Job(max_work_s, checkpoint_cost_s, restart_cost_s), grid_s=grid_s, start_age_s=0.0)
     value, _ = solver.solve()
     work = np.arange(1, solver.steps + 1) * solver.grid_s
     # below one grid step: S exactly, I by the trapezoid rule on the table's own fine points

@@ -89,14 +89,21 @@ class Solver:
     """Value tables V(W, a) for one lifetime model, job costs and grid; policies share them."""
 
     def __init__(self, model: LifetimeModel, job: Job, *, max_work_s: float | None = None,
-                 grid_s: float | None = None) -> None:
+                 grid_s: float | None = None, start_age_s: float | None = None) -> None:
+        """With `start_age_s`, only the VM ages a job started at that age can reach are tabulated:
+        a segment of k grid steps ages the VM by k g + delta <= k (m + 2) g (delta = (m + f) g, the
+        interpolation reads one index further), and a restart begins at age 0 <= start age."""
         job.check()
         self.model, self.job = model, job
         top = max(max_work_s or job.work_s, job.work_s)
         self.grid_s = grid_s or max(top / 240.0, 60.0)
         self.steps = int(math.ceil(top / self.grid_s - 1e-9))
         horizon = model.t_end if math.isfinite(model.t_end) else max(20 * model.mean(), top * 4)
-        self.ages = np.arange(0.0, horizon + self.grid_s, self.grid_s)
+        ages = np.arange(0.0, horizon + self.grid_s, self.grid_s)
+        if start_age_s is not None:
+            reach = start_age_s + self.steps * (job.checkpoint_cost_s // self.grid_s + 2) * self.grid_s
+            ages = ages[ages <= reach + self.grid_s]
+        self.ages = ages
         fine = np.linspace(0.0, horizon + self.grid_s * (self.steps + 2) + job.checkpoint_cost_s, 20_001)
         survival = model.survival(fine)
         self._fine, self._survival_fine = fine, survival
@@ -214,7 +221,7 @@ def plan_schedule(model: LifetimeModel, job: Job, policy: str = "dp", vm_age_s: 
     if policy == "none" and job.work_s > model.t_end:
         raise ScheduleError(f"a {job.work_s / 3600:.2f} h job without checkpoints cannot finish: VMs live "
                             f"at most {model.t_end / 3600:.2f} h under this model")
-    solver = Solver(model, job, grid_s=grid_s)
+    solver = Solver(model, job, grid_s=grid_s, start_age_s=vm_age_s)
     value, choice = solver.solve(fixed_interval_steps(policy, solver, mttf_s))
     expected = float(np.interp(vm_age_s, solver.ages, value[solver.steps]))
     return Schedule(policy, first_vm_intervals(solver, choice, vm_age_s), expected,

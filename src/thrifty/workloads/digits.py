@@ -1,5 +1,8 @@
 """Built-in `digits`: a small CNN on scikit-learn's handwritten digits (UCI optdigits, 1,797 8x8
-images, shipped inside scikit-learn, so it runs offline). Target: 95% test accuracy."""
+images, shipped inside scikit-learn, so it runs offline). Target: 95% test accuracy.
+
+`digits-bn` is the same job with BatchNorm after each convolution: the built-in that runs the
+count-weighted synchronised BatchNorm (thrifty.train.syncbn) end to end."""
 
 import math
 
@@ -19,6 +22,13 @@ def _model() -> nn.Module:
     return nn.Sequential(
         nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(),
         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def _bn_model() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+        nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(64 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
@@ -48,4 +58,11 @@ def make_workload() -> Workload:
     )
 
 
-__all__ = ["make_workload"]
+def make_bn_workload() -> Workload:
+    workload = make_workload()
+    workload.name, workload.make_model = "digits-bn", _bn_model
+    workload.description = "digits' CNN with BatchNorm after each convolution"
+    return workload
+
+
+__all__ = ["make_bn_workload", "make_workload"]

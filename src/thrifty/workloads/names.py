@@ -7,6 +7,7 @@ from pathlib import Path
 from thrifty.errors import WorkloadError
 
 BUILTINS = {"digits": "thrifty.workloads.digits:make_workload",
+            "digits-bn": "thrifty.workloads.digits:make_bn_workload",
             "tabular": "thrifty.workloads.tabular:make_workload",
             "resnet18-cifar10": "thrifty.workloads.resnet_builtins:make_cifar10",
             "resnet50-imagenet": "thrifty.workloads.resnet_builtins:make_imagenet"}

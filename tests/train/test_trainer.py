@@ -14,7 +14,8 @@ import torch
 
 from thrifty.checkpoint_file import CheckpointError, load_state
 from thrifty.train.hetero import SlowdownSchedule, parse_slowdown
-from thrifty.train.metrics import RunLog
+from thrifty.train.policies import ControllerSettings
+from thrifty.records import RunLog
 from thrifty.train.trainer import CHECKPOINT_NAME, TrainConfig, run_training
 
 BASE = TrainConfig(workers=2, global_batch=64, progress=False, b_max=64, timeout_s=240)
@@ -44,14 +45,21 @@ def test_dynamic_policy_follows_a_speed_change(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_resumed_run_ends_with_the_same_parameters(tmp_path):
-    config = replace(BASE, policy="uniform", steps=40, checkpoint_every=10)
-    run_training(replace(config, run_dir=tmp_path / "whole"))
-    run_training(replace(config, steps=20, run_dir=tmp_path / "parts"))
-    run_training(replace(config, resume=True, run_dir=tmp_path / "parts"))
-    whole, parts = _final_params(tmp_path / "whole"), _final_params(tmp_path / "parts")
-    assert all(torch.equal(whole[k], parts[k]) for k in whole)
-    assert [r.step for r in RunLog.read(tmp_path / "parts").steps if r.rank == 0] == list(range(40))
+def test_resume_continues_from_the_checkpoint_with_the_controller_state(tmp_path):
+    config = replace(BASE, policy="dynamic", steps=40, checkpoint_every=10, slowdown=parse_slowdown("1,4"),
+                     controller=ControllerSettings(every=2), run_dir=tmp_path)
+    run_training(replace(config, steps=20))
+    first_part = RunLog.read(tmp_path).steps
+    saved = load_state(tmp_path / CHECKPOINT_NAME)
+    assert saved["step"] == 20 and saved["policy"]["split"] != [32, 32]  # the controller had moved
+    run_training(replace(config, resume=True))
+    log = RunLog.read(tmp_path).steps
+    # steps before the checkpoint were not computed again: their measured rows are unchanged
+    assert [repr(r) for r in log if r.step < 20] == list(map(repr, first_part))  # repr: NaN == NaN
+    assert [r.step for r in log if r.rank == 0] == list(range(40))
+    # the controller continued from its saved split, not from B / n
+    assert [r.local_batch for r in log if r.step == 20] == saved["policy"]["split"]
+    assert load_state(tmp_path / CHECKPOINT_NAME)["policy"]["adjustments"] >= saved["policy"]["adjustments"]
 
 
 def _children(pid: int) -> list[int]:
@@ -88,13 +96,18 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
     killed.wait(30)
     step = load_state(tmp_path / "killed" / CHECKPOINT_NAME)["step"]
     assert 0 < step < 120
+    # the log is written just before the checkpoint, so it may hold a few steps more
+    checkpointed = [r for r in RunLog.read(tmp_path / "killed").steps if r.step < step]
+    assert {r.step for r in checkpointed} == set(range(step))
     resumed = _cli([*TRAIN_ARGS, "--resume", "--run-dir", tmp_path / "killed", "--db", tmp_path / "db"],
                    env=env, stdout=subprocess.PIPE)
     out, _ = resumed.communicate(timeout=240)
     assert resumed.returncode == 0
     assert json.loads(out)["steps"] == 120
     a, b = _final_params(tmp_path / "whole"), _final_params(tmp_path / "killed")
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert all(torch.equal(a[k], b[k]) for k in a)  # bit-identical to the uninterrupted run
+    # ... and by continuing: the resumed process did not recompute the checkpointed steps
+    assert [repr(r) for r in RunLog.read(tmp_path / "killed").steps if r.step < step] == list(map(repr, checkpointed))
 
 
 @pytest.mark.timeout(300)

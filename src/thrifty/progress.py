@@ -1,0 +1,39 @@
+"""Progress on stderr for long work: a bar with a count out of a total and a few named text
+fields (training, the ASP server), or a spinner with elapsed time when the length is unknown
+(profiling). rich is imported when one starts, not before."""
+
+
+class ProgressBar:
+    """`ProgressBar("train", total, fields=("rate", "split"))`, then `update(done, rate=...)`."""
+
+    def __init__(self, label: str, total: float, *, completed: float = 0,
+                 fields: tuple[str, ...] = (), show_count: bool = True) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        columns = [TextColumn(f"[bold]{label}[/]"), BarColumn()]
+        if show_count:
+            columns.append(TextColumn("{task.completed}/{task.total}"))
+        columns += [TextColumn(f"{{task.fields[{name}]}}") for name in fields]
+        self.total = total
+        self.bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True))
+        self.task = self.bar.add_task(label, total=total, completed=completed, **{n: "" for n in fields})
+        self.bar.start()
+        self.open = True
+
+    def update(self, completed: float, **fields: str) -> None:
+        self.bar.update(self.task, completed=completed, **fields)
+        if completed >= self.total:
+            self.close()
+
+    def close(self) -> None:
+        if self.open:
+            self.bar.stop()
+            self.open = False
+
+
+def spinner():
+    """A transient spinner with a description and elapsed time (a rich Progress; use `with`)."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                    console=Console(stderr=True), transient=True)

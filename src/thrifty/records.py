@@ -1,0 +1,115 @@
+"""Plain records of what training measured: per-step rows, evaluations, profiles, calibration
+runs, and a run's log with its CSV files. No torch: the store, the fitters and the CLI read them
+without loading the training runtime.
+
+One step of one rank is one `StepRow`, whoever ran it: the profiler stores them in
+`step_samples`, `thrifty train` writes them to `steps.csv` and `train_steps`, with the same field
+names everywhere.
+"""
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from thrifty.errors import ThriftyError
+from thrifty.io import read_csv, write_csv
+
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One measured step of one rank. Times in seconds; NaN where a run did not measure it."""
+
+    step: int  # 0-based step of the run (the profiler: of its setting)
+    rank: int
+    num_workers: int
+    local_batch: int  # b_k, this rank's samples
+    global_batch: int  # B = sum b_k
+    epoch: int = 0
+    num_nodes: int = 1
+    slowdown: float = 1.0  # emulated slowdown factor f of this rank (train.emulation)
+    compute_time_s: float = NAN  # forward + backward (+ emulated slowdown): what the controller sees
+    wait_time_s: float = NAN  # idle in the all-reduce until the slowest rank arrived: max_j t_j - t_k
+    sync_time_s: float = NAN  # end of compute to end of the all-reduce: wait + the collective
+    update_time_s: float = NAN  # optimizer step and controller, after the all-reduce
+    controller_time_s: float = NAN  # the batch policy's share of update_time_s
+    step_time_s: float = NAN  # the whole step
+    samples_per_s: float = NAN  # the group's throughput in this step: global_batch / step_time_s
+    peak_memory_bytes: int = 0  # peak resident memory of the process (GPU: peak allocated)
+    small_batch: int = 0  # gradient-noise inputs (McCandlish et al. 2018, App. A): |g|^2 over b_k
+    small_grad_sq: float = NAN
+    big_batch: int = 0  # ... and over the aggregated batch
+    big_grad_sq: float = NAN
+
+    @property
+    def has_noise(self) -> bool:
+        return self.small_grad_sq == self.small_grad_sq and self.big_grad_sq == self.big_grad_sq
+
+
+STEP_FIELDS = tuple(f.name for f in fields(StepRow))
+NOISE_FIELDS = ("small_batch", "small_grad_sq", "big_batch", "big_grad_sq")
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    step: int
+    train_time_s: float
+    metric: float
+
+
+@dataclass
+class Profile:
+    """Everything one `thrifty profile` run measured, ready for the store and the fitters."""
+
+    workload: str
+    samples: list[StepRow]
+    param_count: int
+    train_size: int
+    threads_per_rank: int
+    instance_type: str = "local"
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class TrainResult:
+    """A calibration run: steps until the target at one global batch, and the noise inputs."""
+
+    global_batch: int
+    steps: int
+    reached_target: bool
+    final_metric: float
+    wall_time_s: float
+    metric_history: list[tuple[int, float]] = field(default_factory=list)
+    noise: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in NOISE_FIELDS})
+
+
+@dataclass
+class RunLog:
+    """A training run's rows; rank 0 keeps them and writes steps.csv and evals.csv."""
+
+    steps: list[StepRow] = field(default_factory=list)
+    evals: list[EvalRow] = field(default_factory=list)
+
+    def truncate(self, after_step: int) -> None:
+        """Forget rows of steps after `after_step` (they were not checkpointed)."""
+        self.steps = [r for r in self.steps if r.step <= after_step]
+        self.evals = [r for r in self.evals if r.step <= after_step]
+
+    def write(self, run_dir: Path) -> None:
+        write_csv(Path(run_dir) / "steps.csv", STEP_FIELDS, [asdict(r) for r in self.steps])
+        write_csv(Path(run_dir) / "evals.csv", [f.name for f in fields(EvalRow)],
+                  [asdict(r) for r in self.evals])
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "RunLog":
+        return cls(steps=_rows(StepRow, Path(run_dir) / "steps.csv"),
+                   evals=_rows(EvalRow, Path(run_dir) / "evals.csv"))
+
+
+def _rows(kind, path: Path) -> list:
+    if not path.exists():
+        return []
+    types = {f.name: (int if f.type in (int, "int") else float) for f in fields(kind)}
+    required = [f.name for f in fields(kind)]
+    return [kind(**{k: types[k](row[k]) for k in required})
+            for row in read_csv(path, ThriftyError, "run log", required=required, allow_empty=True)]

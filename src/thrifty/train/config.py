@@ -1,0 +1,77 @@
+"""A training run's configuration: every knob with its default once, and the checks that can run
+before any process starts."""
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from thrifty.errors import ThriftyError
+from thrifty.train.hetero import SlowdownSchedule
+from thrifty.train.policies import ControllerSettings
+from thrifty.workloads import DEFAULT_WORKLOAD, load_workload
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. `steps` wins over `epochs`; `global_batch` None = the workload's default."""
+
+    workload: str = DEFAULT_WORKLOAD
+    workers: int = 2
+    global_batch: int | None = None
+    policy: str = "dynamic"
+    steps: int | None = None
+    epochs: float | None = 10.0
+    slowdown: SlowdownSchedule | None = None
+    emulate: str = "sleep"
+    capacities: tuple[float, ...] | None = None
+    b_min: int = 1
+    b_max: int | None = None  # same limit for every rank; None = probe by `b_max_rule`
+    b_max_rule: str = "memory"
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
+    eval_every: int | None = None  # steps; None = four times per epoch
+    until_target: bool = False
+    target: float | None = None
+    checkpoint_every: int = 50  # steps; 0 = only at the end
+    run_dir: Path = Path(".thrifty/runs/train")
+    resume: bool = False
+    sync_bn: bool = True
+    seed: int = 0
+    progress: bool = True
+    timeout_s: float = 3600.0
+
+
+def global_batch_for(global_batch: int | None, workload) -> int:
+    """The global batch a run uses: the one asked for, else the workload's default."""
+    return global_batch or workload.default_global_batch
+
+
+def total_steps(config: TrainConfig, train_size: int, global_batch: int) -> int:
+    if config.steps is not None:
+        return config.steps
+    return max(1, math.ceil((config.epochs or 1.0) * (train_size // global_batch)))
+
+
+def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:
+    """Validate what can be checked before any process starts; fill in the global batch."""
+    from thrifty.checkpoint_file import load_state
+    from thrifty.train.checkpoint import CHECKPOINT_NAME
+    from thrifty.train.split import check_split_bounds
+    if not 1 <= config.workers <= max_workers:
+        raise ThriftyError(f"--nproc {config.workers} is outside 1..{max_workers} allowed on this machine")
+    workload = load_workload(config.workload)
+    global_batch = global_batch_for(config.global_batch, workload)
+    if global_batch < 1:
+        raise ThriftyError(f"--global-batch must be positive, got {global_batch}")
+    if global_batch > workload.train_size:
+        raise ThriftyError(f"global batch {global_batch} exceeds the training set ({workload.train_size})")
+    limits = [config.b_max or global_batch] * config.workers
+    check_split_bounds(global_batch, config.workers, config.b_min, limits)
+    if config.steps is not None and config.steps < 1:
+        raise ThriftyError(f"--steps must be at least 1, got {config.steps}")
+    if config.steps is None and config.epochs is not None and not config.epochs > 0:
+        raise ThriftyError(f"--epochs must be positive, got {config.epochs}")
+    if config.slowdown is not None:
+        config.slowdown.check_workers(config.workers)
+    if config.resume:
+        load_state(config.run_dir / CHECKPOINT_NAME)  # missing or corrupt: fail before starting
+    return replace(config, global_batch=global_batch)

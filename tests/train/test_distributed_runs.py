@@ -1,0 +1,88 @@
+"""`thrifty train` across real processes gives what one process would: the global batch's
+gradient under an unequal split, BatchNorm over the whole global batch, identical replicas on two
+torchrun "nodes"."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from thrifty.checkpoint_file import load_state
+from thrifty.train.launcher import free_loopback_port
+from thrifty.train.trainer import CHECKPOINT_NAME, TrainConfig, run_training
+
+# an unequal split from the first step: static policy, 16 / 48 of B = 64
+UNEQUAL = TrainConfig(workers=2, global_batch=64, policy="static", capacities=(1.0, 3.0), b_max=64,
+                      progress=False, timeout_s=240, eval_every=1000, checkpoint_every=0)
+
+
+def _state(run_dir: Path) -> dict:
+    return load_state(run_dir / CHECKPOINT_NAME)["model"]
+
+
+def _one_process_and_unequal_split(tmp_path: Path, **overrides) -> tuple[dict, dict, dict]:
+    split = replace(UNEQUAL, run_dir=tmp_path / "split", **overrides)
+    single = replace(split, workers=1, policy="uniform", capacities=None, run_dir=tmp_path / "single")
+    summary = run_training(split)
+    assert summary["final_batch_sizes"] == [16, 48]
+    run_training(single)
+    return _state(tmp_path / "single"), _state(tmp_path / "split"), summary
+
+
+@pytest.mark.timeout(240)
+def test_an_unequal_split_trains_exactly_like_one_process_on_the_global_batch(tmp_path):
+    # two steps of SGD with momentum: the parameters are a function of the gradients, and any
+    # error in weighting the 16- and 48-sample halves shows at ~1e-3 of the update
+    single, split, _ = _one_process_and_unequal_split(tmp_path, steps=2)
+    for name in single:
+        assert torch.allclose(single[name], split[name], rtol=1e-5, atol=1e-7), name
+
+
+@pytest.mark.timeout(240)
+def test_batchnorm_workload_with_an_unequal_split_matches_one_process(tmp_path):
+    single, split, _ = _one_process_and_unequal_split(tmp_path, steps=3, workload="builtin:digits-bn")
+    assert any("running_mean" in name for name in split)  # the BatchNorm layers ran and were kept
+    for name in single:
+        if name.endswith("num_batches_tracked"):
+            assert torch.equal(single[name], split[name])
+        else:
+            assert torch.allclose(single[name], split[name], rtol=1e-4, atol=1e-6), name
+
+
+@pytest.mark.timeout(300)
+def test_two_torchrun_nodes_end_with_identical_parameters(tmp_path):
+    torchrun = Path(sys.executable).parent / "torchrun"
+    assert torchrun.is_file(), "torchrun is not installed next to this Python"
+    port = free_loopback_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1",
+           "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "PYTHONUNBUFFERED": "1"}
+    nodes = []
+    for node in range(2):
+        command = [str(torchrun), "--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}",
+                   "--rdzv-backend=c10d", "--rdzv-id=two-nodes", f"--rdzv-endpoint=127.0.0.1:{port}",
+                   "-m", "thrifty.train", "--policy", "dynamic", "--global-batch", "64", "--b-max", "64",
+                   "--slowdown", "1,4", "--adjust-every", "2", "--steps", "30", "--eval-every", "1000",
+                   "--checkpoint-every", "0", "--run-dir", str(tmp_path / f"node{node}"),
+                   "--db", str(tmp_path / f"node{node}.db"), "--json"]
+        nodes.append(subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, start_new_session=True))
+    outputs = []
+    try:
+        for proc in nodes:
+            outputs.append(proc.communicate(timeout=240))
+    finally:
+        for proc in nodes:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert [p.returncode for p in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    summary = json.loads(outputs[0][0])  # node 0 holds rank 0
+    assert summary["workers"] == 2 and summary["steps"] == 30
+    assert summary["adjustments"] >= 1 and summary["final_batch_sizes"][1] < 32  # the split moved
+    digests = summary["parameter_digests"]
+    assert len(digests) == 2 and digests[0] == digests[1]
