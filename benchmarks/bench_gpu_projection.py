@@ -2,7 +2,7 @@
 training throughput, held out by model and by GPU; writes the bundled calibration.
 
 Fits the roofline on all usable published rows and writes src/thrifty/data/gpu/roofline_params.json
-(the planner's calibration; tests/test_roofline.py checks it equals a fresh fit), then reports
+(the planner's calibration; tests/perf/test_gpu_calibration.py checks it equals a fresh fit), then reports
 leave-one-model-out and leave-one-GPU-out median absolute percentage error (goal <= 15%) and a
 predicted-vs-published plot.
 

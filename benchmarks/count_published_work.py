@@ -2,7 +2,7 @@
 per-kernel work the GPU roofline is calibrated with: src/thrifty/data/gpu/published_work.json.
 
 Runs on the meta device (shapes only), so it takes seconds on any machine. Rerun it whenever a
-model definition, the counter (thrifty.train.workcount) or torch changes; tests/test_published_work.py
+model definition, the counter (thrifty.train.workcount) or torch changes; tests/perf/test_published_work.py
 fails while the shipped file disagrees with a fresh count.
 
     .venv/bin/python benchmarks/count_published_work.py
