@@ -10,6 +10,8 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from thrifty.errors import ThriftyError
+
 
 def _umask() -> int:
     current = os.umask(0)
@@ -18,8 +20,13 @@ def _umask() -> int:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write atomically; a folder that cannot be made or written raises a one-line ThriftyError."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ThriftyError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets the usual mode
         with os.fdopen(fd, "wb") as handle:
@@ -27,6 +34,9 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ThriftyError(f"cannot write {path}: {exc.strerror or exc}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -44,6 +54,8 @@ def read_json(path: Path, error: type[Exception], what: str):
         raise error(f"{what} not found: {path}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{what} {path} is not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
 
 def read_csv(path: Path, error: type[Exception], what: str, *, required: Sequence[str] = (),
@@ -64,6 +76,8 @@ def read_csv(path: Path, error: type[Exception], what: str, *, required: Sequenc
         raise error(f"{what} {path} is a folder, not a CSV file") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise error(f"{what} {path} is not a text CSV file: {exc}") from None
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     missing = [c for c in required if c not in header]
     if missing:
         raise error(f"{what} {path}: missing columns {', '.join(missing)}")

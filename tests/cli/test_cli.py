@@ -127,3 +127,24 @@ def test_catalog_commands(run_cli):
     code, out, _ = run_cli("catalog", "show", "p5.48xlarge", "--json")
     assert code == 0 and json.loads(out)[0]["network_gbps"] == 3200
     _one_line_error(*run_cli("catalog", "show", "nope.large"), "not in the catalog")
+
+
+def test_unwritable_and_unreadable_paths_are_one_line_errors(profiled_db, run_cli, tmp_path):
+    decisions = sqlite3.connect(profiled_db).execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    _one_line_error(*run_cli("plan", "--db", profiled_db, "--plot", blocker / "plan.png"), "cannot write")
+    # the plot is written before the decision: a failed plan stores nothing
+    assert sqlite3.connect(profiled_db).execute("SELECT COUNT(*) FROM decisions").fetchone()[0] == decisions
+    configs = tmp_path / "configs.csv"
+    configs.write_text("num_nodes,num_workers,local_batch\n1,1,8\n")
+    _one_line_error(*run_cli("model", "predict", "--model", tmp_path, "--configs", configs), "cannot read")
+
+
+def test_bare_numbers_are_seconds_for_costs_and_hours_for_ages(run_cli):
+    def overhead(*args):
+        code, out, err = run_cli("preempt", "schedule", "--job-hours", "5", "--json", *args)
+        assert code == 0, err
+        return json.loads(out)
+    assert overhead("--restart-cost", "60", "--ckpt-cost", "60") == overhead("--restart-cost", "60s", "--ckpt-cost", "1m")
+    assert overhead("--vm-age", "5")["expected_makespan_s"] == overhead("--vm-age", "5h")["expected_makespan_s"]

@@ -59,12 +59,13 @@ def float_list(text: str, what: str) -> tuple[float, ...]:
     return values
 
 
-def parse_duration_s(text: str, *, what: str = "duration", allow_zero: bool = False) -> float:
-    """'90m', '2.5h', '1d', '3600s' or a bare number of hours -> seconds."""
+def parse_duration_s(text: str, *, what: str, bare_unit: str, allow_zero: bool = False) -> float:
+    """'90m', '2.5h', '1d', '3600s' -> seconds; a bare number is in `bare_unit` ('s' for costs and
+    start-up, 'h' for deadlines and ages), so `--restart-cost 60` means 60 seconds."""
     match = _DURATION.match(str(text))
     if not match:
         raise ThriftyError(f"cannot read {what} {text!r}: use a number with s, m, h or d, e.g. 12h or 90m")
-    value, unit = float(match.group(1)), (match.group(2) or "h").lower()
+    value, unit = float(match.group(1)), (match.group(2) or bare_unit).lower()
     seconds = value * _UNIT_S[unit]
     if seconds < 0 or (seconds == 0 and not allow_zero):
         raise ThriftyError(f"{what} must be positive, got {text!r}")

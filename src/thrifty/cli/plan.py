@@ -12,7 +12,7 @@ from rich.table import Table
 from thrifty.cli.catalog import filtered_vms
 from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, CloudOpt, DbOpt, GpuOpt, JsonOpt,
                                 RegionOpt, WorkloadOpt, fmt_duration, fmt_usd, int_list, parse_duration_s,
-                                parse_money_usd, print_json, stderr, stdout)
+                                parse_money_usd, print_json, stdout)
 
 
 def _table(result, indices, title: str) -> Table:
@@ -44,7 +44,7 @@ def _count(n: int, noun: str) -> str:
 def plan(
     workload: WorkloadOpt = DEFAULT_WORKLOAD,
     objective: Annotated[str, typer.Option(help="cost, time or knee")] = "cost",
-    deadline: Annotated[Optional[str], typer.Option(help="e.g. 12h, 90m, 2d")] = None,
+    deadline: Annotated[Optional[str], typer.Option(help="e.g. 12h, 90m, 2d (a bare number is hours)")] = None,
     budget: Annotated[Optional[str], typer.Option(help="US dollars, e.g. 50 or $12.5")] = None,
     max_workers: Annotated[int, typer.Option(help="Largest number of ranks")] = 32,
     max_price: Annotated[Optional[float], typer.Option(help="Largest on-demand $/h of one VM")] = None,
@@ -76,30 +76,33 @@ def plan(
     from thrifty.plan import plan as run_plan
     from thrifty.plan.launch import skypilot_yaml, torchrun_command
     from thrifty.plan.plot import plot_plan
+    from thrifty.progress import spinner
     from thrifty.store import Store
     from thrifty.workloads.names import workload_key
 
     request = PlanRequest(
         objective=objective, max_workers=max_workers, spot=spot, top_k=top, precision=precision,
         batches=None if batch is None else tuple(int_list(batch, "--batch")),
-        startup_s=None if startup is None else parse_duration_s(startup, what="--startup", allow_zero=True),
-        deadline_s=None if deadline is None else parse_duration_s(deadline, what="deadline"),
+        startup_s=None if startup is None else parse_duration_s(startup, what="--startup", bare_unit="s",
+                                                                allow_zero=True),
+        deadline_s=None if deadline is None else parse_duration_s(deadline, what="deadline", bare_unit="h"),
         budget_usd=None if budget is None else parse_money_usd(budget, what="budget"))
     vms = filtered_vms(catalog, cloud, region, gpu, max_price=max_price)
     vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
     with Store(db) as store:
-        with stderr.status(f"profiling {workload} (stored for next time)") as status:
+        with spinner() as bar:
+            task = bar.add_task(f"{workload}: the stored profile, or a new one (stored for next time)", total=None)
             job, reused = job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
-                                    on_progress=lambda m: status.update(m))
+                                    on_progress=lambda message: bar.update(task, description=message))
         started = time.perf_counter()
         result = run_plan(vmx, job, request)
         elapsed = time.perf_counter() - started
         best = result.describe(result.best)
+        if plot is not None:  # before the decision is stored: a bad --plot path leaves nothing behind
+            plot_plan(result, plot, title=f"{workload}: {len(result.candidates):,} candidates")
         store.save_decision(workload_key(workload), {
             "objective": objective, "deadline_s": request.deadline_s,
             "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best)
-    if plot is not None:
-        plot_plan(result, plot, title=f"{workload}: {len(result.candidates):,} candidates")
     launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload)}
     summary = {
         "workload": workload, "objective": objective, "profile_reused": reused,

@@ -80,13 +80,13 @@ def show_command(name: Annotated[str, typer.Argument(help="Bundled model name or
 
 @app.command("schedule")
 def schedule_command(job_hours: Annotated[float, typer.Option(help="Work the job needs, hours")],
-                     ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, e.g. 60s")] = "60s",
-                     restart_cost: Annotated[str, typer.Option(help="Restart cost, e.g. 60s")] = "60s",
-                     vm_age: Annotated[str, typer.Option(help="Age of the VM the job starts on")] = "0h",
+                     ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, e.g. 60s or 2m (a bare number is seconds)")] = "60s",
+                     restart_cost: Annotated[str, typer.Option(help="Restart cost, e.g. 60s (a bare number is seconds)")] = "60s",
+                     vm_age: Annotated[str, typer.Option(help="Age of the VM the job starts on, e.g. 5h (a bare number is hours)")] = "0h",
                      model: ModelOpt = "gcp-2019",
                      policy: Annotated[str, typer.Option(help="dp, young, daly or none")] = "dp",
                      mttf: Annotated[Optional[str], typer.Option(
-                         help="MTTF for Young/Daly (default: the model's mean lifetime)")] = None,
+                         help="MTTF for Young/Daly, e.g. 1h (default: the model's mean lifetime)")] = None,
                      json_out: JsonOpt = False) -> None:
     """Checkpoint intervals, expected makespan and overhead of a job on preemptible VMs."""
     import math
@@ -96,10 +96,10 @@ def schedule_command(job_hours: Annotated[float, typer.Option(help="Work the job
     if not math.isfinite(job_hours) or job_hours <= 0:
         raise ThriftyError(f"--job-hours must be a positive number, got {job_hours}")
     label, lifetime = load_model(model)
-    job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost"),
-              parse_duration_s(restart_cost, what="--restart-cost", allow_zero=True))
-    age = parse_duration_s(vm_age, what="--vm-age", allow_zero=True)
-    mttf_s = parse_duration_s(mttf, what="--mttf") if mttf else None
+    job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
+              parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True))
+    age = parse_duration_s(vm_age, what="--vm-age", bare_unit="h", allow_zero=True)
+    mttf_s = parse_duration_s(mttf, what="--mttf", bare_unit="h") if mttf else None
     chosen = plan_schedule(lifetime, job, policy, age, mttf_s=mttf_s)
     if json_out:
         print_json({"model": label, "vm_age_s": age, **chosen.to_dict()})
@@ -124,16 +124,17 @@ def schedule_command(job_hours: Annotated[float, typer.Option(help="Work the job
 def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in hours, e.g. 1,2,5,10,20")] = "1,2,5,10,20",
                   ckpt_cost: Annotated[str, typer.Option()] = "60s",
                   restart_cost: Annotated[str, typer.Option()] = "60s",
-                  startup: Annotated[str, typer.Option(help="Time to get a fresh VM")] = "60s",
+                  startup: Annotated[str, typer.Option(help="Time to get a fresh VM (a bare number is seconds)")] = "60s",
                   model: ModelOpt = "gcp-2019", json_out: JsonOpt = False) -> None:
     """At which VM ages the next job should go to a fresh VM instead (threshold table)."""
     from thrifty.transient.registry import load_model
     from thrifty.transient.reuse import solve_reuse
     label, lifetime = load_model(model)
     hours = list(float_list(job_hours, "--job-hours"))
-    *_, rules = solve_reuse(lifetime, hours, parse_duration_s(ckpt_cost, what="--ckpt-cost"),
-                            parse_duration_s(restart_cost, what="--restart-cost", allow_zero=True),
-                            parse_duration_s(startup, what="--startup", allow_zero=True))
+    *_, rules = solve_reuse(lifetime, hours, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
+                            parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s",
+                                             allow_zero=True),
+                            parse_duration_s(startup, what="--startup", bare_unit="s", allow_zero=True))
     if json_out:
         print_json({"model": label, "rules": [r.to_dict() for r in rules]})
         return
@@ -148,7 +149,7 @@ def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in ho
 
 @app.command("spot")
 def spot_command(job_hours: Annotated[float, typer.Option(help="Work the job needs, hours")],
-                 deadline: Annotated[str, typer.Option(help="e.g. 14h")],
+                 deadline: Annotated[str, typer.Option(help="e.g. 14h (a bare number is hours)")],
                  spot_price: Annotated[float, typer.Option(help="$/h of the spot VM")],
                  on_demand_price: Annotated[float, typer.Option(help="$/h of the on-demand VM")],
                  ckpt_cost: Annotated[str, typer.Option()] = "60s",
@@ -169,10 +170,10 @@ def spot_command(job_hours: Annotated[float, typer.Option(help="Work the job nee
         raise ThriftyError(f"--lifetimes must be model or real, got {lifetimes!r}")
     label, lifetime = load_model(model)
     source = lifetime if lifetimes == "model" else EmpiricalLifetimes(read_lifetimes(data_file()))
-    job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost"),
-              parse_duration_s(restart_cost, what="--restart-cost", allow_zero=True))
-    outcomes = compare(lifetime, source, job, parse_duration_s(deadline, what="--deadline"), spot_price,
-                       on_demand_price, np.random.default_rng(0), runs)
+    job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
+              parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True))
+    deadline_s = parse_duration_s(deadline, what="--deadline", bare_unit="h")
+    outcomes = compare(lifetime, source, job, deadline_s, spot_price, on_demand_price, np.random.default_rng(0), runs)
     if json_out:
         print_json({"model": label, "lifetimes": lifetimes, "outcomes": [o.to_dict() for o in outcomes]})
         return

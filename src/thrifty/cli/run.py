@@ -37,14 +37,14 @@ def run(ctx: typer.Context,
     if not time_scale > 0:
         raise ThriftyError(f"--time-scale must be positive, got {time_scale}")
     _, lifetime = load_model(model)
-    delta = parse_duration_s(ckpt_cost, what="--ckpt-cost")
-    restart = parse_duration_s(restart_cost, what="--restart-cost", allow_zero=True)
+    delta = parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s")
+    restart = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
     if job_hours is not None:
         intervals = plan_schedule(lifetime, Job(job_hours * 3600, delta, restart), "dp").intervals_s[:-1]
     else:
         intervals = [young_interval_s(delta, lifetime.mean())]
     runner = Runner(command, checkpoint_dir, [i / time_scale for i in intervals] or [1e12],
-                    notice_s=parse_duration_s(notice, what="--notice"),
+                    notice_s=parse_duration_s(notice, what="--notice", bare_unit="s"),
                     lifetimes=lifetime if inject else None, time_scale=time_scale, kill=kill, seed=seed)
     report = runner.run()
     if json_out:
