@@ -128,6 +128,7 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
         workload = load_workload(workload_spec)
         meta.update(step_work=count_workload(workload).to_dict(), step_work_version=COUNT_VERSION,
                     **_workload_facts(workload))
+        store.update_profile_meta(meta["profile_id"], meta)  # completed once, not on every plan
     model = build_job_model([asdict(s) for s in profile.samples], param_count=profile.param_count,
                             train_size=profile.train_size, calibration=calibration,
                             epochs_to_target=epochs_to_target,

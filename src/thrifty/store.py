@@ -151,6 +151,12 @@ class Store:
             "noise": json.loads(cal[6])}
         return profile, calibration
 
+    def update_profile_meta(self, profile_id: int, meta: dict) -> None:
+        """Replace a stored profile's meta (e.g. completed by a newer thrifty), in one transaction."""
+        with self.conn:
+            self.conn.execute("UPDATE profiles SET meta_json = ? WHERE id = ?",
+                              (json.dumps({k: v for k, v in meta.items() if k != "profile_id"}), profile_id))
+
     def count(self, table: str) -> int:
         if table not in TABLES:
             raise ValueError(table)

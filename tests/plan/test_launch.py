@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from thrifty.plan.launch import epochs_text, project_root, skypilot_task, skypilot_yaml, torchrun_command
-from thrifty.store import Store
 from thrifty.records import RunLog
+from thrifty.store import Store
+from thrifty.workloads.names import workload_key
 
 # SkyPilot's task YAML (docs.skypilot.co, "YAML configuration"): the keys this task may use.
 TASK_KEYS = {"name", "workdir", "file_mounts", "resources", "num_nodes", "envs", "setup", "run"}
@@ -226,7 +227,7 @@ def test_skypilots_own_loader_accepts_the_task(tmp_path, no_network, monkeypatch
 def _profiled_samples_per_s(db: Path, workers: int, local_batch: int) -> float:
     """As `thrifty profile` reports it: a step lasts as long as its slowest rank; mean over steps."""
     with Store(db) as store:
-        profile, _ = store.latest_profile("builtin:digits")
+        profile, _ = store.latest_profile(workload_key("builtin:digits"))
     steps: dict[int, float] = {}
     for s in profile.samples:
         if s.num_workers == workers and s.local_batch == local_batch:

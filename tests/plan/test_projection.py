@@ -233,7 +233,7 @@ def test_an_edited_workload_file_gets_a_new_profile_key(tmp_path):
     first = workload_key(str(job))
     job.write_text("# version 2\n")
     assert workload_key(str(job)) != first and first.startswith(str(job.resolve()))
-    assert workload_key("builtin:digits") == "builtin:digits"
+    assert workload_key("builtin:digits").startswith("builtin:digits#sha256:")
 
 
 def test_recipe_batch_range_and_gpu_memory_are_enforced(builtins_db):
@@ -271,3 +271,26 @@ def test_model_project_prints_the_documented_json(profiled_db, run_cli):
     assert code == 2 and "does not fit" in err
     code, out, err = run_cli("model", "project", "--db", profiled_db, "--instance-type", "no-such-type")
     assert code == 2 and "unknown instance type" in err
+
+
+def test_a_profile_from_an_older_thrifty_is_completed_once(profiled_db, tmp_path):
+    """A stored profile without the workload facts (an older thrifty) is completed from the
+    workload and written back, so later plans use it without loading the workload again."""
+    import json
+    import shutil
+    import sqlite3
+
+    from thrifty.pipeline import job_model
+    from thrifty.store import Store
+    db = tmp_path / "old.db"
+    shutil.copy(profiled_db, db)
+    with sqlite3.connect(db) as conn:
+        (meta_json,) = conn.execute("SELECT meta_json FROM profiles ORDER BY id DESC LIMIT 1").fetchone()
+        meta = {k: v for k, v in json.loads(meta_json).items() if k not in ("default_global_batch", "recipe")}
+        conn.execute("UPDATE profiles SET meta_json = ?", (json.dumps(meta),))
+    with Store(db) as store:
+        _, reused = job_model(store, "builtin:digits")
+        assert reused
+        (meta_json,) = store.conn.execute("SELECT meta_json FROM profiles ORDER BY id DESC LIMIT 1").fetchone()
+    stored = json.loads(meta_json)
+    assert stored["default_global_batch"] > 0 and "recipe" in stored and "profile_id" not in stored

@@ -9,6 +9,7 @@ from thrifty.perf.jobmodel import build_job_model
 from thrifty.store import Store
 from thrifty.train.profiler import profile_workload
 from thrifty.workloads import canonical_name
+from thrifty.workloads.names import workload_key
 
 
 @pytest.mark.timeout(240)
@@ -22,7 +23,7 @@ def test_profile_two_processes_and_store(tmp_path):
     assert all(s.peak_memory_bytes > 0 and s.samples_per_s > 0 for s in profile.samples)
     with Store(tmp_path / "t.db") as store:
         store.save_profile(canonical_name("builtin:digits"), profile, None, 0.95)
-        loaded, calibration = store.latest_profile("builtin:digits")
+        loaded, calibration = store.latest_profile(workload_key("builtin:digits"))
         assert len(loaded.samples) == len(profile.samples) and calibration is None
         model = build_job_model([s.__dict__ for s in loaded.samples], param_count=loaded.param_count,
                                 train_size=loaded.train_size, calibration=None, epochs_to_target=3)

@@ -13,7 +13,6 @@ from rich.table import Table
 
 from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, DbOpt, JsonOpt, WorkloadOpt,
                                 fmt_duration, int_list, print_json, stdout)
-from thrifty.cli.profile import workload_name
 from thrifty.errors import ThriftyError
 
 app = typer.Typer(help="Fit and apply the step-time model.", no_args_is_help=True)
@@ -56,8 +55,9 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
 
         from thrifty.perf.samples import config_times
         from thrifty.store import Store
+        from thrifty.workloads.names import workload_key
         with Store(db) as store:
-            stored = store.latest_profile(workload_name(workload))
+            stored = store.latest_profile(workload_key(workload))
         if stored is None:
             raise ThriftyError(f"no stored profile of {workload} in {db}: run `thrifty profile` first")
         c = config_times([asdict(s) for s in stored[0].samples])

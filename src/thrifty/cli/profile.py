@@ -25,6 +25,7 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     from thrifty.pipeline import ProfileSettings, profile_and_store
     from thrifty.progress import spinner
     from thrifty.store import Store
+    from thrifty.workloads.names import workload_key
     settings = ProfileSettings(workers=int_list(workers, "--workers"),
                                local_batches=None if batch is None else int_list(batch, "--batch"),
                                steps=steps,
@@ -33,7 +34,7 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
         task = bar.add_task(f"profiling {workload}", total=None)
         profile_id = profile_and_store(store, workload, settings,
                                        lambda message: bar.update(task, description=message))
-        profile_, calibration = store.latest_profile(workload_name(workload))
+        profile_, calibration = store.latest_profile(workload_key(workload))
     from thrifty.perf.samples import config_times
     from dataclasses import asdict
     configs = config_times([asdict(s) for s in profile_.samples])
@@ -58,9 +59,3 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     if calibration:
         stdout.print(f"calibration: batch {calibration['global_batch']} reached the target in "
                      f"{calibration['steps']} steps ({calibration['wall_time_s']:.1f} s)")
-
-
-def workload_name(workload: str) -> str:
-    """The store's key of a workload (built-ins by name, files by path and content hash)."""
-    from thrifty.workloads.names import workload_key
-    return workload_key(workload)

@@ -24,17 +24,24 @@ def canonical_name(spec: str) -> str:
     return str(Path(spec).resolve())
 
 
-def workload_key(spec: str) -> str:
-    """The store's key for a workload: built-ins by name, files by path and content hash, so an
-    edited workload file is profiled again."""
-    name = canonical_name(spec)
-    if name.startswith("builtin:"):
-        return name
-    if not Path(name).is_file():
-        raise WorkloadError(
-            f"workload {spec!r} is neither a built-in ({', '.join(BUILTINS)}) nor an existing .py file")
+def _digest(paths: list[Path], spec: str) -> str:
+    sha = hashlib.sha256()
     try:
-        digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()[:16]
+        for path in paths:
+            sha.update(path.read_bytes())
     except OSError as exc:
         raise WorkloadError(f"cannot read workload file {spec}: {exc.strerror}") from None
-    return f"{name}#sha256:{digest}"
+    return sha.hexdigest()[:16]
+
+
+def workload_key(spec: str) -> str:
+    """The store's key for a workload: name or path plus a content hash, so a stored profile is
+    used only for the code that made it. Files hash their own source; built-ins hash every module
+    of this package (a thrifty version whose workloads changed profiles them again)."""
+    name = canonical_name(spec)
+    if name.startswith("builtin:"):
+        return f"{name}#sha256:{_digest(sorted(Path(__file__).parent.glob('*.py')), spec)}"
+    if not Path(name).is_file() or Path(name).suffix != ".py":
+        raise WorkloadError(
+            f"workload {spec!r} is neither a built-in ({', '.join(BUILTINS)}) nor an existing .py file")
+    return f"{name}#sha256:{_digest([Path(name)], spec)}"

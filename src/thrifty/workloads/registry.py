@@ -7,7 +7,8 @@ from pathlib import Path
 
 from thrifty.errors import WorkloadError
 from thrifty.workloads.base import Workload
-from thrifty.workloads.names import BUILTINS, DEFAULT_WORKLOAD
+from thrifty.workloads.names import BUILTINS, DEFAULT_WORKLOAD, canonical_name
+
 
 def _make(module, origin: str, factory_name: str = "make_workload") -> Workload:
     factory = getattr(module, factory_name, None)
@@ -26,14 +27,12 @@ def _make(module, origin: str, factory_name: str = "make_workload") -> Workload:
 
 def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
     """`builtin:NAME`, a bare built-in NAME, or a path to a .py file with make_workload()."""
-    name = spec.removeprefix("builtin:")
-    if name in BUILTINS and not spec.endswith(".py"):
-        module_name, factory_name = BUILTINS[name].split(":")
-        return _make(importlib.import_module(module_name), f"builtin:{name}", factory_name)
-    if spec.startswith("builtin:"):
-        raise WorkloadError(f"unknown built-in workload {name!r}; choose from {', '.join(BUILTINS)}")
+    name = canonical_name(spec)  # the one place that tells built-ins from files
+    if name.startswith("builtin:"):
+        module_name, factory_name = BUILTINS[name.removeprefix("builtin:")].split(":")
+        return _make(importlib.import_module(module_name), name, factory_name)
     path = Path(spec)
-    if not path.is_file():
+    if not path.is_file() or path.suffix != ".py":
         raise WorkloadError(
             f"workload {spec!r} is neither a built-in ({', '.join(BUILTINS)}) nor an existing .py file")
     module_name = f"thrifty_user_workload_{abs(hash(str(path.resolve())))}"
