@@ -33,5 +33,6 @@ def test_an_older_database_is_migrated_and_its_rows_keep_their_values(tmp_path):
     assert (row.rank, row.local_batch, row.slowdown, row.compute_time_s, row.wait_time_s) == (1, 20, 4.0, 0.5, 0.1)
     assert row.sync_time_s == 0.1 + 0.02  # wait + the all-reduce
     assert (row.update_time_s, row.controller_time_s, row.step_time_s) == (0.01, 0.001, 0.63)
+    assert (row.num_workers, row.global_batch) == (2, 64)  # integers from the run, not NaN
     with Store(path) as store:  # opening again changes nothing
         assert store.count("train_steps") == 1

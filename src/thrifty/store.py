@@ -85,6 +85,10 @@ class Store:
             if "allreduce_s" in have["train_steps"]:
                 moves = ", ".join(f"{new} = {old}" for old, new in _OLD_TRAIN_STEP_COLUMNS.items())
                 self.conn.execute(f"UPDATE train_steps SET {moves}, sync_time_s = wait_s + allreduce_s")
+            if "num_workers" not in have["train_steps"]:  # integer fields come from the run itself
+                self.conn.execute(
+                    "UPDATE train_steps SET num_workers = (SELECT workers FROM train_runs WHERE id = run_id), "
+                    "global_batch = (SELECT global_batch FROM train_runs WHERE id = run_id)")
 
     def _insert_steps(self, table: str, key: str, key_value: int, rows: list[StepRow]) -> None:
         self.conn.executemany(
