@@ -311,3 +311,31 @@ def test_tabulating_only_reachable_ages_changes_nothing(age_h, job):
     assert reached.expected_makespan_s == pytest.approx(float(np.interp(age_h * HOUR, full.ages, value[full.steps])),
                                                         rel=1e-12)
     assert reached.intervals_s == first_vm_intervals(full, choice, age_h * HOUR)
+
+
+def test_a_plan_in_a_fresh_process_reads_the_shipped_tables():
+    """A cold planner solves no DP: every spot overhead of the default model comes from the file."""
+    import subprocess
+    import sys
+    code = """
+import numpy as np
+import thrifty.transient.overhead as overhead
+from thrifty.transient.registry import load_model
+def refuse(*args, **kwargs):
+    raise AssertionError("solved a table instead of reading the shipped one")
+overhead.solve_table = refuse
+fraction = overhead.expected_overhead_fraction(load_model()[1], np.array([600.0, 5 * 3600.0, 40 * 3600.0]),
+                                               np.array([1, 3, 256]))
+print(fraction.min() > 0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
+
+
+def test_a_schedule_refuses_ages_it_was_not_solved_for():
+    from thrifty.transient.schedule import age_index
+    schedule = plan_schedule(PAPER, Job(2 * HOUR, 30, 60), "dp", vm_age_s=0.0)
+    assert schedule.solver.max_age_s < PAPER.t_end
+    age_index(schedule.solver, schedule.solver.max_age_s)  # the last solved age is fine
+    with pytest.raises(ScheduleError, match="beyond the ages"):
+        age_index(schedule.solver, 20 * HOUR)

@@ -100,9 +100,12 @@ class Solver:
         self.steps = int(math.ceil(top / self.grid_s - 1e-9))
         horizon = model.t_end if math.isfinite(model.t_end) else max(20 * model.mean(), top * 4)
         ages = np.arange(0.0, horizon + self.grid_s, self.grid_s)
+        self.max_age_s = math.inf  # ages beyond the table: the VM is dead (S = 0 past t_end)
         if start_age_s is not None:
             reach = start_age_s + self.steps * (job.checkpoint_cost_s // self.grid_s + 2) * self.grid_s
-            ages = ages[ages <= reach + self.grid_s]
+            if reach + self.grid_s < ages[-1]:
+                ages = ages[ages <= reach + self.grid_s]
+                self.max_age_s = float(ages[-1])  # beyond: not solved, an error to ask about
         self.ages = ages
         fine = np.linspace(0.0, horizon + self.grid_s * (self.steps + 2) + job.checkpoint_cost_s, 20_001)
         survival = model.survival(fine)
@@ -229,12 +232,18 @@ def plan_schedule(model: LifetimeModel, job: Job, policy: str = "dp", vm_age_s: 
 
 
 def age_index(solver: Solver, age) -> np.ndarray:
-    return np.clip(np.rint(np.asarray(age) / solver.grid_s).astype(int), 0, len(solver.ages) - 1)
+    age = np.asarray(age)
+    if np.any(age > solver.max_age_s + solver.grid_s / 2):
+        raise ScheduleError(f"VM age {float(np.max(age)) / 3600:.2f} h is beyond the ages this schedule "
+                            f"was solved for ({solver.max_age_s / 3600:.2f} h)")
+    return np.clip(np.rint(age / solver.grid_s).astype(int), 0, len(solver.ages) - 1)
 
 
 def first_vm_intervals(solver: Solver, choice: np.ndarray, vm_age_s: float) -> list[float]:
+    """Work between checkpoints on the first VM if it lives on, up to the model's longest lifetime
+    (past it no VM is alive, so later intervals would never run on this VM)."""
     j, age, out = solver.steps, vm_age_s, []
-    while j > 0:
+    while j > 0 and age < solver.model.t_end:
         k = int(choice[j, age_index(solver, age)]) or 1
         out.append(k * solver.grid_s)
         age += solver.segment_cost(k, j)
