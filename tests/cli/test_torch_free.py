@@ -61,3 +61,24 @@ def test_plan_from_a_stored_profile_runs_without_torch(profiled_db, tmp_path):
     done = _run(f"from thrifty.cli.app import main; sys.exit(main({args!r}))")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["profile_reused"] is True
+
+
+def test_library_code_never_imports_the_cli():
+    """Layering: cli/ imports the library, never the other way; the torchrun entry point
+    (train/__main__.py) is the one exception and imports only the train command."""
+    import re
+    from pathlib import Path
+
+    import thrifty
+    package = Path(thrifty.__file__).parent
+    offenders = []
+    for path in package.rglob("*.py"):
+        relative = path.relative_to(package).as_posix()
+        if relative.startswith("cli/"):
+            continue
+        for line in path.read_text().splitlines():
+            if re.match(r"\s*(from|import)\s+thrifty\.cli\b", line):
+                if relative == "train/__main__.py" and line.strip() == "from thrifty.cli.train import main":
+                    continue
+                offenders.append(f"{relative}: {line.strip()}")
+    assert not offenders, offenders

@@ -4,7 +4,6 @@ Local processes with --nproc, or one rank of a torchrun launch (RANK / WORLD_SIZ
 environment), synchronous (--mode bsp) or with a parameter server (--mode asp).
 """
 
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,12 +12,8 @@ import typer
 from rich.table import Table
 
 from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, DbOpt, JsonOpt, WorkloadOpt, float_list,
-                                fmt_duration, print_json, stdout)
+                                fmt_duration, print_json, run_app, stdout)
 from thrifty.errors import ThriftyError
-
-
-def launched_by_torchrun() -> bool:
-    return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
 
 
 def _schedule(slowdown, hetero_profile, slowdown_schedule, steps_hint: int):
@@ -117,8 +112,10 @@ def train(
         seed=seed, progress=not json_out)
     hint = total_steps(config, loaded.train_size, batch)
     config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
+    from thrifty.train.launcher import launched_by_torchrun
     if launched_by_torchrun():
-        summary = _torchrun_rank(config)
+        from thrifty.train.trainer import train_torchrun_rank
+        summary = train_torchrun_rank(config)
         if summary is None:
             return
     elif mode == "asp":
@@ -134,20 +131,16 @@ def train(
         _show(summary)
 
 
-def _torchrun_rank(config) -> dict | None:
-    """One rank of a torchrun launch: the process group comes from torchrun's environment."""
-    from thrifty.train.launcher import torchrun_group
-    from thrifty.train.trainer import check_config, train_rank
-    with torchrun_group() as (rank, world):
-        config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
-                              max_workers=max(world, 1))
-        summary = train_rank(rank, world, config)
-    return summary if rank == 0 else None
-
-
 def _store(db: Path, summary: dict, config, mode: str) -> None:
     from thrifty.store import Store
     from thrifty.records import RunLog
     log = RunLog.read(config.run_dir) if mode == "bsp" else RunLog()
     with Store(db) as store:
         summary["run_id"] = store.save_training_run(summary, log, mode=mode)
+
+
+def main(argv: list[str], prog_name: str) -> int:
+    """The train command alone (no other command imported): `python -m thrifty.train ARGS`."""
+    single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    single.command()(train)
+    return run_app(single, argv, prog_name=prog_name)

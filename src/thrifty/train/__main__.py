@@ -2,17 +2,13 @@
 
 Under torchrun each process is one rank (RANK / WORLD_SIZE from its environment); rank 0 writes
 the run directory and prints the summary. This is the command `thrifty plan` prints for its choice.
-It runs the train command alone, without assembling the whole CLI app.
+It runs the train command alone (thrifty.cli.train), without the rest of the CLI: the one place
+below cli/ that imports it, as an entry point and not as library code.
 """
 
 import sys
 
-import typer
-
-from thrifty.cli.common import run_app
-from thrifty.cli.train import train
+from thrifty.cli.train import main
 
 if __name__ == "__main__":
-    single = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    single.command()(train)
-    sys.exit(run_app(single, sys.argv[1:], prog_name="python -m thrifty.train"))
+    sys.exit(main(sys.argv[1:], prog_name="python -m thrifty.train"))

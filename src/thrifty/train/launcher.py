@@ -36,6 +36,10 @@ def _backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
+def launched_by_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
+
+
 @contextlib.contextmanager
 def torchrun_group():
     """(rank, world size) of this torchrun process, inside its process group when world > 1 (the

@@ -15,6 +15,7 @@ torchrun (`train_rank` with the environment's rank and world size).
 import hashlib
 import os
 import time
+from dataclasses import replace
 
 import torch
 import torch.distributed as dist
@@ -24,7 +25,7 @@ from thrifty.records import EvalRow, StepRow
 from thrifty.train.checkpoint import CHECKPOINT_NAME, restore, save_checkpoint
 from thrifty.train.config import TrainConfig, check_config, global_batch_for, total_steps
 from thrifty.train.emulation import Slowdown, remove_cgroups
-from thrifty.train.launcher import run_local_workers
+from thrifty.train.launcher import run_local_workers, torchrun_group
 from thrifty.train.loop import RankState, fresh_state, run_steps
 from thrifty.train.metrics import plot_run, summarise, write_summary
 from thrifty.train.policies import make_policy
@@ -147,3 +148,12 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
         if config.slowdown is not None and config.emulate == "cgroup":
             remove_cgroups(tag)
     return results[0]
+
+
+def train_torchrun_rank(config: TrainConfig) -> dict | None:
+    """This process as one rank of a torchrun launch (single- or multi-node); rank 0's summary."""
+    with torchrun_group() as (rank, world):
+        config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
+                              max_workers=max(world, 1))
+        summary = train_rank(rank, world, config)
+    return summary if rank == 0 else None
