@@ -60,6 +60,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     """Profile all settings, then train once to the target to calibrate S_min (unless the
     workload takes its steps from a published recipe, or calibration is off). Returns the
     Profile, with what planning needs from the workload itself in its meta, and the calibration."""
+    from thrifty.train.config import global_batch_for
     from thrifty.train.loop import train_to_target
     from thrifty.train.profiler import profile_workload
     from thrifty.train.workcount import count_workload
@@ -78,7 +79,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     profile.meta.update(_workload_facts(workload))
     calibration = None
     if settings.calibrate and workload.recipe is None:
-        batch = settings.calibration_batch or workload.default_global_batch
+        batch = global_batch_for(settings.calibration_batch, workload)
         calibration = train_to_target(workload, [batch], max_steps=20_000, eval_every=5, noise_every=1,
                                       on_eval=lambda step, metric: on_progress(
                                           f"calibration step {step}: {workload.metric_name} {metric:.3f}"))

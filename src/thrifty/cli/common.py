@@ -17,7 +17,7 @@ from thrifty.store import DEFAULT_DB
 from thrifty.workloads.names import DEFAULT_WORKLOAD
 
 __all__ = ["DEFAULT_DB", "DEFAULT_WORKLOAD", "CatalogOpt", "CloudOpt", "DbOpt", "GpuOpt", "JsonOpt", "RegionOpt",
-           "WorkloadOpt", "float_list", "fmt_duration", "fmt_usd", "int_list", "parse_duration_s",
+           "WorkloadOpt", "float_list", "fmt_duration", "fmt_usd", "fmt_usd_range", "int_list", "parse_duration_s",
            "parse_money_usd", "print_json", "run_app", "stderr", "stdout"]
 
 stdout = Console(highlight=False)
@@ -100,15 +100,12 @@ def print_json(data: Any) -> None:
 
 
 def fmt_duration(seconds: float) -> str:
-    """3 significant digits in ms, s, min or h."""
+    """3 significant digits in ms, s, min or h, the unit chosen after rounding (0.9996 s is 1 s)."""
     if not math.isfinite(seconds):
         return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.3g} ms"
-    if seconds < 120:
-        return f"{seconds:.3g} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.3g} min"
+    for limit, scale, unit in ((1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min")):
+        if float(f"{seconds:.3g}") < limit:
+            return f"{seconds * scale:.3g} {unit}"
     return f"{seconds / 3600:.3g} h"
 
 
@@ -116,10 +113,18 @@ def fmt_usd(dollars: float) -> str:
     """$12.34; small amounts with 2 significant digits in plain decimals ($0.0041, $0.00000041)."""
     if not math.isfinite(dollars):
         return "-"
-    if dollars >= 0.01 or dollars == 0:
-        return f"${dollars:,.2f}"
+    sign, dollars = ("-" if dollars < 0 else ""), abs(dollars)
+    if round(dollars, 2) >= 0.01 or dollars == 0:
+        return f"{sign}${dollars:,.2f}"
     decimals = 1 - math.floor(math.log10(dollars))  # two significant digits
-    return f"${dollars:.{decimals}f}"
+    return f"{sign}${dollars:.{decimals}f}"
+
+
+def fmt_usd_range(low: float, high: float) -> str:
+    """'$0.07-0.16': one dollar sign for both ends; '>= $1.20' when the top is unbounded."""
+    if not math.isfinite(high):
+        return f">= {fmt_usd(low)}"
+    return f"{fmt_usd(low)}-{fmt_usd(high).lstrip('$')}"
 
 
 def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty") -> int:

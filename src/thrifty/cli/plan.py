@@ -11,7 +11,7 @@ from rich.table import Table
 
 from thrifty.cli.catalog import filtered_vms
 from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, CloudOpt, DbOpt, GpuOpt, JsonOpt,
-                                RegionOpt, WorkloadOpt, fmt_duration, fmt_usd, int_list, parse_duration_s,
+                                RegionOpt, WorkloadOpt, fmt_duration, fmt_usd, fmt_usd_range, int_list, parse_duration_s,
                                 parse_money_usd, print_json, stdout)
 
 
@@ -32,7 +32,7 @@ def _table(result, indices, title: str) -> Table:
         table.add_row(str(rank), f"{d['cloud']}:{d['instance_type']}{gpus}",
                       f"{d['nodes']} x {d['workers'] // d['nodes']}", str(d["global_batch"]),
                       "spot" if d["spot"] else "", fmt_duration(d["predicted_time_s"]),
-                      fmt_usd(d["predicted_cost_usd"]), f"{fmt_usd(low)}-{fmt_usd(high)[1:]}",
+                      fmt_usd(d["predicted_cost_usd"]), fmt_usd_range(low, high),
                       d["prediction"][:4])
     return table
 

@@ -111,7 +111,7 @@ def schedule_command(job_hours: Annotated[float, typer.Option(help="Work the job
         try:
             s = chosen if other == policy else plan_schedule(lifetime, job, other, age, mttf_s=mttf_s)
         except ThriftyError as exc:
-            table.add_row(other, "-", str(exc)[:40], "-")
+            table.add_row(other, "-", str(exc), "-")
             continue
         table.add_row(("* " if other == policy else "") + other, str(len(s.intervals_s) - 1),
                       fmt_duration(s.expected_makespan_s), f"{s.overhead_fraction:.1%}")

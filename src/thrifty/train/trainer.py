@@ -37,7 +37,7 @@ from thrifty.workloads import load_workload
 __all__ = ["CHECKPOINT_NAME", "TrainConfig", "check_config", "run_training", "total_steps", "train_rank"]
 
 
-def _exchange(values: list[float], rank: int, world: int) -> list[list[float]]:
+def _all_gather_values(values: list[float], rank: int, world: int) -> list[list[float]]:
     """Every rank's `values` on every rank (a SUM all-reduce of slots, cheap and order-free)."""
     buffer = torch.zeros(world, len(values), dtype=torch.float64)
     buffer[rank] = torch.tensor(values, dtype=torch.float64)
@@ -55,7 +55,7 @@ def _setup(config: TrainConfig, rank: int, world: int, workload) -> RankState:
     else:  # probe the plain model: each rank alone, before any layer needs its peers
         mine = probe_b_max(model, workload, rule=config.b_max_rule, limit=global_batch,
                            ranks_on_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
-        limits = [int(row[0]) for row in _exchange([float(mine)], rank, world)]
+        limits = [int(row[0]) for row in _all_gather_values([float(mine)], rank, world)]
     if config.sync_bn and has_batchnorm(model):
         model = convert_sync_batchnorm(model)
     policy = make_policy(config.policy, global_batch, world, b_min=config.b_min, b_max=limits,

@@ -1,0 +1,46 @@
+"""The shared parsers and number formats of the CLI."""
+
+import math
+
+import pytest
+
+from thrifty.cli.common import fmt_duration, fmt_usd, fmt_usd_range, parse_duration_s, parse_money_usd
+from thrifty.errors import ThriftyError
+
+
+@pytest.mark.parametrize("seconds, text", [(0.0004, "0.4 ms"), (0.9996, "1 s"), (1.5, "1.5 s"),
+                                           (119.96, "2 min"), (7199, "2 h"), (90_000, "25 h"),
+                                           (math.inf, "-")])
+def test_durations_pick_their_unit_after_rounding(seconds, text):
+    assert fmt_duration(seconds) == text
+
+
+@pytest.mark.parametrize("dollars, text", [(12.345, "$12.35"), (1234.5, "$1,234.50"), (0.00999, "$0.01"),
+                                           (0.0041, "$0.0041"), (4.1e-7, "$0.00000041"), (0.0, "$0.00"),
+                                           (-3.2, "-$3.20"), (math.nan, "-")])
+def test_money_in_plain_decimals(dollars, text):
+    assert fmt_usd(dollars) == text
+
+
+def test_a_money_range_has_one_dollar_sign():
+    assert fmt_usd_range(0.07, 0.16) == "$0.07-0.16"
+    assert fmt_usd_range(1.2, math.inf) == ">= $1.20"
+
+
+@pytest.mark.parametrize("text, bare_unit, seconds", [("90m", "h", 5400), ("2.5h", "s", 9000), ("1d", "s", 86400),
+                                                      ("60", "s", 60), ("12", "h", 43200), ("0", "s", 0)])
+def test_durations(text, bare_unit, seconds):
+    assert parse_duration_s(text, what="x", bare_unit=bare_unit, allow_zero=True) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "-5m", "5 weeks", "1e3"])
+def test_bad_durations(text):
+    with pytest.raises(ThriftyError):
+        parse_duration_s(text, what="x", bare_unit="s")
+
+
+def test_money():
+    assert parse_money_usd("$12.5") == 12.5 and parse_money_usd("50 USD") == 50
+    for bad in ("free", "-1", "nan", "0"):
+        with pytest.raises(ThriftyError):
+            parse_money_usd(bad)
