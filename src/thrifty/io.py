@@ -99,21 +99,19 @@ def write_png(path: Path, draw: Callable, *, nrows: int = 1, ncols: int = 1,
               figsize: tuple[float, float] = (6.4, 4.8), dpi: int = 110, title: str | None = None) -> Path:
     """Draw a figure off-screen and write it as PNG, atomically; returns the path.
 
-    `draw(fig, axes)` fills the figure (`axes` as matplotlib's `subplots` returns them); the
-    figure is closed afterwards even if drawing fails."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    `draw(fig, axes)` fills the figure (`axes` as matplotlib's `subplots` returns them)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    fig, axes = plt.subplots(nrows, ncols, figsize=figsize)
-    try:
-        draw(fig, axes)
-        if title:
-            fig.suptitle(title)
-        fig.tight_layout()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=dpi)
-    finally:
-        plt.close(fig)
+    # a Figure with its own Agg canvas: no pyplot state, the caller's backend is left alone
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols)
+    draw(fig, axes)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
     write_bytes_atomic(Path(path), buffer.getvalue())
     return Path(path)

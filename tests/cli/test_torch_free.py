@@ -82,3 +82,21 @@ def test_library_code_never_imports_the_cli():
                     continue
                 offenders.append(f"{relative}: {line.strip()}")
     assert not offenders, offenders
+
+
+def test_more_commands_run_without_torch(tmp_path):
+    from thrifty.transient.registry import data_file
+    samples = tmp_path / "samples.csv"
+    samples.write_text("num_nodes,num_workers,local_batch,step_time_s\n" + "".join(
+        f"1,{n},{b},{0.002 + 1e-4 * b + 0.003 * (n - 1)}\n" for n in (1, 2) for b in (16, 32, 64, 128)))
+    configs = tmp_path / "configs.csv"
+    configs.write_text("num_nodes,num_workers,local_batch\n1,2,48\n")
+    model = tmp_path / "model.json"
+    for args in (["preempt", "fit", str(data_file()), "--model", "weibull", "--json"],
+                 ["preempt", "show", "gcp-2019", "--plot", str(tmp_path / "model.png"), "--json"],
+                 ["preempt", "spot", "--job-hours", "2", "--deadline", "4h", "--spot-price", "0.3",
+                  "--on-demand-price", "1", "--runs", "500", "--json"],
+                 ["model", "fit", "--samples", str(samples), "--out", str(model), "--json"],
+                 ["model", "predict", "--model", str(model), "--configs", str(configs)]):
+        done = _run(f"from thrifty.cli.app import main; sys.exit(main({args!r}))")
+        assert done.returncode == 0, (args, done.stderr)

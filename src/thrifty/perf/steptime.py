@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import least_squares
 from scipy.special import ndtri
 
 from thrifty.errors import ModelError
@@ -136,6 +135,7 @@ def mdape(predicted, observed) -> float:
 def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
                   sync_time_s=None) -> StepTimeModel:
     """Fit the model to measured configurations (one row each, or one row per step)."""
+    from scipy.optimize import least_squares  # imported here, so that importing thrifty.perf stays light
     nodes, workers, batch, observed = (np.asarray(x, float) for x in
                                        (nodes, workers, local_batch, step_time_s))
     if observed.size == 0:
