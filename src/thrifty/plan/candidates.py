@@ -202,14 +202,14 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     network = ring_allreduce_time_s(workers, job.gradient_bytes, bandwidth, latency)
     g = np.where(is_gpu, params.overlap_g, model.params[PARAM_NAMES.index("overlap_g")])
     projected = (compute**g + network**g) ** (1.0 / g)
-    fitted = model.predict(nodes, workers, local)
-    step = np.where(measured, fitted, projected)
-    fit_low, fit_high = model.interval(nodes, workers, local)
     # projections: the calibrated held-out error (GPU) or the stated CPU assumption, in log space
     sigma = np.where(is_gpu, calibration["held_out_sigma_log"], CPU_PROJECTION_SIGMA_LOG)
     z = float(ndtri(0.95))
-    low = np.where(measured, fit_low, step * np.exp(-z * sigma))
-    high = np.where(measured, fit_high, step * np.exp(z * sigma))
+    step, low, high = projected, projected * np.exp(-z * sigma), projected * np.exp(z * sigma)
+    on = np.flatnonzero(measured)  # the profiled machine: the fitted model and its own interval
+    if on.size:
+        step[on] = model.predict(nodes[on], workers[on], local[on])
+        low[on], high[on] = model.interval(nodes[on], workers[on], local[on])
     return step, np.minimum(low, step), np.maximum(high, step), measured, threads
 
 
