@@ -70,12 +70,15 @@ class ControllerSettings:
     warmup_steps: int = 5  # static policy: steps measured before its one change
     confidence: float = 2.0  # standard errors of the median subtracted before the dead-band
     shift: float = 2.5  # standard deviations each of the newest samples must move for a level shift
+    asp_min_share: float = 0.5  # ASP only: b_k >= this x B / n (train.asp.ParameterServer.batch_floor)
 
     def __post_init__(self) -> None:
         if not 0 <= self.dead_band < 1:
             raise SplitError(f"dead-band must be in [0, 1), got {self.dead_band}")
         if self.every < 1 or self.warmup_steps < 1:
             raise SplitError("controller interval and warm-up must be at least one step")
+        if not 0 <= self.asp_min_share <= 1:
+            raise SplitError(f"the ASP batch floor is a share of B / n in [0, 1], got {self.asp_min_share}")
         if self.window < 2 * SHIFT_SAMPLES:
             raise SplitError(f"the controller's window must hold at least {2 * SHIFT_SAMPLES} steps, "
                              f"got {self.window}")
