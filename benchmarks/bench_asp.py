@@ -88,7 +88,8 @@ def main(epochs: int = 6, seeds: int = 3) -> dict:
     result = {"workload": "builtin:digits", "workers": 4, "profiles": {p: list(profile_slowdowns(p)) for p in PROFILES},
               "global_batch": BASE.global_batch, "epochs": epochs, "seeds": list(range(seeds)),
               "processes": "4 workers + 1 server on 2 cores, sleep emulation",
-              "learning_rate": "lr(B/n) x b_k / (B/n) per update (asp.ParameterServer.update_lr)", "table": table}
+              "update": "lr(B/n) on the gradient weighted by b_k / (B/n) (asp.ParameterServer.update_weight)",
+              "table": table}
     _plot(runs)
     write_result("asp_training", result)
     return result
