@@ -4,7 +4,7 @@ the batch controller, with its ASP batch floor (b_k >= B / 2n) and without it, o
 2 cores. Each (profile, seed) triple of runs is compared
 at equal wall time: the accuracy of each run's last evaluation at or before the shortest run's end.
 Time counts from each run's first update, not from the server's start: the workers' start-up
-(process spawn, RPC, loading the data) took 1-12 s on the shared cores, and counting it cut one
+(process spawn, RPC, loading the data) took 3-18 s on the shared cores, and counting it cut one
 plain run (HL4, seed 1, in the previous result) at 0.156 accuracy after a few seconds of training.
 Also staleness, updates per worker and throughput; metric-vs-time curves go to the PNG.
 
