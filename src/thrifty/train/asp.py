@@ -87,13 +87,14 @@ class ParameterServer:
 
     def batch_floor(self, b_min: int, share: float, workers: int) -> int:
         """The smallest local batch in ASP: max(b_min, ceil(share x B / n)), share 0.5 by default.
-        Nobody waits in ASP, so balancing cannot buy throughput; what it can buy is staleness (a
-        slow worker's update no longer lands after many of the fast worker's). Equal iteration
-        times without a floor pinned the slow workers at 1-4 samples at HL8 (the fixed cost per
-        iteration is multiplied by the slowdown): their updates carried almost nothing, the
-        fast worker's 57-60-sample updates carried the run, and accuracy at equal time fell
-        (0.78 vs 0.94 in benchmarks/results/asp_training.json before this floor). With the floor
-        every update carries at least half an even share."""
+        Nobody waits in ASP, but every update has a cost that does not depend on what it carries:
+        the worker's fixed cost per iteration (times its slowdown), the RPC, the server's step.
+        Balancing moves samples to the fast worker, which amortises its fixed cost; without a
+        floor, equal iteration times pinned the slow workers at 1-6 of 64 samples at HL8, so
+        three quarters of the updates paid that cost for almost nothing: fewer samples/s than
+        plain ASP (1,903 vs 2,060) and lower accuracy (final 0.84-0.92 vs 0.93-0.95). With every
+        update carrying at least half an even share, [8, 8, 8, 40] at HL8: 2,430 samples/s and
+        0.94-0.97 (benchmarks/bench_asp.py, 3 seeds)."""
         return max(b_min, math.ceil(share * self.global_batch / workers))
 
     def explicit_momentum(self, workers: int) -> float:
