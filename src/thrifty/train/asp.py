@@ -91,10 +91,10 @@ class ParameterServer:
         the worker's fixed cost per iteration (times its slowdown), the RPC, the server's step.
         Balancing moves samples to the fast worker, which amortises its fixed cost; without a
         floor, equal iteration times pinned the slow workers at 1-6 of 64 samples at HL8, so
-        three quarters of the updates paid that cost for almost nothing: fewer samples/s than
-        plain ASP (1,903 vs 2,060) and lower accuracy (final 0.84-0.92 vs 0.93-0.95). With every
-        update carrying at least half an even share, [8, 8, 8, 40] at HL8: 2,430 samples/s and
-        0.94-0.97 (benchmarks/bench_asp.py, 3 seeds)."""
+        three quarters of the updates paid that cost for almost nothing. With every update
+        carrying at least half an even share ([8, 8, 8, 40] at HL8): 11-28% more samples/s than
+        without the floor in two runs, accuracy at equal time 0.923 vs 0.906 (plain ASP 0.902),
+        means of 9 runs (benchmarks/bench_asp.py). At HL4 the floor hardly changes the split."""
         return max(b_min, math.ceil(share * self.global_batch / workers))
 
     def explicit_momentum(self, workers: int) -> float:
