@@ -7,8 +7,9 @@ import pytest
 
 from thrifty.train.hetero import (SimulatedCluster as Schedule, SlowdownSchedule, constant, reaction_steps,
                                   wasted_compute_fraction)
-from thrifty.train.policies import BatchPolicy, ControllerSettings, make_policy, relative_changes
-from thrifty.train.split import SplitError, even_split, proportional_split
+from thrifty.train.policies import (BatchPolicy, ControllerSettings, fixed_cost_batches, make_policy,
+                                     relative_changes)
+from thrifty.train.split import SplitError, affine_targets, even_split, proportional_split
 
 
 def test_proportional_split_sums_and_respects_bounds_for_random_inputs():
@@ -230,3 +231,36 @@ def test_an_older_controller_state_still_loads():
     state.update(smoothed=[1.0, 2.0], moments=None, weight_sq=0.0, samples=3)
     state["settings"]["smoothing"] = 0.3
     assert BatchPolicy.from_state_dict(state).split == [32, 32]
+
+
+def test_with_a_large_fixed_cost_a_speed_change_is_corrected_in_one_move():
+    # t_k = f_k (4 ms + 0.1 ms b_k): at 1:4 the slow rank's ideal batch (~27) is below its fixed
+    # cost in samples (40). The proportional step moves only the variable part's share: 2-3
+    # changes and 8 steps to within 10% of ideal after 1:2 -> 1:4; the fitted affine model (its
+    # fixed cost carried over the level shift) gets there in one move, 3 steps after the change.
+    # Mutations caught: dropping the fixed-cost term (h_k = 0), forgetting it at the level shift.
+    schedule = SlowdownSchedule(((0, (1.0, 2.0)), (60, (1.0, 4.0))))
+    for seed in range(5):
+        policy = make_policy("dynamic", 256, 2)
+        splits, ideal = _play(policy, Schedule(schedule, overhead_s=0.004, noise=0.05, seed=seed), 120)
+        changes = sum(a != b for a, b in zip(splits[60:], splits[61:]))
+        assert reaction_steps(splits[60:], ideal[60:]) <= 4, seed
+        assert changes <= 2, seed
+        assert max(relative_changes(ideal[-1])) <= 0.1, seed
+
+
+def test_affine_targets_equalise_predicted_times_within_bounds():
+    fixed, slopes = [40.0, 40.0], [1.0, 4.0]  # t = c (h + b): equal at b = (229, 27) for B = 256
+    target = affine_targets(fixed, slopes, 256, 1, [256, 256])
+    assert sum(target) == pytest.approx(256)
+    assert slopes[0] * (fixed[0] + target[0]) == pytest.approx(slopes[1] * (fixed[1] + target[1]))
+    assert affine_targets([0.0, 0.0], [1.0, 3.0], 64, 1, [64, 64]) == pytest.approx([48, 16])  # proportional
+    assert affine_targets([100.0, 0.0], [1.0, 1.0], 64, 4, [64, 64]) == pytest.approx([4, 60])  # clamped
+
+
+def test_fixed_cost_fit_recovers_the_intercept_and_refuses_one_batch_size():
+    batches = [100] * 5 + [150] * 5
+    times = [0.004 + 1e-4 * b for b in batches]
+    assert fixed_cost_batches(batches, times, 256) == pytest.approx(40)
+    assert fixed_cost_batches([100] * 5, times[:5], 256) is None
+    assert fixed_cost_batches([100, 101], [0.014, 0.0141], 256) is None  # span below MIN_SPAN

@@ -4,11 +4,12 @@ torch.distributed.rpc and workers that pull, compute on b_k samples, push.
 Process 0 is the server; processes 1..n are workers. One RPC per iteration carries the gradient
 in and the fresh parameters, the worker's next local batch and a stop flag out. The server
 records each update's staleness (updates applied since the worker pulled its parameters), scales
-the learning rate with the update's share of the samples (update_lr), and runs the same batch policy
+each gradient with the update's share of the samples (update_weight), and runs the same batch policy
 as synchronous training on the workers' iteration (compute) times, once every worker has reported
 since its last decision; sum b_k stays B. `--policy uniform` is plain ASP.
 """
 
+import math
 import os
 import threading
 import time
@@ -52,13 +53,14 @@ class ParameterServer:
         torch.manual_seed(config.seed)
         self.model = self.workload.make_model()
         self.global_batch = config.global_batch
-        self._lr: dict[int, float] = {}
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr_for(self.global_batch),
+        self.workers = workers
+        self.lr = float(self._workload_group(max(1, round(self.global_batch / workers)))["lr"])  # lr(B/n)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr,
                                          momentum=self.explicit_momentum(workers))
-        self.policy = make_policy(config.policy, self.global_batch, workers, b_min=config.b_min,
+        self.policy = make_policy(config.policy, self.global_batch, workers,
+                                  b_min=self.batch_floor(config.b_min, config.controller.asp_min_share, workers),
                                   b_max=[config.b_max or self.global_batch] * workers,
                                   capacities=config.capacities, settings=config.controller)
-        self.workers = workers
         self.target_samples = total_steps(config, self.workload.train_size, self.global_batch) * self.global_batch
         self.eval_every = max(1, (config.eval_every or 10) * workers)
         self.lock = threading.Lock()
@@ -73,24 +75,33 @@ class ParameterServer:
     def _workload_group(self, batch: int) -> dict:
         return self.workload.make_optimizer([torch.zeros(1, requires_grad=True)], batch).param_groups[0]
 
-    def lr_for(self, local_batch: int) -> float:
-        """The workload's own learning rate for a batch of `local_batch` samples (cached: it is
-        needed on every update, and building an optimizer to ask is not free)."""
-        if local_batch not in self._lr:
-            self._lr[local_batch] = float(self._workload_group(local_batch)["lr"])
-        return self._lr[local_batch]
+    def update_weight(self, local_batch: int) -> float:
+        """b_k / (B/n): the share of the samples an update carries. The server scales the gradient
+        by it and keeps the workload's rate for an even share, lr(B/n), so every sample moves the
+        model equally, in the step and in the momentum that carries it on (the asynchronous form of
+        the weighted aggregation, DESIGN.md "Dynamic batching"); plain ASP (b_k = B/n) is unchanged.
+        Scaling the learning rate instead, lr(B/n) b_k / (B/n), is the same step without momentum,
+        but SGD's buffer holds raw gradients and applies them at later updates' rates: at HL8
+        (1-4 samples for the slow workers, 57-61 for the fast one) a 1-sample gradient entered
+        it at full weight and moved the model about 4x its fair share at momentum 0.15 (0.15 x
+        61/16 on the fast worker's next update against 1/16); at momentum 0.8 (HL8, no floor,
+        seeds 0-2) the scaled rate diverged (final accuracy 0.08-0.21), the weighted gradient
+        trained (0.87-0.98). Before that, the workload's rule per local batch,
+        lr(b_k) = lr(B) sqrt(b_k / B) for digits, weighed the slow worker's tiny batches
+        (3 of 64 at 1x/4x) 4.5x the fast worker's per sample."""
+        return local_batch * self.workers / self.global_batch
 
-    def update_lr(self, local_batch: int) -> float:
-        """lr(B/n) * b_k / (B/n): the workload's rate for an even share, scaled by the share this
-        update carries, so every sample moves the model equally and a round of n updates sums to
-        n plain-ASP updates (the asynchronous form of the weighted aggregation, DESIGN.md "Dynamic
-        batching"). Plain ASP (b_k = B/n) is unchanged. The workload's rule per local batch,
-        lr(b_k) = lr(B) sqrt(b_k / B) for digits, gave each sample of a worker's b_k-sample
-        gradient a step proportional to 1 / sqrt(b_k): the slow worker's tiny, noisy batches
-        (3 of 64 at 1x/4x) weighed 4.5x the fast worker's per sample, and the controller lowered
-        the final accuracy from 0.981 to 0.955."""
-        even = self.global_batch / self.workers
-        return self.lr_for(max(1, round(even))) * local_batch / even
+    def batch_floor(self, b_min: int, share: float, workers: int) -> int:
+        """The smallest local batch in ASP: max(b_min, ceil(share x B / n)), share 0.5 by default.
+        Nobody waits in ASP, but every update has a cost that does not depend on what it carries:
+        the worker's fixed cost per iteration (times its slowdown), the RPC, the server's step.
+        Balancing moves samples to the fast worker, which amortises its fixed cost; without a
+        floor, equal iteration times pinned the slow workers at 1-6 of 64 samples at HL8, so
+        three quarters of the updates paid that cost for almost nothing. With every update
+        carrying at least half an even share ([8, 8, 8, 40] at HL8): 11-28% more samples/s than
+        without the floor in two runs, accuracy at equal time 0.923 vs 0.906 (plain ASP 0.902),
+        means of 9 runs (benchmarks/bench_asp.py). At HL4 the floor hardly changes the split."""
+        return max(b_min, math.ceil(share * self.global_batch / workers))
 
     def explicit_momentum(self, workers: int) -> float:
         """Asynchrony with n workers acts as momentum 1 - 1/n (Mitliagkas et al., "Asynchrony
@@ -109,15 +120,13 @@ class ParameterServer:
             return params, self.version, self.policy.split[worker], stop, self.samples // self.global_batch
 
     def _apply(self, worker: int, grad: torch.Tensor, pulled: int, local_batch: int, compute_s: float) -> None:
-        lr = self.update_lr(local_batch)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        weight = self.update_weight(local_batch)
         offset = 0
         for p in self.model.parameters():
-            p.grad = grad[offset:offset + p.numel()].view_as(p).clone()
+            p.grad = grad[offset:offset + p.numel()].view_as(p) * weight
             offset += p.numel()
         self.optimizer.step()
-        self.updates.append(Update(self.version, worker, local_batch, self.version - pulled, lr,
+        self.updates.append(Update(self.version, worker, local_batch, self.version - pulled, self.lr * weight,
                                    compute_s, time.perf_counter() - self.start))
         self.version += 1
         self.samples += local_batch

@@ -32,6 +32,18 @@ level when a worker's speed changes, so t_k is estimated robustly:
   whatever `every` says (with `every` 1 the controller acted on single samples, NaN failing the
   `<= dead_band` test: 21 changes in 200 steps at equal speeds).
 The statistics also restart after each change of split (old times belong to old batch sizes).
+
+One move, not several: the proportional step assumes t_k proportional to b_k; with a fixed cost
+per step, t_k = a_k + c_k b_k (DESIGN.md "Step time"), it moves only the c_k b_k part's share and
+needs several corrections, each waiting for fresh samples (3-30 steps to within 10% of ideal on 2
+real ranks). So each rank's fixed cost in samples, h_k = a_k / c_k, is fitted from the raw times
+since the last level shift, kept across changes of split: a least-squares line through the median
+time at each batch size seen (medians: spikes do not move it), trusted when the sizes span at
+least MIN_SPAN of their mean. The split then equalises t_k(b) = c_k (h_k + b) with sum b_k = B
+(train.split.affine_targets), c_k = r_k / (h_k + b_k) from the robust ratio estimate r_k at the
+current split. A speed change scales a rank's whole time (t = f (a + c b)), leaving h_k, so h_k
+carries over a level shift until the new level has two batch sizes of its own; before any fit
+h_k = 0, which is the proportional step.
 """
 
 import math
@@ -39,7 +51,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 
-from thrifty.train.split import SplitError, check_split_bounds, proportional_split
+from thrifty.train.split import SplitError, affine_targets, check_split_bounds, proportional_split
 
 POLICIES = ("uniform", "static", "dynamic")
 MIN_SAMPLES = 3  # the fewest samples since a restart behind a decision
@@ -47,6 +59,7 @@ MIN_JITTER = 6  # the fewest step-to-step changes behind a noise estimate
 SHIFT_SAMPLES = 3  # newest samples the level-shift test compares with the older ones
 MAD_TO_SD = 1.4826  # sd = 1.4826 x median absolute deviation, normal data (Rousseeuw & Croux 1993)
 MEDIAN_SE = math.sqrt(math.pi / 2)  # SE(median) = sqrt(pi / 2) s / sqrt(n) (Kenney & Keeping 1962)
+MIN_SPAN = 0.1  # batch sizes behind a fixed-cost fit span at least 10% of their mean
 
 
 @dataclass(frozen=True)
@@ -57,12 +70,15 @@ class ControllerSettings:
     warmup_steps: int = 5  # static policy: steps measured before its one change
     confidence: float = 2.0  # standard errors of the median subtracted before the dead-band
     shift: float = 2.5  # standard deviations each of the newest samples must move for a level shift
+    asp_min_share: float = 0.5  # ASP only: b_k >= this x B / n (train.asp.ParameterServer.batch_floor)
 
     def __post_init__(self) -> None:
         if not 0 <= self.dead_band < 1:
             raise SplitError(f"dead-band must be in [0, 1), got {self.dead_band}")
         if self.every < 1 or self.warmup_steps < 1:
             raise SplitError("controller interval and warm-up must be at least one step")
+        if not 0 <= self.asp_min_share <= 1:
+            raise SplitError(f"the ASP batch floor is a share of B / n in [0, 1], got {self.asp_min_share}")
         if self.window < 2 * SHIFT_SAMPLES:
             raise SplitError(f"the controller's window must hold at least {2 * SHIFT_SAMPLES} steps, "
                              f"got {self.window}")
@@ -80,6 +96,29 @@ def noise_spread(jitter: Sequence[float]) -> float:
     level shifts and changes of split are single outliers among the changes, so this holds
     across them."""
     return MAD_TO_SD * statistics.median(jitter) / math.sqrt(2) if jitter else 0.0
+
+
+def fixed_cost_batches(batches: Sequence[int], times_s: Sequence[float], limit: float) -> float | None:
+    """h = a / c of t = a + c b (samples), least squares through the median time at each batch
+    size weighted by its count, clamped to [0, limit]; None with fewer than two sizes, sizes
+    spanning less than MIN_SPAN of their mean, or a slope that is not positive."""
+    by_size: dict[int, list[float]] = {}
+    for b, t in zip(batches, times_s):
+        by_size.setdefault(b, []).append(t)
+    if len(by_size) < 2:
+        return None
+    counts = {b: len(ts) for b, ts in by_size.items()}
+    total = sum(counts.values())
+    mean_b = sum(b * n for b, n in counts.items()) / total
+    if (max(by_size) - min(by_size)) < MIN_SPAN * mean_b:
+        return None
+    medians = {b: statistics.median(ts) for b, ts in by_size.items()}
+    mean_t = sum(medians[b] * n for b, n in counts.items()) / total
+    slope = (sum(n * (b - mean_b) * (medians[b] - mean_t) for b, n in counts.items())
+             / sum(n * (b - mean_b) ** 2 for b, n in counts.items()))  # weighted least squares
+    if not slope > 0:
+        return None
+    return min(max((mean_t - slope * mean_b) / slope, 0.0), limit)
 
 
 def level_shift(series: Sequence[float], spread: float, dead_band: float, shift: float) -> bool:
@@ -107,6 +146,8 @@ class BatchPolicy:
     settings: ControllerSettings = field(default_factory=ControllerSettings)
     ratios: list[list[float]] = field(default_factory=list)  # per step since the restart: t_k / mean t
     jitter: list[list[float]] = field(default_factory=list)  # per step: |dr_k|, kept across restarts
+    history: list[tuple[list[int], list[float]]] = field(default_factory=list)  # (split, t_k) since a level shift
+    fixed: list[float] = field(default_factory=list)  # h_k = a_k / c_k per rank (samples), the latest fit
     last_change_step: int = 0
     adjustments: int = 0
     level_shifts: int = 0
@@ -166,19 +207,34 @@ class BatchPolicy:
             del self.jitter[:-self.settings.window]
         self.ratios.append(ratios)
         del self.ratios[:-self.settings.window]
+        self.history.append((list(self.split), list(compute_times)))
+        del self.history[:-self.settings.window]
         shifted = (level_shift(column, s, self.settings.dead_band, self.settings.shift)
                    for column, s in zip(zip(*self.ratios), self.spreads()))
         if any(shifted):
             del self.ratios[:-SHIFT_SAMPLES]
+            del self.history[:-SHIFT_SAMPLES]
             self.level_shifts += 1
         if len(self.ratios) < MIN_SAMPLES or step - self.last_change_step < self.settings.every:
             return False
         if not self.significant_imbalance() > self.settings.dead_band:
             return False
-        estimate = self.estimate()
-        mean_r = statistics.fmean(estimate)
-        target = [b * mean_r / r for b, r in zip(self.split, estimate)]  # b - X (t - mean t) = b mean_t / t
+        fixed = self.fixed_costs()
+        slopes = [r / (h + b) for r, h, b in zip(self.estimate(), fixed, self.split)]  # c_k = t_k / (h_k + b_k)
+        target = affine_targets(fixed, slopes, self.global_batch, self.b_min, self.b_max)
         return self._change(proportional_split(target, self.global_batch, self.b_min, self.b_max), step)
+
+    def fixed_costs(self) -> list[float]:
+        """h_k per rank: fitted on the samples since the last level shift where they allow it,
+        else the latest fit (a speed change scales a and c alike), else 0 (the proportional step)."""
+        if not self.fixed:
+            self.fixed = [0.0] * len(self.split)
+        for k in range(len(self.split)):
+            fit = fixed_cost_batches([s[k] for s, _ in self.history], [t[k] for _, t in self.history],
+                                     float(self.global_batch))
+            if fit is not None:
+                self.fixed[k] = fit
+        return list(self.fixed)
 
     def _change(self, new: list[int], step: int) -> bool:
         if new == self.split:

@@ -71,6 +71,42 @@ def proportional_split(weights: Sequence[float], global_batch: int, b_min: int,
     return split
 
 
+def affine_targets(fixed: Sequence[float], slopes: Sequence[float], global_batch: int, b_min: int,
+                   b_max: Sequence[int]) -> list[float]:
+    """Real batches that equalise predicted compute times t_k(b) = slope_k (fixed_k + b) with
+    sum b_k = B in one move, clamped to [b_min, b_max[k]]: with the free ranks F sharing
+    R = B - (clamped batches), T = (R + sum_F fixed_k) / sum_F (1 / slope_k) and
+    b_k = T / slope_k - fixed_k (solve sum_F (T / slope_k - fixed_k) = R); ranks out of bounds are
+    fixed at the bound and the rest re-solved (water filling). fixed_k = 0 is the proportional
+    split b_k ~ b_k / t_k. `fixed` is in samples (a_k / c_k of t_k = a_k + c_k b_k)."""
+    n = len(slopes)
+    check_split_bounds(global_batch, n, b_min, b_max)
+    if any(not (s > 0) for s in slopes) or any(not (h >= 0) for h in fixed):
+        raise SplitError(f"need positive slopes and non-negative fixed costs, got {list(slopes)}, {list(fixed)}")
+    target = [0.0] * n
+    free = set(range(n))
+    remaining = float(global_batch)
+    while free:
+        time = (remaining + sum(fixed[k] for k in free)) / sum(1.0 / slopes[k] for k in free)
+        share = {k: time / slopes[k] - fixed[k] for k in free}
+        low = {k for k in free if share[k] < b_min}
+        high = {k for k in free if share[k] > b_max[k]}
+        if not low and not high:
+            for k in free:
+                target[k] = share[k]
+            break
+        for k in low:  # clamping the low ranks first raises T, which can only free high ones later
+            target[k] = float(b_min)
+        remaining -= b_min * len(low)
+        free -= low
+        if not low:
+            for k in high:
+                target[k] = float(b_max[k])
+            remaining -= sum(b_max[k] for k in high)
+            free -= high
+    return target
+
+
 def even_split(global_batch: int, workers: int) -> list[int]:
     """B / n each, the remainder to the first ranks."""
     base, extra = divmod(global_batch, workers)
