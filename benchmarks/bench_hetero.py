@@ -38,11 +38,10 @@ from common import save_figure, write_result
 from thrifty.records import RunLog
 from thrifty.train.hetero import (DYNAMIC_SEQUENCE, SimulatedCluster, SlowdownSchedule, constant, named_schedule,
                                   reaction_steps, wasted_compute_fraction)
-from thrifty.train.policies import make_policy
+from thrifty.train.policies import BATCH_POLICIES, make_policy
 from thrifty.train.trainer import TrainConfig, run_training, total_steps
 
 PROFILES = ["HL1", "HL2", "HL4", "HL8", "dynamic"]
-POLICIES = ["uniform", "static", "dynamic"]
 GLOBAL_BATCH, EPOCHS, TRAIN_SIZE = 256, 30, 1438
 BASE = TrainConfig(workers=4, global_batch=GLOBAL_BATCH, epochs=EPOCHS, b_max=GLOBAL_BATCH,
                    progress=False, checkpoint_every=0, timeout_s=900)
@@ -108,7 +107,7 @@ def run_grid(rounds: int, workdir: Path) -> dict:
     runs: dict[tuple[str, str], list[dict]] = {}
     for r in range(rounds):
         for profile in PROFILES:
-            for policy in POLICIES:
+            for policy in BATCH_POLICIES:
                 run_dir = workdir / f"{profile}-{policy}-{r}"
                 config = replace(BASE, policy=policy, run_dir=run_dir,
                                  slowdown=named_schedule(profile, steps))
@@ -137,7 +136,7 @@ def run_two_rank_grid(rounds: int, workdir: Path) -> dict:
     runs: dict[tuple[int, str], list[dict]] = {}
     for r in range(rounds):
         for f in TWO_RANK_SLOWDOWNS:
-            for policy in POLICIES:
+            for policy in BATCH_POLICIES:
                 run_dir = workdir / f"two-{f}-{policy}-{r}"
                 config = replace(BASE, workers=2, policy=policy, run_dir=run_dir,
                                  slowdown=constant((1.0, float(f))))
@@ -179,13 +178,13 @@ def main(rounds: int = 2, two_rank_rounds: int = 3) -> dict:
         two = run_two_rank_grid(two_rank_rounds, Path(tmp))
     two_table = {}
     for f in TWO_RANK_SLOWDOWNS:
-        row = {policy: summarise_cell(two[(f, policy)]) for policy in POLICIES}
+        row = {policy: summarise_cell(two[(f, policy)]) for policy in BATCH_POLICIES}
         row["dynamic_over_ideal"] = _over_ideal(two[(f, "dynamic")])
         row["dynamic_over_uniform"] = row["dynamic"]["samples_per_s"] / row["uniform"]["samples_per_s"]
         two_table[f"1:{f}"] = row
     table = {}
     for profile in PROFILES:
-        row = {policy: summarise_cell(runs[(profile, policy)]) for policy in POLICIES}
+        row = {policy: summarise_cell(runs[(profile, policy)]) for policy in BATCH_POLICIES}
         dyn = row["dynamic"]
         row["dynamic_over_ideal"] = _over_ideal(runs[(profile, "dynamic")])
         row["dynamic_over_uniform"] = dyn["samples_per_s"] / row["uniform"]["samples_per_s"]
@@ -205,7 +204,7 @@ def main(rounds: int = 2, two_rank_rounds: int = 3) -> dict:
                       "hl1_adjustments": [r["adjustments"] for r in two[(1, "dynamic")]],
                       "controller_overhead_percent_max": 100 * max(
                           r["controller_overhead_fraction"] for f in TWO_RANK_SLOWDOWNS for r in two[(f, "dynamic")])},
-        "same_statistics": {p: {pol: table[p][pol]["steps_to_target"] for pol in POLICIES} for p in PROFILES},
+        "same_statistics": {p: {pol: table[p][pol]["steps_to_target"] for pol in BATCH_POLICIES} for p in PROFILES},
     }
     _plot(result, dynamic_runs[-1])
     write_result("hetero_training", result)
@@ -215,7 +214,7 @@ def main(rounds: int = 2, two_rank_rounds: int = 3) -> dict:
 def _plot(result: dict, dynamic_run: dict) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     x = np.arange(len(PROFILES))
-    for i, policy in enumerate(POLICIES):
+    for i, policy in enumerate(BATCH_POLICIES):
         axes[0].bar(x + (i - 1) * 0.2, [result["table"][p][policy]["samples_per_s"] for p in PROFILES], 0.2,
                     label=policy)
         axes[1].bar(x + (i - 1) * 0.2, [result["table"][p][policy]["time_to_target_s"] or 0 for p in PROFILES],
@@ -343,11 +342,11 @@ elif __name__ == "__main__":
     r = main(*(int(a) for a in sys.argv[1:3]))
     for profile, row in r["table"].items():
         print(f"{profile:8s} " + " | ".join(f"{p} {row[p]['samples_per_s']:7.0f}/s tt {row[p]['time_to_target_s']}"
-                                          for p in POLICIES)
+                                          for p in BATCH_POLICIES)
               + f" | dynamic/ideal {row['dynamic_over_ideal']:.3f} dynamic/uniform {row['dynamic_over_uniform']:.3f}")
     print("settling:", r["settling_after_speed_changes"])
     for name, row in r["two_ranks"]["table"].items():
-        print(f"2 ranks {name}: " + " | ".join(f"{p} {row[p]['samples_per_s']:7.0f}/s" for p in POLICIES)
+        print(f"2 ranks {name}: " + " | ".join(f"{p} {row[p]['samples_per_s']:7.0f}/s" for p in BATCH_POLICIES)
               + f" | dynamic/ideal {row['dynamic_over_ideal']:.3f} dynamic/uniform {row['dynamic_over_uniform']:.3f}")
     print("HL1 2 ranks dynamic slowdown %", r["two_ranks"]["hl1_dynamic_slowdown_percent"],
           "controller overhead % max", r["two_ranks"]["controller_overhead_percent_max"])

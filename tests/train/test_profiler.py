@@ -8,7 +8,6 @@ from thrifty.errors import WorkloadError
 from thrifty.perf.jobmodel import build_job_model
 from thrifty.store import Store
 from thrifty.train.profiler import profile_workload
-from thrifty.workloads import canonical_name
 from thrifty.workloads.names import workload_key
 
 
@@ -22,7 +21,7 @@ def test_profile_two_processes_and_store(tmp_path):
     assert all(s.big_batch == 2 * s.small_batch and s.small_grad_sq > 0 and s.big_grad_sq > 0 for s in two)
     assert all(s.peak_memory_bytes > 0 and s.samples_per_s > 0 for s in profile.samples)
     with Store(tmp_path / "t.db") as store:
-        store.save_profile(canonical_name("builtin:digits"), profile, None, 0.95)
+        store.save_profile(workload_key("builtin:digits"), profile, None, 0.95)
         loaded, calibration = store.latest_profile(workload_key("builtin:digits"))
         assert len(loaded.samples) == len(profile.samples) and calibration is None
         model = build_job_model([s.__dict__ for s in loaded.samples], param_count=loaded.param_count,

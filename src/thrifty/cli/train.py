@@ -84,12 +84,12 @@ def train(
     """Train with per-worker batch sizes that follow each worker's speed."""
     from thrifty.pipeline import max_local_workers
     from thrifty.train.emulation import EMULATIONS
-    from thrifty.train.policies import POLICIES, ControllerSettings
+    from thrifty.train.policies import BATCH_POLICIES, ControllerSettings
     from thrifty.train.probe import RULES
     from thrifty.train.config import TrainConfig, global_batch_for, total_steps
     from thrifty.workloads import load_workload
-    if policy not in POLICIES:
-        raise ThriftyError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    if policy not in BATCH_POLICIES:
+        raise ThriftyError(f"unknown policy {policy!r}; choose one of {', '.join(BATCH_POLICIES)}")
     if mode not in ("bsp", "asp"):
         raise ThriftyError(f"unknown mode {mode!r}; choose bsp or asp")
     if emulate not in EMULATIONS:

@@ -53,7 +53,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from thrifty.train.split import SplitError, affine_targets, check_split_bounds, proportional_split
 
-POLICIES = ("uniform", "static", "dynamic")
+BATCH_POLICIES = ("uniform", "static", "dynamic")
 MIN_SAMPLES = 3  # the fewest samples since a restart behind a decision
 MIN_JITTER = 6  # the fewest step-to-step changes behind a noise estimate
 SHIFT_SAMPLES = 3  # newest samples the level-shift test compares with the older ones
@@ -262,8 +262,8 @@ def make_policy(name: str, global_batch: int, workers: int, *, b_min: int = 1,
                 b_max: Sequence[int] | None = None, capacities: Sequence[float] | None = None,
                 settings: ControllerSettings | None = None) -> BatchPolicy:
     """A policy starting from B / n, or for `static` with capacities, from the proportional split."""
-    if name not in POLICIES:
-        raise SplitError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+    if name not in BATCH_POLICIES:
+        raise SplitError(f"unknown policy {name!r}; choose one of {', '.join(BATCH_POLICIES)}")
     limits = list(b_max) if b_max is not None else [global_batch] * workers
     check_split_bounds(global_batch, workers, b_min, limits)
     if capacities is not None:
