@@ -28,7 +28,7 @@ def _rank(rank: int, world_size: int, local_batch: int, steps: int) -> dict:
         # with one rank the measurement is the micro-batch split, done on every 8th measured step
         noise = measure and noise_due(step // 2, world_size)
         record = train_step(model, optimizer, workload, next(batches), local_batch * world_size,
-                            measure_noise=noise)
+                            measure_noise=noise)[rank]  # one row per rank; this rank's own
         if step >= 10:
             (on if measure else off).append(record.step_time_s)
     return {"on": on, "off": off}
