@@ -74,6 +74,18 @@ def _adam(cls=torch.optim.Adam, foreach: bool = False, **kwargs):
 _DLE = "NVIDIA DeepLearningExamples (PyTorch)"
 _RN50 = dict(csv_model="ResNet-50 v1.5", csv_input="224x224", unit="images/s", make_model=resnet50_imagenet,
              make_batch=partial(_image_batch, shape=(3, 224, 224)))
+def _bert_pretraining(phase: int, seq: int, predictions: int) -> PublishedModel:
+    """BERT-large pre-training, one phase of NVIDIA's recipe (sequence length, masked tokens)."""
+    return PublishedModel(key=f"bert_large_pretrain_seq{seq}",
+                          csv_model=f"BERT-large pre-training (phase {phase})",
+                          csv_input=f"seq {seq}", unit="sequences/s",
+                          make_model=partial(bert.BertForPreTraining, bert.BERT_LARGE),
+                          make_batch=partial(bert.pretraining_batch, seq=seq, predictions=predictions),
+                          loss_fn=bert.pretraining_loss, make_optimizer=_adam(torch.optim.AdamW, foreach=True),
+                          source=f"{_DLE} BERT run_pretraining.py phase {phase} (FusedLAMB -> AdamW), "
+                                 f"{predictions} masked/seq")
+
+
 _SQUAD_LARGE = dict(csv_model="BERT-large fine-tuning (SQuAD v1.1)", unit="sequences/s",
                     make_model=partial(bert.BertForQuestionAnswering, bert.BERT_LARGE),
                     make_batch=partial(bert.squad_batch, seq=384), loss_fn=bert.squad_loss,
@@ -96,18 +108,8 @@ _ENTRIES = [
                    make_batch=partial(_image_batch, shape=(3, 32, 32)),
                    loss_fn=F.cross_entropy, make_optimizer=_sgd(0.9, 5e-4),
                    source="Gavel workloads/pytorch/image_classification/cifar10 (kuangliu pytorch-cifar)"),
-    PublishedModel(key="bert_large_pretrain_seq128", csv_model="BERT-large pre-training (phase 1)",
-                   csv_input="seq 128", unit="sequences/s",
-                   make_model=partial(bert.BertForPreTraining, bert.BERT_LARGE),
-                   make_batch=partial(bert.pretraining_batch, seq=128, predictions=20),
-                   loss_fn=bert.pretraining_loss, make_optimizer=_adam(torch.optim.AdamW, foreach=True),
-                   source=f"{_DLE} BERT run_pretraining.py phase 1 (FusedLAMB -> AdamW), 20 masked/seq"),
-    PublishedModel(key="bert_large_pretrain_seq512", csv_model="BERT-large pre-training (phase 2)",
-                   csv_input="seq 512", unit="sequences/s",
-                   make_model=partial(bert.BertForPreTraining, bert.BERT_LARGE),
-                   make_batch=partial(bert.pretraining_batch, seq=512, predictions=80),
-                   loss_fn=bert.pretraining_loss, make_optimizer=_adam(torch.optim.AdamW, foreach=True),
-                   source=f"{_DLE} BERT run_pretraining.py phase 2 (FusedLAMB -> AdamW), 80 masked/seq"),
+    _bert_pretraining(phase=1, seq=128, predictions=20),
+    _bert_pretraining(phase=2, seq=512, predictions=80),
     PublishedModel(key="bert_large_squad", csv_input="seq 384 (run_squad.sh --max_seq_length=384)",
                    **_SQUAD_LARGE),
     PublishedModel(key="bert_large_squad_lambda", csv_input="seq 384 (DLE run_squad.sh default)",
