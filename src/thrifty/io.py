@@ -3,6 +3,7 @@ that fail with the caller's own one-line error, CSV and PNG writes. No torch, an
 only inside `write_png`, so importing this costs nothing."""
 
 import csv
+import functools
 import io
 import json
 import os
@@ -13,7 +14,9 @@ from pathlib import Path
 from thrifty.errors import ThriftyError
 
 
+@functools.cache
 def _umask() -> int:
+    """The process's umask, read once (reading it means setting it, which is not thread-safe)."""
     current = os.umask(0)
     os.umask(current)
     return current

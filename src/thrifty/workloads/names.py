@@ -1,6 +1,7 @@
 """Workload names without loading any workload (no torch): the built-ins, and the keys under
 which the store keeps a workload's profiles."""
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -34,13 +35,19 @@ def _digest(paths: list[Path], spec: str) -> str:
     return sha.hexdigest()[:16]
 
 
+@functools.cache
+def _builtins_digest() -> str:
+    """The built-ins' code as this process loaded it: hashed once, not on every plan."""
+    return _digest(sorted(Path(__file__).parent.glob("*.py")), "builtin")
+
+
 def workload_key(spec: str) -> str:
     """The store's key for a workload: name or path plus a content hash, so a stored profile is
     used only for the code that made it. Files hash their own source; built-ins hash every module
     of this package (a thrifty version whose workloads changed profiles them again)."""
     name = canonical_name(spec)
     if name.startswith("builtin:"):
-        return f"{name}#sha256:{_digest(sorted(Path(__file__).parent.glob('*.py')), spec)}"
+        return f"{name}#sha256:{_builtins_digest()}"
     if not Path(name).is_file() or Path(name).suffix != ".py":
         raise WorkloadError(
             f"workload {spec!r} is neither a built-in ({', '.join(BUILTINS)}) nor an existing .py file")
