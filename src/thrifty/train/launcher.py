@@ -2,7 +2,9 @@
 (`run_local_workers`), or this process as one rank of a torchrun launch (`torchrun_group`).
 
 Gloo on CPU (`GLOO_SOCKET_IFNAME=lo`, `MASTER_ADDR=127.0.0.1` locally), NCCL when every rank has a
-GPU. Every local run has a hard timeout; a rank that raises stops the run with its error message.
+GPU. Every local run has a hard timeout; a rank that raises stops the run with its error message
+(once, without a rank, when every rank stopped with the same ThriftyError: a collective decision).
+Local workers die with the launcher (train.lifeline), so killing it leaves none behind.
 """
 
 import contextlib
@@ -21,7 +23,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from thrifty.errors import WorkloadError
+from thrifty.errors import ThriftyError, WorkloadError
+from thrifty.train.lifeline import die_with_parent
 
 RankFunction = Callable[..., Any]
 
@@ -57,7 +60,8 @@ def torchrun_group():
 
 
 def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bool, out_dir: str,
-               fn: RankFunction, kwargs: dict[str, Any]) -> None:
+               parent_pid: int, fn: RankFunction, kwargs: dict[str, Any]) -> None:
+    die_with_parent(parent_pid)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -73,6 +77,7 @@ def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bo
         payload = {"ok": True, "result": result}
     except Exception as exc:
         payload = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "failed_at": time.time(),
+                   "message": str(exc) if isinstance(exc, ThriftyError) else None,
                    "traceback": traceback.format_exc()}
     finally:
         if dist.is_initialized():
@@ -110,8 +115,8 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="thrifty-ranks-") as out_dir:
         port = free_loopback_port()
-        procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, threads_per_rank,
-                                                      process_group, out_dir, fn, kwargs), daemon=False)
+        procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, threads_per_rank, process_group,
+                                                      out_dir, os.getpid(), fn, kwargs), daemon=False)
                  for r in range(world_size)]
         for p in procs:
             p.start()
@@ -126,11 +131,12 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
                 time.sleep(0.5)  # let the failing rank's peers notice and exit on their own
                 break
             time.sleep(0.05)
+        stopped = {r for r, p in enumerate(procs) if p.is_alive()}  # by us, below: not "died"
         for p in procs:
             if p.is_alive():
                 p.terminate()
             p.join(5)
-        results, errors, died = [], [], []
+        results, errors, died, messages = [], [], [], set()
         for rank in range(world_size):
             path = Path(out_dir) / f"rank{rank}.json"
             payload = json.loads(path.read_text()) if path.exists() else None
@@ -138,10 +144,13 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
                 results.append(payload["result"])
             elif payload:
                 errors.append((payload["failed_at"], f"rank {rank} failed: {payload['error']}"))
-            elif procs[rank].exitcode not in (None, 0):
+                messages.add(payload["message"])
+            elif procs[rank].exitcode not in (None, 0) and rank not in stopped:
                 died.append(f"rank {rank} died ({_exit_reason(procs[rank].exitcode)})")
         if died:  # a rank killed from outside: its peers' errors are only lost connections
             raise WorkloadError("; ".join(died))
+        if len(errors) == world_size and len(messages) == 1 and None not in messages:
+            raise WorkloadError(messages.pop())  # every rank stopped for the same reason
         if errors:  # the earliest failure is the cause; its peers then lose their connections
             raise WorkloadError(min(errors)[1])
         if len(results) < world_size:

@@ -11,8 +11,12 @@ With `measure_noise`, the rows carry the squared norms the gradient-noise-scale 
 (thrifty.perf.noise): each rank's local mean gradient (small batch b_k) and the aggregated one
 (big batch B). With one process the batch is split into two micro-batches and the first half's
 gradient is the small one.
+
+Each rank's loss rides along too, so a non-finite loss on any rank stops every rank at the same
+step, before the update, with one message naming the rank and the step (`NonFiniteLoss`).
 """
 
+import math
 import resource
 import sys
 import time
@@ -22,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from thrifty.errors import ThriftyError
 from thrifty.records import StepRow
 from thrifty.train.aggregation import allreduce_mean_gradients, flat_gradient, loss_scale
 from thrifty.train.emulation import Slowdown
@@ -29,7 +34,11 @@ from thrifty.workloads.base import Workload
 
 # (model, extras) -> (flat averaged gradient or None, summed extras): the gradient exchange
 Exchange = Callable[[nn.Module, torch.Tensor], tuple[torch.Tensor | None, torch.Tensor]]
-_EXTRAS = 3  # per rank: compute time, local batch, local squared gradient norm
+_EXTRAS = 4  # per rank: compute time, local batch, local squared gradient norm, loss
+
+
+class NonFiniteLoss(ThriftyError):
+    """A rank's loss was NaN or infinite: the run stops (a learning rate too high, bad data)."""
 
 
 def noise_due(step: int, world_size: int, every_single_process: int = 8) -> bool:
@@ -53,22 +62,34 @@ def peak_memory_bytes() -> int:
 
 
 def _compute(model: nn.Module, workload: Workload, indices: torch.Tensor, scale: float,
-             split: bool) -> tuple[int, float]:
+             split: bool) -> tuple[int, float, float]:
     """Forward and backward of this rank's samples; with `split`, two micro-batches whose first
-    gradient is measured (McCandlish App. A). Returns (small batch, its squared gradient norm)."""
+    gradient is measured (McCandlish App. A). Returns (small batch, its squared gradient norm,
+    the mean loss of the rank's samples)."""
     local_batch = len(indices)
     if not split:
         inputs, targets = workload.batch(indices)
-        (workload.loss_fn(model(inputs), targets) * scale).backward()
-        return local_batch, float("nan")
+        loss = workload.loss_fn(model(inputs), targets)
+        (loss * scale).backward()
+        return local_batch, float("nan"), float(loss.detach())
     half = local_batch // 2
-    small_sq = float("nan")
+    small_sq, loss_sum = float("nan"), 0.0
     for part, idx in enumerate((indices[:half], indices[half:])):
         inputs, targets = workload.batch(idx)
-        (workload.loss_fn(model(inputs), targets) * (scale * len(idx) / local_batch)).backward()
+        loss = workload.loss_fn(model(inputs), targets)
+        (loss * (scale * len(idx) / local_batch)).backward()
+        loss_sum += float(loss.detach()) * len(idx)
         if part == 0:
             small_sq = float(flat_gradient(model).pow(2).sum()) / (scale * half / local_batch) ** 2
-    return half, small_sq
+    return half, small_sq, loss_sum / local_batch
+
+
+def _check_losses(losses: list[float], step: int) -> None:
+    bad = [k for k, loss in enumerate(losses) if not math.isfinite(loss)]
+    if bad:
+        ranks = ", ".join(str(k) for k in bad)
+        raise NonFiniteLoss(f"the loss is {losses[bad[0]]} on rank{'s' if len(bad) > 1 else ''} {ranks} "
+                            f"at step {step}: training stopped before that step's update")
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer | None, workload: Workload,
@@ -92,15 +113,16 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer | None, worklo
         model.zero_grad(set_to_none=False)
     scale = loss_scale(size, local_batch, global_batch)
     split = measure_noise and size == 1 and local_batch >= 2
-    small_batch, small_sq = _compute(model, workload, indices, scale, split)
+    small_batch, small_sq, loss = _compute(model, workload, indices, scale, split)
     if slowdown is not None:
         slowdown.after_compute(step, time.perf_counter() - start)
     computed = time.perf_counter()
     extras = torch.zeros(size, _EXTRAS, dtype=torch.float64)
     own_sq = float(flat_gradient(model).pow(2).sum()) / scale**2 if measure_noise and size > 1 else small_sq
-    extras[rank] = torch.tensor([computed - start, local_batch, own_sq], dtype=torch.float64)
+    extras[rank] = torch.tensor([computed - start, local_batch, own_sq, loss], dtype=torch.float64)
     averaged, summed = (exchange or allreduce_mean_gradients)(model, extras.view(-1))
     everyone = summed.view(size, _EXTRAS).tolist()
+    _check_losses([row[3] for row in everyone], step)
     synced = time.perf_counter()
     if optimizer is not None:
         optimizer.step()
