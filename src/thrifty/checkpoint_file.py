@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from thrifty.errors import ThriftyError
-from thrifty.io import write_bytes_atomic
 
 MAGIC = b"THRIFTY1"
 HEADER = len(MAGIC) + 32
@@ -34,15 +33,25 @@ def decode(data: bytes, name: str = "checkpoint") -> bytes:
     return payload
 
 
-def save_state(path: Path, state: dict[str, Any]) -> None:
-    """torch.save `state` into a checksummed file, atomically."""
+def dumps(state: dict[str, Any]) -> bytes:
+    """torch.save `state` into bytes (the payload; `encode` adds the header)."""
     import torch  # only the training side needs it; the runner and MD jobs do not
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    write_bytes_atomic(Path(path), encode(buffer.getvalue()))
+    return buffer.getvalue()
+
+
+def loads(payload: bytes, name: str = "checkpoint") -> dict[str, Any]:
+    """The state in a payload whose checksum held."""
+    import torch
+    try:
+        return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+    except Exception as exc:  # a payload with a valid checksum that torch cannot read
+        raise CheckpointError(f"{name} cannot be read: {exc}") from None
 
 
 def load_state(path: Path) -> dict[str, Any]:
+    """The state in a checkpoint file (e.g. to inspect a training checkpoint)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -50,9 +59,4 @@ def load_state(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint not found: {path}") from None
     except IsADirectoryError:
         raise CheckpointError(f"checkpoint path is a folder: {path}") from None
-    payload = decode(data, str(path))
-    import torch
-    try:
-        return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
-    except Exception as exc:  # a payload with a valid checksum that torch cannot read
-        raise CheckpointError(f"{path} cannot be read: {exc}") from None
+    return loads(decode(data, str(path)), str(path))

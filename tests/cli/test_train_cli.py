@@ -34,7 +34,7 @@ def test_resume_from_missing_or_corrupt_checkpoint(run_cli, tmp_path):
     code, _, err = run_cli("train", "--resume", "--run-dir", tmp_path / "none", "--db", tmp_path / "t.db")
     assert code == 2 and "checkpoint not found" in err
     (tmp_path / "bad").mkdir()
-    (tmp_path / "bad" / "checkpoint.pt").write_bytes(b"THRIFTY1" + b"\0" * 32 + b"not a torch file")
+    (tmp_path / "bad" / "ckpt-000001.bin").write_bytes(b"THRIFTY1" + b"\0" * 32 + b"not a torch file")
     code, _, err = run_cli("train", "--resume", "--run-dir", tmp_path / "bad", "--db", tmp_path / "t.db")
     assert code == 2 and "corrupt" in err
 
@@ -51,5 +51,5 @@ def test_train_json_summary_and_store(run_cli, tmp_path):
         assert key in summary
     with Store(tmp_path / "t.db") as store:
         assert store.count("train_runs") == 1 and store.count("train_steps") == 60
-    for name in ("steps.csv", "evals.csv", "summary.json", "training.png", "checkpoint.pt"):
+    for name in ("steps.csv", "evals.csv", "summary.json", "training.png", "ckpt-000001.bin"):
         assert (tmp_path / "run" / name).exists()

@@ -15,7 +15,8 @@ import torch
 
 from thrifty.checkpoint_file import load_state
 from thrifty.train.launcher import free_loopback_port
-from thrifty.train.trainer import CHECKPOINT_NAME, TrainConfig, run_training
+from thrifty.train.trainer import TrainConfig, run_training
+from thrifty.transient.protocol import checkpoint_files
 
 # an unequal split from the first step: static policy, 16 / 48 of B = 64
 UNEQUAL = TrainConfig(workers=2, global_batch=64, policy="static", capacities=(1.0, 3.0), b_max=64,
@@ -23,7 +24,7 @@ UNEQUAL = TrainConfig(workers=2, global_batch=64, policy="static", capacities=(1
 
 
 def _state(run_dir: Path) -> dict:
-    return load_state(run_dir / CHECKPOINT_NAME)["model"]
+    return load_state(checkpoint_files(run_dir)[-1])["model"]
 
 
 def _one_process_and_unequal_split(tmp_path: Path, **overrides) -> tuple[dict, dict, dict]:

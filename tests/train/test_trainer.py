@@ -16,13 +16,18 @@ from thrifty.checkpoint_file import CheckpointError, load_state
 from thrifty.train.hetero import SlowdownSchedule, parse_slowdown
 from thrifty.train.policies import ControllerSettings
 from thrifty.records import RunLog
-from thrifty.train.trainer import CHECKPOINT_NAME, TrainConfig, run_training
+from thrifty.train.trainer import TrainConfig, run_training
+from thrifty.transient.protocol import checkpoint_files
 
 BASE = TrainConfig(workers=2, global_batch=64, progress=False, b_max=64, timeout_s=240)
 
 
+def _newest(run_dir: Path) -> dict:
+    return load_state(checkpoint_files(run_dir)[-1])
+
+
 def _final_params(run_dir: Path) -> dict:
-    return load_state(run_dir / CHECKPOINT_NAME)["model"]
+    return _newest(run_dir)["model"]
 
 
 @pytest.mark.timeout(300)
@@ -50,7 +55,7 @@ def test_resume_continues_from_the_checkpoint_with_the_controller_state(tmp_path
                      controller=ControllerSettings(every=2), run_dir=tmp_path)
     run_training(replace(config, steps=20))
     first_part = RunLog.read(tmp_path).steps
-    saved = load_state(tmp_path / CHECKPOINT_NAME)
+    saved = _newest(tmp_path)
     assert saved["step"] == 20 and saved["policy"]["split"] != [32, 32]  # the controller had moved
     run_training(replace(config, resume=True))
     log = RunLog.read(tmp_path).steps
@@ -59,7 +64,7 @@ def test_resume_continues_from_the_checkpoint_with_the_controller_state(tmp_path
     assert [r.step for r in log if r.rank == 0] == list(range(40))
     # the controller continued from its saved split, not from B / n
     assert [r.local_batch for r in log if r.step == 20] == saved["policy"]["split"]
-    assert load_state(tmp_path / CHECKPOINT_NAME)["policy"]["adjustments"] >= saved["policy"]["adjustments"]
+    assert _newest(tmp_path)["policy"]["adjustments"] >= saved["policy"]["adjustments"]
 
 
 def _children(pid: int) -> list[int]:
@@ -67,10 +72,10 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in out.split()]
 
 
-def _wait_for(path: Path, timeout_s: float) -> None:
+def _wait_for_checkpoint(run_dir: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} did not appear"
+    while not checkpoint_files(run_dir):
+        assert time.monotonic() < deadline, f"no checkpoint appeared in {run_dir}"
         time.sleep(0.05)
 
 
@@ -90,11 +95,11 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert whole.wait(240) == 0
     killed = _cli([*TRAIN_ARGS, "--run-dir", tmp_path / "killed", "--db", tmp_path / "db"], env=env,
                   stdout=subprocess.DEVNULL, start_new_session=True)
-    _wait_for(tmp_path / "killed" / CHECKPOINT_NAME, 120)
+    _wait_for_checkpoint(tmp_path / "killed", 120)
     time.sleep(0.5)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait(30)
-    step = load_state(tmp_path / "killed" / CHECKPOINT_NAME)["step"]
+    step = _newest(tmp_path / "killed")["step"]
     assert 0 < step < 120
     # the log is written just before the checkpoint, so it may hold a few steps more
     checkpointed = [r for r in RunLog.read(tmp_path / "killed").steps if r.step < step]
@@ -114,7 +119,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
 def test_a_dying_worker_stops_the_run_and_leaves_the_last_checkpoint(tmp_path):
     run = _cli([*TRAIN_ARGS, "--steps", "100000", "--run-dir", tmp_path, "--db", tmp_path / "db"],
                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for(tmp_path / CHECKPOINT_NAME, 120)
+    _wait_for_checkpoint(tmp_path, 120)
     ranks = _children(run.pid)
     deadline = time.monotonic() + 30
     while len(ranks) < 2 and time.monotonic() < deadline:
@@ -124,13 +129,13 @@ def test_a_dying_worker_stops_the_run_and_leaves_the_last_checkpoint(tmp_path):
     _, err = run.communicate(timeout=120)
     assert run.returncode == 2
     assert "died (killed by SIGKILL)" in err and "Traceback" not in err
-    assert load_state(tmp_path / CHECKPOINT_NAME)["step"] % 10 == 0  # intact and loadable
+    assert _newest(tmp_path)["step"] % 10 == 0  # intact and loadable
 
 
 def test_corrupt_checkpoints_are_detected(tmp_path):
-    from thrifty.checkpoint_file import save_state
+    from thrifty.checkpoint_file import dumps, encode
     path = tmp_path / "c.pt"
-    save_state(path, {"x": torch.arange(5)})
+    path.write_bytes(encode(dumps({"x": torch.arange(5)})))
     assert torch.equal(load_state(path)["x"], torch.arange(5))
     data = bytearray(path.read_bytes())
     data[-3] ^= 0xFF
@@ -156,5 +161,5 @@ def test_asp_runs_learns_and_records_staleness(tmp_path):
 
 
 def test_a_run_needs_a_checkpoint_to_resume(tmp_path):
-    with pytest.raises(CheckpointError, match="not found"):
+    with pytest.raises(CheckpointError, match="checkpoint not found"):
         run_training(replace(BASE, steps=5, resume=True, run_dir=tmp_path))

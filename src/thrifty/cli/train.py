@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, DbOpt, JsonOpt, WorkloadOpt, float_list,
-                                fmt_duration, print_json, run_app, stdout)
+                                fmt_duration, print_json, run_app, stderr, stdout)
 from thrifty.errors import ThriftyError
 
 
@@ -74,8 +74,9 @@ def train(
     adjust_every: Annotated[int, typer.Option(help="At most one split change every K steps")] = 5,
     eval_every: Annotated[Optional[int], typer.Option(help="Steps between evaluations")] = None,
     checkpoint_every: Annotated[int, typer.Option(help="Steps between checkpoints (0: end only)")] = 50,
+    keep_checkpoints: Annotated[int, typer.Option(help="Newest checkpoints kept (a damaged one falls back)")] = 2,
     run_dir: Annotated[Path, typer.Option(help="Checkpoint, CSV, plots")] = Path(".thrifty/runs/train"),
-    resume: Annotated[bool, typer.Option(help="Continue from the run directory's checkpoint")] = False,
+    resume: Annotated[bool, typer.Option(help="Continue from the newest intact checkpoint (implied under thrifty run)")] = False,
     sync_bn: Annotated[bool, typer.Option(help="Count-weighted synchronised BatchNorm")] = True,
     seed: Annotated[int, typer.Option()] = 0,
     db: DbOpt = DEFAULT_DB,
@@ -108,7 +109,7 @@ def train(
         capacities=float_list(capacities, "--capacities") if capacities else None,
         controller=ControllerSettings(dead_band=dead_band, every=adjust_every),
         eval_every=eval_every, until_target=until_target, target=target,
-        checkpoint_every=checkpoint_every, run_dir=run_dir, resume=resume, sync_bn=sync_bn,
+        checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, run_dir=run_dir, resume=resume, sync_bn=sync_bn,
         seed=seed, progress=not json_out)
     hint = total_steps(config, loaded.train_size, batch)
     config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
@@ -122,8 +123,13 @@ def train(
         from thrifty.train.asp import run_asp
         summary = run_asp(config, max_workers=max_local_workers())
     else:
-        from thrifty.train.trainer import run_training
-        summary = run_training(config, max_workers=max_local_workers())
+        from thrifty.train.trainer import Preempted, run_training
+        try:
+            summary = run_training(config, max_workers=max_local_workers())
+        except Preempted as notice:  # `thrifty run` restarts a job that exits with PREEMPTED_EXIT
+            from thrifty.transient.protocol import PREEMPTED_EXIT
+            stderr.print(str(notice), soft_wrap=True)
+            raise typer.Exit(PREEMPTED_EXIT) from None
     _store(db, summary, config, mode)
     if json_out:
         print_json(summary)

@@ -1,22 +1,80 @@
-"""Checkpoints of a training run: rank 0 writes model, optimizer, batch policy (the controller's
-state), sampler position and every rank's RNG state into one checksummed file
-(thrifty.checkpoint_file: temp name, fsync, rename), together with the run's CSV log; `restore`
-puts a rank back exactly where the checkpoint was taken."""
+"""Checkpoints of a training run, in the format `thrifty run` watches (transient.protocol):
+`ckpt-000001.bin`, ... (checksummed, temp name, fsync, rename), the newest `keep_checkpoints`
+kept, in $THRIFTY_CHECKPOINT_DIR under the runner and in the run directory otherwise.
 
+Rank 0 writes model, optimizer, batch policy (the controller's state), sampler position and every
+rank's RNG state, after the run's CSV log. A run resumes from the newest intact checkpoint (a
+damaged newer one is skipped and logged in fallbacks.log, as a lost checkpoint): rank 0 reads it
+and sends it to every rank, so the ranks cannot disagree and need no shared storage. With the
+same world size the run continues bit for bit; with another one the split is re-derived from the
+global batch by a fresh controller and the sampler continues at the same global batch of the
+same epoch, so no sample of the epoch is seen twice or skipped.
+"""
+
+import os
 import random
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from thrifty.checkpoint_file import CheckpointError, load_state, save_state
+from thrifty.checkpoint_file import CheckpointError, decode, dumps, loads
 from thrifty.records import RunLog
 from thrifty.train.config import TrainConfig
 from thrifty.train.loop import RankState
 from thrifty.train.policies import BatchPolicy
+from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, checkpoint_files, newest_intact
+from thrifty.workloads import canonical_name
 
-CHECKPOINT_NAME = "checkpoint.pt"
-CHECKPOINT_FORMAT = "thrifty.train/1"
+CHECKPOINT_FORMAT = "thrifty.train/2"
+
+
+def under_runner() -> bool:
+    """Started by `thrifty run` (which sets the checkpoint directory in the environment)."""
+    return bool(os.environ.get(ENV_DIR))
+
+
+def checkpoint_dir(config: TrainConfig) -> Path:
+    """The config's, else the runner's (it counts and watches the files there), else run_dir."""
+    if config.checkpoint_dir is not None:
+        return Path(config.checkpoint_dir)
+    return Path(os.environ[ENV_DIR]) if under_runner() else Path(config.run_dir)
+
+
+def checkpoint_store(config: TrainConfig) -> JobCheckpoints:
+    return JobCheckpoints(checkpoint_dir(config), handle_signals=False, keep=config.keep_checkpoints)
+
+
+def check_resumable(config: TrainConfig) -> None:
+    """--resume without an intact checkpoint, or from one of another workload or global batch,
+    fails here, before anything is written or started (call it after check_config)."""
+    if not config.resume:
+        return
+    directory = checkpoint_dir(config)
+    files = checkpoint_files(directory) if directory.is_dir() else []
+    if not files:
+        raise CheckpointError(f"checkpoint not found in {directory} (no ckpt-*.bin)")
+    found = newest_intact(directory)
+    if found is None:
+        raise CheckpointError(f"every checkpoint in {directory} is truncated or corrupt "
+                              f"({', '.join(p.name for p in files)})")
+    _read(found[0], config, config.global_batch)
+
+
+def choose_checkpoint(config: TrainConfig) -> Path | None:
+    """The checkpoint this run continues from, None for a fresh start (call it holding the run
+    directory). Resuming is implied under `thrifty run`. A fresh run clears older checkpoints, so
+    that a later --resume cannot continue another run."""
+    found = None
+    if config.resume or under_runner():
+        found = checkpoint_store(config).latest_file()
+        if found is None and config.resume:
+            check_resumable(config)  # raises with the reason
+    if found is None:
+        for path in checkpoint_files(checkpoint_dir(config)):
+            path.unlink(missing_ok=True)
+    return None if found is None else found[0]
 
 
 def rng_state() -> dict:
@@ -29,8 +87,9 @@ def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
 
 
-def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int) -> None:
-    """Every rank calls it (the RNG states are gathered); rank 0 writes."""
+def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int,
+                    store: JobCheckpoints | None) -> None:
+    """Every rank calls it (the RNG states are gathered); rank 0 writes into `store`."""
     rngs = [None] * world
     if world > 1:
         dist.all_gather_object(rngs, rng_state())
@@ -39,28 +98,58 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
     if rank != 0:
         return
     state.log.write(config.run_dir)  # first: a kill between the two leaves the log ahead, never behind
-    save_state(config.run_dir / CHECKPOINT_NAME, {
-        "format": CHECKPOINT_FORMAT, "world_size": world, "global_batch": state.policy.global_batch,
-        "model": state.model.state_dict(), "optimizer": state.optimizer.state_dict(),
-        "policy": state.policy.state_dict(), "step": state.step, "epoch": state.epoch,
-        "step_in_epoch": state.step_in_epoch, "train_time_s": state.train_time_s, "rng": rngs})
+    store.save(dumps({
+        "format": CHECKPOINT_FORMAT, "workload": canonical_name(config.workload), "world_size": world,
+        "global_batch": state.policy.global_batch, "model": state.model.state_dict(),
+        "optimizer": state.optimizer.state_dict(), "policy": state.policy.state_dict(), "step": state.step,
+        "epoch": state.epoch, "step_in_epoch": state.step_in_epoch, "train_time_s": state.train_time_s,
+        "rng": rngs}))
 
 
-def restore(state: RankState, config: TrainConfig, rank: int, world: int) -> None:
-    """Continue from the run directory's checkpoint: same world size and global batch only."""
-    saved = load_state(config.run_dir / CHECKPOINT_NAME)
-    if saved.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{config.run_dir / CHECKPOINT_NAME} is not a thrifty train checkpoint")
-    global_batch = state.policy.global_batch
-    if saved["world_size"] != world or saved["global_batch"] != global_batch:
-        raise CheckpointError(f"the checkpoint is for {saved['world_size']} workers and global batch "
-                              f"{saved['global_batch']}, this run has {world} and {global_batch}")
+def _read(path: Path, config: TrainConfig, global_batch: int) -> dict:
+    saved = loads(decode(path.read_bytes(), str(path)), str(path))
+    if not isinstance(saved, dict) or saved.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path} is not a checkpoint of this thrifty train version")
+    if saved["workload"] != canonical_name(config.workload):
+        raise CheckpointError(f"{path} is a checkpoint of {saved['workload']}, not of {config.workload}")
+    if saved["global_batch"] != global_batch:
+        raise CheckpointError(f"{path} is for global batch {saved['global_batch']}, this run has "
+                              f"{global_batch}; resume with --global-batch {saved['global_batch']}")
+    return saved
+
+
+def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume_from: Path | None) -> None:
+    """Every rank calls it: continue from rank 0's `resume_from` (nothing happens for None)."""
+    saved, error = None, None
+    if rank == 0 and resume_from is not None:
+        try:
+            saved = _read(Path(resume_from), config, state.policy.global_batch)
+        except (CheckpointError, OSError) as exc:
+            error = str(exc)
+    if world > 1:
+        box = [(saved, error)]
+        dist.broadcast_object_list(box, src=0)
+        saved, error = box[0]
+    if error:
+        raise CheckpointError(error)
+    if saved is None:
+        return
     state.model.load_state_dict(saved["model"])
     state.optimizer.load_state_dict(saved["optimizer"])
-    state.policy = BatchPolicy.from_state_dict(saved["policy"])
     state.step, state.epoch, state.step_in_epoch = saved["step"], saved["epoch"], saved["step_in_epoch"]
     state.train_time_s = saved["train_time_s"]
-    set_rng_state(saved["rng"][rank])
+    if saved["world_size"] == world:
+        state.policy = BatchPolicy.from_state_dict(saved["policy"])
+    # else the fresh policy of _setup stays: B / n (or the static capacities) for the new world,
+    # its statistics empty, since the old ranks' speeds say nothing about the new split
+    rngs = saved["rng"]
+    if rank < len(rngs):  # a rank continues its stream; a new rank gets its own seeded one
+        set_rng_state(rngs[rank])
+    else:
+        seed = config.seed * 1_000_003 + saved["step"] * 1_009 + rank
+        torch.manual_seed(seed)
+        np.random.seed(seed % 2**32)
+        random.seed(seed)
     if rank == 0:
         state.log = RunLog.read(config.run_dir)
         state.log.truncate(state.step - 1)

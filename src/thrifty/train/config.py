@@ -31,9 +31,11 @@ class TrainConfig:
     eval_every: int | None = None  # steps; None = four times per epoch
     until_target: bool = False
     target: float | None = None
-    checkpoint_every: int = 50  # steps; 0 = only at the end
+    checkpoint_every: int = 50  # steps; 0 = only at the end (and whenever `thrifty run` asks)
+    keep_checkpoints: int = 2  # the newest k; a damaged newest one falls back to the one before
     run_dir: Path = Path(".thrifty/runs/train")
-    resume: bool = False
+    checkpoint_dir: Path | None = None  # None: $THRIFTY_CHECKPOINT_DIR under `thrifty run`, else run_dir
+    resume: bool = False  # implied under `thrifty run` when its directory holds a checkpoint
     sync_bn: bool = True
     seed: int = 0
     progress: bool = True
@@ -53,8 +55,6 @@ def total_steps(config: TrainConfig, train_size: int, global_batch: int) -> int:
 
 def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:
     """Validate what can be checked before any process starts; fill in the global batch."""
-    from thrifty.checkpoint_file import load_state
-    from thrifty.train.checkpoint import CHECKPOINT_NAME
     from thrifty.train.split import check_split_bounds
     if not 1 <= config.workers <= max_workers:
         raise ThriftyError(f"--nproc {config.workers} is outside 1..{max_workers} allowed on this machine")
@@ -72,6 +72,6 @@ def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:
         raise ThriftyError(f"--epochs must be positive, got {config.epochs}")
     if config.slowdown is not None:
         config.slowdown.check_workers(config.workers)
-    if config.resume:
-        load_state(config.run_dir / CHECKPOINT_NAME)  # missing or corrupt: fail before starting
+    if config.keep_checkpoints < 1:
+        raise ThriftyError(f"--keep-checkpoints must be at least 1, got {config.keep_checkpoints}")
     return replace(config, global_batch=global_batch)

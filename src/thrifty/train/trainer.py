@@ -9,32 +9,42 @@ restart of the process group. The loop is train.loop's; evaluation, checkpoints 
 and the progress bar are its hooks.
 
 Runs as local processes (`run_training`, via train.launcher) or one rank per process under
-torchrun (`train_rank` with the environment's rank and world size).
+torchrun (`train_rank` with the environment's rank and world size). A run holds its run directory
+for its life (train.runlock). Under `thrifty run` the local launcher relays the runner's checkpoint
+requests and preemption notice to the ranks (train.preemption); on a notice every rank saves and
+stops after the same step, and `run_training` raises `Preempted` (the CLI exits with
+PREEMPTED_EXIT, and the runner starts it again, which resumes).
 """
 
+import contextlib
 import hashlib
 import os
 import time
+from ctypes import Array
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from thrifty.progress import ProgressBar
 from thrifty.records import EvalRow, StepRow
-from thrifty.train.checkpoint import CHECKPOINT_NAME, restore, save_checkpoint
+from thrifty.train.checkpoint import (check_resumable, checkpoint_dir, checkpoint_store, choose_checkpoint,
+                                      restore, save_checkpoint, under_runner)
 from thrifty.train.config import TrainConfig, check_config, global_batch_for, total_steps
 from thrifty.train.emulation import Slowdown, remove_cgroups
 from thrifty.train.launcher import run_local_workers, torchrun_group
 from thrifty.train.loop import RankState, fresh_state, run_steps
 from thrifty.train.metrics import plot_run, summarise, write_summary
 from thrifty.train.policies import make_policy
+from thrifty.train.preemption import AgreedSignals, Preempted, RelayedSignals, shared_signals
 from thrifty.train.probe import probe_b_max
+from thrifty.train.runlock import hold_run_dir, join_run_dir
 from thrifty.train.split import even_split
 from thrifty.train.syncbn import convert_sync_batchnorm, has_batchnorm
 from thrifty.workloads import load_workload
 
-__all__ = ["CHECKPOINT_NAME", "TrainConfig", "check_config", "run_training", "total_steps", "train_rank"]
+__all__ = ["Preempted", "TrainConfig", "check_config", "run_training", "total_steps", "train_rank"]
 
 
 def _all_gather_values(values: list[float], rank: int, world: int) -> list[list[float]]:
@@ -46,7 +56,7 @@ def _all_gather_values(values: list[float], rank: int, world: int) -> list[list[
     return buffer.tolist()
 
 
-def _setup(config: TrainConfig, rank: int, world: int, workload) -> RankState:
+def _setup(config: TrainConfig, rank: int, world: int, workload, resume_from: Path | None) -> RankState:
     global_batch = global_batch_for(config.global_batch, workload)
     torch.manual_seed(config.seed)  # identical initial model on every rank
     model = workload.make_model()
@@ -62,8 +72,7 @@ def _setup(config: TrainConfig, rank: int, world: int, workload) -> RankState:
                          capacities=config.capacities, settings=config.controller)
     state = fresh_state(workload, even_split(global_batch, world), seed=config.seed, policy=policy,
                         model=model)
-    if config.resume:
-        restore(state, config, rank, world)
+    restore(state, config, rank, world, resume_from)
     return state
 
 
@@ -88,10 +97,17 @@ def parameter_digests(model: torch.nn.Module, world: int) -> list[str]:
     return digests
 
 
-def train_rank(rank: int, world_size: int, config: TrainConfig) -> dict:
-    """The body of one rank; rank 0 writes the run directory and returns the summary."""
+def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Path | None = None,
+               signals: Array | None = None) -> dict:
+    """The body of one rank; rank 0 writes the run directory and returns the summary, or
+    {"preempted_at_step": S} after a preemption notice. `resume_from` is rank 0's checkpoint to
+    continue from; `signals` the launcher's shared counters of the runner's signals."""
     workload = load_workload(config.workload)
-    state = _setup(config, rank, world_size, workload)
+    state = _setup(config, rank, world_size, workload, resume_from)
+    resumed_at = state.step if resume_from is not None else None  # rank 0 writes the summary
+    agreed = AgreedSignals(signals, rank)
+    store = checkpoint_store(config) if rank == 0 else None
+    finished = False
     target = workload.target_metric if config.target is None else config.target
     steps = total_steps(config, workload.train_size, state.policy.global_batch)
     eval_every = config.eval_every or max(1, state.sampler.steps_per_epoch // 4)
@@ -100,6 +116,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig) -> dict:
                 if rank == 0 and config.progress else None)
 
     def on_step(rows: list[StepRow]) -> bool:
+        nonlocal finished
         if rank == 0:
             state.log.steps.extend(rows)
         if progress:
@@ -110,18 +127,22 @@ def train_rank(rank: int, world_size: int, config: TrainConfig) -> dict:
             metric = _evaluate(state, workload, rank, world_size)
             state.log.evals.append(EvalRow(state.step - 1, state.train_time_s, metric))
             last = last or (config.until_target and metric >= target)
-        if last or (config.checkpoint_every and state.step % config.checkpoint_every == 0):
-            save_checkpoint(state, config, rank, world_size)
-        return last
+        if last or agreed.checkpoint_due() or (config.checkpoint_every and state.step % config.checkpoint_every == 0):
+            save_checkpoint(state, config, rank, world_size, store)
+            agreed.served()
+        finished = last
+        return last or agreed.notice
 
     wall_start = time.perf_counter()
     try:
         if state.step < steps:
-            run_steps(state, workload, steps=steps, on_step=on_step, slowdown=slowdown)
+            run_steps(state, workload, steps=steps, on_step=on_step, slowdown=slowdown, exchange=agreed.exchange)
     finally:
         slowdown.close()
         if progress:
             progress.close()
+    if agreed.notice and not finished and state.step < steps:
+        return {"preempted_at_step": state.step} if rank == 0 else {}
     digests = parameter_digests(state.model, world_size)
     if rank != 0:
         return {}
@@ -130,30 +151,52 @@ def train_rank(rank: int, world_size: int, config: TrainConfig) -> dict:
                         wall_time_s=time.perf_counter() - wall_start, policy=config.policy,
                         workload=workload.name, metric_name=workload.metric_name)
     summary["run_dir"] = str(config.run_dir)
+    summary["resumed_at_step"] = resumed_at
     summary["parameter_digests"] = digests
     write_summary(config.run_dir, summary)
     plot_run(config.run_dir, state.log, f"{workload.name}, {world_size} workers, policy {config.policy}")
     return summary
 
 
+def _local_rank(rank: int, world_size: int, config: TrainConfig, **kwargs) -> dict:
+    """A local worker: shares its launcher's hold on the run directory for as long as it lives."""
+    with join_run_dir(config.run_dir):
+        return train_rank(rank, world_size, config, **kwargs)
+
+
 def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
-    """Train on `config.workers` local processes; returns rank 0's summary."""
+    """Train on `config.workers` local processes; returns rank 0's summary. Raises Preempted
+    when `thrifty run` gave notice (the checkpoint is saved; run again to resume)."""
     config = check_config(config, max_workers)
-    config.run_dir.mkdir(parents=True, exist_ok=True)
+    check_resumable(config)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
     os.environ["THRIFTY_RUN_TAG"] = tag
-    try:
-        results = run_local_workers(train_rank, config.workers, timeout_s=config.timeout_s, config=config)
-    finally:
-        if config.slowdown is not None and config.emulate == "cgroup":
-            remove_cgroups(tag)
+    signals = shared_signals() if under_runner() else None
+    with hold_run_dir(config.run_dir), contextlib.ExitStack() as stack:
+        resume_from = choose_checkpoint(config)
+        if under_runner():
+            relay = RelayedSignals(checkpoint_dir(config), signals)
+            stack.callback(relay.close)
+        try:
+            results = run_local_workers(_local_rank, config.workers, timeout_s=config.timeout_s, config=config,
+                                        resume_from=resume_from, signals=signals)
+        finally:
+            if config.slowdown is not None and config.emulate == "cgroup":
+                remove_cgroups(tag)
+    if "preempted_at_step" in results[0]:
+        raise Preempted(results[0]["preempted_at_step"])
     return results[0]
 
 
 def train_torchrun_rank(config: TrainConfig) -> dict | None:
-    """This process as one rank of a torchrun launch (single- or multi-node); rank 0's summary."""
+    """This process as one rank of a torchrun launch (single- or multi-node); rank 0's summary.
+    Rank 0 holds its run directory and chooses the checkpoint to resume from."""
     with torchrun_group() as (rank, world):
         config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
                               max_workers=max(world, 1))
-        summary = train_rank(rank, world, config)
+        if rank == 0:
+            check_resumable(config)
+        with hold_run_dir(config.run_dir) if rank == 0 else contextlib.nullcontext():
+            resume_from = choose_checkpoint(config) if rank == 0 else None
+            summary = train_rank(rank, world, config, resume_from)
     return summary if rank == 0 else None

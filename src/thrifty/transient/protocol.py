@@ -13,7 +13,8 @@ and SIGTERM as a preemption notice. A job does:
             sys.exit(PREEMPTED_EXIT)
 
 Files are `ckpt-000001.bin`, ... (thrifty.checkpoint_file: checksummed, temp name, fsync,
-rename); the newest few are kept, and a damaged newest file falls back to the one before.
+rename); the newest `keep` are kept (KEEP unless the job says), and a damaged newest file falls
+back to the one before.
 """
 
 import os
@@ -25,7 +26,7 @@ from thrifty.io import write_bytes_atomic
 
 ENV_DIR = "THRIFTY_CHECKPOINT_DIR"
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: "try again", i.e. restart me
-KEEP = 3
+KEEP = 3  # the MD job's; `thrifty train` keeps --keep-checkpoints
 FALLBACK_LOG = "fallbacks.log"
 
 
@@ -49,8 +50,11 @@ def newest_intact(directory: Path) -> tuple[Path, bytes] | None:
 
 
 class JobCheckpoints:
-    def __init__(self, directory: Path, *, handle_signals: bool = True) -> None:
+    def __init__(self, directory: Path, *, handle_signals: bool = True, keep: int = KEEP) -> None:
+        if keep < 1:
+            raise CheckpointError(f"keep at least one checkpoint, got {keep}")
         self.directory = Path(directory)
+        self.keep = keep
         self.directory.mkdir(parents=True, exist_ok=True)
         self.requested = False
         self.notice = False
@@ -83,22 +87,27 @@ class JobCheckpoints:
         return self.requested
 
     def latest(self) -> bytes | None:
-        """The newest intact checkpoint; damaged newer ones are skipped and listed in
-        `fallbacks.log` (a checkpoint lost)."""
+        """The newest intact checkpoint's payload (see `latest_file`)."""
+        found = self.latest_file()
+        return None if found is None else found[1]
+
+    def latest_file(self) -> tuple[Path, bytes] | None:
+        """The newest intact checkpoint and its payload; damaged newer ones are skipped and listed
+        in `fallbacks.log` (a checkpoint lost)."""
         found = newest_intact(self.directory)
         newer = [p for p in checkpoint_files(self.directory) if found is None or p.name > found[0].name]
         self.skipped = [p.name for p in newer]
         if self.skipped:
             with (self.directory / FALLBACK_LOG).open("a") as handle:
                 handle.write(" ".join(self.skipped) + "\n")
-        return None if found is None else found[1]
+        return found
 
     def save(self, payload: bytes) -> Path:
         files = checkpoint_files(self.directory)
         number = int(files[-1].stem.split("-")[1]) + 1 if files else 1
         path = self.directory / f"ckpt-{number:06d}.bin"
         write_bytes_atomic(path, encode(payload))
-        for old in files[:-(KEEP - 1)]:
+        for old in files[:len(files) - (self.keep - 1)]:
             old.unlink(missing_ok=True)
         self.requested = False
         return path

@@ -1,0 +1,58 @@
+"""Training checkpoints: the newest k kept, a damaged newest one falls back to the one before, and a
+run resumes on another number of workers."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from thrifty.checkpoint_file import CheckpointError, load_state
+from thrifty.records import RunLog
+from thrifty.train.trainer import TrainConfig, run_training
+from thrifty.transient.protocol import FALLBACK_LOG, checkpoint_files
+
+BASE = TrainConfig(workers=2, global_batch=64, policy="uniform", b_max=64, progress=False, timeout_s=240,
+                   eval_every=1000)
+
+
+@pytest.mark.timeout(300)
+def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before_and_ends_bit_identical(tmp_path):
+    config = replace(BASE, steps=40, checkpoint_every=10, run_dir=tmp_path)
+    whole = run_training(config)
+    files = checkpoint_files(tmp_path)
+    assert [load_state(f)["step"] for f in files] == [30, 40]  # the newest two (the default) kept
+    files[-1].write_bytes(files[-1].read_bytes()[:100_000])  # a torn write
+    resumed = run_training(replace(config, resume=True))
+    assert resumed["resumed_at_step"] == 30
+    assert resumed["parameter_digests"] == whole["parameter_digests"]  # bit-identical
+    assert (tmp_path / FALLBACK_LOG).read_text().split() == [files[-1].name]  # recorded as lost
+
+
+@pytest.mark.timeout(300)
+def test_a_two_worker_run_resumes_on_three_workers_at_the_same_sample(tmp_path):
+    config = replace(BASE, steps=40, checkpoint_every=20)
+    run_training(replace(config, run_dir=tmp_path / "whole"))
+    run_training(replace(config, steps=20, policy="dynamic", run_dir=tmp_path / "moved"))
+    moved = run_training(replace(config, workers=3, policy="dynamic", resume=True, run_dir=tmp_path / "moved"))
+    assert moved["resumed_at_step"] == 20 and moved["workers"] == 3
+    log = RunLog.read(tmp_path / "moved").steps
+    assert [r.step for r in log if r.rank == 0] == list(range(40))
+    # the controller starts again from B / n for the new world: the old ranks' speeds say nothing
+    assert [r.local_batch for r in log if r.step == 20] == [22, 21, 21]
+    # Every global batch holds the same samples as in the uninterrupted run (same B, same epoch
+    # order, the sampler continued at step 20) and the weighted all-reduce makes the gradient that
+    # of the whole batch whatever the split: the parameters agree up to the summation order.
+    whole = load_state(checkpoint_files(tmp_path / "whole")[-1])["model"]
+    resumed = load_state(checkpoint_files(tmp_path / "moved")[-1])["model"]
+    for name in whole:
+        assert torch.allclose(whole[name], resumed[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_a_different_global_batch_is_refused_before_anything_starts(tmp_path):
+    from thrifty.checkpoint_file import dumps, encode
+    tmp_path.joinpath("ckpt-000001.bin").write_bytes(encode(dumps(
+        {"format": "thrifty.train/2", "workload": "builtin:digits", "global_batch": 64})))
+    with pytest.raises(CheckpointError, match="is for global batch 64, this run has 32; resume with --global-batch 64"):
+        run_training(replace(BASE, global_batch=32, steps=5, resume=True, run_dir=tmp_path))
+    with pytest.raises(CheckpointError, match="is a checkpoint of builtin:digits, not of builtin:tabular"):
+        run_training(replace(BASE, workload="builtin:tabular", steps=5, resume=True, run_dir=tmp_path))

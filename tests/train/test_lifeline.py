@@ -1,0 +1,107 @@
+"""Workers die with their parent, and a run directory is held while any process of its run lives."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from thrifty.train.runlock import RunDirectoryBusy, hold_run_dir
+from thrifty.transient.protocol import checkpoint_files
+
+# a process that starts a child doing `CALL` on its parent's pid, prints the child's pid, waits
+CHAIN = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import os, time; from thrifty.train.lifeline import "
+                          "die_with_parent, watch_parent; CALL(os.getppid()); print(os.getpid(), flush=True); "
+                          "time.sleep(120)"])
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Running (an orphan's zombie, never reaped where pid 1 does not reap, counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _gone_within(pids: list[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while any(_alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("call", ["die_with_parent", "watch_parent"])  # Linux's prctl, the portable fallback
+def test_a_child_ends_when_its_parent_is_killed(call):
+    parent = subprocess.Popen([sys.executable, "-c", CHAIN.replace("CALL", call)], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        assert _alive(child)
+        parent.kill()
+        parent.wait()
+        assert _gone_within([child], 3.0), f"{call}: the child outlived its parent"
+    finally:
+        parent.kill()
+
+
+def test_a_run_directory_stays_held_while_any_process_of_the_run_lives(tmp_path):
+    joined = "import sys, time; from thrifty.train.runlock import join_run_dir; h = join_run_dir(sys.argv[1]); " \
+             "print('joined', flush=True); time.sleep(120)"
+    with hold_run_dir(tmp_path):
+        with pytest.raises(RunDirectoryBusy, match=rf"run directory {tmp_path} is in use by another thrifty "
+                                                   rf"train run \(pid {os.getpid()}\)"):
+            with hold_run_dir(tmp_path):
+                pass
+        worker = subprocess.Popen([sys.executable, "-c", joined, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        assert worker.stdout.readline().strip() == "joined"
+    try:  # the launcher let go, its worker still lives: the directory is still held
+        with pytest.raises(RunDirectoryBusy):
+            with hold_run_dir(tmp_path):
+                pass
+    finally:
+        worker.kill()
+        worker.wait()
+    with hold_run_dir(tmp_path):  # and free once the last process of the run is gone
+        pass
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+@pytest.mark.timeout(240)
+def test_kill_9_of_thrifty_train_leaves_no_worker_and_a_live_run_refuses_a_second(tmp_path, run_cli):
+    run_dir = tmp_path / "run"
+    train = [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--policy", "uniform", "--b-max", "64",
+             "--slowdown", "3,3", "--steps", "100000", "--checkpoint-every", "10", "--run-dir", str(run_dir),
+             "--db", str(tmp_path / "db"), "--json"]
+    run = subprocess.Popen(train, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 150
+        while not checkpoint_files(run_dir):  # the workers are up and training
+            assert run.poll() is None and time.monotonic() < deadline, "the run did not get going"
+            time.sleep(0.1)
+        children = _children(run.pid)  # two ranks (and multiprocessing's resource tracker)
+        assert len(children) >= 2
+        code, _, err = run_cli("train", "--resume", "--steps", "5", "--run-dir", run_dir, "--db", tmp_path / "db2")
+        assert code == 2 and f"run directory {run_dir} is in use" in err and len(err.strip().splitlines()) == 1
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait()
+        assert _gone_within(children, 5.0), "workers outlived the killed thrifty train"
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever is left of the run's group
+            os.killpg(run.pid, signal.SIGKILL)
+    with hold_run_dir(run_dir):  # nothing of the killed run holds its directory any more
+        pass

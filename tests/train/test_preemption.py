@@ -1,0 +1,63 @@
+"""`thrifty train` under `thrifty run`: checkpoints on request, saves and stops on a notice, is
+restarted, resumes by itself and ends bit for bit where an uninterrupted run ends."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from thrifty.transient.protocol import FALLBACK_LOG
+from thrifty.transient.runner import Runner
+
+
+class ScriptedLifetimes:
+    """VM lifetimes from a list, the last one repeated (as in tests/md): preemptions that do not
+    depend on luck."""
+
+    def __init__(self, lifetimes_s: list[float]) -> None:
+        self.lifetimes_s, self.drawn = lifetimes_s, 0
+
+    def sample(self, rng, size: int, age: float = 0.0) -> np.ndarray:
+        picks = [self.lifetimes_s[min(self.drawn + i, len(self.lifetimes_s) - 1)] for i in range(size)]
+        self.drawn += size
+        return np.array(picks)
+
+
+def _train(run_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--policy", "uniform",
+            "--b-max", "64", "--steps", "400", "--checkpoint-every", "0", "--run-dir", str(run_dir),
+            "--db", str(run_dir.parent / f"{run_dir.name}.db"), "--json"]
+
+
+def _times(report, event: str) -> list[float]:
+    return [e["t_s"] for e in report.events if e["event"] == event]
+
+
+@pytest.mark.timeout(300)
+def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path):
+    reference = Runner(_train(tmp_path / "ref"), tmp_path / "ck-ref", intervals_s=[0.25]).run()
+    assert reference.exit_code == 0
+    # the undisturbed run, measured: start-up until the first step (the first checkpoint, asked
+    # for before the ranks were up), then the training until the final checkpoint
+    saves = _times(reference, "checkpoint")
+    startup_s, work_s = saves[0], saves[-1] - saves[0]
+    # Two VMs that each live for the start-up and 40% of the training (the first killed outright,
+    # the second warned), then one that lives on: whatever this machine's speed, the job is
+    # preempted exactly twice, both times while it trains, and finishes on the third VM.
+    life_s = startup_s + 0.4 * work_s
+    report = Runner(_train(tmp_path / "inj"), tmp_path / "ck-inj", intervals_s=[0.25], notice_s=20.0,
+                    lifetimes=ScriptedLifetimes([life_s, life_s, float("inf")]), kill="mixed",
+                    timeout_s=250).run()
+    assert report.exit_code == 0 and report.preemptions == 2 and report.notices == 1
+    ref = json.loads((tmp_path / "ref" / "summary.json").read_text())
+    inj = json.loads((tmp_path / "inj" / "summary.json").read_text())
+    assert inj["parameter_digests"] == ref["parameter_digests"]  # bit-identical parameters
+    assert inj["steps"] == ref["steps"] == 400
+    assert inj["resumed_at_step"] > 0  # the last VM continued from a checkpoint, not from scratch
+    # the warned attempt saved after its notice: a checkpoint the runner found once it had ended
+    warned = next(e for e in report.events if e["event"] == "preemption" and e["notice"])
+    assert any(e["event"] == "checkpoint" and e["attempt"] == warned["attempt"] and e["t_s"] > warned["t_s"]
+               for e in report.events)
+    assert not (tmp_path / "ck-inj" / FALLBACK_LOG).exists()  # no checkpoint lost
