@@ -20,16 +20,19 @@ import torch
 import torch.distributed.rpc as rpc
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from thrifty.errors import ThriftyError
 from thrifty.io import write_text_atomic
 from thrifty.progress import ProgressBar
 from thrifty.records import EvalRow, RunLog
 from thrifty.train.aggregation import flat_gradient
+from thrifty.train.checkpoint import under_runner
 from thrifty.train.config import TrainConfig, check_config, total_steps
 from thrifty.train.emulation import Slowdown
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.loop import FixedSplit, RankState, run_steps
 from thrifty.train.metrics import write_summary
 from thrifty.train.policies import make_policy
+from thrifty.train.runlock import hold_run_dir
 from thrifty.workloads import load_workload
 
 SERVER = "ps"
@@ -240,12 +243,15 @@ def _server_report(config: TrainConfig) -> dict:
 
 
 def run_asp(config: TrainConfig, *, max_workers: int = 8) -> dict:
-    """Train asynchronously with `config.workers` workers and one server process."""
+    """Train asynchronously with `config.workers` workers and one server process. It keeps no
+    checkpoints, so `thrifty run` would restart it from scratch after every preemption: refused."""
     config = check_config(config, max_workers)
-    config.run_dir.mkdir(parents=True, exist_ok=True)
+    if under_runner():
+        raise ThriftyError("--mode asp keeps no checkpoints and cannot run under thrifty run; use --mode bsp")
     os.environ["THRIFTY_RUN_TAG"] = f"{os.getpid()}-{time.monotonic_ns()}"
-    results = run_local_workers(_asp_rank, config.workers + 1, timeout_s=config.timeout_s,
-                                process_group=False, config=config)
+    with hold_run_dir(config.run_dir):
+        results = run_local_workers(_asp_rank, config.workers + 1, timeout_s=config.timeout_s,
+                                    process_group=False, config=config)
     summary = results[0]
     workers = results[1:]
     busy = sum(w["compute_s"] for w in workers)

@@ -59,7 +59,7 @@ def check_resumable(config: TrainConfig) -> None:
     if found is None:
         raise CheckpointError(f"every checkpoint in {directory} is truncated or corrupt "
                               f"({', '.join(p.name for p in files)})")
-    _read(found[0], config, config.global_batch)
+    _read(found[0], found[1], config, config.global_batch)  # the bytes read: a live run may prune the file
 
 
 def choose_checkpoint(config: TrainConfig) -> Path | None:
@@ -106,8 +106,8 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         "rng": rngs}))
 
 
-def _read(path: Path, config: TrainConfig, global_batch: int) -> dict:
-    saved = loads(decode(path.read_bytes(), str(path)), str(path))
+def _read(path: Path, payload: bytes, config: TrainConfig, global_batch: int) -> dict:
+    saved = loads(payload, str(path))
     if not isinstance(saved, dict) or saved.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a checkpoint of this thrifty train version")
     if saved["workload"] != canonical_name(config.workload):
@@ -123,7 +123,8 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
     saved, error = None, None
     if rank == 0 and resume_from is not None:
         try:
-            saved = _read(Path(resume_from), config, state.policy.global_batch)
+            path = Path(resume_from)
+            saved = _read(path, decode(path.read_bytes(), str(path)), config, state.policy.global_batch)
         except (CheckpointError, OSError) as exc:
             error = str(exc)
     if world > 1:
