@@ -127,7 +127,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
             metric = _evaluate(state, workload, rank, world_size)
             state.log.evals.append(EvalRow(state.step - 1, state.train_time_s, metric))
             last = last or (config.until_target and metric >= target)
-        if last or agreed.checkpoint_due() or (config.checkpoint_every and state.step % config.checkpoint_every == 0):
+        periodic = config.checkpoint_every and state.step % config.checkpoint_every == 0
+        if last or periodic or agreed.checkpoint_due():  # the same decision on every rank
             save_checkpoint(state, config, rank, world_size, store)
             agreed.served()
         finished = last
@@ -136,12 +137,13 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     wall_start = time.perf_counter()
     try:
         if state.step < steps:
-            run_steps(state, workload, steps=steps, on_step=on_step, slowdown=slowdown, exchange=agreed.exchange)
+            run_steps(state, workload, steps=steps, on_step=on_step, slowdown=slowdown,
+                      exchange=agreed.exchange)
     finally:
         slowdown.close()
         if progress:
             progress.close()
-    if agreed.notice and not finished and state.step < steps:
+    if agreed.notice and not finished:  # saved above; the runner starts the job again
         return {"preempted_at_step": state.step} if rank == 0 else {}
     digests = parameter_digests(state.model, world_size)
     if rank != 0:

@@ -92,14 +92,16 @@ class JobCheckpoints:
         return None if found is None else found[1]
 
     def latest_file(self) -> tuple[Path, bytes] | None:
-        """The newest intact checkpoint and its payload; damaged newer ones are skipped and listed
-        in `fallbacks.log` (a checkpoint lost)."""
+        """The newest intact checkpoint and its payload; damaged newer ones are skipped, listed in
+        `fallbacks.log` (a checkpoint lost) and removed, so that the newest `keep` are good ones."""
         found = newest_intact(self.directory)
         newer = [p for p in checkpoint_files(self.directory) if found is None or p.name > found[0].name]
         self.skipped = [p.name for p in newer]
         if self.skipped:
             with (self.directory / FALLBACK_LOG).open("a") as handle:
                 handle.write(" ".join(self.skipped) + "\n")
+        for path in newer:
+            path.unlink(missing_ok=True)
         return found
 
     def save(self, payload: bytes) -> Path:
