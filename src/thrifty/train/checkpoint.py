@@ -69,8 +69,8 @@ def choose_checkpoint(config: TrainConfig) -> Path | None:
     found = None
     if config.resume or under_runner():
         found = checkpoint_store(config).latest_file()
-        if found is None and config.resume:
-            check_resumable(config)  # raises with the reason
+        if found is None and config.resume:  # damaged or gone since check_resumable looked
+            raise CheckpointError(f"no intact checkpoint left in {checkpoint_dir(config)} to resume from")
     if found is None:
         for path in checkpoint_files(checkpoint_dir(config)):
             path.unlink(missing_ok=True)
