@@ -64,19 +64,21 @@ def md_run(system: Annotated[str, typer.Option(help="lj (Lennard-Jones fluid) or
            out: Annotated[Path, typer.Option(help="Output directory")] = Path(".thrifty/md"),
            checkpoint_dir: Annotated[Optional[Path], typer.Option(
                help="Checkpoints (default: $THRIFTY_CHECKPOINT_DIR, else OUT/checkpoints)")] = None,
-           platform: Annotated[str, typer.Option(help="OpenMM platform: Reference (bit-reproducible) or CPU")] = "Reference",
+           platform: Annotated[str, typer.Option(
+               help="OpenMM platform: Reference (bit-reproducible), CPU, CUDA or OpenCL (where OpenMM has it)")] = "Reference",
            seed: Annotated[int, typer.Option()] = 0,
            json_out: JsonOpt = False) -> None:
     """Run an OpenMM simulation that checkpoints on request and resumes where it stopped."""
     from thrifty.md.job import MDSettings, run_md
-    from thrifty.md.systems import SYSTEMS
+    from thrifty.md.systems import PLATFORMS, SYSTEMS, get_platform
     from thrifty.transient.protocol import JobCheckpoints
     if system not in SYSTEMS:
         raise ThriftyError(f"unknown MD system {system!r}; choose lj or ions")
     if steps < 1 or chunk < 1:
         raise ThriftyError("--steps and --chunk must be positive")
-    if platform not in ("Reference", "CPU"):
-        raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose Reference or CPU")
+    if platform not in PLATFORMS:
+        raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose {', '.join(PLATFORMS)}")
+    get_platform(platform)  # unavailable here: say so before any folder is made
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
     summary = run_md(MDSettings(system, steps, chunk, platform, seed), out, checkpoints)

@@ -19,7 +19,10 @@ import numpy as np
 import openmm
 from openmm import unit
 
+from thrifty.errors import ThriftyError
+
 SYSTEMS = ("lj", "ions")
+PLATFORMS = ("Reference", "CPU", "CUDA", "OpenCL")  # those `md run` offers; OpenMM builds have a subset
 WATER_PERMITTIVITY = 80.0
 
 
@@ -105,11 +108,27 @@ def build(name: str, seed: int = 0) -> MDSystem:
     raise ValueError(f"unknown MD system {name!r}; choose lj or ions")
 
 
+def available_platforms() -> list[str]:
+    """The platforms this OpenMM build loaded (CUDA and OpenCL need their plugins and drivers)."""
+    return [openmm.Platform.getPlatform(i).getName() for i in range(openmm.Platform.getNumPlatforms())]
+
+
+def get_platform(name: str) -> openmm.Platform:
+    """The named platform, or a one-line error listing those this OpenMM has."""
+    if name not in available_platforms():
+        raise ThriftyError(f"OpenMM platform {name} is not available here; this OpenMM "
+                           f"{openmm.__version__} has {', '.join(available_platforms())}")
+    return openmm.Platform.getPlatformByName(name)
+
+
 def make_simulation(md: MDSystem, platform: str = "Reference", seed: int = 0) -> openmm.Context:
     integrator = openmm.LangevinMiddleIntegrator(md.temperature_k * unit.kelvin, 1.0 / unit.picosecond,
                                                  md.timestep_ps * unit.picoseconds)
     integrator.setRandomNumberSeed(seed + 1)
-    context = openmm.Context(md.system, integrator, openmm.Platform.getPlatformByName(platform))
+    try:  # a loaded GPU plugin can still find no usable device
+        context = openmm.Context(md.system, integrator, get_platform(platform))
+    except openmm.OpenMMException as exc:
+        raise ThriftyError(f"OpenMM cannot start platform {platform}: {exc}") from None
     context.setPositions(md.positions * unit.nanometer)
     context.setVelocitiesToTemperature(md.temperature_k * unit.kelvin, seed + 1)
     return context

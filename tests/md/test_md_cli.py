@@ -1,0 +1,19 @@
+"""`thrifty md run` refusals: one line on stderr, exit code 2, nothing left behind, no simulation."""
+
+import pytest
+
+
+def _one_line_error(code: int, err: str, *fragments: str) -> None:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("platform, fragment", [("CUDA", "CUDA is not available here"),
+                                                ("OpenCL", "OpenCL is not available here"),
+                                                ("Metal", "choose Reference, CPU, CUDA, OpenCL")])
+def test_platform_unknown_or_unavailable(run_cli, tmp_path, platform, fragment):
+    code, _, err = run_cli("md", "run", "--platform", platform, "--out", tmp_path / "out")
+    _one_line_error(code, err, fragment)
+    assert not (tmp_path / "out").exists()
