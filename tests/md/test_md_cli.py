@@ -17,3 +17,14 @@ def test_platform_unknown_or_unavailable(run_cli, tmp_path, platform, fragment):
     code, _, err = run_cli("md", "run", "--platform", platform, "--out", tmp_path / "out")
     _one_line_error(code, err, fragment)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("option", ["--out", "--checkpoint-dir"])
+@pytest.mark.parametrize("where", ["under-a-file", "a-file", "proc"])
+def test_unwritable_output_folders_fail_before_any_work(run_cli, tmp_path, option, where):
+    (tmp_path / "file").write_text("keep")
+    bad = {"under-a-file": tmp_path / "file" / "md", "a-file": tmp_path / "file", "proc": "/proc/thrifty-md"}[where]
+    folders = {"--out": tmp_path / "out", "--checkpoint-dir": tmp_path / "ck", option: bad}
+    code, _, err = run_cli("md", "run", "--steps", "100000000", *(str(x) for kv in folders.items() for x in kv))
+    _one_line_error(code, err, f"cannot write to {option}", str(bad))  # at once: the run would take hours
+    assert (tmp_path / "file").read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]

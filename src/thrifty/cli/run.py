@@ -70,6 +70,7 @@ def md_run(system: Annotated[str, typer.Option(help="lj (Lennard-Jones fluid) or
            json_out: JsonOpt = False) -> None:
     """Run an OpenMM simulation that checkpoints on request and resumes where it stopped."""
     from thrifty.md.job import MDSettings, run_md
+    from thrifty.md.outdir import check_writable_dir
     from thrifty.md.systems import PLATFORMS, SYSTEMS, get_platform
     from thrifty.transient.protocol import JobCheckpoints
     if system not in SYSTEMS:
@@ -79,6 +80,9 @@ def md_run(system: Annotated[str, typer.Option(help="lj (Lennard-Jones fluid) or
     if platform not in PLATFORMS:
         raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose {', '.join(PLATFORMS)}")
     get_platform(platform)  # unavailable here: say so before any folder is made
+    check_writable_dir(out, "--out")
+    if checkpoint_dir:
+        check_writable_dir(checkpoint_dir, "--checkpoint-dir")
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
     summary = run_md(MDSettings(system, steps, chunk, platform, seed), out, checkpoints)
