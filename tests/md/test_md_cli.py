@@ -1,6 +1,11 @@
 """`thrifty md run` refusals: one line on stderr, exit code 2, nothing left behind, no simulation."""
 
+import subprocess
+import sys
+
 import pytest
+
+from thrifty.md.job import MDSettings
 
 
 def _one_line_error(code: int, err: str, *fragments: str) -> None:
@@ -28,3 +33,14 @@ def test_unwritable_output_folders_fail_before_any_work(run_cli, tmp_path, optio
     code, _, err = run_cli("md", "run", "--steps", "100000000", *(str(x) for kv in folders.items() for x in kv))
     _one_line_error(code, err, f"cannot write to {option}", str(bad))  # at once: the run would take hours
     assert (tmp_path / "file").read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_resume_refusals_through_the_cli(tmp_path, run_job):
+    run_job(MDSettings(system="lj", steps=100, chunk=50))
+    def md_run(*args: str) -> tuple[int, str]:
+        done = subprocess.run([sys.executable, "-m", "thrifty.cli", "md", "run", "--checkpoint-dir", str(tmp_path / "ck"),
+                               "--out", str(tmp_path / "out"), *args], capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stderr
+    _one_line_error(*md_run("--system", "ions"), "system lj (216 particles", "this run is ions (120 particles")
+    _one_line_error(*md_run("--system", "lj", "--steps", "50"), "at step 100, beyond --steps 50")
+    assert not list((tmp_path / "ck").glob(".ready-*"))  # the runner is told to stop signalling

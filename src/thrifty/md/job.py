@@ -2,11 +2,12 @@
 
 It follows the checkpoint protocol of `thrifty run` (transient.protocol): resume from the newest
 intact checkpoint, integrate in chunks, save when asked (SIGUSR1) or warned (SIGTERM, then exit
-with PREEMPTED_EXIT). A checkpoint holds OpenMM's own checkpoint (positions, velocities, box,
-integrator and its random-number state) plus the step count and the accumulated density
-histogram, so on the Reference platform a run killed and resumed any number of times ends bit
-for bit where an uninterrupted run ends. Outputs (written atomically): density_profile.csv
-(cation and anion number density along z, per nm^3), final_state.npz and summary.json.
+with PREEMPTED_EXIT). A checkpoint (md.checkpoint) holds OpenMM's own checkpoint plus the step
+count and the accumulated density histogram, so on the Reference platform a run killed and resumed
+any number of times ends bit for bit where an uninterrupted run ends; it is checked against this
+run (system, platform, seed, --steps) before OpenMM loads it. Outputs (written atomically):
+density_profile.csv (cation and anion number density along z, per nm^3), final_state.npz and
+summary.json.
 """
 
 import hashlib
@@ -21,6 +22,7 @@ import openmm
 from openmm import unit
 
 from thrifty.io import write_bytes_atomic, write_text_atomic
+from thrifty.md.checkpoint import MDCheckpoint, check_resume, pack, system_identity, unpack
 from thrifty.md.systems import MDSystem, build, make_simulation
 from thrifty.transient.protocol import PREEMPTED_EXIT, JobCheckpoints
 
@@ -34,19 +36,6 @@ class MDSettings:
     chunk: int = 100  # steps between samples and possible checkpoints
     platform: str = "Reference"
     seed: int = 0
-
-
-def _pack(step: int, histogram: np.ndarray, context: openmm.Context) -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, step=np.int64(step), histogram=histogram,
-             openmm=np.frombuffer(context.createCheckpoint(), dtype=np.uint8))
-    return buffer.getvalue()
-
-
-def _unpack(payload: bytes, context: openmm.Context) -> tuple[int, np.ndarray]:
-    with np.load(io.BytesIO(payload)) as data:
-        context.loadCheckpoint(data["openmm"].tobytes())
-        return int(data["step"]), data["histogram"].copy()
 
 
 def _z_range(md: MDSystem, context: openmm.Context) -> tuple[float, float]:
@@ -65,40 +54,52 @@ def _sample(md: MDSystem, context: openmm.Context, z_range: tuple[float, float])
 
 
 def run_md(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> dict:
+    """Run (or resume) the simulation and write its outputs; returns the summary."""
+    try:
+        return _run(settings, Path(out_dir), checkpoints)
+    finally:  # however it ends (done, preempted, refused): the runner stops signalling us
+        checkpoints.close()
+
+
+def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> dict:
     md = build(settings.system, settings.seed)
+    identity = system_identity(md)
+    payload = checkpoints.latest()
+    saved = None if payload is None else unpack(payload, checkpoints.directory)
+    if saved is not None:  # before OpenMM sees it
+        check_resume(saved, identity, settings.platform, settings.seed, settings.steps, checkpoints.directory)
     context = make_simulation(md, settings.platform, settings.seed)
     z_range = _z_range(md, context)
-    payload = checkpoints.latest()
-    if payload is None:
+    if saved is None:
         openmm.LocalEnergyMinimizer.minimize(context, 10.0, 200)
-        step, histogram = 0, np.zeros((2, BINS))
+        step, samples, histogram = 0, 0, np.zeros((2, BINS))
     else:
-        step, histogram = _unpack(payload, context)
+        context.loadCheckpoint(saved.openmm_state)
+        step, samples, histogram = saved.step, saved.samples, saved.histogram
     integrator = context.getIntegrator()
     while step < settings.steps:
         n = min(settings.chunk, settings.steps - step)
         integrator.step(n)
         step += n
         histogram += _sample(md, context, z_range)
+        samples += 1
         if checkpoints.due():
-            checkpoints.save(_pack(step, histogram, context))
+            checkpoints.save(pack(MDCheckpoint(identity, settings.platform, settings.seed, step, samples,
+                                               histogram, context.createCheckpoint())))
             if checkpoints.notice:
-                checkpoints.close()
                 sys.exit(PREEMPTED_EXIT)
-    checkpoints.close()
-    return _write_outputs(md, context, settings, step, histogram, z_range, Path(out_dir))
+    return _write_outputs(md, context, settings, step, samples, histogram, z_range, out_dir)
 
 
-def _write_outputs(md: MDSystem, context: openmm.Context, settings: MDSettings, step: int,
+def _write_outputs(md: MDSystem, context: openmm.Context, settings: MDSettings, step: int, samples: int,
                    histogram: np.ndarray, z_range: tuple[float, float], out_dir: Path) -> dict:
     state = context.getState(getPositions=True, getVelocities=True, getEnergy=True)
     positions = state.getPositions(asNumpy=True).value_in_unit(unit.nanometer)
     velocities = state.getVelocities(asNumpy=True).value_in_unit(unit.nanometer / unit.picosecond)
     box = context.getState().getPeriodicBoxVectors(asNumpy=True).value_in_unit(unit.nanometer)
-    samples = max(step // settings.chunk, 1)
     edges = np.linspace(*z_range, BINS + 1)
     volume = float(box[0][0] * box[1][1]) * (edges[1] - edges[0])
-    density = histogram / samples / volume
+    density = histogram / max(samples, 1) / volume
     csv = "z_nm,cation_per_nm3,anion_per_nm3\n" + "".join(
         f"{0.5 * (a + b):.4f},{c:.6f},{d:.6f}\n" for a, b, c, d in zip(edges[:-1], edges[1:], *density))
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@
   wall. The box is periodic in x and y; z is padded so the walls confine the ions.
 Positions start on a lattice and velocities are drawn from a seeded Maxwell-Boltzmann; the
 Langevin integrator's seed is fixed, so on the Reference platform a run is reproducible bit for bit.
+Each system carries its name and builder parameters, which a checkpoint records to refuse a resume
+into a different system (OpenMM itself would only fail deep inside with "wrong number of particles").
 """
 
 import math
@@ -28,6 +30,8 @@ WATER_PERMITTIVITY = 80.0
 
 @dataclass(frozen=True)
 class MDSystem:
+    name: str
+    parameters: dict[str, float]  # the builder's arguments that shape the system (not the seed)
     system: openmm.System
     positions: np.ndarray  # nm
     temperature_k: float
@@ -59,7 +63,7 @@ def lennard_jones_fluid(n_atoms: int = 216, seed: int = 0) -> MDSystem:
         force.addParticle(0.0, sigma, epsilon)
     system.addForce(force)
     rng = np.random.default_rng(seed)
-    return MDSystem(system, _lattice(n_atoms, np.full(3, box), rng), 120.0, 0.005,
+    return MDSystem("lj", {"n_atoms": n_atoms}, system, _lattice(n_atoms, np.full(3, box), rng), 120.0, 0.005,
                     np.zeros(n_atoms, int), None)
 
 
@@ -97,7 +101,8 @@ def confined_ions(n_pairs: int = 60, wall_separation_nm: float = 3.0, seed: int 
         system.addForce(force)
     rng = np.random.default_rng(seed)
     positions = _lattice(2 * n_pairs, np.array([side, side, h - diameter]), rng) + np.array([0, 0, 1.5 + diameter / 2])
-    return MDSystem(system, positions, 298.0, 0.002, species, h)
+    return MDSystem("ions", {"n_pairs": n_pairs, "wall_separation_nm": h}, system, positions, 298.0, 0.002,
+                    species, h)
 
 
 def build(name: str, seed: int = 0) -> MDSystem:
