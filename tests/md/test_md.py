@@ -54,6 +54,7 @@ def test_killed_and_resumed_runs_end_bit_identical(tmp_path, system, flaky):
 
 def test_ion_density_profile_stays_between_the_walls(tmp_path, run_job):
     run_job(MDSettings(system="ions", steps=300, chunk=50), out="out")
+    assert (tmp_path / "out" / "density_profile.csv").read_text().startswith("z_nm,cation_per_nm3,anion_per_nm3\n")
     rows = np.loadtxt(tmp_path / "out" / "density_profile.csv", delimiter=",", skiprows=1)
     assert rows.shape == (60, 3)
     assert rows[:, 1].sum() > 0 and rows[:, 2].sum() > 0
@@ -79,11 +80,13 @@ def test_fault_injection_with_real_processes(tmp_path):
     assert inj["state_sha256"] == ref["state_sha256"]
 
 
-def test_lj_profile_averages_over_the_samples_taken(tmp_path, run_job):
+def test_lj_profile_names_its_one_species_and_averages_over_the_samples_taken(tmp_path, run_job):
     """120 steps in chunks of 50 are three samples (50, 100, 120): the periodic box holds all 216 atoms
     in every one, so the profile integrates to 216 (not 324, as dividing by 120 // 50 gave)."""
     run_job(MDSettings(system="lj", steps=120, chunk=50))
     text = (tmp_path / "out" / "density_profile.csv").read_text()
+    assert text.startswith("z_nm,particle_per_nm3\n")
     rows = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1)
     box_nm = (216 / 0.8) ** (1 / 3) * 0.34
+    assert rows.shape == (60, 2)
     assert rows[:, 1].sum() * box_nm ** 3 / 60 == pytest.approx(216, rel=1e-4)

@@ -6,8 +6,8 @@ with PREEMPTED_EXIT). A checkpoint (md.checkpoint) holds OpenMM's own checkpoint
 count and the accumulated density histogram, so on the Reference platform a run killed and resumed
 any number of times ends bit for bit where an uninterrupted run ends; it is checked against this
 run (system, platform, seed, --steps) before OpenMM loads it. Outputs (written atomically):
-density_profile.csv (cation and anion number density along z, per nm^3), final_state.npz and
-summary.json.
+density_profile.csv (number density of each species along z, per nm^3, named for the system:
+particle_per_nm3 for lj, cation_ and anion_per_nm3 for ions), final_state.npz and summary.json.
 """
 
 import hashlib
@@ -50,7 +50,8 @@ def _sample(md: MDSystem, context: openmm.Context, z_range: tuple[float, float])
     z = positions[:, 2]
     if md.confinement_nm is None:  # periodic: wrap into the box
         z = np.mod(z - z_range[0], z_range[1] - z_range[0]) + z_range[0]
-    return np.stack([np.histogram(z[md.species == s], bins=BINS, range=z_range)[0] for s in (0, 1)]).astype(float)
+    return np.stack([np.histogram(z[md.species == s], bins=BINS, range=z_range)[0]
+                     for s in range(len(md.species_names))]).astype(float)
 
 
 def run_md(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> dict:
@@ -72,7 +73,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> di
     z_range = _z_range(md, context)
     if saved is None:
         openmm.LocalEnergyMinimizer.minimize(context, 10.0, 200)
-        step, samples, histogram = 0, 0, np.zeros((2, BINS))
+        step, samples, histogram = 0, 0, np.zeros((len(md.species_names), BINS))
     else:
         context.loadCheckpoint(saved.openmm_state)
         step, samples, histogram = saved.step, saved.samples, saved.histogram
@@ -100,8 +101,9 @@ def _write_outputs(md: MDSystem, context: openmm.Context, settings: MDSettings, 
     edges = np.linspace(*z_range, BINS + 1)
     volume = float(box[0][0] * box[1][1]) * (edges[1] - edges[0])
     density = histogram / max(samples, 1) / volume
-    csv = "z_nm,cation_per_nm3,anion_per_nm3\n" + "".join(
-        f"{0.5 * (a + b):.4f},{c:.6f},{d:.6f}\n" for a, b, c, d in zip(edges[:-1], edges[1:], *density))
+    header = ",".join(["z_nm", *(f"{name}_per_nm3" for name in md.species_names)])
+    csv = header + "\n" + "".join(f"{0.5 * (a + b):.4f}," + ",".join(f"{d:.6f}" for d in row) + "\n"
+                                  for a, b, row in zip(edges[:-1], edges[1:], density.T))
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "density_profile.csv", csv)
     buffer = io.BytesIO()

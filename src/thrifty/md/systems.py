@@ -36,7 +36,8 @@ class MDSystem:
     positions: np.ndarray  # nm
     temperature_k: float
     timestep_ps: float
-    species: np.ndarray  # per particle: 0 = LJ atom / cation, 1 = anion
+    species: np.ndarray  # per particle: an index into species_names
+    species_names: tuple[str, ...]  # names the density-profile columns, e.g. cation_per_nm3
     confinement_nm: float | None  # wall separation, for density profiles along z
 
 
@@ -64,7 +65,7 @@ def lennard_jones_fluid(n_atoms: int = 216, seed: int = 0) -> MDSystem:
     system.addForce(force)
     rng = np.random.default_rng(seed)
     return MDSystem("lj", {"n_atoms": n_atoms}, system, _lattice(n_atoms, np.full(3, box), rng), 120.0, 0.005,
-                    np.zeros(n_atoms, int), None)
+                    np.zeros(n_atoms, int), ("particle",), None)
 
 
 def confined_ions(n_pairs: int = 60, wall_separation_nm: float = 3.0, seed: int = 0) -> MDSystem:
@@ -102,7 +103,7 @@ def confined_ions(n_pairs: int = 60, wall_separation_nm: float = 3.0, seed: int 
     rng = np.random.default_rng(seed)
     positions = _lattice(2 * n_pairs, np.array([side, side, h - diameter]), rng) + np.array([0, 0, 1.5 + diameter / 2])
     return MDSystem("ions", {"n_pairs": n_pairs, "wall_separation_nm": h}, system, positions, 298.0, 0.002,
-                    species, h)
+                    species, ("cation", "anion"), h)
 
 
 def build(name: str, seed: int = 0) -> MDSystem:
