@@ -46,8 +46,9 @@ def test_a_checkpoint_past_the_target_is_refused_and_one_at_it_only_writes_outpu
     with pytest.raises(ThriftyError, match=r"at step 200, beyond --steps 100: give --steps 200 or more"):
         run_job(LJ, out="other")
     assert not (tmp_path / "other").exists()  # refused before any output
+    thermo = (tmp_path / "out" / "thermo.csv").read_text()
     again = run_job(MDSettings(system="lj", steps=200, chunk=50))  # a restart after the last checkpoint
-    assert again == first
+    assert again == first and (tmp_path / "out" / "thermo.csv").read_text() == thermo
 
 
 def _old_format_payload() -> bytes:

@@ -89,5 +89,5 @@ def md_run(system: Annotated[str, typer.Option(help="lj (Lennard-Jones fluid) or
     if json_out:
         print_json(summary)
     else:
-        stdout.print(f"{summary['system']}: {summary['steps']} steps, {summary['particles']} particles; "
-                     f"density profile in {out / 'density_profile.csv'}")
+        stdout.print(f"{summary['system']}: {summary['steps']} steps, {summary['particles']} particles, "
+                     f"final {summary['temperature_k']:.1f} K; density profile and thermo.csv in {out}")
