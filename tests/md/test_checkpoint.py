@@ -51,14 +51,19 @@ def test_a_checkpoint_past_the_target_is_refused_and_one_at_it_only_writes_outpu
     assert again == first and (tmp_path / "out" / "thermo.csv").read_text() == thermo
 
 
-def _old_format_payload() -> bytes:
+def _npz(**arrays) -> bytes:
     buffer = io.BytesIO()
-    np.savez(buffer, step=np.int64(50), histogram=np.zeros((2, 60)), openmm=np.zeros(8, np.uint8))
+    np.savez(buffer, **arrays)
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("payload", [b"not an archive", _old_format_payload(),
-                                     json.dumps({"step": 5}).encode()], ids=["bytes", "old-format", "json"])
+FIRST_FORMAT = _npz(step=np.int64(50), histogram=np.zeros((2, 60)), openmm=np.zeros(8, np.uint8))
+OTHER_VERSION = _npz(format="thrifty-md/1", identity="{}", platform="Reference", seed=np.int64(0), step=np.int64(50),
+                     samples=np.int64(1), histogram=np.zeros((1, 60)), openmm=np.zeros(8, np.uint8))
+
+
+@pytest.mark.parametrize("payload", [b"not an archive", json.dumps({"step": 5}).encode(), FIRST_FORMAT, OTHER_VERSION],
+                         ids=["bytes", "json", "first-format", "other-version"])
 def test_a_checkpoint_from_something_else_is_refused(tmp_path, run_job, payload):
     JobCheckpoints(tmp_path / "ck", handle_signals=False).save(payload)
     with pytest.raises(ThriftyError, match="not written by this version of `thrifty md run`"):
