@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from thrifty.md.job import MDSettings
+from thrifty.md.systems import available_platforms
 
 
 def _one_line_error(code: int, err: str, *fragments: str) -> None:
@@ -19,6 +20,8 @@ def _one_line_error(code: int, err: str, *fragments: str) -> None:
                                                 ("OpenCL", "OpenCL is not available here"),
                                                 ("Metal", "choose Reference, CPU, CUDA, OpenCL")])
 def test_platform_unknown_or_unavailable(run_cli, tmp_path, platform, fragment):
+    if platform in available_platforms():
+        pytest.skip(f"this OpenMM has {platform}")
     code, _, err = run_cli("md", "run", "--platform", platform, "--out", tmp_path / "out")
     _one_line_error(code, err, fragment)
     assert not (tmp_path / "out").exists()

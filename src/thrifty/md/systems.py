@@ -120,9 +120,12 @@ def available_platforms() -> list[str]:
 
 
 def get_platform(name: str) -> openmm.Platform:
-    """The named platform, or a one-line error listing those this OpenMM has."""
+    """The named platform, or a one-line error listing those this OpenMM has (and, when the
+    platform's plugin is installed but failed to load, why: usually a missing driver library)."""
     if name not in available_platforms():
-        raise ThriftyError(f"OpenMM platform {name} is not available here; this OpenMM "
+        failures = [f for f in openmm.Platform.getPluginLoadFailures() if f"libOpenMM{name}." in f]
+        why = f" (its plugin did not load: {failures[0].split(': ', 1)[-1]})" if failures else ""
+        raise ThriftyError(f"OpenMM platform {name} is not available here{why}; this OpenMM "
                            f"{openmm.__version__} has {', '.join(available_platforms())}")
     return openmm.Platform.getPlatformByName(name)
 
