@@ -58,13 +58,18 @@ class Store:
 
     def __init__(self, path: Path | str = DEFAULT_DB) -> None:
         self.path = Path(path)
+        # what this Store creates, removed again if the command fails before anything is stored
+        self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
         try:
+            if self.path.is_dir():
+                raise ThriftyError(f"cannot open the database {self.path}: it is a folder")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path)
             self.conn.execute("PRAGMA foreign_keys = ON")
             self.conn.executescript(SCHEMA)
             self._migrate()
         except (sqlite3.DatabaseError, OSError) as exc:
+            self._remove_created()
             raise ThriftyError(f"cannot open the database {self.path}: {exc}") from None
 
     def _migrate(self) -> None:
@@ -106,8 +111,29 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *_) -> None:
         self.close()
+        if self._is_empty_new_file():  # nothing stored (a failed or read-only command): leave no file
+            self._remove_created()
+
+    def _is_empty_new_file(self) -> bool:
+        if self.path not in self._created:
+            return False
+        conn = sqlite3.connect(self.path)
+        try:
+            return not any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in TABLES)
+        finally:
+            conn.close()
+
+    def _remove_created(self) -> None:
+        """A command that stores nothing leaves no empty database (nor the folders made for it)."""
+        try:
+            if self.path in self._created:
+                self.path.unlink(missing_ok=True)
+            for folder in self._created[1:]:
+                folder.rmdir()
+        except OSError:  # never made (a path under a file) or no longer empty: nothing to undo
+            pass
 
     def close(self) -> None:
         self.conn.close()
