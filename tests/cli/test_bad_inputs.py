@@ -56,9 +56,12 @@ INPUT_FILES: dict[str, bytes | str] = {
     "script.sh": "#!/bin/sh\necho hi\n",
 }
 
-# output paths that cannot be written: under /proc, under a regular file, an existing folder
-UNWRITABLE = {"proc": "/proc/thrifty-nowhere/out", "under_file": "{in}/afile/out", "folder": "{in}/adir"}
-UNWRITABLE_DIRS = {"proc": "/proc/thrifty-nowhere/dir", "under_file": "{in}/afile/dir", "file": "{in}/afile"}
+# output paths that cannot be written: under /proc, in sysfs (no regular files, read-only in containers),
+# under a regular file, an existing folder
+UNWRITABLE = {"proc": "/proc/thrifty-nowhere/out", "sysfs": "/sys/thrifty-out", "under_file": "{in}/afile/out",
+              "folder": "{in}/adir"}
+UNWRITABLE_DIRS = {"proc": "/proc/thrifty-nowhere/dir", "sysfs": "/sys/thrifty-dir", "under_file": "{in}/afile/dir",
+                   "file": "{in}/afile"}
 BAD_CSV = {"missing": "{in}/missing.csv", "bad_utf8": "{in}/bad_utf8.csv", "empty": "{in}/empty.csv",
            "wrong_columns": "{in}/wrong_columns.csv", "binary": "{in}/binary.bin", "folder": "{in}/adir"}
 BAD_WORKLOADS = {"missing": "{in}/missing.py", "unknown_builtin": "builtin:nosuch", "exit3": "{in}/exit3.py",
