@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
+from thrifty.errors import ThriftyError
+
 OBJECTIVES = ("cost", "time")
 
 
@@ -41,6 +43,12 @@ class Objective:
 
     kind: str = "cost"
     deadline_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in OBJECTIVES:
+            raise ThriftyError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.kind!r}")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise ThriftyError(f"deadline must be positive, got {self.deadline_s}")
 
     def rate(self, price_per_hour) -> np.ndarray:
         """r: objective units per second of running (1 for time, $/s for cost)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from thrifty.catalog import VMType
 from thrifty.errors import ThriftyError
-from thrifty.io import read_csv
+from thrifty.io import read_csv, write_csv
 from thrifty.search.config import Config
 
 REQUIRED = ("instance_type", "num_nodes", "num_workers", "local_batch", "step_time_s")
@@ -74,3 +74,12 @@ def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType],
 
 def load_trace(path: Path, catalog: Iterable[VMType]) -> list[TraceRow]:
     return parse_trace(read_csv(path, ThriftyError, "trace", required=REQUIRED), catalog, str(path))
+
+
+def write_trace(path: Path, rows: Iterable[TraceRow]) -> None:
+    """The CSV `load_trace` reads, with prices per node (synthetic traces, tests)."""
+    write_csv(path, (*REQUIRED, "sync_time_s", "price_per_hour"), [
+        {"instance_type": r.config.instance_type, "num_nodes": r.config.num_nodes,
+         "num_workers": r.config.num_workers, "local_batch": int(r.config.local_batch),
+         "step_time_s": r.step_time_s, "sync_time_s": "" if r.sync_time_s is None else r.sync_time_s,
+         "price_per_hour": r.price_per_hour / r.config.num_nodes} for r in rows])
