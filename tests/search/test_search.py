@@ -13,7 +13,8 @@ SEEDS = range(4)
 
 
 @pytest.mark.parametrize("kind", ["cost", "time"])
-def test_the_search_settles_on_the_known_best_configuration_within_five_percent(rows, kind):
+def test_the_search_settles_on_the_known_best_configuration_within_eight_percent(rows, kind):
+    # (this job is short, 4.5-12 h: a move is ~1% of it; benchmarks/bench_search.py measures overheads)
     # mutations caught: drop the efficiency term (steps left = progress left / B), or settle on
     # the last probe instead of the best measured
     sc = scenario(rows, kind)
@@ -21,7 +22,7 @@ def test_the_search_settles_on_the_known_best_configuration_within_five_percent(
     runs = [run_strategy(sc, "search", s, default_start(rows)) for s in SEEDS]
     assert [r.final_config for r in runs] == [best.final_config] * len(runs)
     value = [r.cost_usd if kind == "cost" else r.time_s for r in runs]
-    assert np.median(value) / (best.cost_usd if kind == "cost" else best.time_s) - 1 < 0.06
+    assert np.median(value) / (best.cost_usd if kind == "cost" else best.time_s) - 1 < 0.08
 
 
 def test_nothing_beats_the_oracle_beyond_measurement_noise(rows):
@@ -79,7 +80,7 @@ def test_a_deadline_is_met_and_changes_the_choice(rows):
     assert best.final_config != unconstrained.final_config
     runs = [run_strategy(sc, "search", s, default_start(rows)) for s in SEEDS]
     assert all(r.time_s <= deadline_s for r in runs)
-    assert np.median([r.cost_usd for r in runs]) / best.cost_usd - 1 < 0.06
+    assert np.median([r.cost_usd for r in runs]) / best.cost_usd - 1 < 0.08
 
 
 def test_baselines_measure_what_they_promise(rows):

@@ -94,8 +94,8 @@ def medians(per_seed: list[dict]) -> dict:
 
 def default_start(rows: list[TraceRow]) -> Config:
     """Where a search starts without --start: the user default a person would pick (the cheapest
-    $/h configuration at the trace's most common global batch), so the search has to earn its keep."""
-    batches = [r.config.global_batch for r in rows]
-    common = max(set(batches), key=lambda b: (batches.count(b), -b))
+    $/h configuration at the trace's middle global batch, the lower median of its distinct values,
+    standing in for the workload's default), so the search has to earn its keep."""
+    batches = sorted({r.config.global_batch for r in rows})
     prices = {r.config: r.price_per_hour for r in rows}
-    return user_defaults(list(prices), prices, common)["defaults_cheapest"]
+    return user_defaults(list(prices), prices, batches[(len(batches) - 1) // 2])["defaults_cheapest"]

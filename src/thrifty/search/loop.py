@@ -7,7 +7,8 @@ Measurement window (adaptive): steps in chunks of `chunk_steps` until at least
 A probe is cut short as soon as its measured 90% interval excludes it: even the interval's fast
 end costs more per unit of progress than the incumbent, or misses the deadline.
 The initial profile is `profile_configs` windows on the start's VM type at distinct local
-batches (the step-time fit needs two); they train the job like any window, nothing is lost.
+batches (the step-time fit needs two; the smallest and largest beside the start's, so the fit
+interpolates); they train the job like any window, nothing is lost.
 """
 
 from dataclasses import dataclass, field
@@ -67,8 +68,9 @@ class Search:
         self.backend, self.settings = backend, settings
         self.candidates = backend.candidates()
         self.prices = np.array([backend.price_per_hour(c) for c in self.candidates])
-        self.node_price = {c.instance_type: p / c.num_nodes for c, p in zip(self.candidates, self.prices)}
+        self.worker_price = {c.instance_type: p / c.num_workers for c, p in zip(self.candidates, self.prices)}
         self.times: dict[Config, list[np.ndarray]] = {}
+        self.syncs: dict[Config, list[float]] = {}  # mean sync time per chunk, when reported
         self.noise_scales: list[float] = []
         self.probes: list[Probe] = []
         self.moves = 0
@@ -88,17 +90,21 @@ class Search:
         return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.backend.current, self.probes, self.moves)
 
     def profile_configs(self, start: Config) -> list[Config]:
-        """The start, then same-type configurations nearest to it at other local batches."""
+        """The start, then the same type and shape at its smallest and largest other local batch
+        (a wide design: the fit interpolates instead of extrapolating), else the nearest others."""
         if start not in self.candidates:
             raise ThriftyError(f"start configuration {start.label()} is not among the backend's configurations")
         same = [c for c in self.candidates if c.instance_type == start.instance_type and c != start]
+        shape = sorted((c for c in same if (c.num_nodes, c.num_workers) == (start.num_nodes, start.num_workers)),
+                       key=lambda c: c.local_batch)
+        ends = list(dict.fromkeys(shape[:1] + shape[-1:]))
         same.sort(key=lambda c: (abs(np.log(c.local_batch / start.local_batch)),
                                  abs(np.log(c.num_workers / start.num_workers)), c))
         chosen, batches = [start], {start.local_batch}
-        for config in same:
+        for config in ends + same:
             if len(chosen) >= self.settings.profile_configs:
                 break
-            if config.local_batch not in batches or len(batches) >= 2:
+            if config not in chosen and (config.local_batch not in batches or len(batches) >= 2):
                 chosen.append(config)
                 batches.add(config.local_batch)
         return chosen
@@ -119,6 +125,8 @@ class Search:
             chunks.append(measured.step_time_s)
             if measured.noise_scale is not None:
                 self.noise_scales.append(measured.noise_scale)
+            if measured.sync_time_s is not None:
+                self.syncs.setdefault(config, []).append(measured.sync_time_s)
             stats = Measured.of(np.concatenate(chunks))
             if stats.steps >= s.max_window_steps or (stats.steps >= s.min_window_steps
                                                      and stats.rel_se <= s.target_rel_se):
@@ -159,7 +167,7 @@ class Search:
         return best if np.isfinite(best) else None
 
     def _outlook(self, objective: Objective):
-        mu, sd = step_time_belief(self.candidates, self.measured(), self.node_price, self.settings.belief)
+        mu, sd = step_time_belief(self.candidates, self.measured(), self.worker_price, self.settings.belief)
         left = self.backend.target - self.backend.progress
         batches = np.array([c.global_batch for c in self.candidates], float)
         steps_left = left * (1 / batches + 1 / self.noise_scale())
@@ -211,4 +219,5 @@ class Search:
         return float(min(max(self.settings.min_window_steps, need), self.settings.max_window_steps))
 
     def measured(self) -> dict[Config, Measured]:
-        return {c: Measured.of(np.concatenate(t)) for c, t in self.times.items()}
+        return {c: Measured.of(np.concatenate(t), float(np.mean(self.syncs[c])) if c in self.syncs else None)
+                for c, t in self.times.items()}

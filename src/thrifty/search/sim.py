@@ -71,7 +71,9 @@ class SimBackend:
             self.rng.lognormal(-self.noise_scale_noise**2 / 2, self.noise_scale_noise))
         self._progress = self.schedule.advance(self._progress, steps, batch)
         self._run(float(times.sum()))
-        return Window(times, noise_scale, row.sync_time_s)
+        sync = None if row.sync_time_s is None else row.sync_time_s * float(
+            self.rng.lognormal(-sigma**2 / 2, sigma))  # the window's mean sync, measured like a step
+        return Window(times, noise_scale, sync)
 
     def finish(self) -> None:
         """The steps to the target at the mean step time (noise averages out over many steps)."""
