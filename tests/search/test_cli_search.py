@@ -43,7 +43,9 @@ def test_seeds_give_per_seed_results_and_medians(run_cli, trace):
 
 def test_search_prints_a_short_report(run_cli, trace):
     code, out, _ = run_cli(*args(trace, "--start", "mid:2:2:128"))
-    assert code == 0 and "start  mid 2x1 B=128" in out and "vs the oracle" in out
+    assert code == 0 and "start  mid 2x1 B=128" in out and "vs the oracle" in out and "ended on" in out
+    code, out, _ = run_cli(*args(trace, "--seeds", 2))
+    assert code == 0 and "search median" in out
 
 
 @pytest.mark.parametrize("change, message", [

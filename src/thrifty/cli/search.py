@@ -63,6 +63,7 @@ def search(
 ) -> None:
     """Search while training: probe configurations worth their price, settle on the best."""
     from thrifty.catalog import load_catalog
+    from thrifty.progress import ProgressBar
     from thrifty.search.efficiency import NoiseSchedule, read_noise_trace
     from thrifty.search.harness import Scenario, medians, oracle, run_strategy, with_overheads
     from thrifty.search.rule import Objective
@@ -82,7 +83,12 @@ def search(
                         parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True))
     first = _start(start, rows)
     best = oracle(scenario)
-    runs = [with_overheads(run_strategy(scenario, "search", s, first), best) for s in range(seed, seed + seeds)]
+    bar = ProgressBar("search", seeds) if seeds > 1 and not json_out else None
+    runs = []
+    for s in range(seed, seed + seeds):
+        runs.append(with_overheads(run_strategy(scenario, "search", s, first), best))
+        if bar is not None:
+            bar.update(len(runs))
     finals = Counter(json.dumps(r["final_config"], sort_keys=True) for r in runs)
     result = runs[0] if seeds == 1 else {  # the most frequent final configuration stands for all
         **medians(runs), "final_config": json.loads(finals.most_common(1)[0][0]), "per_seed": runs}

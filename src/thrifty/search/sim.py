@@ -38,10 +38,6 @@ class SimBackend:
     def price_per_hour(self, config: Config) -> float:
         return self._row(config).price_per_hour
 
-    def true_step_time_s(self, config: Config) -> float:
-        """The trace's mean step time: for oracles and benchmarks, never for the search."""
-        return self._row(config).step_time_s
-
     def move_cost_s(self, old: Config | None, config: Config) -> float:
         if old is None:
             return self.startup_cost_s
