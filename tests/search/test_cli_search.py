@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import pytest
 from conftest import NOISE_SCALE, TARGET
@@ -71,3 +73,15 @@ def test_a_bad_trace_or_target_is_one_line_and_exit_2(run_cli, tmp_path, trace, 
     for argv in (args(bad), ["search", "--trace", trace, "--target-samples", 0, "--noise-scale", 10]):
         code, _, err = run_cli(*argv)
         assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_search_runs_where_torch_cannot_be_imported(trace):
+    # the decision rule and the sim are numpy/scipy only (DESIGN.md: search's decision rule is torch-free)
+    blocker = ("import sys\nclass B:\n    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] in ('torch', 'openmm', 'ray'):\n"
+               "            raise ImportError('blocked')\nsys.meta_path.insert(0, B())\n")
+    argv = [str(a) for a in args(trace, "--json")]
+    done = subprocess.run([sys.executable, "-c", blocker + f"from thrifty.cli.app import main; sys.exit(main({argv!r}))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["overhead_cost"] >= 0

@@ -153,7 +153,8 @@ def step_time_belief(candidates: Sequence[Config], measured: Mapping[Config, Mea
         typed = params.copy()
         typed[:2] /= np.exp(log_speed)
         model = replace(base, params=typed)
-        low, high = model.interval(*_shape(configs), level=0.9)
+        with np.errstate(over="ignore"):  # a far extrapolation's interval may be unbounded: capped below
+            low, high = model.interval(*_shape(configs), level=0.9)
         rows = [index[c] for c in configs]
         mu[rows] = np.log(model.predict(*_shape(configs)))
         sd[rows] = np.hypot(np.minimum(np.log(high / low) / (2 * Z90), settings.max_sd), speed_sd)
