@@ -40,6 +40,13 @@ class Backend(Protocol):
     def finish(self) -> None:
         """Train on the current configuration until the target is reached."""
 
+    def state(self) -> dict:
+        """The job's checkpoint as JSON-ready data (for sim: the whole simulated job; for a real
+        backend: where its training checkpoint lives and the clocks and bills so far)."""
+
+    def restore(self, state: dict) -> None:
+        """Continue from `state()`: the job resumes where that checkpoint left it."""
+
     @property
     def current(self) -> Config | None: ...
 

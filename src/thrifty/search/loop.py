@@ -11,6 +11,7 @@ batches (the step-time fit needs two; the smallest and largest beside the start'
 interpolates); they train the job like any window, nothing is lost.
 """
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,7 @@ from thrifty.search.backend import Backend
 from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief
 from thrifty.search.config import Config
 from thrifty.search.efficiency import progress_per_step
+from thrifty.search.events import Prediction, Probe, WindowDone
 from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
 
 
@@ -35,19 +37,6 @@ class SearchSettings:
     belief: BeliefSettings = BeliefSettings()
 
 
-@dataclass(frozen=True)
-class Probe:
-    config: Config
-    steps: int
-    step_time_s: float
-    cost_usd: float  # of the window, with the move into it
-    cut_short: bool
-
-    def to_dict(self) -> dict:
-        return {"config": self.config.to_dict(), "steps": self.steps, "step_time_s": self.step_time_s,
-                "cost_usd": self.cost_usd, "cut_short": self.cut_short}
-
-
 @dataclass
 class Outcome:
     time_s: float
@@ -60,12 +49,18 @@ class Outcome:
         return {"time_s": self.time_s, "cost_usd": self.cost_usd, "final_config": self.final_config.to_dict(),
                 "probes": [p.to_dict() for p in self.probes], "moves": self.moves}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Outcome":
+        return cls(data["time_s"], data["cost_usd"], Config(**data["final_config"]),
+                   [Probe.from_dict(p) for p in data["probes"]], data["moves"])
+
 
 class Search:
     """One search on one backend; `run(start)` trains the job to its target and reports."""
 
-    def __init__(self, backend: Backend, settings: SearchSettings = SearchSettings()) -> None:
-        self.backend, self.settings = backend, settings
+    def __init__(self, backend: Backend, settings: SearchSettings = SearchSettings(),
+                 listeners: Sequence[Callable[[WindowDone], None]] = ()) -> None:
+        self.backend, self.settings, self.listeners = backend, settings, list(listeners)
         self.candidates = backend.candidates()
         self.prices = np.array([backend.price_per_hour(c) for c in self.candidates])
         self.worker_price = {c.instance_type: p / c.num_workers for c, p in zip(self.candidates, self.prices)}
@@ -74,9 +69,13 @@ class Search:
         self.noise_scales: list[float] = []
         self.probes: list[Probe] = []
         self.moves = 0
+        self.prediction: Prediction | None = None  # from the latest decision, for observers
 
     def run(self, start: Config) -> Outcome:
-        for config in self.profile_configs(start):
+        """Train to the target from `start`, or from where a restored search (search.checkpoint)
+        stopped: profile windows it already measured are skipped, and the rule never probes a
+        measured configuration again."""
+        for config in self.profile_configs(start)[len(self.probes):]:
             if not self.backend.done:
                 self.window(config, cut=False)
         while self.settings.explore and not self.backend.done:
@@ -118,6 +117,7 @@ class Search:
         """One adaptive measurement window on `config` (rule in the module docstring)."""
         s, cost_before = self.settings, self.backend.cost_usd
         threshold = self.cut_threshold(config) if cut else None
+        elapsed_before = self.backend.elapsed_s
         self.launch(config)
         chunks, cut_short = [], False
         while not self.backend.done:
@@ -138,8 +138,22 @@ class Search:
         if chunks:
             times = np.concatenate(chunks)
             self.times.setdefault(config, []).append(times)
-            self.probes.append(Probe(config, len(times), float(times.mean()),
-                                     self.backend.cost_usd - cost_before, cut_short))
+            stats, cost = Measured.of(times), self.backend.cost_usd - cost_before
+            syncs = self.syncs.get(config, [])[-len(chunks):] if measured.sync_time_s is not None else []
+            self.probes.append(Probe(
+                config, len(times), float(times.mean()), cost, cut_short,
+                float(stats.rel_se * stats.mean_s) if len(times) > 1 else None,
+                float(np.mean(syncs)) if syncs else None, self.backend.elapsed_s - elapsed_before,
+                cost * 3600 / self.backend.price_per_hour(config)))
+            self._tell()
+
+    def _tell(self) -> None:
+        """Every listener learns of the window just measured (the recorder stores it)."""
+        event = WindowDone(len(self.probes) - 1, self.probes[-1], self.backend.elapsed_s, self.backend.cost_usd,
+                           self.backend.progress, self.backend.target, sum(p.cost_usd for p in self.probes),
+                           self.prediction)
+        for listener in self.listeners:
+            listener(event)
 
     def noise_scale(self) -> float:
         """Geometric mean of the windows' estimates (B_noise is a ratio: average in log space)."""
@@ -192,6 +206,7 @@ class Search:
 
     def next_probe(self) -> Config | None:
         objective, o, move_s, is_measured, values = self._incumbent()
+        self.prediction = predicted_best(self.candidates, o)
         inc = int(np.argmin(values))
         y = float(values[inc])
         gain, win = expected_improvement(y, o)
@@ -221,3 +236,12 @@ class Search:
     def measured(self) -> dict[Config, Measured]:
         return {c: Measured.of(np.concatenate(t), float(np.mean(self.syncs[c])) if c in self.syncs else None)
                 for c, t in self.times.items()}
+
+
+def predicted_best(candidates: list[Config], o) -> Prediction:
+    """The candidate with the least mean remaining objective among those the model expects to meet
+    the deadline (all, when none does), with J's 90% interval r K exp(mu +- Z90 sd)."""
+    point = o.point()
+    best = int(np.argmin(np.where(o.feasible(), point, np.inf) if o.feasible().any() else point))
+    low, high = o.scale[best] * np.exp(o.mu[best] + np.array([-Z90, Z90]) * o.sd[best])
+    return Prediction(candidates[best], float(point[best]), float(low), float(high))

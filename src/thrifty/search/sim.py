@@ -78,6 +78,20 @@ class SimBackend:
         self._progress = self.target
         self._run(float(steps) * row.step_time_s)
 
+    def state(self) -> dict:
+        """The job's checkpoint (JSON-ready): configuration, progress, clocks, billing and the
+        random generator's state, so a restored sim draws exactly the steps the original would."""
+        return {"current": None if self._current is None else self._current.to_dict(),
+                "progress": self._progress, "elapsed_s": self._elapsed_s,
+                "closed_cost_usd": self._closed_cost_usd, "segment_s": self._segment_s,
+                "rng": self.rng.bit_generator.state}
+
+    def restore(self, state: dict) -> None:
+        self._current = None if state["current"] is None else self._row(Config(**state["current"])).config
+        self._progress, self._elapsed_s = state["progress"], state["elapsed_s"]
+        self._closed_cost_usd, self._segment_s = state["closed_cost_usd"], state["segment_s"]
+        self.rng.bit_generator.state = state["rng"]
+
     @property
     def current(self) -> Config | None:
         return self._current
