@@ -1,5 +1,7 @@
 """`thrifty search`: train to the target while searching for the best configuration (search
-package); with `--seeds K`, K independent searches on the same trace, with medians."""
+package); with `--seeds K`, K independent searches on the same trace, with medians. `--db` records
+every window and checkpoint (search.session), `--resume` continues a killed search, `--plot`
+draws the path (search.plot), and on a terminal a live panel follows the search (search_view)."""
 
 import json
 from collections import Counter
@@ -58,21 +60,35 @@ def search(
     startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s")] = "60s",
     seeds: Annotated[int, typer.Option(help="Independent searches", min=1, max=10_000)] = 1,
     seed: Annotated[int, typer.Option(help="First seed")] = 0,
+    db: Annotated[Optional[Path], typer.Option(
+        help="SQLite database: every window (probe and checkpoint) is stored as it ends")] = None,
+    resume: Annotated[bool, typer.Option(
+        help="Continue the search with these same options stored in --db from its last window")] = False,
+    plot: Annotated[Optional[Path], typer.Option(help="PNG: the path through the cost-time plane")] = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Search while training: probe configurations worth their price, settle on the best."""
+    from contextlib import ExitStack
+
     from thrifty.catalog import load_catalog
+    from thrifty.io import check_writable_file
     from thrifty.progress import ProgressBar
     from thrifty.search.efficiency import NoiseSchedule, read_noise_trace
-    from thrifty.search.harness import Scenario, medians, oracle, run_strategy, with_overheads
+    from thrifty.search.harness import Scenario, medians, oracle, with_overheads
     from thrifty.search.rule import Objective
+    from thrifty.search.session import require_stored, run_search
     from thrifty.search.trace import load_trace
+    from thrifty.store import Store
 
     if backend not in BACKENDS:
         raise ThriftyError(f"backend {backend!r} is not available yet: use {', '.join(BACKENDS)}")
     if (noise_scale is None) == (noise_scale_trace is None):
         raise ThriftyError("give one of --noise-scale or --noise-scale-trace")
+    if resume and db is None:
+        raise ThriftyError("--resume needs --db: the database the search was stored in")
+    if plot is not None:
+        check_writable_file(plot, "--plot")
     goal = Objective(objective, None if deadline is None else
                      parse_duration_s(deadline, what="deadline", bare_unit="h"))
     rows = load_trace(trace, load_catalog(catalog or []))
@@ -84,11 +100,27 @@ def search(
     first = _start(start, rows)
     best = oracle(scenario)
     bar = ProgressBar("search", seeds) if seeds > 1 and not json_out else None
-    runs = []
-    for s in range(seed, seed + seeds):
-        runs.append(with_overheads(run_strategy(scenario, "search", s, first), best))
-        if bar is not None:
-            bar.update(len(runs))
+    runs, outcomes = [], []
+    with ExitStack() as stack:
+        store = None if db is None else stack.enter_context(Store(db))
+        if resume:
+            require_stored(store, scenario, first, range(seed, seed + seeds))
+        view = None
+        if seeds == 1 and not json_out and stdout.is_terminal:
+            from thrifty.cli.search_view import LiveView
+            view = stack.enter_context(LiveView(stdout, objective))
+        for s in range(seed, seed + seeds):
+            outcome, _ = run_search(scenario, s, first, store, resume=resume, listeners=[view] if view else [])
+            outcomes.append(outcome)
+            runs.append(with_overheads(outcome, best))
+            if bar is not None:
+                bar.update(len(runs))
+    if plot is not None:  # the first seed's path
+        from thrifty.search.plot import path_points, plot_path
+        prices = {r.config: r.price_per_hour for r in rows}
+        plot_path(plot, path_points(outcomes[0].probes, schedule, prices),
+                  (outcomes[0].time_s, outcomes[0].cost_usd), (best.time_s, best.cost_usd),
+                  f"search (seed {seed}, {objective}) on {trace.name}")
     finals = Counter(json.dumps(r["final_config"], sort_keys=True) for r in runs)
     result = runs[0] if seeds == 1 else {  # the most frequent final configuration stands for all
         **medians(runs), "final_config": json.loads(finals.most_common(1)[0][0]), "per_seed": runs}
