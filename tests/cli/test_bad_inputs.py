@@ -52,6 +52,8 @@ INPUT_FILES: dict[str, bytes | str] = {
     "returns_none.py": "def make_workload():\n    return None\n",
     "not_python.txt": "hello\n",
     "not_a_db.db": "this is not a database\n",
+    "trace_ok.csv": "instance_type,num_nodes,num_workers,local_batch,step_time_s,price_per_hour\n"
+                    "x,1,1,32,0.1,1\nx,1,1,64,0.18,1\nx,2,2,32,0.12,1\n",
     "afile": "a regular file\n",
     "script.sh": "#!/bin/sh\necho hi\n",
 }
@@ -273,6 +275,20 @@ def _cases() -> list[tuple[str, str, str]]:
     for name, path in UNWRITABLE_DIRS.items():
         add(f"md run --out {name}", f"md run --steps 10 --chunk 5 --out {path}", "cannot write")
         add(f"md run --checkpoint-dir {name}", f"{md} --checkpoint-dir {path}", "cannot write")
+
+    # search (fails before the first window)
+    search = "search --trace {in}/trace_ok.csv --target-samples 1e5 --noise-scale 100"
+    for name, path in UNWRITABLE.items():
+        add(f"search --plot {name}", f"{search} --plot {path} --db {{w}}/t.db", "cannot write")
+    for name, path in BAD_DBS.items():
+        add(f"search --db {name}", f"{search} --db {path}", "database")
+    add("search --resume without --db", f"{search} --resume", "needs --db")
+    add("search --resume nothing stored", f"{search} --resume --db {{w}}/t.db", "no search")
+    add("search --start unknown type", f"{search} --start y:1:1:32", "not in the trace")
+    numbers("search", "--target-samples", ("0", "-1", "nan", "abc"),
+            "--trace {in}/trace_ok.csv --noise-scale 100")
+    for name, path in BAD_CSV.items():
+        add(f"search --trace {name}", f"search --trace {path} --target-samples 1e5 --noise-scale 100")
 
     # the command line itself
     add("unknown command", "fly")
