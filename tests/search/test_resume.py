@@ -46,7 +46,8 @@ def test_a_killed_search_resumes_to_the_uninterrupted_result_without_remeasuring
 
 
 def test_every_window_is_a_row_and_a_finished_search_resumes_without_measuring(rows, tmp_path):
-    # mutations caught: sync time or standard error not stored; a finished search run again
+    # mutations caught: sync time or standard error not stored; a finished search run again;
+    # another seed's search resumed (the seed left out of the request key)
     sc, start = scenario(rows, "time"), default_start(rows)
     with Store(tmp_path / "t.db") as store:
         outcome, _ = run_search(sc, 0, start, store)
@@ -61,6 +62,8 @@ def test_every_window_is_a_row_and_a_finished_search_resumes_without_measuring(r
         assert any(p["sync_time_s"] is not None for p in probes)
         again, search = run_search(sc, 0, start, store, resume=True, listeners=[killer(1)])
         assert search is None and again.to_dict() == outcome.to_dict()
+        fresh, _ = run_search(sc, 1, start, store, resume=True)  # a seed never started runs from the start
+        assert fresh.to_dict() == run_search(sc, 1, start)[0].to_dict() and store.count("searches") == 2
 
 
 def test_a_database_from_before_searches_gets_the_tables_when_opened(tmp_path):
