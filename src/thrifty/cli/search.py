@@ -108,7 +108,7 @@ def search(
         view = None
         if seeds == 1 and not json_out and stdout.is_terminal:
             from thrifty.cli.search_view import LiveView
-            view = stack.enter_context(LiveView(stdout, objective))
+            view = stack.enter_context(LiveView(stdout))
         for s in range(seed, seed + seeds):
             outcome, _ = run_search(scenario, s, first, store, resume=resume, listeners=[view] if view else [])
             outcomes.append(outcome)

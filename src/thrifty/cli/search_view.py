@@ -14,8 +14,7 @@ from thrifty.search.events import WindowDone
 class LiveView:
     """Use as a context manager around the search; pass the instance as a listener."""
 
-    def __init__(self, console: Console, objective: str) -> None:
-        self.objective = objective
+    def __init__(self, console: Console) -> None:
         self.rows: list[WindowDone] = []
         self.live = Live(Text("search: starting"), console=console, auto_refresh=False, transient=False)
 
@@ -26,8 +25,9 @@ class LiveView:
     def __exit__(self, *exc) -> None:
         self.live.__exit__(*exc)
 
-    def _amount(self, value: float) -> str:
-        return fmt_duration(value) if self.objective == "time" else fmt_usd(value)
+    @staticmethod
+    def _amount(value: float, objective: str) -> str:
+        return fmt_duration(value) if objective == "time" else fmt_usd(value)
 
     def __call__(self, event: WindowDone) -> None:
         self.rows.append(event)
@@ -41,8 +41,9 @@ class LiveView:
                           fmt_usd(p.cost_usd), "cut short" if p.cut_short else "")
         guess = event.prediction
         best = "predicted best: - (profiling)" if guess is None else (
-            f"predicted best: {guess.config.label()}, {self.objective} left {self._amount(guess.remaining)} "
-            f"(90%: {self._amount(guess.low)} to {self._amount(guess.high)})")
+            f"predicted best: {guess.config.label()}, {guess.objective} left "
+            f"{self._amount(guess.remaining, guess.objective)} (90%: {self._amount(guess.low, guess.objective)} "
+            f"to {self._amount(guess.high, guess.objective)})")
         head = Text(f"current {event.probe.config.label()}  progress {event.progress / event.target:.1%}  "
                     f"elapsed {fmt_duration(event.elapsed_s)}  spent {fmt_usd(event.cost_usd)}  "
                     f"exploration {fmt_usd(event.exploration_usd)}\n{best}")

@@ -35,6 +35,7 @@ class Prediction:
     J (seconds or dollars), with J's 90% interval (J = r K exp(X), X ~ N(mu, sd^2): search.rule)."""
 
     config: Config
+    objective: str  # "time" (J in seconds) or "cost" (J in dollars)
     remaining: float
     low: float
     high: float

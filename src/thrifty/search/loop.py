@@ -119,7 +119,7 @@ class Search:
         threshold = self.cut_threshold(config) if cut else None
         elapsed_before = self.backend.elapsed_s
         self.launch(config)
-        chunks, cut_short = [], False
+        chunks, window_syncs, cut_short = [], [], False
         while not self.backend.done:
             measured = self.backend.measure(s.chunk_steps)
             chunks.append(measured.step_time_s)
@@ -127,6 +127,7 @@ class Search:
                 self.noise_scales.append(measured.noise_scale)
             if measured.sync_time_s is not None:
                 self.syncs.setdefault(config, []).append(measured.sync_time_s)
+                window_syncs.append(measured.sync_time_s)
             stats = Measured.of(np.concatenate(chunks))
             if stats.steps >= s.max_window_steps or (stats.steps >= s.min_window_steps
                                                      and stats.rel_se <= s.target_rel_se):
@@ -139,11 +140,10 @@ class Search:
             times = np.concatenate(chunks)
             self.times.setdefault(config, []).append(times)
             stats, cost = Measured.of(times), self.backend.cost_usd - cost_before
-            syncs = self.syncs.get(config, [])[-len(chunks):] if measured.sync_time_s is not None else []
             self.probes.append(Probe(
                 config, len(times), float(times.mean()), cost, cut_short,
                 float(stats.rel_se * stats.mean_s) if len(times) > 1 else None,
-                float(np.mean(syncs)) if syncs else None, self.backend.elapsed_s - elapsed_before,
+                float(np.mean(window_syncs)) if window_syncs else None, self.backend.elapsed_s - elapsed_before,
                 cost * 3600 / self.backend.price_per_hour(config)))
             self._tell()
 
@@ -206,7 +206,7 @@ class Search:
 
     def next_probe(self) -> Config | None:
         objective, o, move_s, is_measured, values = self._incumbent()
-        self.prediction = predicted_best(self.candidates, o)
+        self.prediction = predicted_best(self.candidates, o, objective.kind)
         inc = int(np.argmin(values))
         y = float(values[inc])
         gain, win = expected_improvement(y, o)
@@ -238,10 +238,11 @@ class Search:
                 for c, t in self.times.items()}
 
 
-def predicted_best(candidates: list[Config], o) -> Prediction:
+def predicted_best(candidates: list[Config], o, kind: str) -> Prediction:
     """The candidate with the least mean remaining objective among those the model expects to meet
-    the deadline (all, when none does), with J's 90% interval r K exp(mu +- Z90 sd)."""
+    the deadline (all, when none does), with J's 90% interval r K exp(mu +- Z90 sd); `kind` is the
+    objective J is in (time while no measured configuration meets the deadline)."""
     point = o.point()
     best = int(np.argmin(np.where(o.feasible(), point, np.inf) if o.feasible().any() else point))
     low, high = o.scale[best] * np.exp(o.mu[best] + np.array([-Z90, Z90]) * o.sd[best])
-    return Prediction(candidates[best], float(point[best]), float(low), float(high))
+    return Prediction(candidates[best], kind, float(point[best]), float(low), float(high))
