@@ -22,6 +22,7 @@ test: $(STAMP)
 	GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 $(BIN)/python -m pytest -q -n 2 tests
 
 bench: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python benchmarks/run_all.py
 
 clean:

@@ -48,6 +48,34 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(Path(path), text.encode("utf-8"))
 
+def check_writable_dir(path: Path, what: str) -> None:
+    """Raise a one-line error naming `what` unless `path` is, or can be made, a folder we can write in.
+
+    Checked before long work starts, so a bad path costs one line, not a run. Writing a probe file
+    is the only test that holds everywhere (permission bits say nothing for root, read-only mounts
+    or /proc). The probe goes into the deepest folder of the path that exists, so nothing is created
+    and a refusal leaves no empty folders behind."""
+    path = Path(path)
+    try:
+        existing = path
+        while not existing.exists():  # ends at "/" or "."
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ThriftyError(f"cannot write to {what} {path}: {existing} is a file, not a folder")
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".thrifty-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ThriftyError(f"cannot write to {what} {path}: {exc.strerror or exc}") from None
+
+
+def check_writable_file(path: Path, what: str) -> None:
+    """Like check_writable_dir, for a file to be written (atomically, beside it) at `path`."""
+    path = Path(path)
+    if path.is_dir():
+        raise ThriftyError(f"cannot write {what} {path}: it is a folder")
+    check_writable_dir(path.parent, what)
+
 
 def read_json(path: Path, error: type[Exception], what: str):
     """Parsed JSON of `path`; a missing or unreadable file raises `error` naming `what`."""

@@ -3,7 +3,8 @@
 Every write is one transaction: a profile and all its rows land together or not at all.
 Profiles (`step_samples`) and training runs (`train_steps`) store the same per-step record
 (thrifty.records.StepRow) under the same column names; databases written before that are
-migrated in one transaction when opened.
+migrated in one transaction when opened. Tables added later (`searches`, `search_probes`) are
+created in an older database by the same CREATE TABLE IF NOT EXISTS that makes a new one.
 """
 
 import json
@@ -40,17 +41,31 @@ CREATE TABLE IF NOT EXISTS train_steps (
 CREATE TABLE IF NOT EXISTS train_evals (
   run_id INTEGER NOT NULL REFERENCES train_runs(id) ON DELETE CASCADE,
   step INTEGER, train_time_s REAL, metric REAL);
+CREATE TABLE IF NOT EXISTS searches (
+  id INTEGER PRIMARY KEY, created_at REAL NOT NULL, workload_key TEXT NOT NULL, search_key TEXT NOT NULL,
+  seed INTEGER NOT NULL, request_json TEXT NOT NULL, state_json TEXT, result_json TEXT);
+CREATE INDEX IF NOT EXISTS searches_by_key ON searches(search_key);
+CREATE TABLE IF NOT EXISTS search_probes (
+  search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE, window INTEGER NOT NULL,
+  {probe_columns}, PRIMARY KEY (search_id, window));
 """
 _SQL_TYPES = {int: "INTEGER", "int": "INTEGER", float: "REAL", "float": "REAL"}
 _STEP_TYPES = {name: _SQL_TYPES[f.type] for name, f in StepRow.__dataclass_fields__.items()}
 _STEP_DEFAULTS = {name: f.default for name, f in StepRow.__dataclass_fields__.items()}
-SCHEMA = SCHEMA.format(step_columns=", ".join(f"{n} {_STEP_TYPES[n]}" for n in STEP_FIELDS))
+# one row per search window: what `thrifty plan` (a later round) and a resumed search read back
+PROBE_COLUMNS = {"instance_type": "TEXT", "num_nodes": "INTEGER", "num_workers": "INTEGER",
+                 "global_batch": "INTEGER", "spot": "INTEGER", "steps": "INTEGER", "step_time_s": "REAL",
+                 "step_time_se_s": "REAL", "sync_time_s": "REAL", "cost_usd": "REAL", "wall_time_s": "REAL",
+                 "billed_s": "REAL", "cut_short": "INTEGER"}
+SCHEMA = SCHEMA.format(step_columns=", ".join(f"{n} {_STEP_TYPES[n]}" for n in STEP_FIELDS),
+                       probe_columns=", ".join(f"{n} {t}" for n, t in PROBE_COLUMNS.items()))
 EVAL_ROW_FIELDS = tuple(EvalRow.__dataclass_fields__)
 # train_steps columns before the one per-step record: old name -> StepRow field
 _OLD_TRAIN_STEP_COLUMNS = {"compute_s": "compute_time_s", "wait_s": "wait_time_s",
                            "update_s": "update_time_s", "controller_s": "controller_time_s",
                            "step_s": "step_time_s"}
-TABLES = ("profiles", "step_samples", "calibrations", "decisions", "train_runs", "train_steps", "train_evals")
+TABLES = ("profiles", "step_samples", "calibrations", "decisions", "train_runs", "train_steps", "train_evals",
+          "searches", "search_probes")
 
 
 class Store:
@@ -58,13 +73,18 @@ class Store:
 
     def __init__(self, path: Path | str = DEFAULT_DB) -> None:
         self.path = Path(path)
+        # what this Store creates, removed again if the command fails before anything is stored
+        self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
         try:
+            if self.path.is_dir():
+                raise ThriftyError(f"cannot open the database {self.path}: it is a folder")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path)
             self.conn.execute("PRAGMA foreign_keys = ON")
             self.conn.executescript(SCHEMA)
             self._migrate()
         except (sqlite3.DatabaseError, OSError) as exc:
+            self._remove_created()
             raise ThriftyError(f"cannot open the database {self.path}: {exc}") from None
 
     def _migrate(self) -> None:
@@ -106,8 +126,29 @@ class Store:
     def __enter__(self) -> "Store":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *_) -> None:
         self.close()
+        if self._is_empty_new_file():  # nothing stored (a failed or read-only command): leave no file
+            self._remove_created()
+
+    def _is_empty_new_file(self) -> bool:
+        if self.path not in self._created:
+            return False
+        conn = sqlite3.connect(self.path)
+        try:
+            return not any(conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() for table in TABLES)
+        finally:
+            conn.close()
+
+    def _remove_created(self) -> None:
+        """A command that stores nothing leaves no empty database (nor the folders made for it)."""
+        try:
+            if self.path in self._created:
+                self.path.unlink(missing_ok=True)
+            for folder in self._created[1:]:
+                folder.rmdir()
+        except OSError:  # never made (a path under a file) or no longer empty: nothing to undo
+            pass
 
     def close(self) -> None:
         self.conn.close()
@@ -190,3 +231,40 @@ class Store:
                 f"INSERT INTO train_evals (run_id, {', '.join(EVAL_ROW_FIELDS)}) VALUES (?,?,?,?)",
                 [(run_id, *(getattr(r, f) for f in EVAL_ROW_FIELDS)) for r in log.evals])
         return run_id
+
+    def start_search(self, workload_key: str, search_key: str, seed: int, request: dict) -> int:
+        """A new search row (no state yet); its id. `search_key` names the exact request (trace,
+        job, objective, knobs, start, seed): a resume continues only the same request."""
+        with self.conn:
+            cur = self.conn.execute(
+                "INSERT INTO searches (created_at, workload_key, search_key, seed, request_json) VALUES (?,?,?,?,?)",
+                (time.time(), workload_key, search_key, seed, json.dumps(request)))
+        return int(cur.lastrowid)
+
+    def save_search_window(self, search_id: int, window: int, probe: dict, state: dict) -> None:
+        """One window's probe and the search's checkpoint after it, in one transaction: a search
+        killed between the two writes would otherwise resume with a probe its state lacks."""
+        with self.conn:
+            self.conn.execute(
+                f"INSERT INTO search_probes (search_id, window, {', '.join(PROBE_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * (len(PROBE_COLUMNS) + 2))})",
+                (search_id, window, *(probe[c] for c in PROBE_COLUMNS)))
+            self.conn.execute("UPDATE searches SET state_json = ? WHERE id = ?", (json.dumps(state), search_id))
+
+    def finish_search(self, search_id: int, result: dict) -> None:
+        with self.conn:
+            self.conn.execute("UPDATE searches SET result_json = ? WHERE id = ?", (json.dumps(result), search_id))
+
+    def latest_search(self, search_key: str) -> tuple[int, dict | None, dict | None] | None:
+        """(id, checkpoint or None, result or None) of the newest search of this request, or None."""
+        row = self.conn.execute("SELECT id, state_json, result_json FROM searches WHERE search_key = ? "
+                                "ORDER BY id DESC LIMIT 1", (search_key,)).fetchone()
+        if row is None:
+            return None
+        return int(row[0]), *(None if text is None else json.loads(text) for text in row[1:])
+
+    def search_probes(self, search_id: int) -> list[dict]:
+        """The stored windows of a search, in order, as dicts of PROBE_COLUMNS."""
+        rows = self.conn.execute(f"SELECT {', '.join(PROBE_COLUMNS)} FROM search_probes WHERE search_id = ? "
+                                 "ORDER BY window", (search_id,))
+        return [dict(zip(PROBE_COLUMNS, r)) for r in rows]

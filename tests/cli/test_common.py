@@ -28,7 +28,8 @@ def test_a_money_range_has_one_dollar_sign():
 
 
 @pytest.mark.parametrize("text, bare_unit, seconds", [("90m", "h", 5400), ("2.5h", "s", 9000), ("1d", "s", 86400),
-                                                      ("60", "s", 60), ("12", "h", 43200), ("0", "s", 0)])
+                                                      ("60", "s", 60), ("12", "h", 43200), ("0", "s", 0),
+                                                      ("100ms", "h", 0.1)])
 def test_durations(text, bare_unit, seconds):
     assert parse_duration_s(text, what="x", bare_unit=bare_unit, allow_zero=True) == seconds
 

@@ -1,6 +1,7 @@
 """OpenMM jobs: outputs, and bit-identical resumes on the Reference platform (in-process kills at
 random chunks, and real SIGKILL/SIGTERM preemptions through the runner)."""
 
+import io
 import json
 import sys
 
@@ -8,7 +9,6 @@ import numpy as np
 import pytest
 
 from thrifty.md.job import MDSettings, run_md
-from thrifty.transient.protocol import JobCheckpoints
 from thrifty.transient.runner import Runner
 
 
@@ -25,24 +25,6 @@ class ScriptedLifetimes:
         return np.array(picks)
 
 
-class Killed(Exception):
-    """Stands for the process dying: nothing after it reaches the disk."""
-
-
-class FlakyCheckpoints(JobCheckpoints):
-    """Asks for a checkpoint every `every` chunks and dies at chunk `die_at` (counted per attempt)."""
-
-    def __init__(self, directory, every: int, die_at: int | None) -> None:
-        super().__init__(directory, handle_signals=False)
-        self.every, self.die_at, self.chunks = every, die_at, 0
-
-    def due(self) -> bool:
-        self.chunks += 1
-        if self.die_at is not None and self.chunks == self.die_at:
-            raise Killed
-        return self.chunks % self.every == 0
-
-
 def _state(out) -> dict:
     with np.load(out / "final_state.npz") as data:
         return {k: data[k].copy() for k in data.files}
@@ -50,29 +32,32 @@ def _state(out) -> dict:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("system", ["ions", "lj"])
-def test_killed_and_resumed_runs_end_bit_identical(tmp_path, system):
+def test_killed_and_resumed_runs_end_bit_identical(tmp_path, system, flaky):
     settings = MDSettings(system=system, steps=600, chunk=50)
-    whole = run_md(settings, tmp_path / "whole", FlakyCheckpoints(tmp_path / "ck-whole", every=3, die_at=None))
+    whole = run_md(settings, tmp_path / "whole", flaky(tmp_path / "ck-whole", every=3, die_at=None))
     rng = np.random.default_rng(1)
     attempts = 0
     while True:
         attempts += 1
         try:
             resumed = run_md(settings, tmp_path / "parts",
-                             FlakyCheckpoints(tmp_path / "ck-parts", every=2, die_at=int(rng.integers(2, 6))))
+                             flaky(tmp_path / "ck-parts", every=2, die_at=int(rng.integers(2, 6))))
             break
-        except Killed:
+        except flaky.Killed:
             continue
     assert attempts >= 3
     assert resumed["state_sha256"] == whole["state_sha256"]
     a, b = _state(tmp_path / "whole"), _state(tmp_path / "parts")
     assert all(np.array_equal(a[k], b[k]) for k in a)
-    assert (tmp_path / "parts" / "density_profile.csv").read_text() == (tmp_path / "whole" / "density_profile.csv").read_text()
+    for name in ("density_profile.csv", "thermo.csv"):  # thermo.csv: rows past a checkpoint were cut on resume
+        assert (tmp_path / "parts" / name).read_text() == (tmp_path / "whole" / name).read_text(), name
+    assert len((tmp_path / "whole" / "thermo.csv").read_text().splitlines()) == 1 + 1 + 600 // 50
 
 
-def test_ion_density_profile_stays_between_the_walls(tmp_path):
-    run_md(MDSettings(system="ions", steps=300, chunk=50), tmp_path, FlakyCheckpoints(tmp_path / "ck", 100, None))
-    rows = np.loadtxt(tmp_path / "density_profile.csv", delimiter=",", skiprows=1)
+def test_ion_density_profile_stays_between_the_walls(tmp_path, run_job):
+    run_job(MDSettings(system="ions", steps=300, chunk=50), out="out")
+    assert (tmp_path / "out" / "density_profile.csv").read_text().startswith("z_nm,cation_per_nm3,anion_per_nm3\n")
+    rows = np.loadtxt(tmp_path / "out" / "density_profile.csv", delimiter=",", skiprows=1)
     assert rows.shape == (60, 3)
     assert rows[:, 1].sum() > 0 and rows[:, 2].sum() > 0
     assert rows[0, 1] == 0 and rows[-1, 1] == 0  # no ion inside a wall
@@ -95,3 +80,16 @@ def test_fault_injection_with_real_processes(tmp_path):
     ref = json.loads((tmp_path / "ref" / "summary.json").read_text())
     inj = json.loads((tmp_path / "inj" / "summary.json").read_text())
     assert inj["state_sha256"] == ref["state_sha256"]
+    assert (tmp_path / "inj" / "thermo.csv").read_text() == (tmp_path / "ref" / "thermo.csv").read_text()
+
+
+def test_lj_profile_names_its_one_species_and_averages_over_the_samples_taken(tmp_path, run_job):
+    """120 steps in chunks of 50 are three samples (50, 100, 120): the periodic box holds all 216 atoms
+    in every one, so the profile integrates to 216 (not 324, as dividing by 120 // 50 gave)."""
+    run_job(MDSettings(system="lj", steps=120, chunk=50))
+    text = (tmp_path / "out" / "density_profile.csv").read_text()
+    assert text.startswith("z_nm,particle_per_nm3\n")
+    rows = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1)
+    box_nm = (216 / 0.8) ** (1 / 3) * 0.34
+    assert rows.shape == (60, 2)
+    assert rows[:, 1].sum() * box_nm ** 3 / 60 == pytest.approx(216, rel=1e-4)

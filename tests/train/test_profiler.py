@@ -43,7 +43,17 @@ def test_store_rolls_back_a_failed_profile(tmp_path):
         workload, param_count, train_size, threads_per_rank, instance_type, meta = "x", 1, 1, 1, "local", {}
         samples = [object()]  # not a StepSample: the insert fails midway
     with Store(tmp_path / "t.db") as store:
+        store.save_decision("x", {}, {})  # something stored before: the file stays
         with pytest.raises(AttributeError):
             store.save_profile("x", Broken(), None, 0.9)
         assert store.count("profiles") == 0 and store.count("step_samples") == 0
     assert sqlite3.connect(tmp_path / "t.db").execute("SELECT COUNT(*) FROM profiles").fetchone()[0] == 0
+
+
+def test_a_store_that_stored_nothing_leaves_no_file(tmp_path):
+    with Store(tmp_path / "new" / "t.db") as store:
+        assert store.latest_profile("x") is None
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(RuntimeError), Store(tmp_path / "t.db"):
+        raise RuntimeError("the command failed")
+    assert not (tmp_path / "t.db").exists()

@@ -25,7 +25,7 @@ def test_user_workload_file(tmp_path):
     ("def make_workload():\n    raise ValueError('no data')\n", "raised ValueError: no data"),
     ("x = 1\n", "no make_workload"),
     ("def make_workload():\n    return 3\n", "must return"),
-    ("import nonexistent_module_xyz\n", "importing failed"),
+    ("import nonexistent_module_xyz\n", "importing it failed"),
 ])
 def test_bad_workload_files(tmp_path, body, message):
     path = tmp_path / "job.py"

@@ -5,7 +5,7 @@ import sys
 
 import typer
 
-from thrifty.cli import catalog, model, plan, preempt, profile, run, train
+from thrifty.cli import catalog, model, plan, preempt, profile, run, search, train
 from thrifty.cli.common import run_app
 
 app = typer.Typer(help="Train and simulate on the cloud for less.", no_args_is_help=True,
@@ -14,6 +14,7 @@ app.add_typer(catalog.app, name="catalog")
 app.command()(profile.profile)
 app.add_typer(model.app, name="model")
 app.command()(plan.plan)
+app.command()(search.search)
 app.command()(train.train)
 app.add_typer(preempt.app, name="preempt")
 app.command(context_settings=run.RUN_CONTEXT)(run.run)

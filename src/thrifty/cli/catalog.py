@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from thrifty.cli.common import CatalogOpt, CloudOpt, GpuOpt, JsonOpt, RegionOpt, print_json, stdout
+from thrifty.cli.common import (CatalogOpt, CloudOpt, CpuOpt, GpuOpt, JsonOpt, RegionOpt, gpu_filter, non_negative,
+                                positive, print_json, stdout)
 from thrifty.errors import ThriftyError
 
 app = typer.Typer(help="Browse VM types and prices.", no_args_is_help=True)
@@ -27,14 +28,14 @@ def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=Non
 
 @app.command("list")
 def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: RegionOpt = None,
-                 gpu: GpuOpt = None,
+                 gpu: GpuOpt = False, cpu: CpuOpt = False,
                  accelerator: Annotated[Optional[str], typer.Option(help="e.g. A100, T4")] = None,
-                 min_vcpus: Annotated[Optional[float], typer.Option()] = None,
-                 min_memory: Annotated[Optional[float], typer.Option(help="GiB")] = None,
-                 max_price: Annotated[Optional[float], typer.Option(help="on-demand $/h")] = None,
+                 min_vcpus: Annotated[Optional[float], typer.Option(callback=non_negative)] = None,
+                 min_memory: Annotated[Optional[float], typer.Option(help="GiB", callback=non_negative)] = None,
+                 max_price: Annotated[Optional[float], typer.Option(help="on-demand $/h", callback=positive)] = None,
                  json_out: JsonOpt = False) -> None:
     """List VM types with prices (GCP GPU VMs already include the GPU price)."""
-    vms = filtered_vms(catalog, cloud, region, gpu, accelerator, max_price, min_vcpus, min_memory)
+    vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), accelerator, max_price, min_vcpus, min_memory)
     if json_out:
         from dataclasses import asdict
         print_json([asdict(vm) for vm in vms])

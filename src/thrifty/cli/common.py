@@ -11,14 +11,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from thrifty.errors import ThriftyError
 from thrifty.store import DEFAULT_DB
 from thrifty.workloads.names import DEFAULT_WORKLOAD
 
-__all__ = ["DEFAULT_DB", "DEFAULT_WORKLOAD", "CatalogOpt", "CloudOpt", "DbOpt", "GpuOpt", "JsonOpt", "RegionOpt",
-           "WorkloadOpt", "float_list", "fmt_duration", "fmt_usd", "fmt_usd_range", "int_list", "parse_duration_s",
-           "parse_money_usd", "print_json", "run_app", "stderr", "stdout"]
+__all__ = ["CatalogOpt", "CloudOpt", "CpuOpt", "DEFAULT_DB", "DEFAULT_WORKLOAD", "DbOpt", "GpuOpt", "JsonOpt",
+           "RegionOpt", "WorkloadOpt", "error_line", "finite", "float_list", "fmt_duration", "fmt_usd",
+           "fmt_usd_range", "gpu_filter", "int_list", "non_negative", "number_check", "parse_duration_s",
+           "parse_money_usd", "positive", "print_json", "run_app", "stderr", "stdout"]
 
 stdout = Console(highlight=False)
 stderr = Console(stderr=True, highlight=False)
@@ -28,24 +30,49 @@ CatalogOpt = Annotated[Optional[list[Path]], typer.Option(
     "--catalog", help="Extra catalog CSV (thrifty's or SkyPilot's vms.csv columns); repeatable.")]
 CloudOpt = Annotated[Optional[list[str]], typer.Option("--cloud", help="aws, gcp, azure, ...; repeatable.")]
 RegionOpt = Annotated[Optional[list[str]], typer.Option("--region", help="Region; repeatable.")]
-GpuOpt = Annotated[Optional[bool], typer.Option("--gpu/--cpu", help="Only GPU VMs / only CPU VMs.")]
+GpuOpt = Annotated[bool, typer.Option("--gpu", help="Only GPU VMs.")]
+CpuOpt = Annotated[bool, typer.Option("--cpu", help="Only CPU VMs.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 DbOpt = Annotated[Path, typer.Option("--db", help="SQLite database of profiles, decisions and runs.")]
 WorkloadOpt = Annotated[str, typer.Option("--workload", "-w",
                                           help="builtin:NAME or a .py file with make_workload().")]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)?\s*$", re.IGNORECASE)
-_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr|d|day)?\s*$", re.IGNORECASE)
+_UNIT_S = {"ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
+
+
+def gpu_filter(gpu: bool, cpu: bool) -> bool | None:
+    """--gpu, --cpu or neither (None: both kinds); both at once is a contradiction, not 'last wins'."""
+    if gpu and cpu:
+        raise ThriftyError("give --gpu or --cpu, not both")
+    return True if gpu else False if cpu else None
+
+
+def number_check(test, wanted: str):
+    """A Typer callback that refuses NaN, infinities and numbers outside `test` (None passes)."""
+    def callback(value):
+        if value is not None and not (math.isfinite(value) and test(value)):
+            raise typer.BadParameter(f"{value} is not {wanted}")
+        return value
+    return callback
+
+
+positive = number_check(lambda v: v > 0, "a positive number")
+non_negative = number_check(lambda v: v >= 0, "a number >= 0")
+finite = number_check(lambda v: True, "a finite number")
 
 
 def int_list(text: str, what: str) -> list[int]:
-    """'1,2,4' -> [1, 2, 4]; a clear error for anything else."""
+    """'1,2,4' -> [1, 2, 4], all positive; a clear error for anything else."""
     if not text.strip():
         raise ThriftyError(f"{what} is empty")
     try:
-        return [int(part) for part in text.split(",")]
+        values = [int(part) for part in text.split(",")]
     except ValueError:
         raise ThriftyError(f"{what} must be comma-separated integers, got {text!r}") from None
+    if min(values) < 1:
+        raise ThriftyError(f"{what} must be positive integers, got {text!r}")
+    return values
 
 
 def float_list(text: str, what: str) -> tuple[float, ...]:
@@ -60,11 +87,11 @@ def float_list(text: str, what: str) -> tuple[float, ...]:
 
 
 def parse_duration_s(text: str, *, what: str, bare_unit: str, allow_zero: bool = False) -> float:
-    """'90m', '2.5h', '1d', '3600s' -> seconds; a bare number is in `bare_unit` ('s' for costs and
+    """'90m', '2.5h', '1d', '3600s', '100ms' -> seconds (the units the outputs use); a bare number is in `bare_unit` ('s' for costs and
     start-up, 'h' for deadlines and ages), so `--restart-cost 60` means 60 seconds."""
     match = _DURATION.match(str(text))
     if not match:
-        raise ThriftyError(f"cannot read {what} {text!r}: use a number with s, m, h or d, e.g. 12h or 90m")
+        raise ThriftyError(f"cannot read {what} {text!r}: use a number with ms, s, m, h or d, e.g. 12h or 90m")
     value, unit = float(match.group(1)), (match.group(2) or bare_unit).lower()
     seconds = value * _UNIT_S[unit]
     if seconds < 0 or (seconds == 0 and not allow_zero):
@@ -127,15 +154,57 @@ def fmt_usd_range(low: float, high: float) -> str:
     return f"{fmt_usd(low)}-{fmt_usd(high).lstrip('$')}"
 
 
-def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty") -> int:
-    """Run a Typer app; a ThriftyError becomes one line on stderr and exit code 2.
-
-    Usage errors (unknown option, bad type) are reported by Typer itself, also with exit code 2."""
+def _usage_error_types() -> tuple[type, type | None]:
+    """Click's exception classes: vendored inside Typer from 0.2x, the click package before."""
     try:
-        app(args=argv, prog_name=prog_name)
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    except ImportError:
+        from click.exceptions import ClickException
+        NoArgsIsHelpError = getattr(__import__("click.exceptions").exceptions, "NoArgsIsHelpError", None)
+    return ClickException, NoArgsIsHelpError
+
+
+def _os_error_line(exc: OSError) -> str:
+    """'cannot use /x/y: Permission denied' for an OSError that escaped the command."""
+    where = f" {exc.filename}" if exc.filename else ""
+    return f"cannot use{where}: {exc.strerror or exc}"
+
+
+def error_line(message: str) -> None:
+    """One line on stderr, however long (never wrapped)."""
+    stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+
+
+def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty") -> int:
+    """Run a Typer app; every failure the user can cause ends as one line on stderr and exit code 2:
+    a ThriftyError, a usage error (unknown option, a value that does not parse or is out of range),
+    an OSError that escaped a command (a path that cannot be read or written), a file that is not
+    UTF-8 text. Bugs still show their traceback."""
+    click_error, no_args_help = _usage_error_types()
+    try:
+        result = app(args=argv, prog_name=prog_name, standalone_mode=False)
     except ThriftyError as exc:
-        stderr.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        error_line(str(exc))
         return 2
+    except click_error as exc:
+        if no_args_help is not None and isinstance(exc, no_args_help):
+            exc.show()  # `thrifty` alone: the help text
+            return exc.exit_code
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        error_line(exc.format_message() + hint)
+        return 2
+    except UnicodeDecodeError as exc:
+        error_line(f"a file is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return 2
+    except OSError as exc:
+        error_line(_os_error_line(exc))
+        return 2
+    except KeyboardInterrupt:
+        error_line("interrupted")
+        return 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    if isinstance(result, int):  # typer.Exit(code) inside a command
+        return result
     return 0

@@ -46,6 +46,9 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
     from thrifty.perf.steptime import fit_step_time
     if (samples is None) == (workload is None):
         raise ThriftyError("give exactly one of --samples CSV or --workload W")
+    if out is not None:
+        from thrifty.io import check_writable_file
+        check_writable_file(out, "the model JSON")
     if samples is not None:
         _, cols = _read_table(samples, SAMPLE_COLUMNS, ("compute_time_s", "sync_time_s"))
         model = fit_step_time(cols["num_nodes"], cols["num_workers"], cols["local_batch"],
@@ -73,7 +76,9 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
     for name, value in data["params"].items():
         table.add_row(name, f"{value:.4g}" + ("  (fixed: not identifiable)" if name in model.fixed else ""))
     table.add_row("samples", str(model.n_samples))
-    table.add_row("in-sample MdAPE", f"{model.train_mdape:.2f} %")
+    exact = model.n_samples <= len(model.free_indices)
+    table.add_row("in-sample MdAPE", f"- (an exact fit of {model.n_samples} samples to {len(model.free_indices)} "
+                  "parameters has no error estimate)" if exact else f"{model.train_mdape:.2f} % (in-sample)")
     table.add_row("residual sd (log)", f"{model.sigma_log:.4f}")
     stdout.print(table)
     if out is not None:
@@ -90,12 +95,15 @@ def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `mod
     from thrifty.perf.steptime import StepTimeModel
     fitted = StepTimeModel.load(model)
     rows, cols = _read_table(configs, CONFIG_COLUMNS)
-    if np.any(cols["num_workers"] < cols["num_nodes"]) or np.any(cols["num_nodes"] < 1) \
-            or np.any(cols["local_batch"] < 1):
+    if not all(np.all(np.isfinite(c)) for c in cols.values()) or np.any(cols["num_workers"] < cols["num_nodes"]) \
+            or np.any(cols["num_nodes"] < 1) or np.any(cols["local_batch"] < 1):
         raise ModelError(f"{configs}: need num_workers >= num_nodes >= 1 and local_batch >= 1")
     args = (cols["num_nodes"], cols["num_workers"], cols["local_batch"])
-    predicted = fitted.predict(*args)
-    low, high = fitted.interval(*args)
+    with np.errstate(over="ignore", invalid="ignore"):
+        predicted = fitted.predict(*args)
+        low, high = fitted.interval(*args)
+    if not (np.all(np.isfinite(predicted)) and np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ModelError(f"{configs}: the model gives no finite step time for some rows (values too large?)")
     buffer = io.StringIO()
     fields = list(rows[0].keys()) + ["step_time_s", "step_time_low_s", "step_time_high_s"]
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")

@@ -10,9 +10,13 @@ from rich.panel import Panel
 from rich.table import Table
 
 from thrifty.cli.catalog import filtered_vms
-from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, CloudOpt, DbOpt, GpuOpt, JsonOpt,
-                                RegionOpt, WorkloadOpt, fmt_duration, fmt_usd, fmt_usd_range, int_list, parse_duration_s,
-                                parse_money_usd, print_json, stdout)
+from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, CloudOpt, CpuOpt, DbOpt, GpuOpt, JsonOpt,
+                                RegionOpt, WorkloadOpt, fmt_duration, fmt_usd, fmt_usd_range, gpu_filter, int_list,
+                                number_check, parse_duration_s, parse_money_usd, positive, print_json, stdout)
+
+# More epochs than any published recipe by far (ImageNet: 90, CIFAR: 200-300); a larger number is a typo.
+MAX_EPOCHS = 10_000
+epochs_check = number_check(lambda v: 0 < v <= MAX_EPOCHS, f"a number of epochs in (0, {MAX_EPOCHS:,}]")
 
 
 def _table(result, indices, title: str) -> Table:
@@ -47,17 +51,19 @@ def plan(
     deadline: Annotated[Optional[str], typer.Option(help="e.g. 12h, 90m, 2d (a bare number is hours)")] = None,
     budget: Annotated[Optional[str], typer.Option(help="US dollars, e.g. 50 or $12.5")] = None,
     max_workers: Annotated[int, typer.Option(help="Largest number of ranks")] = 32,
-    max_price: Annotated[Optional[float], typer.Option(help="Largest on-demand $/h of one VM")] = None,
+    max_price: Annotated[Optional[float], typer.Option(help="Largest on-demand $/h of one VM", callback=positive)] = None,
     cloud: CloudOpt = None,
     region: RegionOpt = None,
-    gpu: GpuOpt = None,
+    gpu: GpuOpt = False,
+    cpu: CpuOpt = False,
     spot: Annotated[str, typer.Option(help="both, only or never")] = "both",
     catalog: CatalogOpt = None,
     hardware: Annotated[Optional[Path], typer.Option(help="hardware.csv override")] = None,
     network: Annotated[Optional[Path], typer.Option(help="network.csv override")] = None,
     gpus: Annotated[Optional[Path], typer.Option(help="gpus.csv override (GPU peak rates)")] = None,
     epochs: Annotated[Optional[float], typer.Option(
-        help="Epochs your job needs at its default batch (instead of the calibration run)")] = None,
+        help="Epochs your job needs at its default batch (instead of the calibration run)",
+        callback=epochs_check)] = None,
     batch: Annotated[Optional[str], typer.Option(
         help="Global batch sizes to consider, e.g. 128,256 (default: powers of two the job allows)")] = None,
     precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32 or amp (GPU projection)")] = "fp32",
@@ -71,6 +77,7 @@ def plan(
 ) -> None:
     """Pick the VM type, workers, batch size and spot/on-demand that reach the target best."""
     from thrifty.catalog import Hardware
+    from thrifty.io import check_writable_file
     from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan import plan as run_plan
@@ -87,7 +94,9 @@ def plan(
                                                                 allow_zero=True),
         deadline_s=None if deadline is None else parse_duration_s(deadline, what="deadline", bare_unit="h"),
         budget_usd=None if budget is None else parse_money_usd(budget, what="budget"))
-    vms = filtered_vms(catalog, cloud, region, gpu, max_price=max_price)
+    if plot is not None:
+        check_writable_file(plot, "the plot")
+    vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)
     vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
     with Store(db) as store:
         with spinner() as bar:

@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from thrifty.cli.common import JsonOpt, parse_duration_s, print_json, stdout
+from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
 from thrifty.errors import ThriftyError
 
 md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM) that survive preemptions.", no_args_is_help=True)
@@ -18,11 +18,13 @@ RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 def run(ctx: typer.Context,
         checkpoint_dir: Annotated[Path, typer.Option(help="Where the job's checkpoints and events.jsonl go")] = Path(".thrifty/run"),
         model: Annotated[str, typer.Option(help="Lifetime model for the checkpoint schedule")] = "gcp-2019",
-        job_hours: Annotated[Optional[float], typer.Option(help="Expected work, hours: DP schedule (else Young)")] = None,
+        job_hours: Annotated[Optional[float], typer.Option(
+            help="Expected work, hours: DP schedule (else Young)", callback=positive)] = None,
         ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, e.g. 60s")] = "60s",
         restart_cost: Annotated[str, typer.Option()] = "60s",
         notice: Annotated[str, typer.Option(help="Preemption notice (wall time)")] = "30s",
-        time_scale: Annotated[float, typer.Option(help="Model seconds per wall second (compressed clock)")] = 1.0,
+        time_scale: Annotated[float, typer.Option(
+            help="Model seconds per wall second (compressed clock)", callback=positive)] = 1.0,
         inject: Annotated[bool, typer.Option(help="Preempt the job at lifetimes drawn from the model")] = False,
         kill: Annotated[str, typer.Option(help="sigkill, sigterm (notice first) or mixed")] = "sigkill",
         seed: Annotated[int, typer.Option()] = 0,
@@ -34,8 +36,6 @@ def run(ctx: typer.Context,
     command = list(ctx.args)
     if not command:
         raise ThriftyError("no command to run: give it after --, e.g. thrifty run -- python job.py")
-    if not time_scale > 0:
-        raise ThriftyError(f"--time-scale must be positive, got {time_scale}")
     _, lifetime = load_model(model)
     delta = parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s")
     restart = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
@@ -64,24 +64,30 @@ def md_run(system: Annotated[str, typer.Option(help="lj (Lennard-Jones fluid) or
            out: Annotated[Path, typer.Option(help="Output directory")] = Path(".thrifty/md"),
            checkpoint_dir: Annotated[Optional[Path], typer.Option(
                help="Checkpoints (default: $THRIFTY_CHECKPOINT_DIR, else OUT/checkpoints)")] = None,
-           platform: Annotated[str, typer.Option(help="OpenMM platform: Reference (bit-reproducible) or CPU")] = "Reference",
+           platform: Annotated[str, typer.Option(
+               help="OpenMM platform: Reference (bit-reproducible), CPU, CUDA or OpenCL (where OpenMM has it)")] = "Reference",
            seed: Annotated[int, typer.Option()] = 0,
            json_out: JsonOpt = False) -> None:
     """Run an OpenMM simulation that checkpoints on request and resumes where it stopped."""
     from thrifty.md.job import MDSettings, run_md
-    from thrifty.md.systems import SYSTEMS
+    from thrifty.io import check_writable_dir
+    from thrifty.md.systems import PLATFORMS, SYSTEMS, get_platform
     from thrifty.transient.protocol import JobCheckpoints
     if system not in SYSTEMS:
         raise ThriftyError(f"unknown MD system {system!r}; choose lj or ions")
     if steps < 1 or chunk < 1:
         raise ThriftyError("--steps and --chunk must be positive")
-    if platform not in ("Reference", "CPU"):
-        raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose Reference or CPU")
+    if platform not in PLATFORMS:
+        raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose {', '.join(PLATFORMS)}")
+    get_platform(platform)  # unavailable here: say so before any folder is made
+    check_writable_dir(out, "--out")
+    if checkpoint_dir:
+        check_writable_dir(checkpoint_dir, "--checkpoint-dir")
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
     summary = run_md(MDSettings(system, steps, chunk, platform, seed), out, checkpoints)
     if json_out:
         print_json(summary)
     else:
-        stdout.print(f"{summary['system']}: {summary['steps']} steps, {summary['particles']} particles; "
-                     f"density profile in {out / 'density_profile.csv'}")
+        stdout.print(f"{summary['system']}: {summary['steps']} steps, {summary['particles']} particles, "
+                     f"final {summary['temperature_k']:.1f} K; density profile and thermo.csv in {out}")

@@ -99,6 +99,9 @@ def train(
         raise ThriftyError(f"unknown --b-max-rule {b_max_rule!r}; choose memory or throughput")
     if resume and mode == "asp":
         raise ThriftyError("--resume is for --mode bsp")
+    from thrifty.store import Store
+    with Store(db):  # a database that cannot be opened fails now, not after the training
+        pass
     loaded = load_workload(workload)
     batch = global_batch_for(global_batch, loaded)
     if batch < 1:

@@ -10,6 +10,8 @@
   wall. The box is periodic in x and y; z is padded so the walls confine the ions.
 Positions start on a lattice and velocities are drawn from a seeded Maxwell-Boltzmann; the
 Langevin integrator's seed is fixed, so on the Reference platform a run is reproducible bit for bit.
+Each system carries its name and builder parameters, which a checkpoint records to refuse a resume
+into a different system (OpenMM itself would only fail deep inside with "wrong number of particles").
 """
 
 import math
@@ -19,17 +21,23 @@ import numpy as np
 import openmm
 from openmm import unit
 
+from thrifty.errors import ThriftyError
+
 SYSTEMS = ("lj", "ions")
+PLATFORMS = ("Reference", "CPU", "CUDA", "OpenCL")  # those `md run` offers; OpenMM builds have a subset
 WATER_PERMITTIVITY = 80.0
 
 
 @dataclass(frozen=True)
 class MDSystem:
+    name: str
+    parameters: dict[str, float]  # the builder's arguments that shape the system (not the seed)
     system: openmm.System
     positions: np.ndarray  # nm
     temperature_k: float
     timestep_ps: float
-    species: np.ndarray  # per particle: 0 = LJ atom / cation, 1 = anion
+    species: np.ndarray  # per particle: an index into species_names
+    species_names: tuple[str, ...]  # names the density-profile columns, e.g. cation_per_nm3
     confinement_nm: float | None  # wall separation, for density profiles along z
 
 
@@ -56,8 +64,8 @@ def lennard_jones_fluid(n_atoms: int = 216, seed: int = 0) -> MDSystem:
         force.addParticle(0.0, sigma, epsilon)
     system.addForce(force)
     rng = np.random.default_rng(seed)
-    return MDSystem(system, _lattice(n_atoms, np.full(3, box), rng), 120.0, 0.005,
-                    np.zeros(n_atoms, int), None)
+    return MDSystem("lj", {"n_atoms": n_atoms}, system, _lattice(n_atoms, np.full(3, box), rng), 120.0, 0.005,
+                    np.zeros(n_atoms, int), ("particle",), None)
 
 
 def confined_ions(n_pairs: int = 60, wall_separation_nm: float = 3.0, seed: int = 0) -> MDSystem:
@@ -94,7 +102,8 @@ def confined_ions(n_pairs: int = 60, wall_separation_nm: float = 3.0, seed: int 
         system.addForce(force)
     rng = np.random.default_rng(seed)
     positions = _lattice(2 * n_pairs, np.array([side, side, h - diameter]), rng) + np.array([0, 0, 1.5 + diameter / 2])
-    return MDSystem(system, positions, 298.0, 0.002, species, h)
+    return MDSystem("ions", {"n_pairs": n_pairs, "wall_separation_nm": h}, system, positions, 298.0, 0.002,
+                    species, ("cation", "anion"), h)
 
 
 def build(name: str, seed: int = 0) -> MDSystem:
@@ -105,11 +114,30 @@ def build(name: str, seed: int = 0) -> MDSystem:
     raise ValueError(f"unknown MD system {name!r}; choose lj or ions")
 
 
+def available_platforms() -> list[str]:
+    """The platforms this OpenMM build loaded (CUDA and OpenCL need their plugins and drivers)."""
+    return [openmm.Platform.getPlatform(i).getName() for i in range(openmm.Platform.getNumPlatforms())]
+
+
+def get_platform(name: str) -> openmm.Platform:
+    """The named platform, or a one-line error listing those this OpenMM has (and, when the
+    platform's plugin is installed but failed to load, why: usually a missing driver library)."""
+    if name not in available_platforms():
+        failures = [f for f in openmm.Platform.getPluginLoadFailures() if f"libOpenMM{name}." in f]
+        why = f" (its plugin did not load: {failures[0].split(': ', 1)[-1]})" if failures else ""
+        raise ThriftyError(f"OpenMM platform {name} is not available here{why}; this OpenMM "
+                           f"{openmm.__version__} has {', '.join(available_platforms())}")
+    return openmm.Platform.getPlatformByName(name)
+
+
 def make_simulation(md: MDSystem, platform: str = "Reference", seed: int = 0) -> openmm.Context:
     integrator = openmm.LangevinMiddleIntegrator(md.temperature_k * unit.kelvin, 1.0 / unit.picosecond,
                                                  md.timestep_ps * unit.picoseconds)
     integrator.setRandomNumberSeed(seed + 1)
-    context = openmm.Context(md.system, integrator, openmm.Platform.getPlatformByName(platform))
+    try:  # a loaded GPU plugin can still find no usable device
+        context = openmm.Context(md.system, integrator, get_platform(platform))
+    except openmm.OpenMMException as exc:
+        raise ThriftyError(f"OpenMM cannot start platform {platform}: {exc}") from None
     context.setPositions(md.positions * unit.nanometer)
     context.setVelocitiesToTemperature(md.temperature_k * unit.kelvin, seed + 1)
     return context

@@ -106,9 +106,9 @@ class StepTimeModel:
             params = np.array([float(data["params"].get(name, OPTIONAL_PARAMS.get(name))
                                      if name in OPTIONAL_PARAMS else data["params"][name])
                                for name in PARAM_NAMES])
-            cov = data.get("covariance")
+            cov = data["covariance"]  # required: without it the interval would be silently narrower
             model = cls(params=params, fixed=list(data.get("fixed", [])),
-                        sigma_log=float(data.get("sigma_log", 0.0)),
+                        sigma_log=float(data["sigma_log"]),
                         covariance=None if cov is None else np.array(cov, float),
                         n_samples=int(data.get("n_samples", 0)),
                         train_mdape=float(data.get("train_mdape", float("nan"))))
@@ -116,6 +116,15 @@ class StepTimeModel:
             raise ModelError(f"step-time model is incomplete or malformed: {exc}") from None
         if not np.all(np.isfinite(params)) or np.any(params < LOWER) or np.any(params > UPPER):
             raise ModelError("step-time model has parameters outside their valid ranges")
+        free = len(model.free_indices)
+        if model.covariance is None and model.n_samples > free:
+            raise ModelError("step-time model has no covariance although it was fitted to more samples "
+                             "than parameters: its interval would be too narrow; fit it again")
+        if model.covariance is not None and (model.covariance.shape != (free, free)
+                                             or not np.all(np.isfinite(model.covariance))):
+            raise ModelError(f"step-time model's covariance must be a finite {free}x{free} matrix")
+        if not (math.isfinite(model.sigma_log) and model.sigma_log >= 0):
+            raise ModelError("step-time model's sigma_log must be a number >= 0")
         return model
 
     def save(self, path: Path) -> None:
@@ -181,7 +190,8 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
     covariance = sigma**2 * np.linalg.pinv(jac.T @ jac) if observed.size > len(free) else None
     fitted = predict_step_time(params, nodes, workers, batch)
     return StepTimeModel(params=params, fixed=fixed, sigma_log=sigma, covariance=covariance,
-                         n_samples=int(observed.size), train_mdape=mdape(fitted, observed))
+                         n_samples=int(observed.size),  # an exact fit has no in-sample error to report
+                         train_mdape=mdape(fitted, observed) if covariance is not None else float("nan"))
 
 
 def _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s) -> np.ndarray:

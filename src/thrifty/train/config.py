@@ -41,10 +41,27 @@ class TrainConfig:
     progress: bool = True
     timeout_s: float = 3600.0
 
+    def __post_init__(self) -> None:
+        """The checks that need nothing but the numbers: a bad option fails before any work."""
+        def at_least(value, low: int, option: str) -> None:
+            if value is not None and value < low:
+                raise ThriftyError(f"{option} must be at least {low}, got {value}")
+        for value, low, option in ((self.workers, 1, "--nproc"), (self.global_batch, 1, "--global-batch"),
+                                   (self.steps, 1, "--steps"), (self.b_min, 1, "--b-min"),
+                                   (self.b_max, 1, "--b-max"), (self.eval_every, 1, "--eval-every"),
+                                   (self.checkpoint_every, 0, "--checkpoint-every")):
+            at_least(value, low, option)
+        if self.epochs is not None and not (math.isfinite(self.epochs) and self.epochs > 0):
+            raise ThriftyError(f"--epochs must be a positive number, got {self.epochs}")
+        if self.target is not None and not math.isfinite(self.target):
+            raise ThriftyError(f"--target must be a finite number, got {self.target}")
+        if self.b_max is not None and self.b_min > self.b_max:
+            raise ThriftyError(f"--b-min {self.b_min} is above --b-max {self.b_max}")
+
 
 def global_batch_for(global_batch: int | None, workload) -> int:
     """The global batch a run uses: the one asked for, else the workload's default."""
-    return global_batch or workload.default_global_batch
+    return workload.default_global_batch if global_batch is None else global_batch
 
 
 def total_steps(config: TrainConfig, train_size: int, global_batch: int) -> int:
@@ -55,6 +72,7 @@ def total_steps(config: TrainConfig, train_size: int, global_batch: int) -> int:
 
 def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:
     """Validate what can be checked before any process starts; fill in the global batch."""
+    from thrifty.io import check_writable_dir
     from thrifty.train.split import check_split_bounds
     if not 1 <= config.workers <= max_workers:
         raise ThriftyError(f"--nproc {config.workers} is outside 1..{max_workers} allowed on this machine")
@@ -74,4 +92,5 @@ def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:
         config.slowdown.check_workers(config.workers)
     if config.keep_checkpoints < 1:
         raise ThriftyError(f"--keep-checkpoints must be at least 1, got {config.keep_checkpoints}")
+    check_writable_dir(config.run_dir, "the run directory")
     return replace(config, global_batch=global_batch)

@@ -179,11 +179,17 @@ MODEL_TYPES = {"exponential": Exponential, "weibull": Weibull, "bathtub": Bathtu
 
 
 def model_from_dict(data: dict) -> LifetimeModel:
+    if not isinstance(data, dict):
+        raise LifetimeModelError(f"a lifetime model is a JSON object with model and params, got {type(data).__name__}")
     kind = MODEL_TYPES.get(str(data.get("model")))
     if kind is None:
         raise LifetimeModelError(f"unknown lifetime model {data.get('model')!r}; "
                                  f"choose one of {', '.join(MODEL_TYPES)}")
     try:
-        return kind(**{k: float(v) for k, v in data["params"].items()})
-    except (KeyError, TypeError, ValueError) as exc:
+        params = {k: float(v) for k, v in data["params"].items()}
+        model = kind(**params)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise LifetimeModelError(f"malformed {data.get('model')} parameters: {exc}") from None
+    if not all(math.isfinite(v) and v > 0 for v in params.values()):
+        raise LifetimeModelError(f"{data['model']} parameters must be positive numbers, got {params}")
+    return model

@@ -15,6 +15,7 @@ each preemption.
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from thrifty.errors import ThriftyError
+from thrifty.io import check_writable_dir
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, checkpoint_files, ready_file
 from thrifty.transient.simulation import LifetimeSampler
 
@@ -71,7 +73,11 @@ class Runner:
             raise RunnerError(f"unknown kill mode {self.kill!r}; choose one of {', '.join(KILL_MODES)}")
         if any(not (x > 0) for x in self.intervals_s):
             raise RunnerError("checkpoint intervals must be positive")
+        executable = shutil.which(self.command[0])
+        if executable is None or Path(executable).is_dir():
+            raise RunnerError(f"cannot run {self.command[0]!r}: not found, or not an executable file")
         self.checkpoint_dir = Path(self.checkpoint_dir)
+        check_writable_dir(self.checkpoint_dir, "the checkpoint folder")
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = self.checkpoint_dir / "events.jsonl"
         self._events: list[dict] = []

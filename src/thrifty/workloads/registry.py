@@ -16,6 +16,8 @@ def _make(module, origin: str, factory_name: str = "make_workload") -> Workload:
         raise WorkloadError(f"{origin} has no make_workload() function")
     try:
         workload = factory()
+    except SystemExit as exc:  # the user's code ended the process: say so instead of vanishing
+        raise WorkloadError(f"{origin}: make_workload() called sys.exit({exc.code!r})") from None
     except Exception as exc:  # the user's code: report it on one line
         raise WorkloadError(f"{origin}: make_workload() raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(workload, Workload):
@@ -41,6 +43,10 @@ def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
         module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
         sys.modules[module_name] = module
         module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except SystemExit as exc:
+        sys.modules.pop(module_name, None)
+        raise WorkloadError(f"workload {path}: importing it called sys.exit({exc.code!r})") from None
     except Exception as exc:
-        raise WorkloadError(f"{path}: importing failed with {type(exc).__name__}: {exc}") from exc
+        sys.modules.pop(module_name, None)
+        raise WorkloadError(f"workload {path}: importing it failed with {type(exc).__name__}: {exc}") from exc
     return _make(module, str(path))

@@ -1,0 +1,166 @@
+"""Online search vs the oracle and the baselines, on synthetic traces with real-world irregularities.
+
+Traces come from the step-time model (thrifty.search.synthetic) for four VM types (two CPU, a
+1-GPU and a 4-GPU node; 1-8 nodes; global batch 64-2048): smooth; a memory cliff above local
+batch 128 (3x slower per sample); the 1-GPU type 2x slower than its price suggests; multi-modal
+sync (40% of multi-node configurations 3x slower to synchronise). Each trace, objective (cost,
+time, cost with a deadline of 1.5x the fastest possible time) and strategy runs over SEEDS seeds
+in the sim backend (measurement noise 3%, restart 60 s, start-up 60 s). Overheads are
+time / oracle_time - 1 and cost / oracle_cost - 1. Random search and Bayesian optimisation
+(optuna's GP sampler with expected improvement, CherryPick-style; skipped when optuna is absent)
+get the search's median number of windows on that trace (BO on cost and time only: it has no
+notion of a deadline, and costs ~5 s a run). Run:
+    PYTHONPATH=src python benchmarks/bench_search.py [--seeds 20]
+"""
+
+import argparse
+import importlib.util
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from common import save_figure, write_result
+from thrifty.search.config import Config
+from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.harness import (STRATEGIES, Scenario, default_start, medians, oracle, run_strategy,
+                                    with_overheads)
+from thrifty.search.loop import Outcome, Search
+from thrifty.search.rule import Objective
+from thrifty.search.synthetic import Irregularities, VMSpec, synthetic_trace
+
+TYPES = [VMSpec("cpu-8", 0.34, 1.0), VMSpec("cpu-32", 1.36, 3.2), VMSpec("gpu-1", 3.0, 12.0),
+         VMSpec("gpu-4", 12.0, 12.0, workers_per_node=4)]
+NODES, BATCHES = [1, 2, 4, 8], [64, 128, 256, 512, 1024, 2048]
+NOISE_SCALE, TARGET = 1000.0, 2e8
+TRACES = {"smooth": Irregularities(),
+          "memory cliff": Irregularities(cliff_batch=128, cliff_factor=3.0),
+          "type 2x slow": Irregularities(slow_type="gpu-1", slow_factor=2.0),
+          "multi-modal sync": Irregularities(slow_sync_share=0.4, sync_modes=3.0)}
+
+
+class BayesOpt(Search):
+    """CherryPick-style BO: optuna's GP sampler (EI) over type x log2 nodes x log2 batch, told
+    each window's measured objective per unit of progress; `windows` windows, then the best."""
+
+    def __init__(self, backend, settings, windows: int, seed: int) -> None:
+        import optuna
+        super().__init__(backend, settings)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.optuna, self.windows = optuna, windows
+        self.by_params = {(c.instance_type, int(math.log2(c.num_nodes)), int(math.log2(c.global_batch))): c
+                          for c in self.candidates}
+        types, nodes, batches = (sorted({k[i] for k in self.by_params}) for i in range(3))
+        self.space = {"type": optuna.distributions.CategoricalDistribution(types),
+                      "log2_nodes": optuna.distributions.IntDistribution(min(nodes), max(nodes)),
+                      "log2_batch": optuna.distributions.IntDistribution(min(batches), max(batches))}
+        self.study = optuna.create_study(sampler=optuna.samplers.GPSampler(seed=seed, n_startup_trials=3))
+
+    def _value(self, config: Config) -> float:
+        value = self.per_progress(config, self.measured()[config].mean_s)
+        return math.log(value) if math.isfinite(value) else 50.0
+
+    def window(self, config: Config, *, cut: bool = True) -> None:
+        super().window(config, cut=False)
+        params = {"type": config.instance_type, "log2_nodes": int(math.log2(config.num_nodes)),
+                  "log2_batch": int(math.log2(config.global_batch))}
+        self.study.add_trial(self.optuna.trial.create_trial(params=params, distributions=self.space,
+                                                            value=self._value(config)))
+
+    def next_probe(self) -> Config | None:
+        if len(self.probes) >= self.windows:
+            return None
+        for _ in range(100):  # combinations outside the trace (batch < workers) are refused
+            trial = self.study.ask(self.space)
+            config = self.by_params.get((trial.params["type"], trial.params["log2_nodes"],
+                                         trial.params["log2_batch"]))
+            self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+            if config is not None and config not in self.times:
+                return config
+        return None
+
+
+def bayes_available() -> bool:
+    """optuna, and torch for its GP sampler."""
+    return all(importlib.util.find_spec(name) is not None for name in ("optuna", "torch"))
+
+
+def run_bo(scenario: Scenario, seed: int, start: Config, windows: int) -> Outcome:
+    return BayesOpt(scenario.backend(seed), scenario.settings(), windows, seed).run(start)
+
+
+def objectives(rows) -> dict[str, Objective]:
+    fastest = oracle(Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, TARGET), Objective("time"))).time_s
+    return {"cost": Objective("cost"), "time": Objective("time"),
+            "cost, deadline": Objective("cost", 1.5 * fastest)}
+
+
+def main(seeds: int = 20) -> dict:
+    strategies = list(STRATEGIES) + (["bayes_opt"] if bayes_available() else [])
+    results = {}
+    for trace_name, irregular in TRACES.items():
+        rows = synthetic_trace(TYPES, NODES, BATCHES, irregular, seed=1)
+        start = default_start(rows)
+        for goal_name, goal in objectives(rows).items():
+            scenario = Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, TARGET), goal)
+            best = oracle(scenario)
+            row = {"oracle_config": best.final_config.to_dict(), "oracle_time_s": best.time_s,
+                   "oracle_cost_usd": best.cost_usd, "start": start.to_dict(), "configurations": len(rows)}
+            windows = 0
+            for name in strategies:
+                if name == "bayes_opt" and goal.deadline_s is not None:
+                    continue  # optuna's GP sampler knows no deadline; 5 s a run, so not run here
+                runs = [with_overheads(run_bo(scenario, s, start, windows) if name == "bayes_opt" else
+                                       run_strategy(scenario, name, s, start, windows), best) for s in range(seeds)]
+                summary = medians(runs)
+                summary["found_oracle_config"] = float(np.mean([r["final_config"] == row["oracle_config"]
+                                                                  for r in runs]))
+                summary["met_deadline"] = float(np.mean([r["time_s"] <= (goal.deadline_s or np.inf) for r in runs]))
+                row[name] = summary
+                if name == "search":
+                    windows = int(round(summary["probes"]))
+                print(f"{trace_name:17s} {goal_name:15s} {name:22s} overhead time {summary['overhead_time']:7.1%} "
+                      f"(p90 {summary['p90_overhead_time']:7.1%})  cost {summary['overhead_cost']:7.1%} "
+                      f"(p90 {summary['p90_overhead_cost']:7.1%})  windows {summary['probes']:.0f}", flush=True)
+            for name in ("defaults_most_workers", "defaults_cheapest"):
+                row[f"search_vs_{name}"] = {"time": row["search"]["time_s"] / row[name]["time_s"],
+                                            "cost": row["search"]["cost_usd"] / row[name]["cost_usd"]}
+            results[f"{trace_name} | {goal_name}"] = row
+    plot(results, strategies)
+    data = {"seeds": seeds, "noise_scale": NOISE_SCALE, "target_samples": TARGET, "measurement_noise": 0.03,
+            "restart_cost_s": 60.0, "startup_cost_s": 60.0, "types": [t.__dict__ for t in TYPES],
+            "bayes_opt": "optuna GPSampler" if "bayes_opt" in strategies else "skipped: optuna not installed",
+            "results": results}
+    write_result("search", data)
+    return data
+
+
+def plot(results: dict, strategies: list[str]) -> None:
+    """Median overhead in the objective (bars) with p90 (whiskers), per trace and objective."""
+    fig, ax = plt.subplots(figsize=(13, 5.5))
+    width = 0.8 / len(strategies)
+    for j, name in enumerate(strategies):
+        medians_, p90 = [], []
+        for key, row in results.items():
+            metric = "overhead_time" if key.endswith("| time") else "overhead_cost"
+            summary = row.get(name, {metric: np.nan, f"p90_{metric}": np.nan})
+            medians_.append(1 + summary[metric])
+            p90.append(1 + summary[f"p90_{metric}"])
+        x = np.arange(len(results)) + j * width
+        ax.bar(x, medians_, width, label=name.replace("_", " "))
+        ax.errorbar(x, medians_, yerr=[np.zeros(len(x)), np.array(p90) - medians_], fmt="none", ecolor="k",
+                    elinewidth=0.6)
+    ax.axhline(1.05, color="k", linestyle="--", linewidth=0.8, label="oracle + 5%")
+    ax.set_yscale("log")
+    ax.set_xticks(np.arange(len(results)) + 0.4 - width / 2)
+    ax.set_xticklabels([k.replace(" | ", "\n") for k in results], fontsize=8)
+    ax.set_ylabel("objective / oracle's (median; whisker: p90)")
+    ax.legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    save_figure(fig, "search")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=20)
+    main(parser.parse_args().seeds)

@@ -1,0 +1,67 @@
+"""What the search needs from wherever the job runs: one small protocol, so the decision rule never
+knows whether steps are simulated (`sim`), local processes or cloud VMs."""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from thrifty.search.config import Config
+
+
+@dataclass(frozen=True)
+class Window:
+    """Steps measured on the current configuration; the job's progress advanced with them."""
+
+    step_time_s: np.ndarray  # one per step
+    noise_scale: float | None = None  # an estimate of B_noise over the window, if measured
+    sync_time_s: float | None = None  # mean time in gradient synchronisation, if measured
+
+
+class Backend(Protocol):
+    """Runs the job. Time and money are the backend's to count: it knows its billing."""
+
+    def candidates(self) -> list[Config]:
+        """The configurations this backend can run."""
+
+    def price_per_hour(self, config: Config) -> float:
+        """US dollars per hour for the whole configuration (all its nodes)."""
+
+    def move_cost_s(self, old: Config | None, config: Config) -> float:
+        """Seconds from training on `old` (None: nothing runs yet) to training on `config`:
+        checkpoint, relaunch and resume, plus VM start-up when new machines are needed."""
+
+    def launch(self, config: Config) -> None:
+        """Checkpoint the job (if running) and resume it on `config`."""
+
+    def measure(self, steps: int) -> Window:
+        """Train `steps` steps (fewer if the target is reached) and return their step times."""
+
+    def finish(self) -> None:
+        """Train on the current configuration until the target is reached."""
+
+    def state(self) -> dict:
+        """The job's checkpoint as JSON-ready data (for sim: the whole simulated job; for a real
+        backend: where its training checkpoint lives and the clocks and bills so far)."""
+
+    def restore(self, state: dict) -> None:
+        """Continue from `state()`: the job resumes where that checkpoint left it."""
+
+    @property
+    def current(self) -> Config | None: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def progress(self) -> float:
+        """Efficiency-corrected samples trained so far (samples-at-small-batch)."""
+
+    @property
+    def target(self) -> float: ...
+
+    @property
+    def elapsed_s(self) -> float: ...
+
+    @property
+    def cost_usd(self) -> float: ...

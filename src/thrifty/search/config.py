@@ -1,0 +1,30 @@
+"""One configuration the online search can run: what a job is launched on and with which batch."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Config:
+    """VM type x nodes x data-parallel workers x global batch (x spot, when the backend prices it).
+
+    Frozen and ordered, so configurations key dicts and sort deterministically (seeded searches
+    must probe in the same order on every machine)."""
+
+    instance_type: str
+    num_nodes: int
+    num_workers: int
+    global_batch: int
+    spot: bool = False
+
+    @property
+    def local_batch(self) -> float:
+        """Samples per worker per step: the step-time model's batch variable."""
+        return self.global_batch / self.num_workers
+
+    def to_dict(self) -> dict:
+        return {"instance_type": self.instance_type, "num_nodes": self.num_nodes,
+                "num_workers": self.num_workers, "global_batch": self.global_batch, "spot": self.spot}
+
+    def label(self) -> str:
+        spot = " spot" if self.spot else ""
+        return f"{self.instance_type} {self.num_nodes}x{self.num_workers // self.num_nodes} B={self.global_batch}{spot}"

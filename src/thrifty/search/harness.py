@@ -1,0 +1,101 @@
+"""Searches and baselines over seeds on one trace, with overheads against the oracle.
+
+overhead_time = time / oracle_time - 1 and overhead_cost = cost / oracle_cost - 1 (fractions;
+the oracle trains from the start on the configuration that is truly best for the objective,
+found by running every configuration of the trace to the target without noise or moves)."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from thrifty.errors import ThriftyError
+from thrifty.search.baselines import Ernest, Exhaustive, PlanAlone, RandomSearch, fixed, user_defaults
+from thrifty.search.config import Config
+from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.loop import Outcome, Search, SearchSettings
+from thrifty.search.rule import Objective
+from thrifty.search.sim import SimBackend
+from thrifty.search.trace import TraceRow
+
+STRATEGIES = ("search", "exhaustive", "random", "plan_alone", "ernest", "defaults_most_workers",
+              "defaults_cheapest")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One trace, one job (noise schedule) and one objective, with the sim's knobs."""
+
+    rows: list[TraceRow]
+    schedule: NoiseSchedule
+    objective: Objective = Objective()
+    measurement_noise: float = 0.03
+    restart_cost_s: float = 60.0
+    startup_cost_s: float = 60.0
+
+    def backend(self, seed: int) -> SimBackend:
+        return SimBackend(self.rows, self.schedule, seed=seed, measurement_noise=self.measurement_noise,
+                          restart_cost_s=self.restart_cost_s, startup_cost_s=self.startup_cost_s)
+
+    def settings(self) -> SearchSettings:
+        return SearchSettings(objective=self.objective)
+
+
+def oracle(scenario: Scenario) -> Outcome:
+    """The truly best configuration, trained from the start; an error if none meets the deadline."""
+    best, best_value = None, np.inf
+    for row in scenario.rows:
+        outcome = fixed(scenario.backend(0), row.config)
+        value = outcome.time_s if scenario.objective.kind == "time" else outcome.cost_usd
+        deadline = scenario.objective.deadline_s
+        if (deadline is None or outcome.time_s <= deadline) and value < best_value:
+            best, best_value = outcome, value
+    if best is None:
+        fastest = min(fixed(scenario.backend(0), r.config).time_s for r in scenario.rows)
+        raise ThriftyError(f"no configuration of the trace meets the deadline of {scenario.objective.deadline_s:g} s "
+                           f"(the fastest takes {fastest:.0f} s)")
+    return best
+
+
+def run_strategy(scenario: Scenario, name: str, seed: int, start: Config, probe_windows: int = 0) -> Outcome:
+    """One run of `name` (see STRATEGIES); `probe_windows` sizes random search like the search."""
+    backend, settings = scenario.backend(seed), scenario.settings()
+    makers: dict[str, Callable[[], Search]] = {
+        "search": lambda: Search(backend, settings),
+        "exhaustive": lambda: Exhaustive(backend, settings),
+        "random": lambda: RandomSearch(backend, settings, probe_windows, seed),
+        "plan_alone": lambda: PlanAlone(backend, settings),
+        "ernest": lambda: Ernest(backend, settings)}
+    if name in makers:
+        return makers[name]().run(start)
+    prices = {r.config: r.price_per_hour for r in scenario.rows}
+    defaults = user_defaults([r.config for r in scenario.rows], prices, start.global_batch)
+    if name not in defaults:
+        raise ThriftyError(f"unknown strategy {name!r}: choose from {', '.join(STRATEGIES)}")
+    return fixed(backend, defaults[name])
+
+
+def with_overheads(outcome: Outcome, best: Outcome) -> dict:
+    return {**outcome.to_dict(), "oracle_time_s": best.time_s, "oracle_cost_usd": best.cost_usd,
+            "overhead_time": outcome.time_s / best.time_s - 1, "overhead_cost": outcome.cost_usd / best.cost_usd - 1}
+
+
+def medians(per_seed: list[dict]) -> dict:
+    """Median of every number the seeds share, and p90 of the overheads."""
+    keys = ("time_s", "cost_usd", "oracle_time_s", "oracle_cost_usd", "overhead_time", "overhead_cost")
+    out = {k: float(np.median([r[k] for r in per_seed])) for k in keys}
+    out["probes"] = float(np.median([len(r["probes"]) for r in per_seed]))
+    out["moves"] = float(np.median([r["moves"] for r in per_seed]))
+    out["exploration_cost_usd"] = float(np.median([sum(p["cost_usd"] for p in r["probes"]) for r in per_seed]))
+    for k in ("overhead_time", "overhead_cost"):
+        out[f"p90_{k}"] = float(np.percentile([r[k] for r in per_seed], 90))
+    return out
+
+
+def default_start(rows: list[TraceRow]) -> Config:
+    """Where a search starts without --start: the user default a person would pick (the cheapest
+    $/h configuration at the trace's middle global batch, the lower median of its distinct values,
+    standing in for the workload's default), so the search has to earn its keep."""
+    batches = sorted({r.config.global_batch for r in rows})
+    prices = {r.config: r.price_per_hour for r in rows}
+    return user_defaults(list(prices), prices, batches[(len(batches) - 1) // 2])["defaults_cheapest"]

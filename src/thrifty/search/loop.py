@@ -1,0 +1,248 @@
+"""The online search: profile briefly, then after every measurement window refit, probe what the
+rule (search.rule) says is worth its price, and settle on the best measured configuration.
+
+Measurement window (adaptive): steps in chunks of `chunk_steps` until at least
+`min_window_steps` ran and the relative standard error of the mean step time is at most
+`target_rel_se` (2%: the mean is then within about +-3.3% at 90%), or `max_window_steps` ran.
+A probe is cut short as soon as its measured 90% interval excludes it: even the interval's fast
+end costs more per unit of progress than the incumbent, or misses the deadline.
+The initial profile is `profile_configs` windows on the start's VM type at distinct local
+batches (the step-time fit needs two; the smallest and largest beside the start's, so the fit
+interpolates); they train the job like any window, nothing is lost.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from thrifty.errors import ThriftyError
+from thrifty.search.backend import Backend
+from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief
+from thrifty.search.config import Config
+from thrifty.search.efficiency import progress_per_step
+from thrifty.search.events import Prediction, Probe, WindowDone
+from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    objective: Objective = Objective()
+    target_rel_se: float = 0.02
+    min_window_steps: int = 20
+    chunk_steps: int = 5
+    max_window_steps: int = 400
+    profile_configs: int = 3
+    explore: bool = True  # False: `thrifty plan` alone, the profile's model and no probes
+    belief: BeliefSettings = BeliefSettings()
+
+
+@dataclass
+class Outcome:
+    time_s: float
+    cost_usd: float
+    final_config: Config
+    probes: list[Probe] = field(default_factory=list)
+    moves: int = 0
+
+    def to_dict(self) -> dict:
+        return {"time_s": self.time_s, "cost_usd": self.cost_usd, "final_config": self.final_config.to_dict(),
+                "probes": [p.to_dict() for p in self.probes], "moves": self.moves}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Outcome":
+        return cls(data["time_s"], data["cost_usd"], Config(**data["final_config"]),
+                   [Probe.from_dict(p) for p in data["probes"]], data["moves"])
+
+
+class Search:
+    """One search on one backend; `run(start)` trains the job to its target and reports."""
+
+    def __init__(self, backend: Backend, settings: SearchSettings = SearchSettings(),
+                 listeners: Sequence[Callable[[WindowDone], None]] = ()) -> None:
+        self.backend, self.settings, self.listeners = backend, settings, list(listeners)
+        self.candidates = backend.candidates()
+        self.prices = np.array([backend.price_per_hour(c) for c in self.candidates])
+        self.worker_price = {c.instance_type: p / c.num_workers for c, p in zip(self.candidates, self.prices)}
+        self.times: dict[Config, list[np.ndarray]] = {}
+        self.syncs: dict[Config, list[float]] = {}  # mean sync time per chunk, when reported
+        self.noise_scales: list[float] = []
+        self.probes: list[Probe] = []
+        self.moves = 0
+        self.prediction: Prediction | None = None  # from the latest decision, for observers
+
+    def run(self, start: Config) -> Outcome:
+        """Train to the target from `start`, or from where a restored search (search.checkpoint)
+        stopped: profile windows it already measured are skipped, and the rule never probes a
+        measured configuration again."""
+        for config in self.profile_configs(start)[len(self.probes):]:
+            if not self.backend.done:
+                self.window(config, cut=False)
+        while self.settings.explore and not self.backend.done:
+            choice = self.next_probe()
+            if choice is None:
+                break
+            self.window(choice)
+        if not self.backend.done:
+            self.launch(self.best_measured())
+            self.backend.finish()
+        return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.backend.current, self.probes, self.moves)
+
+    def profile_configs(self, start: Config) -> list[Config]:
+        """The start, then the same type and shape at its smallest and largest other local batch
+        (a wide design: the fit interpolates instead of extrapolating), else the nearest others."""
+        if start not in self.candidates:
+            raise ThriftyError(f"start configuration {start.label()} is not among the backend's configurations")
+        same = [c for c in self.candidates if c.instance_type == start.instance_type and c != start]
+        shape = sorted((c for c in same if (c.num_nodes, c.num_workers) == (start.num_nodes, start.num_workers)),
+                       key=lambda c: c.local_batch)
+        ends = list(dict.fromkeys(shape[:1] + shape[-1:]))
+        same.sort(key=lambda c: (abs(np.log(c.local_batch / start.local_batch)),
+                                 abs(np.log(c.num_workers / start.num_workers)), c))
+        chosen, batches = [start], {start.local_batch}
+        for config in ends + same:
+            if len(chosen) >= self.settings.profile_configs:
+                break
+            if config not in chosen and (config.local_batch not in batches or len(batches) >= 2):
+                chosen.append(config)
+                batches.add(config.local_batch)
+        return chosen
+
+    def launch(self, config: Config) -> None:
+        if self.backend.current is not None and self.backend.current != config:
+            self.moves += 1
+        self.backend.launch(config)
+
+    def window(self, config: Config, *, cut: bool = True) -> None:
+        """One adaptive measurement window on `config` (rule in the module docstring)."""
+        s, cost_before = self.settings, self.backend.cost_usd
+        threshold = self.cut_threshold(config) if cut else None
+        elapsed_before = self.backend.elapsed_s
+        self.launch(config)
+        chunks, window_syncs, cut_short = [], [], False
+        while not self.backend.done:
+            measured = self.backend.measure(s.chunk_steps)
+            chunks.append(measured.step_time_s)
+            if measured.noise_scale is not None:
+                self.noise_scales.append(measured.noise_scale)
+            if measured.sync_time_s is not None:
+                self.syncs.setdefault(config, []).append(measured.sync_time_s)
+                window_syncs.append(measured.sync_time_s)
+            stats = Measured.of(np.concatenate(chunks))
+            if stats.steps >= s.max_window_steps or (stats.steps >= s.min_window_steps
+                                                     and stats.rel_se <= s.target_rel_se):
+                break
+            if threshold is not None and len(chunks) >= 2 and \
+                    self.per_progress(config, stats.mean_s * np.exp(-Z90 * stats.rel_se)) > threshold:
+                cut_short = True
+                break
+        if chunks:
+            times = np.concatenate(chunks)
+            self.times.setdefault(config, []).append(times)
+            stats, cost = Measured.of(times), self.backend.cost_usd - cost_before
+            self.probes.append(Probe(
+                config, len(times), float(times.mean()), cost, cut_short,
+                float(stats.rel_se * stats.mean_s) if len(times) > 1 else None,
+                float(np.mean(window_syncs)) if window_syncs else None, self.backend.elapsed_s - elapsed_before,
+                cost * 3600 / self.backend.price_per_hour(config)))
+            self._tell()
+
+    def _tell(self) -> None:
+        """Every listener learns of the window just measured (the recorder stores it)."""
+        event = WindowDone(len(self.probes) - 1, self.probes[-1], self.backend.elapsed_s, self.backend.cost_usd,
+                           self.backend.progress, self.backend.target, sum(p.cost_usd for p in self.probes),
+                           self.prediction)
+        for listener in self.listeners:
+            listener(event)
+
+    def noise_scale(self) -> float:
+        """Geometric mean of the windows' estimates (B_noise is a ratio: average in log space)."""
+        if not self.noise_scales:
+            raise ThriftyError("the backend reports no gradient noise scale: give one")
+        return float(np.exp(np.mean(np.log(self.noise_scales))))
+
+    def per_progress(self, config: Config, step_time_s: float) -> float:
+        """Objective per unit of progress at this step time: r T (1/B + 1/B_noise); infinite when
+        the rest of the job at this pace would miss the deadline."""
+        price = self.backend.price_per_hour(config)
+        steps_per_progress = 1 / config.global_batch + 1 / self.noise_scale()
+        deadline = self.settings.objective.deadline_s
+        left = self.backend.target - self.backend.progress
+        if deadline is not None and self.backend.elapsed_s + left * steps_per_progress * step_time_s > deadline:
+            return float("inf")
+        return float(self.settings.objective.rate(price)) * step_time_s * steps_per_progress
+
+    def cut_threshold(self, config: Config) -> float | None:
+        """The incumbent's objective per unit of progress, or None (nothing to compare with yet)."""
+        if not self.times or config in self.times:
+            return None
+        values = [self.per_progress(c, Measured.of(np.concatenate(t)).mean_s) for c, t in self.times.items()]
+        best = min(values)
+        return best if np.isfinite(best) else None
+
+    def _outlook(self, objective: Objective):
+        mu, sd = step_time_belief(self.candidates, self.measured(), self.worker_price, self.settings.belief)
+        left = self.backend.target - self.backend.progress
+        batches = np.array([c.global_batch for c in self.candidates], float)
+        steps_left = left * (1 / batches + 1 / self.noise_scale())
+        current = self.backend.current
+        move_s = np.array([self.backend.move_cost_s(current, c) for c in self.candidates])
+        time_left = (objective.deadline_s or np.inf) - self.backend.elapsed_s
+        return outlook(objective, objective.rate(self.prices), steps_left, mu, sd, move_s, time_left), move_s
+
+    def _incumbent(self):
+        """(objective used, outlook, move seconds, incumbent index): decide on time while no
+        measured configuration meets the deadline."""
+        objective = self.settings.objective
+        o, move_s = self._outlook(objective)
+        is_measured = np.array([c in self.times for c in self.candidates])
+        feasible = is_measured & o.feasible()
+        if not feasible.any():
+            objective = Objective("time", objective.deadline_s)
+            o, move_s = self._outlook(objective)
+            feasible = is_measured
+        values = np.where(feasible, o.point(), np.inf)
+        return objective, o, move_s, is_measured, values
+
+    def next_probe(self) -> Config | None:
+        objective, o, move_s, is_measured, values = self._incumbent()
+        self.prediction = predicted_best(self.candidates, o, objective.kind)
+        inc = int(np.argmin(values))
+        y = float(values[inc])
+        gain, win = expected_improvement(y, o)
+        incumbent = self.candidates[inc]
+        back_s = np.array([self.backend.move_cost_s(c, incumbent) for c in self.candidates])
+        home = float(move_s[inc] * o.rate[inc])
+        noise_scale = self.noise_scale()
+        batches = np.array([c.global_batch for c in self.candidates], float)
+        price = probe_price(o, y, win, self.expected_window_steps(), progress_per_step(batches, noise_scale),
+                            self.backend.target - self.backend.progress, move_s * o.rate,
+                            back_s * o.rate[inc], home)
+        net = np.where(is_measured, -np.inf, gain - price)
+        best = int(np.argmax(net))
+        return self.candidates[best] if net[best] > 0 else None
+
+    def best_measured(self) -> Config:
+        """Where to settle: least remaining objective including the move there."""
+        _, o, move_s, _, values = self._incumbent()
+        return self.candidates[int(np.argmin(values + move_s * o.rate))]
+
+    def expected_window_steps(self) -> float:
+        """max(min steps, (relative sd of one step / target relative SE)^2), from what was seen."""
+        rel_sd = [np.std(t, ddof=1) / t.mean() for ts in self.times.values() for t in ts if len(t) > 1]
+        need = (float(np.median(rel_sd)) / self.settings.target_rel_se) ** 2 if rel_sd else 0.0
+        return float(min(max(self.settings.min_window_steps, need), self.settings.max_window_steps))
+
+    def measured(self) -> dict[Config, Measured]:
+        return {c: Measured.of(np.concatenate(t), float(np.mean(self.syncs[c])) if c in self.syncs else None)
+                for c, t in self.times.items()}
+
+
+def predicted_best(candidates: list[Config], o, kind: str) -> Prediction:
+    """The candidate with the least mean remaining objective among those the model expects to meet
+    the deadline (all, when none does), with J's 90% interval r K exp(mu +- Z90 sd); `kind` is the
+    objective J is in (time while no measured configuration meets the deadline)."""
+    point = o.point()
+    best = int(np.argmin(np.where(o.feasible(), point, np.inf) if o.feasible().any() else point))
+    low, high = o.scale[best] * np.exp(o.mu[best] + np.array([-Z90, Z90]) * o.sd[best])
+    return Prediction(candidates[best], kind, float(point[best]), float(low), float(high))

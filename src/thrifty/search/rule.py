@@ -1,0 +1,109 @@
+"""The decision rule: probe the candidate whose expected gain most exceeds its price; when none
+does, stop exploring.
+
+For a candidate c with mean step time T_c ~ lognormal(mu_c, sd_c) (search.belief), the objective
+still to pay from the current progress p to the target P is
+
+    J_c = r_c K_c T_c,   K_c = (P - p) (1/B_c + 1/B_noise)   steps left (search.efficiency)
+    r_c = 1 (time, s/s)  or  price_c / 3600 (cost, $/s)
+
+and with a deadline D, c is feasible iff elapsed + move_c + K_c T_c <= D, i.e. log T_c <= x_max.
+The incumbent y is the best J among measured, feasible configurations (no move cost: every
+candidate's J is priced the same way). The gain is the expected improvement (Jones et al. 1998,
+EI; a lognormal J as in CherryPick, NSDI 2017) restricted to feasible outcomes:
+
+    gain_c = E[(y - J_c) 1{J_c < y, feasible}] = y Phi(z) - r_c K_c exp(mu + sd^2/2) Phi(z - sd),
+    z = (min(log(y / (r_c K_c)), x_max) - mu) / sd
+
+The price is what the probe costs over staying on the incumbent:
+
+    price_c = m(cur -> c) + (1 - P_c) m(c -> inc) - m(cur -> inc)
+              + max(0, E[r_c w T_c] - w g_c y / (P - p))
+
+with m(a -> b) the move's seconds (restart, plus start-up for new VMs) times r_b, P_c = Phi(z)
+the chance that c wins (else we move back), w the expected window steps, g_c the progress per
+step, y / (P - p) the incumbent's objective per unit of progress. Probe argmax(gain - price) if
+positive; otherwise settle on argmin over measured (J + m(cur -> .)). Gains shrink as the
+remaining work shrinks, so exploration happens early and stops for good.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr
+
+from thrifty.errors import ThriftyError
+
+OBJECTIVES = ("cost", "time")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Minimise cost or time; a deadline (seconds from the start) constrains either."""
+
+    kind: str = "cost"
+    deadline_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in OBJECTIVES:
+            raise ThriftyError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.kind!r}")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise ThriftyError(f"deadline must be positive, got {self.deadline_s}")
+
+    def rate(self, price_per_hour) -> np.ndarray:
+        """r: objective units per second of running (1 for time, $/s for cost)."""
+        price = np.asarray(price_per_hour, float)
+        return np.ones_like(price) if self.kind == "time" else price / 3600
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """J = scale * exp(X), X ~ N(mu, sd^2), feasible iff X <= x_max; one entry per candidate."""
+
+    rate: np.ndarray  # r_c
+    scale: np.ndarray  # r_c K_c
+    mu: np.ndarray
+    sd: np.ndarray
+    x_max: np.ndarray
+
+    def point(self) -> np.ndarray:
+        """The mean of J (lognormal mean)."""
+        return self.scale * np.exp(self.mu + self.sd**2 / 2)
+
+    def feasible(self) -> np.ndarray:
+        return self.mu <= self.x_max
+
+
+def outlook(objective: Objective, rate, steps_left, mu, sd, move_s, time_left_s: float) -> Outlook:
+    """The remaining objective of every candidate (arrays aligned); `time_left_s` to the deadline."""
+    steps_left = np.asarray(steps_left, float)
+    rate = np.asarray(rate, float) * np.ones_like(steps_left)
+    scale = rate * steps_left
+    if objective.deadline_s is None:
+        x_max = np.full_like(scale, np.inf)
+    else:
+        room = time_left_s - np.asarray(move_s, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x_max = np.where(room > 0, np.log(np.maximum(room, 1e-300) / steps_left), -np.inf)
+    return Outlook(rate, scale, np.asarray(mu, float), np.asarray(sd, float), x_max)
+
+
+def expected_improvement(y: float, o: Outlook) -> tuple[np.ndarray, np.ndarray]:
+    """(gain, chance of winning) per candidate: the closed form in the module docstring; y is a
+    finite incumbent (with a deadline nobody measured meets, the loop decides on time instead)."""
+    with np.errstate(divide="ignore"):
+        upper = np.minimum(np.log(y / o.scale), o.x_max)
+    sd = np.maximum(o.sd, 1e-12)
+    z = (upper - o.mu) / sd
+    gain = y * ndtr(z) - o.scale * np.exp(o.mu + sd**2 / 2) * ndtr(z - sd)
+    return np.maximum(gain, 0.0), ndtr(z)
+
+
+def probe_price(o: Outlook, y: float, win_chance, window_steps, progress_per_step,
+                progress_left: float, move_in, move_back, move_home: float) -> np.ndarray:
+    """The price in the module docstring; moves in objective units, the window in steps."""
+    window = np.asarray(window_steps, float)
+    window_extra = (window * o.rate * np.exp(o.mu + o.sd**2 / 2)  # E[r_c w T_c]
+                    - window * np.asarray(progress_per_step) * y / progress_left)
+    return (np.asarray(move_in, float) + (1 - np.asarray(win_chance)) * np.asarray(move_back, float)
+            - move_home + np.maximum(window_extra, 0.0))

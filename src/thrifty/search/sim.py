@@ -1,0 +1,141 @@
+"""`sim`: a trace-driven cloud. Step times come from a trace with lognormal measurement noise;
+progress follows the noise schedule (search.efficiency); time and money follow cloud billing.
+
+Billing: each launch opens a billing segment for the new configuration's nodes; a segment costs
+price_per_hour * max(seconds, 60) / 3600 (per-second billing, 1-minute minimum, as AWS, GCP and
+Azure bill Linux VMs). A move costs `restart_cost_s` (checkpoint, relaunch, resume) and, when new
+VMs are needed (another type, or more nodes), `startup_cost_s` more; both are billed and make no
+progress. The first launch pays the start-up cost. A configuration not in the trace cannot run."""
+
+import numpy as np
+
+from thrifty.errors import ThriftyError
+from thrifty.search.backend import Window
+from thrifty.search.config import Config
+from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.trace import TraceRow
+
+MINIMUM_BILLED_S = 60.0
+
+
+class SimBackend:
+    """One simulated job on one trace; a new instance per search (it carries the job's state)."""
+
+    def __init__(self, rows: list[TraceRow], schedule: NoiseSchedule, *, seed: int = 0,
+                 measurement_noise: float = 0.03, noise_scale_noise: float = 0.1,
+                 restart_cost_s: float = 60.0, startup_cost_s: float = 60.0) -> None:
+        self.rows = {r.config: r for r in rows}
+        self.schedule = schedule
+        self.rng = np.random.default_rng(seed)
+        self.measurement_noise, self.noise_scale_noise = measurement_noise, noise_scale_noise
+        self.restart_cost_s, self.startup_cost_s = restart_cost_s, startup_cost_s
+        self._current: Config | None = None
+        self._progress = self._elapsed_s = self._closed_cost_usd = self._segment_s = 0.0
+
+    def candidates(self) -> list[Config]:
+        return sorted(self.rows)
+
+    def price_per_hour(self, config: Config) -> float:
+        return self._row(config).price_per_hour
+
+    def move_cost_s(self, old: Config | None, config: Config) -> float:
+        if old is None:
+            return self.startup_cost_s
+        if old == config:
+            return 0.0
+        new_vms = old.instance_type != config.instance_type or config.num_nodes > old.num_nodes
+        return self.restart_cost_s + (self.startup_cost_s if new_vms else 0.0)
+
+    def launch(self, config: Config) -> None:
+        row = self._row(config)
+        if config == self._current:
+            return
+        pause_s = self.move_cost_s(self._current, config)
+        self._close_segment()
+        self._current = row.config
+        self._run(pause_s)
+
+    def measure(self, steps: int) -> Window:
+        row = self._require_current()
+        batch = row.config.global_batch
+        remaining = self.schedule.steps(self._progress, self.target, batch)
+        steps = int(min(steps, np.ceil(remaining - 1e-9)))
+        # lognormal with mean 1, so the trace's value is the mean step time
+        sigma = self.measurement_noise
+        times = row.step_time_s * self.rng.lognormal(-sigma**2 / 2, sigma, size=max(steps, 0))
+        noise_scale = self.schedule.at(self._progress) * float(
+            self.rng.lognormal(-self.noise_scale_noise**2 / 2, self.noise_scale_noise))
+        self._progress = self.schedule.advance(self._progress, steps, batch)
+        self._run(float(times.sum()))
+        sync = None if row.sync_time_s is None else row.sync_time_s * float(
+            self.rng.lognormal(-sigma**2 / 2, sigma))  # the window's mean sync, measured like a step
+        return Window(times, noise_scale, sync)
+
+    def finish(self) -> None:
+        """The steps to the target at the mean step time (noise averages out over many steps)."""
+        row = self._require_current()
+        steps = np.ceil(self.schedule.steps(self._progress, self.target, row.config.global_batch) - 1e-9)
+        self._progress = self.target
+        self._run(float(steps) * row.step_time_s)
+
+    def state(self) -> dict:
+        """The job's checkpoint (JSON-ready): configuration, progress, clocks, billing and the
+        random generator's state, so a restored sim draws exactly the steps the original would."""
+        return {"current": None if self._current is None else self._current.to_dict(),
+                "progress": self._progress, "elapsed_s": self._elapsed_s,
+                "closed_cost_usd": self._closed_cost_usd, "segment_s": self._segment_s,
+                "rng": self.rng.bit_generator.state}
+
+    def restore(self, state: dict) -> None:
+        self._current = None if state["current"] is None else self._row(Config(**state["current"])).config
+        self._progress, self._elapsed_s = state["progress"], state["elapsed_s"]
+        self._closed_cost_usd, self._segment_s = state["closed_cost_usd"], state["segment_s"]
+        self.rng.bit_generator.state = state["rng"]
+
+    @property
+    def current(self) -> Config | None:
+        return self._current
+
+    @property
+    def done(self) -> bool:
+        return self._progress >= self.target * (1 - 1e-12)
+
+    @property
+    def progress(self) -> float:
+        return self._progress
+
+    @property
+    def target(self) -> float:
+        return float(self.schedule.progress[-1])
+
+    @property
+    def elapsed_s(self) -> float:
+        return self._elapsed_s
+
+    @property
+    def cost_usd(self) -> float:
+        return self._closed_cost_usd + self._segment_cost()
+
+    def _row(self, config: Config) -> TraceRow:
+        try:
+            return self.rows[config]
+        except KeyError:
+            raise ThriftyError(f"configuration {config.label()} is not in the trace: sim cannot run it") from None
+
+    def _require_current(self) -> TraceRow:
+        if self._current is None:
+            raise ThriftyError("launch a configuration before measuring")
+        return self.rows[self._current]
+
+    def _run(self, seconds: float) -> None:
+        self._elapsed_s += seconds
+        self._segment_s += seconds
+
+    def _segment_cost(self) -> float:
+        if self._current is None:
+            return 0.0
+        return self.rows[self._current].price_per_hour * max(self._segment_s, MINIMUM_BILLED_S) / 3600
+
+    def _close_segment(self) -> None:
+        self._closed_cost_usd += self._segment_cost()
+        self._segment_s = 0.0

@@ -1,0 +1,352 @@
+"""Every bad input to every command: exit code 2, one line on stderr, no traceback, and nothing
+left behind in the working folder (no empty database, no half-written file).
+
+Each case runs the CLI in this process from an empty working folder, with its inputs in a
+folder beside it; the default database is redirected there too."""
+
+import shlex
+import stat
+from pathlib import Path
+
+import pytest
+
+from thrifty.cli.app import main
+
+BAD_UTF8 = b"num_nodes,num_workers\n\xff\xfe\xfa,1\n"
+
+INPUT_FILES: dict[str, bytes | str] = {
+    "bad_utf8.csv": BAD_UTF8,
+    "empty.csv": "",
+    "header_only.csv": "num_nodes,num_workers,local_batch,step_time_s\n",
+    "wrong_columns.csv": "a,b\n1,2\n",
+    "binary.bin": bytes(range(256)) * 4,
+    "not_json.json": "this is not json\n",
+    "list.json": "[1, 2, 3]\n",
+    "samples_nan.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,nan\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
+    "samples_text.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,fast\n",
+    "samples_negative.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,-0.1\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
+    "samples_zero_workers.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,0,32,0.1\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
+    "samples_two.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,0.1\n1,2,32,0.12\n",
+    "samples_inf.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,inf\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
+    "configs_nan.csv": "num_nodes,num_workers,local_batch\n1,nan,32\n",
+    "configs_zero.csv": "num_nodes,num_workers,local_batch\n1,1,0\n",
+    "configs_negative.csv": "num_nodes,num_workers,local_batch\n-1,1,32\n",
+    "configs_huge.csv": "num_nodes,num_workers,local_batch\n1,1,1e308\n",
+    "lifetimes_text.csv": "lifetime_s,event\nlong,1\n",
+    "lifetimes_negative.csv": "lifetime_s,event\n-5,1\n100,1\n200,0\n",
+    "lifetimes_nan.csv": "lifetime_s,event\nnan,1\n100,1\n200,0\n",
+    "lifetimes_event.csv": "lifetime_s,event\n100,7\n200,1\n300,0\n",
+    "lifetimes_two.csv": "lifetime_s,event\n100,1\n200,1\n",
+    "lifetimes_censored.csv": "lifetime_s,event\n100,0\n200,0\n300,0\n400,0\n",
+    "catalog_nan_price.csv": "cloud,instance_type,region,vcpus,memory_gib,price_per_hour,spot_price_per_hour\n"
+                             "aws,x1.fake,us-east-1,4,16,nan,0.1\n",
+    "catalog_negative.csv": "cloud,instance_type,region,vcpus,memory_gib,price_per_hour,spot_price_per_hour\n"
+                            "aws,x1.fake,us-east-1,-4,16,0.2,0.1\n",
+    "model_no_cov.json": '{"kind": "thrifty.steptime", "theta": [0.01, 0.001, 0.0001, 0.0, 0.0]}\n',
+    "schedule_bad.json": '{"steps": "many"}\n',
+    "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
+    "exit_at_import.py": "import sys\nsys.exit(0)\n",
+    "syntax.py": "def make_workload(:\n",
+    "raises.py": "def make_workload():\n    raise RuntimeError('no data here')\n",
+    "no_factory.py": "x = 1\n",
+    "returns_none.py": "def make_workload():\n    return None\n",
+    "not_python.txt": "hello\n",
+    "not_a_db.db": "this is not a database\n",
+    "trace_ok.csv": "instance_type,num_nodes,num_workers,local_batch,step_time_s,price_per_hour\n"
+                    "x,1,1,32,0.1,1\nx,1,1,64,0.18,1\nx,2,2,32,0.12,1\n",
+    "afile": "a regular file\n",
+    "script.sh": "#!/bin/sh\necho hi\n",
+}
+
+# output paths that cannot be written: under /proc, in sysfs (no regular files, read-only in containers),
+# under a regular file, an existing folder
+UNWRITABLE = {"proc": "/proc/thrifty-nowhere/out", "sysfs": "/sys/thrifty-out", "under_file": "{in}/afile/out",
+              "folder": "{in}/adir"}
+UNWRITABLE_DIRS = {"proc": "/proc/thrifty-nowhere/dir", "sysfs": "/sys/thrifty-dir", "under_file": "{in}/afile/dir",
+                   "file": "{in}/afile"}
+BAD_CSV = {"missing": "{in}/missing.csv", "bad_utf8": "{in}/bad_utf8.csv", "empty": "{in}/empty.csv",
+           "wrong_columns": "{in}/wrong_columns.csv", "binary": "{in}/binary.bin", "folder": "{in}/adir"}
+BAD_WORKLOADS = {"missing": "{in}/missing.py", "unknown_builtin": "builtin:nosuch", "exit3": "{in}/exit3.py",
+                 "exit_at_import": "{in}/exit_at_import.py", "syntax": "{in}/syntax.py",
+                 "raises": "{in}/raises.py", "no_factory": "{in}/no_factory.py",
+                 "returns_none": "{in}/returns_none.py", "not_python": "{in}/not_python.txt",
+                 "folder": "{in}/adir"}
+BAD_DBS = {"under_file": "{in}/afile/t.db", "folder": "{in}/adir", "not_a_db": "{in}/not_a_db.db",
+           "proc": "/proc/thrifty-nowhere/t.db"}
+NOT_NUMBERS = ("abc", "nan", "inf", "")
+NOT_POSITIVE = ("0", "-1")
+
+
+def _cases() -> list[tuple[str, str, str]]:
+    """(name, argv, a word the error line must contain: the case failed for the reason meant)."""
+    cases: list[tuple[str, str, str]] = []
+
+    def add(name: str, argv: str, expect: str = "") -> None:
+        cases.append((name, argv, expect))
+
+    def numbers(command: str, option: str, bad: tuple[str, ...], rest: str = "") -> None:
+        for value in bad:
+            add(f"{command} {option}={value or 'empty'}", f"{command} {option} {shlex.quote(value)} {rest}")
+
+    # catalog
+    for name, path in BAD_CSV.items():
+        add(f"catalog list --catalog {name}", f"catalog list --catalog {path}")
+        add(f"catalog show --catalog {name}", f"catalog show n1-standard-4 --catalog {path}")
+    add("catalog list --catalog nan price", "catalog list --catalog {in}/catalog_nan_price.csv")
+    add("catalog list --catalog negative vcpus", "catalog list --catalog {in}/catalog_negative.csv")
+    for option in ("--min-vcpus", "--min-memory", "--max-price"):
+        numbers("catalog list", option, ("abc", "nan", "inf", "-1"))
+    add("catalog list --max-price 0", "catalog list --max-price 0")
+    add("catalog list --gpu --cpu", "catalog list --gpu --cpu", "not both")
+    add("catalog list unknown cloud", "catalog list --cloud nosuch")
+    add("catalog list unknown accelerator", "catalog list --accelerator Z9000")
+    add("catalog show unknown type", "catalog show no-such-type")
+    for option in ("--hardware", "--network"):
+        for name in ("bad_utf8", "wrong_columns", "missing"):
+            add(f"catalog show {option} {name}", f"catalog show n1-standard-4 {option} {BAD_CSV[name]}")
+
+    # profile (fails before measuring anything)
+    for name, spec in BAD_WORKLOADS.items():
+        add(f"profile --workload {name}", f"profile --workload {spec} --db {{w}}/t.db", "workload")
+    for value in ("abc", "0", "-1", "", "1,,2", "100000"):
+        add(f"profile --workers {value or 'empty'}", f"profile --workers {shlex.quote(value)} --db {{w}}/t.db")
+    for value in ("abc", "0", "-8"):
+        add(f"profile --batch {value}", f"profile --batch {value} --db {{w}}/t.db")
+    numbers("profile", "--steps", ("0", "-1", "abc"), "--db {w}/t.db")
+    add("profile --instance-type unknown", "profile --instance-type n9-nosuch --db {w}/t.db")
+    for name, path in BAD_DBS.items():
+        add(f"profile --db {name}", f"profile --workload {{in}}/raises.py --db {path}", "database")
+
+    # model fit / predict / project
+    for name, path in {**BAD_CSV, "nan": "{in}/samples_nan.csv", "text": "{in}/samples_text.csv",
+                       "negative": "{in}/samples_negative.csv", "zero_workers": "{in}/samples_zero_workers.csv",
+                       "two_rows": "{in}/samples_two.csv", "inf": "{in}/samples_inf.csv",
+                       "header_only": "{in}/header_only.csv"}.items():
+        add(f"model fit --samples {name}", f"model fit --samples {path}")
+    add("model fit nothing", "model fit")
+    add("model fit both", "model fit --samples {in}/samples_two.csv --workload builtin:digits")
+    add("model fit --workload unprofiled", "model fit --workload builtin:digits --db {w}/t.db")
+    for name, path in UNWRITABLE.items():
+        add(f"model fit --out {name}", f"model fit --samples {{in}}/samples_ok.csv --out {path}", "cannot write")
+    for name, path in {"missing": "{in}/missing.json", "not_json": "{in}/not_json.json", "list": "{in}/list.json",
+                       "no_cov": "{in}/model_no_cov.json", "bad_utf8": "{in}/bad_utf8.csv",
+                       "folder": "{in}/adir"}.items():
+        add(f"model predict --model {name}", f"model predict --model {path} --configs {{in}}/configs_ok.csv")
+    for name, path in {**BAD_CSV, "nan": "{in}/configs_nan.csv", "zero": "{in}/configs_zero.csv",
+                       "negative": "{in}/configs_negative.csv", "huge": "{in}/configs_huge.csv"}.items():
+        add(f"model predict --configs {name}", f"model predict --model {{in}}/model_ok.json --configs {path}")
+    project = "model project --instance-type n1-standard-4 --db {w}/t.db"
+    add("model project unknown type", "model project --instance-type n9-nosuch --db {w}/t.db")
+    add("model project no type", "model project --db {w}/t.db")
+    for value in ("abc", "0", "-32", ""):
+        add(f"model project --local-batch {value or 'empty'}", f"{project} --local-batch {shlex.quote(value)}")
+    numbers("model project", "--workers", ("0", "-1", "abc"), "--instance-type n1-standard-4 --db {w}/t.db")
+    add("model project --precision", f"{project} --precision fp7")
+    add("model project --cloud", f"{project} --cloud nosuch")
+    for name, spec in list(BAD_WORKLOADS.items())[:5]:
+        add(f"model project --workload {name}", f"{project} --workload {spec}")
+
+    # plan
+    plan = "plan --db {w}/t.db"
+    add("plan --objective", f"{plan} --objective cheapest")
+    for value in ("abc", "-1", "0", "nan", "inf", "5 weeks"):
+        add(f"plan --deadline {value}", f"{plan} --deadline {shlex.quote(value)}")
+    for value in ("abc", "-5", "0", "nan", "inf", "$"):
+        add(f"plan --budget {value}", f"{plan} --budget {shlex.quote(value)}")
+    numbers("plan", "--max-workers", ("0", "-1", "abc", "1000000000"), "--db {w}/t.db")
+    numbers("plan", "--max-price", ("0", "-1", "nan", "abc", "0.0001"), "--db {w}/t.db")
+    numbers("plan", "--epochs", ("0", "-1", "nan", "inf", "1e30", "abc"), "--db {w}/t.db")
+    numbers("plan", "--top", ("0", "-1", "abc"), "--db {w}/t.db")
+    for value in ("abc", "0", "-64", "", "3.5"):
+        add(f"plan --batch {value or 'empty'}", f"{plan} --batch {shlex.quote(value)}")
+    for value in ("abc", "-1", "nan"):
+        add(f"plan --startup {value}", f"{plan} --startup {value}")
+    add("plan --spot", f"{plan} --spot sometimes")
+    add("plan --precision", f"{plan} --precision fp7")
+    add("plan --gpu --cpu", f"{plan} --gpu --cpu", "not both")
+    add("plan --cloud unknown", f"{plan} --cloud nosuch")
+    add("plan --region unknown", f"{plan} --region mars-north-1")
+    for option in ("--catalog", "--hardware", "--network", "--gpus"):
+        for name in ("missing", "bad_utf8", "wrong_columns", "empty", "binary"):
+            add(f"plan {option} {name}", f"{plan} {option} {BAD_CSV[name]}")
+    for name, path in UNWRITABLE.items():
+        add(f"plan --plot {name}", f"{plan} --plot {path}", "cannot write")
+    for name, spec in BAD_WORKLOADS.items():
+        add(f"plan --workload {name}", f"{plan} --workload {spec}", "workload")
+    for name, path in BAD_DBS.items():
+        add(f"plan --db {name}", f"plan --db {path}", "database")
+
+    # train (fails before any worker starts)
+    train = "train --steps 2 --db {w}/t.db --run-dir {w}/run"
+    numbers("train", "--nproc", ("0", "-1", "abc", "100000"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--global-batch", ("0", "-1", "abc", "100000000"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    for option, value in (("--policy", "fastest"), ("--mode", "async"), ("--emulate", "magic"),
+                          ("--hetero-profile", "HL99"), ("--b-max-rule", "vibes")):
+        add(f"train {option} {value}", f"{train} {option} {value}")
+    for value in ("abc", "0", "-1", "nan", "1,abc", "1,2,3"):
+        add(f"train --slowdown {value}", f"{train} --slowdown {shlex.quote(value)}")
+    for value in ("abc", "0", "-1", "nan"):
+        add(f"train --capacities {value}", f"{train} --policy static --capacities {value}")
+    for name in ("missing", "not_json", "schedule_bad", "bad_utf8"):
+        path = {"missing": "{in}/missing.json", "not_json": "{in}/not_json.json",
+                "schedule_bad": "{in}/schedule_bad.json", "bad_utf8": "{in}/bad_utf8.csv"}[name]
+        add(f"train --slowdown-schedule {name}", f"{train} --slowdown-schedule {path}")
+    add("train two slowdowns", f"{train} --slowdown 1,2 --hetero-profile HL2")
+    numbers("train", "--steps", ("0", "-1", "abc"), "--db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--epochs", ("0", "-1", "nan", "inf", "abc"), "--db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--target", ("nan", "inf", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--b-min", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--b-max", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    add("train b-min above b-max", f"{train} --b-min 64 --b-max 8")
+    numbers("train", "--dead-band", ("nan", "-0.1", "2", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--adjust-every", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--eval-every", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--checkpoint-every", ("-1", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    add("train --resume nothing to resume", f"{train} --resume")
+    add("train --resume asp", f"{train} --resume --mode asp")
+    for name, path in UNWRITABLE_DIRS.items():
+        add(f"train --run-dir {name}", f"train --steps 2 --db {{w}}/t.db --run-dir {path}", "run directory")
+    for name, spec in BAD_WORKLOADS.items():
+        add(f"train --workload {name}", f"{train} --workload {spec}", "workload")
+    for name, path in BAD_DBS.items():
+        add(f"train --db {name}", f"train --steps 2 --run-dir {{w}}/run --db {path}", "database")
+
+    # preempt
+    for name, path in {**BAD_CSV, "text": "{in}/lifetimes_text.csv", "negative": "{in}/lifetimes_negative.csv",
+                       "nan": "{in}/lifetimes_nan.csv", "event": "{in}/lifetimes_event.csv",
+                       "censored_only": "{in}/lifetimes_censored.csv"}.items():
+        add(f"preempt fit {name}", f"preempt fit {path}")
+    add("preempt fit --model", "preempt fit {in}/lifetimes_ok.csv --model gamma")
+    add("preempt fit --method", "preempt fit {in}/lifetimes_ok.csv --method guess")
+    add("preempt fit --machine-type", "preempt fit {in}/lifetimes_ok.csv --machine-type n9-nosuch")
+    for name, path in UNWRITABLE.items():
+        add(f"preempt fit --out {name}", f"preempt fit {{in}}/lifetimes_ok.csv --out {path}", "cannot write")
+    for name, value in {"unknown": "nosuch", "not_json": "{in}/not_json.json", "list": "{in}/list.json",
+                        "bad_utf8": "{in}/bad_utf8.csv"}.items():
+        add(f"preempt show {name}", f"preempt show {value}")
+    for name, path in UNWRITABLE.items():
+        add(f"preempt show --plot {name}", f"preempt show --plot {path}", "cannot write")
+    schedule = "preempt schedule --job-hours 5"
+    numbers("preempt schedule", "--job-hours", ("0", "-1", "nan", "inf", "abc", "1e9"))
+    for option in ("--ckpt-cost", "--restart-cost", "--vm-age", "--mttf"):
+        for value in ("abc", "-1", "nan"):
+            add(f"preempt schedule {option} {value}", f"{schedule} {option} {value}")
+    add("preempt schedule --ckpt-cost 0", f"{schedule} --ckpt-cost 0")
+    add("preempt schedule --vm-age beyond", f"{schedule} --vm-age 30h")
+    add("preempt schedule --policy", f"{schedule} --policy sometimes")
+    add("preempt schedule --model", f"{schedule} --model nosuch")
+    add("preempt schedule --model not json", f"{schedule} --model {{in}}/not_json.json")
+    for value in ("abc", "0", "-1", "nan", ""):
+        add(f"preempt reuse --job-hours {value or 'empty'}", f"preempt reuse --job-hours {shlex.quote(value)}")
+    for option in ("--ckpt-cost", "--restart-cost", "--startup"):
+        add(f"preempt reuse {option} abc", f"preempt reuse {option} abc")
+    add("preempt reuse --model", "preempt reuse --model nosuch")
+    spot = "preempt spot --job-hours 5 --deadline 8h --spot-price 1 --on-demand-price 3"
+    for option in ("--spot-price", "--on-demand-price", "--job-hours"):
+        for value in ("0", "-1", "nan", "inf", "abc"):
+            add(f"preempt spot {option} {value}", f"{spot} {option} {value}")
+    for value in ("0", "-1", "1000000000", "abc"):
+        add(f"preempt spot --runs {value}", f"{spot} --runs {value}")
+    for value in ("abc", "0", "-1"):
+        add(f"preempt spot --deadline {value}", f"{spot} --deadline {value}")
+    add("preempt spot --lifetimes", f"{spot} --lifetimes fake")
+    add("preempt spot --model", f"{spot} --model nosuch")
+    add("preempt spot deadline shorter than the job", f"{spot} --deadline 1h")
+
+    # run
+    add("run no command", "run")
+    add("run missing command", "run --checkpoint-dir {w}/ck -- /nonexistent/cmd", "cannot run")
+    add("run not executable", "run --checkpoint-dir {w}/ck -- {in}/afile", "cannot run")
+    add("run a folder", "run --checkpoint-dir {w}/ck -- {in}/adir", "cannot run")
+    for name, path in UNWRITABLE_DIRS.items():
+        add(f"run --checkpoint-dir {name}", f"run --checkpoint-dir {path} -- true", "cannot write")
+    for option, values in (("--job-hours", ("-3", "0", "nan", "inf")), ("--time-scale", ("0", "-1", "nan", "inf")),
+                           ("--ckpt-cost", ("abc", "-1")), ("--restart-cost", ("abc",)), ("--notice", ("abc", "-5")),
+                           ("--kill", ("gently",)), ("--model", ("nosuch",))):
+        for value in values:
+            add(f"run {option} {value}", f"run --checkpoint-dir {{w}}/ck {option} {value} -- true")
+
+    # md run
+    md = "md run --steps 10 --chunk 5 --out {w}/md"
+    add("md run --system", f"{md} --system plasma")
+    numbers("md run", "--steps", ("0", "-1", "abc"), "--chunk 5 --out {w}/md")
+    numbers("md run", "--chunk", ("0", "-1", "abc"), "--steps 10 --out {w}/md")
+    add("md run --platform", f"{md} --platform Quantum")
+    for name, path in UNWRITABLE_DIRS.items():
+        add(f"md run --out {name}", f"md run --steps 10 --chunk 5 --out {path}", "cannot write")
+        add(f"md run --checkpoint-dir {name}", f"{md} --checkpoint-dir {path}", "cannot write")
+
+    # search (fails before the first window)
+    search = "search --trace {in}/trace_ok.csv --target-samples 1e5 --noise-scale 100"
+    for name, path in UNWRITABLE.items():
+        add(f"search --plot {name}", f"{search} --plot {path} --db {{w}}/t.db", "cannot write")
+    for name, path in BAD_DBS.items():
+        add(f"search --db {name}", f"{search} --db {path}", "database")
+    add("search --resume without --db", f"{search} --resume", "needs --db")
+    add("search --resume nothing stored", f"{search} --resume --db {{w}}/t.db", "no search")
+    add("search --start unknown type", f"{search} --start y:1:1:32", "not in the trace")
+    numbers("search", "--target-samples", ("0", "-1", "nan", "abc"),
+            "--trace {in}/trace_ok.csv --noise-scale 100")
+    for name, path in BAD_CSV.items():
+        add(f"search --trace {name}", f"search --trace {path} --target-samples 1e5 --noise-scale 100")
+
+    # the command line itself
+    add("unknown command", "fly")
+    add("unknown option", "plan --fast")
+    add("missing value", "plan --objective")
+    add("unknown subcommand", "preempt guess")
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.fixture()
+def folders(tmp_path, monkeypatch):
+    inputs, work = tmp_path / "in", tmp_path / "work"
+    inputs.mkdir()
+    work.mkdir()
+    (inputs / "adir").mkdir()
+    for name, content in INPUT_FILES.items():
+        (inputs / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    (inputs / "script.sh").chmod(0o755)
+    (inputs / "afile").chmod(stat.S_IRUSR | stat.S_IWUSR)
+    # valid inputs, for the cases where another option is the bad one
+    (inputs / "samples_ok.csv").write_text(
+        "num_nodes,num_workers,local_batch,step_time_s\n"
+        + "".join(f"1,{n},{b},{0.002 + b * n * 1e-4 + 0.001 * (n > 1)}\n" for n in (1, 2, 4) for b in (16, 32, 64)))
+    (inputs / "configs_ok.csv").write_text("num_nodes,num_workers,local_batch\n1,2,32\n")
+    (inputs / "lifetimes_ok.csv").write_text(
+        "lifetime_s,event\n" + "".join(f"{600 * (i + 1)},{int(i % 5 != 0)}\n" for i in range(40)))
+    assert main(["model", "fit", "--samples", str(inputs / "samples_ok.csv"), "--out", str(inputs / "model_ok.json"),
+                 "--json"]) == 0
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(work))  # nothing may land in the default database's folder either
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "matplotlib"))
+    monkeypatch.delenv("THRIFTY_CHECKPOINT_DIR", raising=False)
+    return inputs, work
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("argv, expect", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_a_bad_input_gets_one_line_and_exit_code_2(folders, capsys, argv, expect):
+    inputs, work = folders
+    capsys.readouterr()
+    before = _snapshot(inputs)
+    code = main(shlex.split(argv.format(**{"in": inputs, "w": work})))
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, f"exit {code}; stderr: {err!r}"
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("error: ") and expect.lower() in lines[0].lower(), lines[0]
+    assert _snapshot(work) == {}, f"left behind: {sorted(_snapshot(work))}"
+    assert _snapshot(inputs) == before
+
+
+def test_there_are_at_least_240_cases():
+    assert len(CASES) >= 240
+    assert len({case[0] for case in CASES}) == len(CASES)

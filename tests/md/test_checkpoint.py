@@ -1,0 +1,70 @@
+"""Resuming from a checkpoint that does not fit this run: one clear error before OpenMM sees it."""
+
+import io
+import json
+
+import numpy as np
+import pytest
+
+import thrifty.md.job
+from thrifty.errors import ThriftyError
+from thrifty.md.job import MDSettings
+from thrifty.md.systems import confined_ions, lennard_jones_fluid
+from thrifty.transient.protocol import JobCheckpoints
+
+LJ = MDSettings(system="lj", steps=100, chunk=50)
+
+
+def test_another_system_is_refused_naming_both(run_job):
+    run_job(LJ)
+    with pytest.raises(ThriftyError, match=r"system lj \(216 particles, n_atoms=216.*this run is ions \(120 particles"):
+        run_job(MDSettings(system="ions", steps=100, chunk=50))
+
+
+def test_same_system_with_other_parameters_is_refused(run_job, monkeypatch):
+    """Other wall separation, same 120 particles: OpenMM would load the checkpoint without a word."""
+    run_job(MDSettings(system="ions", steps=100, chunk=50))
+    monkeypatch.setattr(thrifty.md.job, "build", lambda name, seed: confined_ions(wall_separation_nm=3.5, seed=seed))
+    with pytest.raises(ThriftyError, match=r"wall_separation_nm=3\.0.*this run is ions \(120 particles, n_pairs=60, "
+                                           r"wall_separation_nm=3\.5"):
+        run_job(MDSettings(system="ions", steps=200, chunk=50))
+    monkeypatch.setattr(thrifty.md.job, "build", lambda name, seed: lennard_jones_fluid(n_atoms=125, seed=seed))
+    with pytest.raises(ThriftyError, match=r"this run is lj \(125 particles, n_atoms=125"):
+        run_job(LJ)
+
+
+def test_other_platform_or_seed_is_refused(run_job):
+    run_job(LJ)
+    with pytest.raises(ThriftyError, match="made on OpenMM platform Reference.*give --platform Reference"):
+        run_job(MDSettings(system="lj", steps=100, chunk=50, platform="CPU"))
+    with pytest.raises(ThriftyError, match="for --seed 0, this run asked for --seed 1"):
+        run_job(MDSettings(system="lj", steps=100, chunk=50, seed=1))
+
+
+def test_a_checkpoint_past_the_target_is_refused_and_one_at_it_only_writes_outputs(tmp_path, run_job):
+    first = run_job(MDSettings(system="lj", steps=200, chunk=50))
+    with pytest.raises(ThriftyError, match=r"at step 200, beyond --steps 100: give --steps 200 or more"):
+        run_job(LJ, out="other")
+    assert not (tmp_path / "other").exists()  # refused before any output
+    thermo = (tmp_path / "out" / "thermo.csv").read_text()
+    again = run_job(MDSettings(system="lj", steps=200, chunk=50))  # a restart after the last checkpoint
+    assert again == first and (tmp_path / "out" / "thermo.csv").read_text() == thermo
+
+
+def _npz(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+FIRST_FORMAT = _npz(step=np.int64(50), histogram=np.zeros((2, 60)), openmm=np.zeros(8, np.uint8))
+OTHER_VERSION = _npz(format="thrifty-md/1", identity="{}", platform="Reference", seed=np.int64(0), step=np.int64(50),
+                     samples=np.int64(1), histogram=np.zeros((1, 60)), openmm=np.zeros(8, np.uint8))
+
+
+@pytest.mark.parametrize("payload", [b"not an archive", json.dumps({"step": 5}).encode(), FIRST_FORMAT, OTHER_VERSION],
+                         ids=["bytes", "json", "first-format", "other-version"])
+def test_a_checkpoint_from_something_else_is_refused(tmp_path, run_job, payload):
+    JobCheckpoints(tmp_path / "ck", handle_signals=False).save(payload)
+    with pytest.raises(ThriftyError, match="not written by this version of `thrifty md run`"):
+        run_job(LJ)

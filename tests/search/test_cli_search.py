@@ -1,0 +1,87 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import NOISE_SCALE, TARGET
+
+from thrifty.search.trace import write_trace
+
+KEYS = {"time_s", "cost_usd", "oracle_time_s", "oracle_cost_usd", "overhead_time", "overhead_cost",
+        "final_config", "probes", "moves"}
+
+
+@pytest.fixture()
+def trace(tmp_path, rows):
+    path = tmp_path / "trace.csv"
+    write_trace(path, rows)
+    return path
+
+
+def args(trace, *more):
+    return ["search", "--backend", "sim", "--trace", trace, "--target-samples", TARGET,
+            "--noise-scale", NOISE_SCALE, *more]
+
+
+def test_search_json_has_the_issues_keys_and_ends_near_the_oracle(run_cli, trace):
+    code, out, _ = run_cli(*args(trace, "--objective", "time", "--json"))
+    assert code == 0
+    result = json.loads(out)
+    assert KEYS <= set(result)
+    assert set(result["final_config"]) == {"instance_type", "num_nodes", "num_workers", "global_batch", "spot"}
+    assert result["probes"][0]["config"] == result["start_config"] and result["probes"][0]["steps"] >= 20
+    assert 0 <= result["overhead_time"] < 0.1
+    assert result["time_s"] == pytest.approx(result["oracle_time_s"] * (1 + result["overhead_time"]))
+
+
+def test_seeds_give_per_seed_results_and_medians(run_cli, trace):
+    code, out, _ = run_cli(*args(trace, "--seeds", 3, "--json", "--deadline", "8h"))
+    result = json.loads(out)
+    assert code == 0 and len(result["per_seed"]) == 3
+    assert KEYS | {"p90_overhead_cost", "exploration_cost_usd"} <= set(result)
+    assert all(KEYS <= set(r) for r in result["per_seed"])
+    assert all(r["time_s"] <= 8 * 3600 for r in result["per_seed"])
+
+
+def test_search_prints_a_short_report(run_cli, trace):
+    code, out, _ = run_cli(*args(trace, "--start", "mid:2:2:128"))
+    assert code == 0 and "start  mid 2x1 B=128" in out and "vs the oracle" in out and "ended on" in out
+    code, out, _ = run_cli(*args(trace, "--seeds", 2))
+    assert code == 0 and "search median" in out
+
+
+@pytest.mark.parametrize("change, message", [
+    (("--start", "huge:1:1:64"), "instance type 'huge' is not in the trace"),
+    (("--start", "mid:3:3:64"), "not in the trace, so it cannot run"),
+    (("--start", "mid:x"), "TYPE:NODES:WORKERS:GLOBAL_BATCH"),
+    (("--deadline", "1h"), "no configuration of the trace meets the deadline"),
+    (("--objective", "speed"), "objective must be one of"),
+    (("--backend", "local"), "not available yet"),
+    (("--noise-scale-trace", "x.csv"), "one of --noise-scale or --noise-scale-trace"),
+    (("--restart-cost", "soon"), "cannot read --restart-cost"),
+])
+def test_bad_input_is_one_line_and_exit_2(run_cli, trace, change, message):
+    code, out, err = run_cli(*args(trace, *change))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("body", ["instance_type,num_nodes\na,1\n",
+                                  "instance_type,num_nodes,num_workers,local_batch,step_time_s\na,1,1,8,0\n"])
+def test_a_bad_trace_or_target_is_one_line_and_exit_2(run_cli, tmp_path, trace, body):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(body)
+    for argv in (args(bad), ["search", "--trace", trace, "--target-samples", 0, "--noise-scale", 10]):
+        code, _, err = run_cli(*argv)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_search_runs_where_torch_cannot_be_imported(trace):
+    # the decision rule and the sim are numpy/scipy only (DESIGN.md: search's decision rule is torch-free)
+    blocker = ("import sys\nclass B:\n    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] in ('torch', 'openmm', 'ray'):\n"
+               "            raise ImportError('blocked')\nsys.meta_path.insert(0, B())\n")
+    argv = [str(a) for a in args(trace, "--json")]
+    done = subprocess.run([sys.executable, "-c", blocker + f"from thrifty.cli.app import main; sys.exit(main({argv!r}))"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["overhead_cost"] >= 0

@@ -1,0 +1,40 @@
+import numpy as np
+import pytest
+
+from thrifty.errors import ThriftyError
+from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
+
+
+def test_expected_improvement_matches_monte_carlo_with_and_without_a_deadline():
+    rng = np.random.default_rng(0)
+    mu, sd, steps = np.log(0.2), 0.3, 1e4
+    x = rng.normal(mu, sd, 400_000)
+    for deadline, time_left in ((None, np.inf), (1.0, 2100.0)):
+        o = outlook(Objective("time", deadline), 1.0, [steps], [mu], [sd], [100.0], time_left)
+        y = 2100.0
+        gain, win = expected_improvement(y, o)
+        j = steps * np.exp(x)
+        ok = j < y if deadline is None else (j < y) & (100 + j <= time_left)
+        assert gain[0] == pytest.approx(np.mean((y - j) * ok), rel=0.02)
+        assert win[0] == pytest.approx(np.mean(ok), abs=0.005)
+
+
+def test_a_certain_loser_has_no_gain_and_a_certain_winner_gains_the_difference():
+    o = outlook(Objective("cost"), Objective("cost").rate([3.6, 3.6]), [1e4, 1e4], np.log([0.5, 0.1]),
+                [1e-9, 1e-9], [0, 0], np.inf)
+    gain, win = expected_improvement(3.0, o)  # J = 5 and 1 dollars
+    assert gain == pytest.approx([0.0, 2.0]) and win == pytest.approx([0.0, 1.0])
+
+
+def test_the_price_counts_both_moves_and_a_slower_window():
+    o = outlook(Objective("time"), 1.0, [1e4], [np.log(0.3)], [0.0], [60.0], np.inf)
+    # incumbent: y = 2000 s for 1e4 steps' worth of progress -> 0.2 s per step at equal progress
+    price = probe_price(o, 2000.0, [0.25], 20, [1.0], 1e4, [60.0], [60.0], 0.0)
+    assert price[0] == pytest.approx(60 + 0.75 * 60 + 20 * (0.3 - 0.2))
+
+
+def test_an_unknown_objective_or_a_non_positive_deadline_is_refused():
+    with pytest.raises(ThriftyError):
+        Objective("speed")
+    with pytest.raises(ThriftyError):
+        Objective("cost", 0.0)

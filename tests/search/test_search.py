@@ -1,0 +1,96 @@
+"""Behaviour of the search on synthetic traces. Each test names the mutation of the code it
+catches (checked by applying the mutation by hand and watching the test fail)."""
+
+import numpy as np
+import pytest
+from conftest import scenario
+
+from thrifty.search.belief import Measured
+from thrifty.search.harness import default_start, oracle, run_strategy
+from thrifty.search.loop import Search
+
+SEEDS = range(4)
+
+
+@pytest.mark.parametrize("kind", ["cost", "time"])
+def test_the_search_settles_on_the_known_best_configuration_within_eight_percent(rows, kind):
+    # (this job is short, 4.5-12 h: a move is ~1% of it; benchmarks/bench_search.py measures overheads)
+    # mutations caught: drop the efficiency term (steps left = progress left / B), or settle on
+    # the last probe instead of the best measured
+    sc = scenario(rows, kind)
+    best = oracle(sc)
+    runs = [run_strategy(sc, "search", s, default_start(rows)) for s in SEEDS]
+    assert [r.final_config for r in runs] == [best.final_config] * len(runs)
+    value = [r.cost_usd if kind == "cost" else r.time_s for r in runs]
+    assert np.median(value) / (best.cost_usd if kind == "cost" else best.time_s) - 1 < 0.08
+
+
+def test_nothing_beats_the_oracle_beyond_measurement_noise(rows):
+    # mutation caught: the oracle chosen by the other objective (test_sim_and_trace catches
+    # windows that train for free)
+    for kind in ("cost", "time"):
+        sc = scenario(rows, kind)
+        best = oracle(sc)
+        for name in ("search", "random", "exhaustive", "plan_alone"):
+            runs = [run_strategy(sc, name, s, default_start(rows), probe_windows=7) for s in SEEDS]
+            assert np.mean([r.time_s for r in runs]) >= best.time_s * 0.999 or kind == "cost"
+            assert np.mean([r.cost_usd for r in runs]) >= best.cost_usd * 0.999 or kind == "time"
+
+
+def test_the_search_probes_few_configurations_and_beats_exhaustive_profiling(rows):
+    # mutation caught: never stop exploring (probe while any configuration is unmeasured)
+    sc = scenario(rows, "time")
+    best = oracle(sc)
+    search = [run_strategy(sc, "search", s, default_start(rows)) for s in SEEDS]
+    exhaustive = [run_strategy(sc, "exhaustive", s, default_start(rows)) for s in SEEDS]
+    assert max(len(r.probes) for r in search) <= len(rows) // 4
+    assert np.median([r.time_s for r in search]) - best.time_s < \
+        0.5 * (np.median([r.time_s for r in exhaustive]) - best.time_s)
+
+
+def test_a_move_dearer_than_any_gain_is_never_probed(rows):
+    # mutation caught: ignore the move's cost in the probe's price
+    sc = scenario(rows, "cost", restart_cost_s=5 * 3600)
+    search = run_strategy(sc, "search", 0, default_start(rows))
+    assert len(search.probes) == 3  # the initial profile only
+
+
+def test_a_probe_is_cut_short_once_its_interval_excludes_it(rows):
+    # mutation caught: never cut (the threshold ignored), or cut before a second chunk
+    sc = scenario(rows, "time")
+    search = Search(sc.backend(0), sc.settings())
+    for config in search.profile_configs(default_start(rows)):
+        search.window(config, cut=False)
+    slow = max((r for r in rows if r.config not in search.times),
+               key=lambda r: r.step_time_s * (1 / r.config.global_batch + 1 / 500)).config
+    search.window(slow)
+    probe = search.probes[-1]
+    assert probe.config == slow and probe.cut_short and probe.steps == 2 * sc.settings().chunk_steps
+    fine = search.probes[0]
+    assert not fine.cut_short and fine.steps >= sc.settings().min_window_steps
+    assert Measured.of(np.ones(3)).rel_se == 0.0
+
+
+def test_a_deadline_is_met_and_changes_the_choice(rows):
+    # mutation caught: the deadline left out of the feasibility bound x_max
+    unconstrained = oracle(scenario(rows, "cost"))
+    deadline_s = 0.6 * unconstrained.time_s
+    sc = scenario(rows, "cost", deadline_s)
+    best = oracle(sc)
+    assert best.final_config != unconstrained.final_config
+    runs = [run_strategy(sc, "search", s, default_start(rows)) for s in SEEDS]
+    assert all(r.time_s <= deadline_s for r in runs)
+    assert np.median([r.cost_usd for r in runs]) / best.cost_usd - 1 < 0.08
+
+
+def test_baselines_measure_what_they_promise(rows):
+    sc = scenario(rows, "cost")
+    start = default_start(rows)
+    assert len(run_strategy(sc, "plan_alone", 0, start).probes) == 3
+    assert len(run_strategy(sc, "random", 0, start, probe_windows=6).probes) == 6
+    assert len(run_strategy(sc, "exhaustive", 0, start).probes) == len(rows)
+    ernest = run_strategy(sc, "ernest", 0, start)
+    assert {p.config.instance_type for p in ernest.probes} == {"small", "mid", "big"}
+    most = run_strategy(sc, "defaults_most_workers", 0, start)
+    assert most.final_config.num_workers == 8 and most.final_config.global_batch == start.global_batch
+    assert run_strategy(sc, "defaults_cheapest", 0, start).final_config == start
