@@ -116,12 +116,12 @@ def train(
         seed=seed, progress=not json_out)
     hint = total_steps(config, loaded.train_size, batch)
     config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
-    from thrifty.train.launcher import launched_by_torchrun
+    from thrifty.train.launcher import exit_without_teardown, launched_by_torchrun
     if launched_by_torchrun():
         from thrifty.train.trainer import train_torchrun_rank
         summary = train_torchrun_rank(config)
         if summary is None:
-            return
+            exit_without_teardown(0)
     elif mode == "asp":
         from thrifty.train.asp import run_asp
         summary = run_asp(config, max_workers=max_local_workers())
@@ -138,6 +138,8 @@ def train(
         print_json(summary)
     else:
         _show(summary)
+    if launched_by_torchrun():
+        exit_without_teardown(0)
 
 
 def _store(db: Path, summary: dict, config, mode: str) -> None:
