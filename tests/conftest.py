@@ -1,6 +1,7 @@
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -28,3 +29,22 @@ def run_cli(capsys):
         out, err = capsys.readouterr()
         return code, out, err
     return run
+
+
+class ScriptedLifetimes:
+    """VM lifetimes from a list, the last one repeated: preemptions that do not depend on luck or on
+    how fast the machine runs the job."""
+
+    def __init__(self, lifetimes_s: list[float]) -> None:
+        self.lifetimes_s, self.drawn = lifetimes_s, 0
+
+    def sample(self, rng, size: int, age: float = 0.0) -> np.ndarray:
+        picks = [self.lifetimes_s[min(self.drawn + i, len(self.lifetimes_s) - 1)] for i in range(size)]
+        self.drawn += size
+        return np.array(picks)
+
+
+@pytest.fixture()
+def scripted_lifetimes() -> type[ScriptedLifetimes]:
+    """For runner tests that need a fixed number of preemptions at any machine speed."""
+    return ScriptedLifetimes

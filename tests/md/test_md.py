@@ -12,19 +12,6 @@ from thrifty.md.job import MDSettings, run_md
 from thrifty.transient.runner import Runner
 
 
-class ScriptedLifetimes:
-    """VM lifetimes from a list, the last one repeated: preemptions that do not depend on luck or on
-    how fast the machine runs the job."""
-
-    def __init__(self, lifetimes_s: list[float]) -> None:
-        self.lifetimes_s, self.drawn = lifetimes_s, 0
-
-    def sample(self, rng, size: int, age: float = 0.0) -> np.ndarray:
-        picks = [self.lifetimes_s[min(self.drawn + i, len(self.lifetimes_s) - 1)] for i in range(size)]
-        self.drawn += size
-        return np.array(picks)
-
-
 def _state(out) -> dict:
     with np.load(out / "final_state.npz") as data:
         return {k: data[k].copy() for k in data.files}
@@ -64,7 +51,7 @@ def test_ion_density_profile_stays_between_the_walls(tmp_path, run_job):
 
 
 @pytest.mark.timeout(400)
-def test_fault_injection_with_real_processes(tmp_path):
+def test_fault_injection_with_real_processes(tmp_path, scripted_lifetimes):
     command = [sys.executable, "-m", "thrifty.cli", "md", "run", "--steps", "1500", "--chunk", "50", "--json"]
     reference = Runner([*command, "--out", str(tmp_path / "ref")], tmp_path / "ck-ref").run()
     assert reference.exit_code == 0
@@ -73,7 +60,7 @@ def test_fault_injection_with_real_processes(tmp_path):
     # the job is preempted exactly twice however fast this machine is.
     life_s = 0.4 * reference.wall_s
     runner = Runner([*command, "--out", str(tmp_path / "inj")], tmp_path / "ck-inj", intervals_s=[0.5],
-                    notice_s=5.0, lifetimes=ScriptedLifetimes([life_s, life_s, float("inf")]), kill="mixed",
+                    notice_s=5.0, lifetimes=scripted_lifetimes([life_s, life_s, float("inf")]), kill="mixed",
                     seed=2, timeout_s=350)
     report = runner.run()
     assert report.exit_code == 0 and report.preemptions == 2 and report.checkpoints >= 2

@@ -18,3 +18,12 @@ def rows():
 
 def scenario(rows, kind="cost", deadline_s=None, **knobs) -> Scenario:
     return Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, TARGET), Objective(kind, deadline_s), **knobs)
+
+
+@pytest.fixture()
+def trace(tmp_path, rows):
+    """The rows written as a trace CSV."""
+    from thrifty.search.trace import write_trace
+    path = tmp_path / "trace.csv"
+    write_trace(path, rows)
+    return path

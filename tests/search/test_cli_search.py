@@ -5,17 +5,9 @@ import sys
 import pytest
 from conftest import NOISE_SCALE, TARGET
 
-from thrifty.search.trace import write_trace
 
 KEYS = {"time_s", "cost_usd", "oracle_time_s", "oracle_cost_usd", "overhead_time", "overhead_cost",
         "final_config", "probes", "moves"}
-
-
-@pytest.fixture()
-def trace(tmp_path, rows):
-    path = tmp_path / "trace.csv"
-    write_trace(path, rows)
-    return path
 
 
 def args(trace, *more):

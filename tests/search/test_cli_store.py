@@ -9,15 +9,7 @@ from conftest import NOISE_SCALE, TARGET
 from rich.console import Console
 
 from thrifty.search.loop import Search
-from thrifty.search.trace import write_trace
 from thrifty.store import Store
-
-
-@pytest.fixture()
-def trace(tmp_path, rows):
-    path = tmp_path / "trace.csv"
-    write_trace(path, rows)
-    return path
 
 
 def args(trace, *more):

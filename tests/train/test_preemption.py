@@ -5,24 +5,10 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from thrifty.transient.protocol import FALLBACK_LOG
 from thrifty.transient.runner import Runner
-
-
-class ScriptedLifetimes:
-    """VM lifetimes from a list, the last one repeated (as in tests/md): preemptions that do not
-    depend on luck."""
-
-    def __init__(self, lifetimes_s: list[float]) -> None:
-        self.lifetimes_s, self.drawn = lifetimes_s, 0
-
-    def sample(self, rng, size: int, age: float = 0.0) -> np.ndarray:
-        picks = [self.lifetimes_s[min(self.drawn + i, len(self.lifetimes_s) - 1)] for i in range(size)]
-        self.drawn += size
-        return np.array(picks)
 
 
 def _train(run_dir: Path) -> list[str]:
@@ -36,7 +22,7 @@ def _times(report, event: str) -> list[float]:
 
 
 @pytest.mark.timeout(300)
-def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path):
+def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path, scripted_lifetimes):
     reference = Runner(_train(tmp_path / "ref"), tmp_path / "ck-ref", intervals_s=[0.25]).run()
     assert reference.exit_code == 0
     # the undisturbed run, measured: start-up until the first step (the first checkpoint, asked
@@ -48,7 +34,7 @@ def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path):
     # preempted exactly twice, both times while it trains, and finishes on the third VM.
     life_s = startup_s + 0.4 * work_s
     report = Runner(_train(tmp_path / "inj"), tmp_path / "ck-inj", intervals_s=[0.25], notice_s=20.0,
-                    lifetimes=ScriptedLifetimes([life_s, life_s, float("inf")]), kill="mixed",
+                    lifetimes=scripted_lifetimes([life_s, life_s, float("inf")]), kill="mixed",
                     timeout_s=250).run()
     assert report.exit_code == 0 and report.preemptions == 2 and report.notices == 1
     ref = json.loads((tmp_path / "ref" / "summary.json").read_text())
