@@ -13,7 +13,7 @@ from thrifty.perf.cpu import ThreadScaling
 from thrifty.perf.gpu_calibration import fit_roofline, load_published
 from thrifty.perf.roofline import GPUSpec, RooflineParams, compute_time_s, load_params
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork
-from thrifty.train.workcount import count_model_step, count_workload
+from thrifty.train.workcount import FusedDropout, KernelRecorder, count_model_step, count_workload
 from thrifty.workloads import load_workload
 
 PARAMS = RooflineParams(launch_s=1e-5, vector_efficiency=0.5, tensor_efficiency=0.25,
@@ -34,6 +34,39 @@ def test_counted_flops_of_a_linear_layer_are_exact_and_linear_in_the_batch():
     assert work.flops(64) == pytest.approx(64 * 2 * 2 * 100 * 10)
     assert work.param_count == 1000 and work.gradient_bytes == 4000
     assert KIND_MATMUL in work.kind and work.kernels >= 4
+
+
+class _DropoutAndBatchedMatmul(torch.nn.Module):
+    def __init__(self, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.dropout = torch.nn.Dropout(dropout)
+
+    def forward(self, x):
+        with torch.profiler.record_function("marker"):
+            x = self.dropout(self.linear(x))
+        # a batched matmul of two 3-d tensors returns bmm's result through _unsafe_view
+        return (x.reshape(-1, 2, 4) @ torch.ones(x.shape[0], 4, 4, device=x.device)).sum(dim=(1, 2))
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_dropout_counts_as_one_fused_kernel_and_views_as_none(device):
+    recorder = KernelRecorder()
+    with torch.device(device):
+        model = _DropoutAndBatchedMatmul()
+    with FusedDropout(), recorder:
+        model(torch.randn(4, 8, device=device)).sum().backward()
+    names = [str(op[0].overloadpacket) for op in recorder.ops]
+    assert names.count("aten.native_dropout") == 1 and names.count("aten.native_dropout_backward") == 1
+    assert "aten.bmm" in names and not {"aten.bernoulli_", "aten._unsafe_view"} & set(names)
+    assert not any(n.startswith("profiler") for n in names)
+
+    def kernels(dropout: float) -> int:
+        return count_model_step(lambda: _DropoutAndBatchedMatmul(dropout),
+                                lambda b, d: (torch.randn(b, 8, device=d), torch.zeros(b, device=d)),
+                                torch.nn.functional.mse_loss, lambda p: torch.optim.SGD(p, lr=0.1),
+                                device=device).kernels
+    assert kernels(0.1) - kernels(0.0) == 2  # the counted step: one kernel forward, one backward
 
 
 def test_counting_on_meta_equals_counting_on_cpu():

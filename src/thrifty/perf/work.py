@@ -16,7 +16,8 @@ from thrifty.errors import ModelError
 # Kernel kinds: matrix engines (tensor cores) can run MATMUL and CONV; everything else runs on the
 # vector units and is usually bound by memory bandwidth.
 KIND_MATMUL, KIND_CONV, KIND_OTHER = 0, 1, 2
-COUNT_VERSION = 2  # of train.workcount's counting; 2: with activation and state bytes (older profiles are recounted)
+COUNT_VERSION = 3  # of train.workcount's counting (older profiles are recounted): 2 added activation and
+# state bytes; 3 skips _unsafe_view and profiler markers and counts dropout as the fused GPU kernel
 KIND_NAMES = ("matmul", "conv", "other")
 
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
@@ -24,9 +26,11 @@ aten = torch.ops.aten
 MATMUL_OPS = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_dot_product_efficient_attention,
               aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_cudnn_attention}
 CONV_OPS = {aten.convolution, aten.convolution_backward, aten._convolution}
-# Operators skipped as launching no kernel (views say so themselves). Copies and fills such as
-# clone, copy_, fill_ and zeros_like are kept: they move bytes without FLOPs.
-METADATA_OPS = {aten.detach, aten.detach_, aten.lift_fresh, aten.alias, aten.set_, aten.empty,
+# Operators skipped as launching no kernel (views say so themselves; _unsafe_view is a view that
+# does not, and operators outside the aten namespace, such as the profiler's record_function
+# markers, run no device code). Copies and fills such as clone, copy_, fill_ and zeros_like are
+# kept: they move bytes without FLOPs.
+METADATA_OPS = {aten.detach, aten.detach_, aten.lift_fresh, aten.alias, aten._unsafe_view, aten.set_, aten.empty,
                 aten.empty_like, aten.empty_strided, aten.new_empty, aten.new_empty_strided,
                 aten.zeros, aten.ones, aten.full, aten.scalar_tensor, aten._local_scalar_dense}
 
@@ -51,7 +55,7 @@ class KernelRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         packet = func.overloadpacket
-        if getattr(func, "is_view", False) or packet in METADATA_OPS:
+        if getattr(func, "is_view", False) or packet in METADATA_OPS or func.namespace != "aten":
             return out
         formula = flop_registry.get(packet)
         flops = float(formula(*args, **kwargs, out_val=out)) if formula is not None else 0.0
@@ -59,6 +63,23 @@ class KernelRecorder(TorchDispatchMode):
         if self.forward:
             self.forward_output_bytes += _tensor_bytes(out)
         return out
+
+
+class FusedDropout(TorchFunctionMode):
+    """Training-mode dropout as the GPU runs it: one fused kernel (aten.native_dropout) writing the
+    output and a 1-byte mask. On CPU and meta tensors torch decomposes it into bernoulli_, div_
+    and mul (ATen's dropout takes the fused kernel only for CUDA-like devices), which would count
+    three kernels and a 4-byte mask."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.dropout:
+            names = ("input", "p", "training", "inplace")
+            bound = {**dict(zip(names, args)), **kwargs}
+            p, training = bound.get("p", 0.5), bound.get("training", True)
+            if training and 0.0 < p < 1.0:
+                return torch.ops.aten.native_dropout(bound["input"], p, True)[0]
+        return func(*args, **kwargs)
 
 
 def _kind(func) -> int:
@@ -76,7 +97,7 @@ StepFn = Callable[[int, KernelRecorder | None], None]  # run_step(batch, recorde
 def _count_once(run_step: StepFn, batch: int) -> tuple[list, np.ndarray, np.ndarray, int]:
     """Per-kernel (operators, FLOPs, bytes) and forward output bytes of one step at `batch`."""
     recorder = KernelRecorder()
-    with recorder:
+    with FusedDropout(), recorder:
         run_step(batch, recorder)
     funcs = [op[0] for op in recorder.ops]
     return (funcs, np.array([op[1] for op in recorder.ops], float),
