@@ -285,6 +285,11 @@ def _cases() -> list[tuple[str, str, str]]:
     add("search --resume without --db", f"{search} --resume", "needs --db")
     add("search --resume nothing stored", f"{search} --resume --db {{w}}/t.db", "no search")
     add("search --start unknown type", f"{search} --start y:1:1:32", "not in the trace")
+    local = "search --backend local --workload builtin:digits --target-samples 1e4 --noise-scale 100"
+    add("search local --batches too big", f"{local} --batches 32,100000 --work-dir {{w}}/s", "exceeds the training set")
+    add("search local --start unknown type", f"{local} --start y:1:1:32 --work-dir {{w}}/s", "not in the emulated types")
+    add("search local --types missing", f"{local} --types {{w}}/none.csv --work-dir {{w}}/s")
+    add("search sim without --trace", "search --target-samples 1e5 --noise-scale 100", "needs --trace")
     numbers("search", "--target-samples", ("0", "-1", "nan", "abc"),
             "--trace {in}/trace_ok.csv --noise-scale 100")
     for name, path in BAD_CSV.items():

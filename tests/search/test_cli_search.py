@@ -48,7 +48,10 @@ def test_search_prints_a_short_report(run_cli, trace):
     (("--start", "mid:x"), "TYPE:NODES:WORKERS:GLOBAL_BATCH"),
     (("--deadline", "1h"), "no configuration of the trace meets the deadline"),
     (("--objective", "speed"), "objective must be one of"),
-    (("--backend", "local"), "not available yet"),
+    (("--backend", "cloud"), "not available yet"),
+    (("--backend", "local"), "--backend local needs --workload"),
+    (("--workload", "builtin:digits"), "--workload is for --backend local"),
+    (("--backend", "local", "--seeds", "2"), "--seeds is for --backend sim"),
     (("--noise-scale-trace", "x.csv"), "one of --noise-scale or --noise-scale-trace"),
     (("--restart-cost", "soon"), "cannot read --restart-cost"),
 ])

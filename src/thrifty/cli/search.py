@@ -1,7 +1,9 @@
 """`thrifty search`: train to the target while searching for the best configuration (search
-package); with `--seeds K`, K independent searches on the same trace, with medians. `--db` records
-every window and checkpoint (search.session), `--resume` continues a killed search, `--plot`
-draws the path (search.plot), and on a terminal a live panel follows the search (search_view)."""
+package). `--backend sim` replays a trace (with `--seeds K`, K independent searches, with medians);
+`--backend local` trains the workload for real with `thrifty train` launches on emulated VM types
+(search.local), and a measured `--trace` of those types, if given, names the oracle. `--db`
+records every window and checkpoint (search.session), `--resume` continues a killed search,
+`--plot` draws the path (search.plot), and on a terminal a live panel follows the search."""
 
 import json
 from collections import Counter
@@ -10,42 +12,52 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from thrifty.cli.common import (CatalogOpt, JsonOpt, fmt_duration, fmt_usd, non_negative, parse_duration_s, positive,
-                                print_json, stdout)
+from thrifty.cli.common import (CatalogOpt, JsonOpt, fmt_duration, fmt_usd, int_list, non_negative, parse_duration_s,
+                                positive, print_json, stdout)
 from thrifty.errors import ThriftyError
 
 if TYPE_CHECKING:  # thrifty.search imports numpy and scipy: only inside the command
     from thrifty.search.config import Config
 
-BACKENDS = ("sim",)  # local (real `thrifty train` processes) and cloud come later
+BACKENDS = ("sim", "local")  # a cloud backend (SkyPilot) comes later
 
 
-def _start(text: str | None, rows) -> "Config":
-    """'TYPE:NODES:WORKERS:BATCH' -> a Config of the trace; None -> the default start."""
+def _start(text: str | None, prices: dict, where: str) -> "Config":
+    """'TYPE:NODES:WORKERS:BATCH' -> one of `configs`; None -> the default start."""
     from thrifty.search.config import Config
-    from thrifty.search.harness import default_start
+    from thrifty.search.harness import cheapest_start
     if text is None:
-        return default_start(rows)
+        return cheapest_start(prices)
     parts = text.split(":")
-    types = sorted({r.config.instance_type for r in rows})
+    types = sorted({c.instance_type for c in prices})
     if parts[0] not in types:
-        raise ThriftyError(f"--start: instance type {parts[0]!r} is not in the trace (it has {', '.join(types)})")
+        raise ThriftyError(f"--start: instance type {parts[0]!r} is not in {where} (it has {', '.join(types)})")
     try:
         nodes, workers, batch = (int(p) for p in parts[1:])
     except ValueError:
         raise ThriftyError(f"--start must be TYPE:NODES:WORKERS:GLOBAL_BATCH, got {text!r}") from None
     config = Config(parts[0], nodes, workers, batch)
-    if config not in {r.config for r in rows}:
-        raise ThriftyError(f"--start {text}: this configuration is not in the trace, so it cannot run")
+    if config not in prices:
+        raise ThriftyError(f"--start {text}: this configuration is not in {where}, so it cannot run")
     return config
 
 
 def search(
-    trace: Annotated[Path, typer.Option(help="CSV: instance_type,num_nodes,num_workers,local_batch,step_time_s"
-                                             "[,sync_time_s][,price_per_hour]")],
     target_samples: Annotated[float, typer.Option(help="Samples to the target at small batch (E_min)",
                                                   callback=positive)],
-    backend: Annotated[str, typer.Option(help="sim (a trace-driven cloud)")] = "sim",
+    backend: Annotated[str, typer.Option(
+        help="sim (a trace-driven cloud) or local (real thrifty train launches on emulated VM types)")] = "sim",
+    trace: Annotated[Optional[Path], typer.Option(
+        help="CSV: instance_type,num_nodes,num_workers,local_batch,step_time_s[,sync_time_s][,price_per_hour]; "
+             "sim runs on it, local takes its oracle from it")] = None,
+    workload: Annotated[Optional[str], typer.Option(help="local: the workload to train (builtin:NAME or a .py file)")] = None,
+    types: Annotated[Optional[Path], typer.Option(
+        help="local: CSV instance_type,speed,workers_per_node,price_per_hour (default: the bundled emulated types)")] = None,
+    batches: Annotated[str, typer.Option(help="local: global batch sizes to consider")] = "32,64,128",
+    max_nodes: Annotated[int, typer.Option(help="local: most emulated VMs per configuration", min=1, max=64)] = 2,
+    max_ranks: Annotated[int, typer.Option(help="local: most training processes at once", min=1, max=64)] = 2,
+    work_dir: Annotated[Path, typer.Option(help="local: run directory, checkpoints and step streams")] = Path(
+        ".thrifty/search-local"),
     noise_scale: Annotated[Optional[float], typer.Option(help="Gradient noise scale B_noise (constant)",
                                                          callback=positive)] = None,
     noise_scale_trace: Annotated[Optional[Path], typer.Option(
@@ -54,11 +66,12 @@ def search(
     deadline: Annotated[Optional[str], typer.Option(help="e.g. 6h, 90m (a bare number is hours)")] = None,
     start: Annotated[Optional[str], typer.Option(
         help="TYPE:NODES:WORKERS:GLOBAL_BATCH (default: the cheapest $/h configuration at the common batch)")] = None,
-    measurement_noise: Annotated[float, typer.Option(help="Lognormal sigma of each measured step",
+    measurement_noise: Annotated[float, typer.Option(help="sim: lognormal sigma of each measured step",
                                                      callback=non_negative)] = 0.03,
-    restart_cost: Annotated[str, typer.Option(help="Checkpoint + relaunch + resume, e.g. 60s")] = "60s",
-    startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s")] = "60s",
-    seeds: Annotated[int, typer.Option(help="Independent searches", min=1, max=10_000)] = 1,
+    restart_cost: Annotated[str, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
+                                                   "(local measures its own)")] = "60s",
+    startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s (local: added, not waited)")] = "60s",
+    seeds: Annotated[int, typer.Option(help="sim: independent searches", min=1, max=10_000)] = 1,
     seed: Annotated[int, typer.Option(help="First seed")] = 0,
     db: Annotated[Optional[Path], typer.Option(
         help="SQLite database: every window (probe and checkpoint) is stored as it ends")] = None,
@@ -73,11 +86,9 @@ def search(
 
     from thrifty.catalog import load_catalog
     from thrifty.io import check_writable_file
-    from thrifty.progress import ProgressBar
     from thrifty.search.efficiency import NoiseSchedule, read_noise_trace
-    from thrifty.search.harness import Scenario, medians, oracle, with_overheads
+    from thrifty.search.harness import Scenario, oracle
     from thrifty.search.rule import Objective
-    from thrifty.search.session import require_stored, run_search
     from thrifty.search.trace import load_trace
     from thrifty.store import Store
 
@@ -87,54 +98,131 @@ def search(
         raise ThriftyError("give one of --noise-scale or --noise-scale-trace")
     if resume and db is None:
         raise ThriftyError("--resume needs --db: the database the search was stored in")
+    if backend == "sim" and trace is None:
+        raise ThriftyError("--backend sim needs --trace: the step times it replays")
+    if backend == "sim" and workload is not None:
+        raise ThriftyError("--workload is for --backend local (sim replays --trace)")
+    if backend == "local" and seeds > 1:
+        raise ThriftyError("--seeds is for --backend sim: a local search trains the job once")
     if plot is not None:
         check_writable_file(plot, "--plot")
     goal = Objective(objective, None if deadline is None else
                      parse_duration_s(deadline, what="deadline", bare_unit="h"))
-    rows = load_trace(trace, load_catalog(catalog or []))
+    rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))
     schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
                 else read_noise_trace(noise_scale_trace, target_samples))
-    scenario = Scenario(rows, schedule, goal, measurement_noise,
-                        parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True),
-                        parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True))
-    first = _start(start, rows)
-    best = oracle(scenario)
-    bar = ProgressBar("search", seeds) if seeds > 1 and not json_out else None
-    runs, outcomes = [], []
+    scenario = None if rows is None else Scenario(
+        rows, schedule, goal, measurement_noise,
+        parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True),
+        parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True))
     with ExitStack() as stack:
         store = None if db is None else stack.enter_context(Store(db))
-        if resume:
-            require_stored(store, scenario, first, range(seed, seed + seeds))
-        view = None
-        if seeds == 1 and not json_out and stdout.is_terminal:
-            from thrifty.cli.search_view import LiveView
-            view = stack.enter_context(LiveView(stdout))
-        for s in range(seed, seed + seeds):
-            outcome, _ = run_search(scenario, s, first, store, resume=resume, listeners=[view] if view else [])
-            outcomes.append(outcome)
-            runs.append(with_overheads(outcome, best))
-            if bar is not None:
-                bar.update(len(runs))
+        if backend == "sim":
+            prices = {r.config: r.price_per_hour for r in rows}
+            first = _start(start, prices, "the trace")
+            best = oracle(scenario)
+            outcomes = _sim_searches(scenario, first, seed, seeds, store, resume, json_out, stack)
+        else:
+            local = _local_backend(workload, types, batches, max_nodes, max_ranks, work_dir, schedule,
+                                   parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s",
+                                                    allow_zero=True), seed, resume)
+            stack.callback(local.close)
+            prices = {c: local.price_per_hour(c) for c in local.candidates()}
+            first = _start(start, prices, "the emulated types")
+            best = None if scenario is None else oracle(scenario)
+            outcomes = [_local_search(local, workload, goal, first, seed, store, resume, json_out, stack)]
+    _report(outcomes, best, first, goal, seed, prices, schedule, plot, json_out,
+            trace.name if trace else f"{workload} (local)")
+
+
+def _sim_searches(scenario, first, seed: int, seeds: int, store, resume: bool, json_out: bool, stack) -> list:
+    from thrifty.progress import ProgressBar
+    from thrifty.search.session import request_of, require_stored, run_search
+    if resume:
+        require_stored(store, [request_of(scenario, first, s) for s in range(seed, seed + seeds)])
+    bar = ProgressBar("search", seeds) if seeds > 1 and not json_out else None
+    view = _live_view(stack) if seeds == 1 and not json_out else None
+    outcomes = []
+    for s in range(seed, seed + seeds):
+        outcomes.append(run_search(scenario, s, first, store, resume=resume, listeners=[view] if view else [])[0])
+        if bar is not None:
+            bar.update(len(outcomes))
+    return outcomes
+
+
+def _live_view(stack):
+    if not stdout.is_terminal:
+        return None
+    from thrifty.cli.search_view import LiveView
+    return stack.enter_context(LiveView(stdout))
+
+
+def _local_backend(workload: str | None, types: Path | None, batches: str, max_nodes: int, max_ranks: int,
+                   work_dir: Path, schedule, startup_s: float, seed: int, resume: bool):
+    from thrifty.search.local import LocalBackend, load_local_types
+    from thrifty.workloads import load_workload
+    if workload is None:
+        raise ThriftyError("--backend local needs --workload: the job to train")
+    train_size = load_workload(workload).train_size
+    sizes = int_list(batches, "--batches")
+    if max(sizes) > train_size:
+        raise ThriftyError(f"--batches: global batch {max(sizes)} exceeds the training set ({train_size})")
+    if not resume and work_dir.exists() and any(work_dir.iterdir()):
+        raise ThriftyError(f"--work-dir {work_dir} holds an earlier search's job: give --resume (with its --db) "
+                           "or another --work-dir")
+    from thrifty.io import check_writable_dir
+    check_writable_dir(work_dir, "--work-dir")
+    return LocalBackend(workload, load_local_types(types), schedule, work_dir, global_batches=sizes,
+                        max_nodes=max_nodes, max_ranks=max_ranks, startup_cost_s=startup_s, seed=seed)
+
+
+def _local_search(local, workload: str, goal, first, seed: int, store, resume: bool, json_out: bool, stack):
+    from dataclasses import asdict
+
+    from thrifty.search.loop import Search, SearchSettings
+    from thrifty.search.session import require_stored, run_stored
+    from thrifty.workloads.names import workload_key
+    key = workload_key(workload)
+    request = {"backend": "local", "workload": key, "types": [asdict(t) for t in local.types.values()],
+               "configs": [c.to_dict() for c in local.candidates()], "progress": local.schedule.progress.tolist(),
+               "noise_scale": local.schedule.noise_scale.tolist(), "objective": goal.kind,
+               "deadline_s": goal.deadline_s, "startup_cost_s": local.startup_cost_s, "start": first.to_dict(),
+               "seed": seed, "work_dir": str(local.work_dir.resolve())}
+    if resume:
+        require_stored(store, [request])
+    view = _live_view(stack) if not json_out else None
+    search = Search(local, SearchSettings(objective=goal), [view] if view else [])
+    return run_stored(search, request, key, seed, first, store, resume=resume)[0]
+
+
+def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule, plot: Path | None,
+            json_out: bool, name: str) -> None:
+    from thrifty.search.harness import medians, with_overheads
+    runs = [with_overheads(o, best) if best is not None else {
+        **o.to_dict(), "oracle_time_s": None, "oracle_cost_usd": None, "overhead_time": None, "overhead_cost": None}
+        for o in outcomes]
     if plot is not None:  # the first seed's path
         from thrifty.search.plot import path_points, plot_path
-        prices = {r.config: r.price_per_hour for r in rows}
         plot_path(plot, path_points(outcomes[0].probes, schedule, prices),
-                  (outcomes[0].time_s, outcomes[0].cost_usd), (best.time_s, best.cost_usd),
-                  f"search (seed {seed}, {objective}) on {trace.name}")
+                  (outcomes[0].time_s, outcomes[0].cost_usd), None if best is None else (best.time_s, best.cost_usd),
+                  f"search (seed {seed}, {goal.kind}) on {name}")
     finals = Counter(json.dumps(r["final_config"], sort_keys=True) for r in runs)
-    result = runs[0] if seeds == 1 else {  # the most frequent final configuration stands for all
+    result = runs[0] if len(runs) == 1 else {  # the most frequent final configuration stands for all
         **medians(runs), "final_config": json.loads(finals.most_common(1)[0][0]), "per_seed": runs}
-    result = {**result, "start_config": first.to_dict(), "oracle_config": best.final_config.to_dict(),
-              "objective": objective, "deadline_s": goal.deadline_s}
+    result = {**result, "start_config": first.to_dict(),
+              "oracle_config": None if best is None else best.final_config.to_dict(),
+              "objective": goal.kind, "deadline_s": goal.deadline_s}
     if json_out:
         print_json(result)
         return
-    median = "median " if seeds > 1 else ""
-    stdout.print(f"start  {first.label()}\noracle {best.final_config.label()}: "
-                 f"{fmt_duration(best.time_s)}, {fmt_usd(best.cost_usd)}")
-    if seeds == 1:
+    median = "median " if len(runs) > 1 else ""
+    stdout.print(f"start  {first.label()}")
+    if best is not None:
+        stdout.print(f"oracle {best.final_config.label()}: {fmt_duration(best.time_s)}, {fmt_usd(best.cost_usd)}")
+    if len(runs) == 1:
         stdout.print(f"search ended on {type(first)(**runs[0]['final_config']).label()}")
-    stdout.print(f"search {median}{fmt_duration(result['time_s'])}, {fmt_usd(result['cost_usd'])} "
-                 f"(+{result['overhead_time']:.1%} time, +{result['overhead_cost']:.1%} cost vs the oracle), "
-                 f"{result['probes'] if seeds > 1 else len(result['probes'])} windows, "
+    versus = "" if best is None else (f" (+{result['overhead_time']:.1%} time, +{result['overhead_cost']:.1%} "
+                                      "cost vs the oracle)")
+    stdout.print(f"search {median}{fmt_duration(result['time_s'])}, {fmt_usd(result['cost_usd'])}{versus}, "
+                 f"{result['probes'] if len(runs) > 1 else len(result['probes'])} windows, "
                  f"{result['moves']} moves")

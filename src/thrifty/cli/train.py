@@ -79,6 +79,8 @@ def train(
     resume: Annotated[bool, typer.Option(help="Continue from the newest intact checkpoint (implied under thrifty run)")] = False,
     sync_bn: Annotated[bool, typer.Option(help="Count-weighted synchronised BatchNorm")] = True,
     seed: Annotated[int, typer.Option()] = 0,
+    step_stream: Annotated[Optional[Path], typer.Option(
+        help="Append one JSON line per step to this file as steps end (for a supervisor such as thrifty search)")] = None,
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
 ) -> None:
@@ -113,7 +115,7 @@ def train(
         controller=ControllerSettings(dead_band=dead_band, every=adjust_every),
         eval_every=eval_every, until_target=until_target, target=target,
         checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, run_dir=run_dir, resume=resume, sync_bn=sync_bn,
-        seed=seed, progress=not json_out)
+        seed=seed, progress=not json_out, step_stream=step_stream)
     hint = total_steps(config, loaded.train_size, batch)
     config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
     from thrifty.train.launcher import exit_without_teardown, launched_by_torchrun

@@ -93,9 +93,13 @@ def medians(per_seed: list[dict]) -> dict:
 
 
 def default_start(rows: list[TraceRow]) -> Config:
-    """Where a search starts without --start: the user default a person would pick (the cheapest
-    $/h configuration at the trace's middle global batch, the lower median of its distinct values,
-    standing in for the workload's default), so the search has to earn its keep."""
-    batches = sorted({r.config.global_batch for r in rows})
-    prices = {r.config: r.price_per_hour for r in rows}
+    """Where a search of a trace starts without --start (cheapest_start of its configurations)."""
+    return cheapest_start({r.config: r.price_per_hour for r in rows})
+
+
+def cheapest_start(prices: dict[Config, float]) -> Config:
+    """The user default a person would pick: the cheapest $/h configuration at the middle global
+    batch (the lower median of the distinct values, standing in for the workload's default), so
+    the search has to earn its keep."""
+    batches = sorted({c.global_batch for c in prices})
     return user_defaults(list(prices), prices, batches[(len(batches) - 1) // 2])["defaults_cheapest"]

@@ -47,18 +47,25 @@ def probe_row(event: WindowDone) -> dict:
 
 def run_search(scenario: Scenario, seed: int, start: Config, store: Store | None = None, *, resume: bool = False,
                listeners: Sequence[Callable[[WindowDone], None]] = ()) -> tuple[Outcome, Search | None]:
-    """The search of `scenario` with `seed` from `start`; (outcome, the Search, None when a
-    finished stored search was returned as stored). Without a store nothing is recorded."""
+    """The sim search of `scenario` with `seed` from `start` (see run_stored)."""
     search = Search(scenario.backend(seed), scenario.settings(), listeners)
+    return run_stored(search, request_of(scenario, start, seed), trace_key(scenario), seed, start, store,
+                      resume=resume)
+
+
+def run_stored(search: Search, request: dict, workload_key: str, seed: int, start: Config, store: Store | None,
+               *, resume: bool = False) -> tuple[Outcome, Search | None]:
+    """Run `search` from `start`, recording every window under `request` (any backend); (outcome,
+    the Search, None when a finished stored search was returned as stored). Without a store
+    nothing is recorded."""
     if store is None:
         return search.run(start), search
-    request = request_of(scenario, start, seed)
     key = _digest(request)
     stored = store.latest_search(key) if resume else None
     if stored is not None and stored[2] is not None:
         return Outcome.from_dict(stored[2]), None
     if stored is None:
-        search_id = store.start_search(trace_key(scenario), key, seed, request)
+        search_id = store.start_search(workload_key, key, seed, request)
     else:
         search_id = stored[0]
         if stored[1] is not None:
@@ -70,8 +77,8 @@ def run_search(scenario: Scenario, seed: int, start: Config, store: Store | None
     return outcome, search
 
 
-def require_stored(store: Store, scenario: Scenario, start: Config, seeds: Sequence[int]) -> None:
-    """A resume with nothing of this request stored is a mistake (another trace or option?)."""
-    if not any(store.latest_search(_digest(request_of(scenario, start, s))) for s in seeds):
+def require_stored(store: Store, requests: Sequence[dict]) -> None:
+    """A resume with nothing of these requests stored is a mistake (another trace or option?)."""
+    if not any(store.latest_search(_digest(request)) for request in requests):
         raise ThriftyError(f"--resume: no search with these options is stored in {store.path} "
-                           "(the trace, target, noise scale, objective, knobs, start and seed must match)")
+                           "(the trace or workload, target, noise scale, objective, knobs, start and seed must match)")

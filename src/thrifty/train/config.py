@@ -36,6 +36,7 @@ class TrainConfig:
     run_dir: Path = Path(".thrifty/runs/train")
     checkpoint_dir: Path | None = None  # None: $THRIFTY_CHECKPOINT_DIR under `thrifty run`, else run_dir
     resume: bool = False  # implied under `thrifty run` when its directory holds a checkpoint
+    step_stream: Path | None = None  # rank 0 appends one JSON line per step (a supervisor follows it)
     sync_bn: bool = True
     seed: int = 0
     progress: bool = True
@@ -72,7 +73,7 @@ def total_steps(config: TrainConfig, train_size: int, global_batch: int) -> int:
 
 def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:
     """Validate what can be checked before any process starts; fill in the global batch."""
-    from thrifty.io import check_writable_dir
+    from thrifty.io import check_writable_dir, check_writable_file
     from thrifty.train.split import check_split_bounds
     if not 1 <= config.workers <= max_workers:
         raise ThriftyError(f"--nproc {config.workers} is outside 1..{max_workers} allowed on this machine")
@@ -93,4 +94,6 @@ def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:
     if config.keep_checkpoints < 1:
         raise ThriftyError(f"--keep-checkpoints must be at least 1, got {config.keep_checkpoints}")
     check_writable_dir(config.run_dir, "the run directory")
+    if config.step_stream is not None:
+        check_writable_file(config.step_stream, "--step-stream")
     return replace(config, global_batch=global_batch)

@@ -15,6 +15,16 @@ from thrifty.io import write_png, write_text_atomic
 from thrifty.records import RunLog, StepRow
 
 
+def step_line(rows: list[StepRow]) -> str:
+    """One step of every rank as one JSON line (`--step-stream`): the step's time, the slowest
+    rank's compute and the ranks' mean time in the gradient synchronisation."""
+    first = rows[0]
+    return json.dumps({"step": first.step, "epoch": first.epoch, "num_workers": first.num_workers,
+                       "global_batch": first.global_batch, "step_time_s": first.step_time_s,
+                       "compute_time_s": max(r.compute_time_s for r in rows),
+                       "sync_time_s": statistics.fmean(r.sync_time_s for r in rows)})
+
+
 def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[int],
               adjustments: int, target: float, wall_time_s: float, policy: str,
               workload: str, metric_name: str) -> dict:

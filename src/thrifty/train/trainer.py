@@ -35,7 +35,7 @@ from thrifty.train.config import TrainConfig, check_config, global_batch_for, to
 from thrifty.train.emulation import Slowdown, remove_cgroups
 from thrifty.train.launcher import run_local_workers, torchrun_group
 from thrifty.train.loop import RankState, fresh_state, run_steps
-from thrifty.train.metrics import plot_run, summarise, write_summary
+from thrifty.train.metrics import plot_run, step_line, summarise, write_summary
 from thrifty.train.policies import make_policy
 from thrifty.train.preemption import AgreedSignals, Preempted, RelayedSignals, shared_signals
 from thrifty.train.probe import probe_b_max
@@ -115,10 +115,14 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     progress = (ProgressBar("train", steps, completed=state.step, fields=("rate", "split"))
                 if rank == 0 and config.progress else None)
 
+    stream = open(config.step_stream, "a", buffering=1) if rank == 0 and config.step_stream else None
+
     def on_step(rows: list[StepRow]) -> bool:
         nonlocal finished
         if rank == 0:
             state.log.steps.extend(rows)
+        if stream is not None:
+            stream.write(step_line(rows) + "\n")
         if progress:
             progress.update(state.step, rate=f"{rows[0].samples_per_s:,.0f} samples/s",
                             split="split " + ",".join(map(str, state.policy.split)))
@@ -143,6 +147,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         slowdown.close()
         if progress:
             progress.close()
+        if stream is not None:
+            stream.close()
     if agreed.notice and not finished:  # saved above; the runner starts the job again
         return {"preempted_at_step": state.step} if rank == 0 else {}
     digests = parameter_digests(state.model, world_size)

@@ -1,0 +1,338 @@
+"""`local`: the search on real `thrifty train` processes on this machine, on emulated VM types.
+
+A type is (name, speed, workers per node, $/h per node), read from a CSV (the bundled default is
+data/search/local_types.csv; `--types` replaces it). A configuration runs as one `thrifty train`
+launch with nodes x workers-per-node ranks here, each slowed to `speed` of this machine by the
+trainer's sleep emulation (a rank's compute takes 1/speed as long), with equal local batches
+(policy uniform). The launch streams one line per step (`--step-stream`). A move gives the
+launch the runner's preemption notice (SIGTERM: every rank checkpoints after the same step and
+the launch exits 75), then starts the new configuration with `--resume`: the checkpoint carries
+the model, the optimizer state and the sampler's position, so no training is lost.
+
+Clocks and bills: the job's clock is the wall clock since its first launch, so a relaunch costs
+what it really costs here (process start, checkpoint, resume), plus an emulated VM start-up
+(`startup_cost_s`, added to the clock and the bill, not waited for) whenever a move needs new
+VMs. Progress: every step trained counts at its global batch through the noise schedule
+(search.efficiency), as in `sim`. Billing: per second, with a one-minute minimum per segment.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from thrifty.data import data_path
+from thrifty.errors import ThriftyError
+from thrifty.io import read_csv
+from thrifty.search.backend import Window
+from thrifty.search.config import Config
+from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.sim import MINIMUM_BILLED_S
+from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file
+
+TYPE_COLUMNS = ("instance_type", "speed", "workers_per_node", "price_per_hour")
+FIRST_RESTART_GUESS_S = 5.0  # a relaunch here before one was measured: process start + resume
+POLL_S = 0.02
+
+
+@dataclass(frozen=True)
+class LocalType:
+    """An emulated VM type: `speed` of this machine per rank, `price_per_hour` per node."""
+
+    instance_type: str
+    speed: float
+    workers_per_node: int
+    price_per_hour: float
+
+
+def load_local_types(path: Path | None = None) -> list[LocalType]:
+    """The emulated type table (CSV with TYPE_COLUMNS); the bundled default without a path."""
+    where = Path(path) if path else data_path("search", "local_types.csv")
+    types = []
+    for line, row in enumerate(read_csv(where, ThriftyError, "emulated VM types", required=TYPE_COLUMNS), start=2):
+        try:
+            t = LocalType(row["instance_type"].strip(), float(row["speed"]), int(row["workers_per_node"]),
+                          float(row["price_per_hour"]))
+        except ValueError as exc:
+            raise ThriftyError(f"{where}:{line}: not a number ({exc})") from None
+        if not t.instance_type or not (0 < t.speed <= 1) or t.workers_per_node < 1 or not (
+                0 < t.price_per_hour < float("inf")):
+            raise ThriftyError(f"{where}:{line}: needs a name, a speed in (0, 1], at least one worker per "
+                               "node and a positive price")
+        types.append(t)
+    if len({t.instance_type for t in types}) != len(types):
+        raise ThriftyError(f"{where}: an instance type appears twice")
+    return types
+
+
+def local_candidates(types: Sequence[LocalType], global_batches: Sequence[int], *, max_nodes: int,
+                     max_ranks: int) -> list[Config]:
+    """Every configuration the machine can run: nodes x workers within `max_ranks` ranks, and
+    global batches that give every rank a whole, equal local batch."""
+    configs = []
+    for t in types:
+        for nodes in range(1, max_nodes + 1):
+            ranks = nodes * t.workers_per_node
+            if ranks <= max_ranks:
+                configs += [Config(t.instance_type, nodes, ranks, b) for b in global_batches if b % ranks == 0]
+    if not configs:
+        raise ThriftyError("no configuration of these types and batches fits this machine")
+    return sorted(configs)
+
+
+class LocalBackend:
+    """One job trained by `thrifty train` launches in `work_dir` (its run directory, checkpoints,
+    step streams and database)."""
+
+    def __init__(self, workload: str, types: Sequence[LocalType], schedule: NoiseSchedule, work_dir: Path, *,
+                 global_batches: Sequence[int], max_nodes: int = 2, max_ranks: int = 2,
+                 startup_cost_s: float = 0.0, seed: int = 0, timeout_s: float = 1800.0) -> None:
+        self.workload, self.schedule, self.work_dir = workload, schedule, Path(work_dir)
+        self.types = {t.instance_type: t for t in types}
+        self.configs = local_candidates(types, global_batches, max_nodes=max_nodes, max_ranks=max_ranks)
+        self.startup_cost_s, self.seed, self.timeout_s = startup_cost_s, seed, timeout_s
+        self.restarts_s: list[float] = []  # measured pauses of relaunches (stop -> first step)
+        self._current: Config | None = None
+        self._progress = 0.0
+        self._next_step = 0  # steps trained (and counted) so far
+        self._clock_origin: float | None = None  # monotonic time of elapsed 0 (emulated time apart)
+        self._emulated_s = 0.0  # VM start-ups: on the clock and the bill, not waited for
+        self._frozen_elapsed: float | None = None  # the clock while no launch runs
+        self._closed_cost_usd = 0.0
+        self._segment_start: float | None = None  # elapsed when the current billing segment began
+        self._proc: subprocess.Popen | None = None
+        self._stream: Path | None = None
+        self._stream_pos = 0
+        self._rows: list[dict] = []  # streamed steps not yet handed out in a window
+        self._stopped_at: float | None = None  # monotonic time of the last move's notice
+        self._launches = 0
+
+    # the protocol (search.backend.Backend)
+    def candidates(self) -> list[Config]:
+        return list(self.configs)
+
+    def price_per_hour(self, config: Config) -> float:
+        return self._type(config).price_per_hour * config.num_nodes
+
+    def move_cost_s(self, old: Config | None, config: Config) -> float:
+        restart = float(np.mean(self.restarts_s)) if self.restarts_s else FIRST_RESTART_GUESS_S
+        if old is None:
+            return restart + self.startup_cost_s
+        if old == config:
+            return 0.0
+        return restart + (self.startup_cost_s if self._new_vms(old, config) else 0.0)
+
+    def launch(self, config: Config) -> None:
+        self._type(config)
+        if config not in self.configs:
+            raise ThriftyError(f"configuration {config.label()} cannot run here")
+        if config == self._current and self._proc is not None:
+            return
+        if self._clock_origin is None:
+            self._clock_origin = time.monotonic()
+        new_vms = self._current is None or self._new_vms(self._current, config)
+        self._stop()
+        self._close_segment()
+        if new_vms:
+            self._emulated_s += self.startup_cost_s
+        self._current = config
+        self._segment_start = self.elapsed_s - (self.startup_cost_s if new_vms else 0.0)
+        self._start()
+
+    def measure(self, steps: int) -> Window:
+        if self._current is None:
+            raise ThriftyError("launch a configuration before measuring")
+        if self._proc is None and not self.done:
+            self._start()  # a restored search: the job resumes from its checkpoint
+        while len(self._rows) < steps and self._proc is not None:
+            self._poll()
+        window, self._rows = self._rows[:steps], self._rows[steps:]
+        times = np.array([r["step_time_s"] for r in window], float)
+        sync = float(np.mean([r["sync_time_s"] for r in window])) if window else None
+        return Window(times, self.schedule.at(self._progress), sync)
+
+    def finish(self) -> None:
+        if self._proc is None and not self.done:
+            self._start()
+        while self._proc is not None:
+            self._poll()
+        self._rows = []
+        self._close_segment()
+
+    def state(self) -> dict:
+        return {"current": None if self._current is None else self._current.to_dict(),
+                "progress": self._progress, "next_step": self._next_step, "elapsed_s": self.elapsed_s,
+                "emulated_s": self._emulated_s, "closed_cost_usd": self._closed_cost_usd,
+                "segment_start": self._segment_start, "restarts_s": self.restarts_s, "launches": self._launches}
+
+    def restore(self, state: dict) -> None:
+        """Continue a killed search: the clock goes on from the stored time; the next window
+        relaunches the job from its newest checkpoint (steps retrained after it cost time but
+        count once)."""
+        self._current = None if state["current"] is None else Config(**state["current"])
+        self._progress, self._next_step = state["progress"], state["next_step"]
+        self._emulated_s, self._closed_cost_usd = state["emulated_s"], state["closed_cost_usd"]
+        self._segment_start, self.restarts_s = state["segment_start"], list(state["restarts_s"])
+        self._launches = state["launches"]
+        self._clock_origin = time.monotonic() - (state["elapsed_s"] - self._emulated_s)
+
+    @property
+    def current(self) -> Config | None:
+        return self._current
+
+    @property
+    def done(self) -> bool:
+        return self._progress >= self.target * (1 - 1e-12)
+
+    @property
+    def progress(self) -> float:
+        return self._progress
+
+    @property
+    def target(self) -> float:
+        return float(self.schedule.progress[-1])
+
+    @property
+    def elapsed_s(self) -> float:
+        if self._clock_origin is None:
+            return 0.0
+        if self._frozen_elapsed is not None:
+            return self._frozen_elapsed
+        return time.monotonic() - self._clock_origin + self._emulated_s
+
+    @property
+    def cost_usd(self) -> float:
+        return self._closed_cost_usd + self._segment_cost()
+
+    # the processes
+    def _start(self) -> None:
+        config = self._current
+        remaining = int(np.ceil(self.schedule.steps(self._progress, self.target, config.global_batch) - 1e-9))
+        self._launches += 1
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        checkpoints = self.work_dir / "checkpoints"
+        resume = checkpoints.is_dir() and any(checkpoints.glob("ckpt-*.bin"))
+        self._stream, self._stream_pos = self.work_dir / f"steps-{self._launches:03d}.jsonl", 0
+        slowdown = 1.0 / self._type(config).speed
+        command = [sys.executable, "-m", "thrifty.cli", "train", "--workload", self.workload,
+                   "--nproc", str(config.num_workers), "--global-batch", str(config.global_batch),
+                   "--policy", "uniform", "--b-max", str(config.global_batch),
+                   "--slowdown", ",".join([f"{slowdown:g}"] * config.num_workers),
+                   "--steps", str(self._next_step + max(remaining, 1)), "--checkpoint-every", "0",
+                   "--run-dir", str(self.work_dir / "run"), "--step-stream", str(self._stream),
+                   "--db", str(self.work_dir / "train.db"), "--seed", str(self.seed), "--json"]
+        if resume:
+            command.append("--resume")
+        env = {**os.environ, ENV_DIR: str(checkpoints), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+        self._frozen_elapsed = None
+        self._log = open(self.work_dir / f"launch-{self._launches:03d}.log", "w")
+        self._proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
+                                      start_new_session=True)
+        self._launched_at = time.monotonic()
+
+    def _poll(self) -> None:
+        """Read new step lines; notice when the launch ends."""
+        got = self._read_stream()
+        if got:
+            return
+        code = self._proc.poll()
+        if code is None:
+            if time.monotonic() - self._launched_at > self.timeout_s:
+                self._kill()
+                raise ThriftyError(f"thrifty train made no progress for {self.timeout_s:.0f} s; log: {self._log.name}")
+            time.sleep(POLL_S)
+            return
+        self._read_stream()
+        self._ended(code)
+
+    def _read_stream(self) -> bool:
+        if self._stream is None or not self._stream.exists():
+            return False
+        with open(self._stream) as handle:
+            handle.seek(self._stream_pos)
+            text = handle.read()
+        complete = text[:text.rfind("\n") + 1]
+        self._stream_pos += len(complete.encode())
+        rows = [json.loads(line) for line in complete.splitlines() if line.strip()]
+        for row in rows:
+            self._count(row)
+        return bool(rows)
+
+    def _count(self, row: dict) -> None:
+        if self._stopped_at is not None:  # the first step after a move ends its pause
+            self.restarts_s.append(max(time.monotonic() - self._stopped_at - row["step_time_s"], 0.0))
+            self._stopped_at = None
+        self._launched_at = time.monotonic()  # progress resets the no-progress timeout
+        if row["step"] < self._next_step:
+            return  # retrained after a restored search's relaunch: already counted
+        self._next_step = row["step"] + 1
+        self._progress = self.schedule.advance(self._progress, 1, row["global_batch"])
+        self._rows.append(row)
+
+    def _ended(self, code: int) -> None:
+        self._proc = None
+        self._log.close()
+        self._frozen_elapsed = self.elapsed_s
+        if code not in (0, PREEMPTED_EXIT):
+            tail = Path(self._log.name).read_text()[-2000:].strip().splitlines()
+            raise ThriftyError(f"thrifty train exited with {code}: {tail[-1] if tail else 'no output'} "
+                               f"(log: {self._log.name})")
+        if code == 0 and not self.done:  # the launch trained every step asked for: the target is reached
+            self._progress = self.target
+
+    def _stop(self) -> None:
+        """Preemption notice to the running launch; waits until it checkpointed and exited."""
+        if self._proc is None:
+            return
+        checkpoints = self.work_dir / "checkpoints"
+        deadline = time.monotonic() + self.timeout_s
+        while not ready_file(checkpoints, self._proc.pid).exists() and self._proc.poll() is None:
+            if time.monotonic() > deadline:
+                self._kill()
+                raise ThriftyError("thrifty train never became ready for a checkpoint request")
+            time.sleep(POLL_S)
+        noticed_at = time.monotonic()
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+        while self._proc is not None:
+            self._poll()
+        self._frozen_elapsed = None
+        self._stopped_at = noticed_at  # the next launch's first step ends the pause
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        self._proc = None
+
+    def close(self) -> None:
+        """Stop a launch that still runs (a search that failed half-way)."""
+        self._kill()
+
+    def _type(self, config: Config) -> LocalType:
+        try:
+            return self.types[config.instance_type]
+        except KeyError:
+            raise ThriftyError(f"instance type {config.instance_type!r} is not an emulated type here "
+                               f"(known: {', '.join(sorted(self.types))})") from None
+
+    @staticmethod
+    def _new_vms(old: Config, config: Config) -> bool:
+        return old.instance_type != config.instance_type or config.num_nodes > old.num_nodes
+
+    def _segment_cost(self) -> float:
+        if self._current is None or self._segment_start is None:
+            return 0.0
+        seconds = self.elapsed_s - self._segment_start
+        return self.price_per_hour(self._current) * max(seconds, MINIMUM_BILLED_S) / 3600
+
+    def _close_segment(self) -> None:
+        self._closed_cost_usd += self._segment_cost()
+        self._segment_start = None

@@ -1,0 +1,68 @@
+"""The `local` backend: real `thrifty train` launches on emulated VM types, moved by checkpoint ->
+notice -> relaunch -> resume, with the clock, the bill and the progress of a cloud job."""
+
+import json
+
+import numpy as np
+import pytest
+
+from thrifty.errors import ThriftyError
+from thrifty.search.config import Config
+from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates
+
+TYPES = [LocalType("slow", 0.25, 1, 0.02), LocalType("fast", 1.0, 2, 0.3)]
+NOISE_SCALE, TARGET = 200.0, 4000.0  # about 100 steps of digits at B = 64
+
+
+def _streamed_steps(work_dir) -> list[dict]:
+    rows = []
+    for path in sorted(work_dir.glob("steps-*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines()]
+    return rows
+
+
+def test_the_bundled_types_load_and_give_configurations_that_fit_the_machine():
+    types = load_local_types()
+    assert {t.instance_type for t in types} == {"emu-small", "emu-medium", "emu-large"}
+    configs = local_candidates(types, [32, 64], max_nodes=2, max_ranks=2)
+    assert all(c.num_workers <= 2 and c.global_batch % c.num_workers == 0 for c in configs)
+    assert Config("emu-large", 1, 2, 64) in configs and Config("emu-large", 2, 4, 64) not in configs
+
+
+@pytest.mark.timeout(240)
+def test_a_job_moved_between_types_trains_every_step_once_to_its_target(tmp_path):
+    backend = LocalBackend("builtin:digits", TYPES, NoiseSchedule.constant(NOISE_SCALE, TARGET), tmp_path,
+                           global_batches=[64], startup_cost_s=5.0)
+    try:
+        backend.launch(Config("slow", 1, 1, 64))
+        slow = backend.measure(20)
+        before_move = backend.elapsed_s
+        backend.launch(Config("fast", 1, 2, 64))
+        fast = backend.measure(20)
+        backend.finish()
+    finally:
+        backend.close()
+    assert len(slow.step_time_s) == len(fast.step_time_s) == 20
+    # the emulation: a slow rank runs at a quarter of this machine's speed
+    assert np.median(slow.step_time_s) > 1.5 * np.median(fast.step_time_s)
+    # every step of the job ran once, across both launches, and the job reached its target
+    steps = [r["step"] for r in _streamed_steps(tmp_path)]
+    assert steps == list(range(len(steps)))
+    assert backend.done and backend.progress == pytest.approx(TARGET)
+    expected = int(np.ceil(NoiseSchedule.constant(NOISE_SCALE, TARGET).steps(0, TARGET, 64) - 1e-9))
+    assert len(steps) == expected
+    # the move paid a real relaunch (measured), and new VMs their emulated start-up
+    assert len(backend.restarts_s) == 1 and backend.restarts_s[0] > 0.2
+    assert backend.elapsed_s > before_move + backend.restarts_s[0] + 5.0
+    # two billing segments, each at least a minute: slow $0.02/h, fast $0.30/h
+    assert backend.cost_usd >= (0.02 + 0.3) * 60 / 3600 - 1e-12
+
+
+def test_a_configuration_of_an_unknown_type_is_refused(tmp_path):
+    backend = LocalBackend("builtin:digits", TYPES, NoiseSchedule.constant(NOISE_SCALE, TARGET), tmp_path,
+                           global_batches=[64])
+    with pytest.raises(ThriftyError, match="not an emulated type"):
+        backend.launch(Config("huge", 1, 1, 64))
+    with pytest.raises(ThriftyError, match="cannot run here"):
+        backend.launch(Config("fast", 2, 4, 64))
