@@ -66,3 +66,55 @@ def test_a_configuration_of_an_unknown_type_is_refused(tmp_path):
         backend.launch(Config("huge", 1, 1, 64))
     with pytest.raises(ThriftyError, match="cannot run here"):
         backend.launch(Config("fast", 2, 4, 64))
+
+
+class Killed(Exception):
+    """Stands for the search process dying after a window was stored."""
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_local_search_resumes_from_its_store_and_the_jobs_checkpoint(tmp_path):
+    # mutations caught: the backend state not restored (the clock or progress restart at 0); the
+    # relaunch after a restore without --resume (training restarts from scratch: more steps)
+    from thrifty.search.loop import Search, SearchSettings
+    from thrifty.search.session import run_stored
+    from thrifty.store import Store
+
+    schedule = NoiseSchedule.constant(NOISE_SCALE, 2 * TARGET)
+    start, request = Config("slow", 1, 1, 64), {"backend": "local", "test": True}
+
+    def backend() -> LocalBackend:
+        return LocalBackend("builtin:digits", TYPES, schedule, tmp_path / "job", global_batches=[64])
+
+    def kill_after_one(event) -> None:
+        if event.index == 0:
+            raise Killed
+
+    with Store(tmp_path / "s.db") as store:
+        first = backend()
+        try:
+            with pytest.raises(Killed):
+                run_stored(Search(first, SearchSettings(), [kill_after_one]), request, "digits", 0, start, store)
+        finally:
+            first.close()
+        [(search_id,)] = store.conn.execute("SELECT id FROM searches").fetchall()
+        before = [(p["instance_type"], p["num_nodes"]) for p in store.search_probes(search_id)]
+        elapsed_at_kill = first.elapsed_s
+        second = backend()
+        after = []
+        try:
+            outcome, _ = run_stored(Search(second, SearchSettings(), [lambda e: after.append(e.probe.config)]),
+                                    request, "digits", 0, start, store, resume=True)
+        finally:
+            second.close()
+        assert len(before) == 1 and len(store.search_probes(search_id)) == len(outcome.probes)
+    assert not {(c.instance_type, c.num_nodes) for c in after} & set(before)
+    assert second.done and outcome.time_s > 0.5 * elapsed_at_kill
+    clone = backend()  # what a restore takes over: everything but the running clock
+    clone.restore(first.state())
+    same = {k: v for k, v in first.state().items() if k != "elapsed_s"}
+    assert {k: v for k, v in clone.state().items() if k != "elapsed_s"} == same and same["progress"] > 0
+    assert clone.elapsed_s == pytest.approx(first.state()["elapsed_s"], abs=1.0)
+    # the job went on from its checkpoint: the last launch ends at exactly the steps to the target
+    expected = int(np.ceil(schedule.steps(0, 2 * TARGET, 64) - 1e-9))
+    assert _streamed_steps(tmp_path / "job")[-1]["step"] == expected - 1

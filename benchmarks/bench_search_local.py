@@ -1,0 +1,211 @@
+"""Online search on traces measured here, and one real search end to end on the local backend.
+
+1. Measured traces: every configuration of the bundled emulated VM types (data/search/
+   local_types.csv: 1-2 nodes, at most 2 ranks, global batch 32/64/128) runs as a real
+   `thrifty train` launch (search.local) for WARMUP + MEASURE steps, for two workloads
+   (builtin:digits, builtin:tabular); the mean step time and sync time of the measured steps
+   make a trace (benchmarks/results/local_trace_<workload>.csv). One move between two launches
+   measures the relaunch (checkpoint, exit, start, resume) this machine pays.
+2. On each measured trace, priced by two type tables (the bundled prices, and "flat": every type
+   the same $/h per unit of speed), the search and the baselines run in the sim backend over SEEDS
+   seeds (objectives cost and time; measurement noise 3%, restart = the measured relaunch, VM
+   start-up 10 s), as bench_search.py does for synthetic traces.
+3. End to end: one real `local` search of builtin:digits to its target (cost objective, from the
+   cheapest $/h configuration at B = 64), then the oracle's configuration (the best on the
+   digits trace, found by the sim) trained from the start to the same target for real; both
+   with the wall clock and the bill of search.local.
+Run (about 25 minutes on 2 cores):
+    PYTHONPATH=src python benchmarks/bench_search_local.py [--seeds 20]
+"""
+
+import argparse
+import csv
+import tempfile
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from bench_search import bayes_available, run_bo
+from common import RESULTS, save_figure, write_result
+from thrifty.progress import ProgressBar
+from thrifty.search.config import Config
+from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.harness import STRATEGIES, Scenario, cheapest_start, medians, oracle, run_strategy, with_overheads
+from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates
+from thrifty.search.loop import Search, SearchSettings
+from thrifty.search.rule import Objective
+from thrifty.search.trace import TraceRow
+
+WORKLOADS = {"builtin:digits": 200.0, "builtin:tabular": 100.0}  # stated noise scales B_noise (samples)
+BATCHES = [32, 64, 128]
+WARMUP, MEASURE = 10, 40
+STARTUP_S = 10.0  # emulated VM start-up in the sim and the local runs
+E2E_TARGET = 150_000.0  # samples-at-small-batch: the oracle trains digits about 4-5 minutes here
+
+
+def flat_prices(types: list[LocalType]) -> list[LocalType]:
+    """Every type at the same $/h per unit of speed per worker (the cheapest's)."""
+    rate = min(t.price_per_hour / (t.speed * t.workers_per_node) for t in types)
+    return [LocalType(t.instance_type, t.speed, t.workers_per_node, rate * t.speed * t.workers_per_node)
+            for t in types]
+
+
+def measure_trace(workload: str, types: list[LocalType], out: Path) -> tuple[list[dict], float]:
+    """Mean step and sync time of every configuration, each from its own launch; and the
+    relaunch time of one move, measured."""
+    configs = local_candidates(types, BATCHES, max_nodes=2, max_ranks=2)
+    schedule = NoiseSchedule.constant(WORKLOADS[workload], 1e12)  # a target never reached
+    rows, restart = [], float("nan")
+    bar = ProgressBar(f"measure {workload}", len(configs))
+    for k, config in enumerate(configs):
+        with tempfile.TemporaryDirectory(prefix="thrifty-trace-") as folder:
+            backend = LocalBackend(workload, types, schedule, Path(folder), global_batches=BATCHES)
+            try:
+                backend.launch(config)
+                backend.measure(WARMUP)
+                window = backend.measure(MEASURE)
+                if k == 0:  # one move, to measure the relaunch
+                    backend.launch(configs[1])
+                    backend.measure(1)
+                    restart = backend.restarts_s[0]
+            finally:
+                backend.close()
+        node = next(t for t in types if t.instance_type == config.instance_type)
+        rows.append({"instance_type": config.instance_type, "num_nodes": config.num_nodes,
+                     "num_workers": config.num_workers, "local_batch": int(config.local_batch),
+                     "step_time_s": float(np.mean(window.step_time_s)), "sync_time_s": window.sync_time_s,
+                     "price_per_hour": node.price_per_hour})
+        bar.update(k + 1)
+    bar.close()
+    with open(out, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return rows, restart
+
+
+def trace_rows(measured: list[dict], types: list[LocalType]) -> list[TraceRow]:
+    price = {t.instance_type: t.price_per_hour for t in types}
+    return [TraceRow(Config(r["instance_type"], r["num_nodes"], r["num_workers"], r["local_batch"] * r["num_workers"]),
+                     r["step_time_s"], r["sync_time_s"], price[r["instance_type"]] * r["num_nodes"])
+            for r in measured]
+
+
+def sim_on_trace(rows: list[TraceRow], noise_scale: float, target: float, restart_s: float, seeds: int) -> dict:
+    strategies = list(STRATEGIES) + (["bayes_opt"] if bayes_available() else [])
+    start = cheapest_start({r.config: r.price_per_hour for r in rows})
+    out = {}
+    for goal in (Objective("cost"), Objective("time")):
+        scenario = Scenario(rows, NoiseSchedule.constant(noise_scale, target), goal, 0.03, restart_s, STARTUP_S)
+        best = oracle(scenario)
+        row = {"oracle_config": best.final_config.to_dict(), "oracle_time_s": best.time_s,
+               "oracle_cost_usd": best.cost_usd, "start": start.to_dict()}
+        windows = 0
+        for name in strategies:
+            runs = [with_overheads(run_bo(scenario, s, start, windows) if name == "bayes_opt" else
+                                   run_strategy(scenario, name, s, start, windows), best) for s in range(seeds)]
+            row[name] = medians(runs)
+            row[name]["found_oracle_config"] = float(np.mean([r["final_config"] == row["oracle_config"] for r in runs]))
+            if name == "search":
+                windows = int(round(row[name]["probes"]))
+        out[goal.kind] = row
+    return out
+
+
+def real_run(workload: str, types: list[LocalType], target: float, start: Config | None, fixed: Config | None,
+             folder: Path) -> dict:
+    """A real local job to `target`: searched from `start`, or trained on `fixed` throughout."""
+    schedule = NoiseSchedule.constant(WORKLOADS[workload], target)
+    backend = LocalBackend(workload, types, schedule, folder, global_batches=BATCHES, startup_cost_s=STARTUP_S)
+    wall = time.perf_counter()
+    try:
+        if fixed is None:
+            outcome = Search(backend, SearchSettings(objective=Objective("cost"))).run(start)
+            probes, moves, final = [p.to_dict() for p in outcome.probes], outcome.moves, outcome.final_config
+        else:
+            backend.launch(fixed)
+            backend.finish()
+            probes, moves, final = [], 0, fixed
+    finally:
+        backend.close()
+    return {"time_s": backend.elapsed_s, "cost_usd": backend.cost_usd, "final_config": final.to_dict(),
+            "moves": moves, "windows": len(probes), "probes": probes, "restarts_s": backend.restarts_s,
+            "wall_s": time.perf_counter() - wall, "launches": len(list(folder.glob("launch-*.log")))}
+
+
+def main(seeds: int) -> dict:
+    bundled = load_local_types()
+    tables = {"bundled prices": bundled, "flat prices": flat_prices(bundled)}
+    measured, restarts, sims = {}, {}, {}
+    for workload in WORKLOADS:
+        name = workload.split(":")[1]
+        measured[workload], restarts[workload] = measure_trace(workload, bundled, RESULTS / f"local_trace_{name}.csv")
+    for workload, noise in WORKLOADS.items():
+        for table, types in tables.items():
+            rows = trace_rows(measured[workload], types)
+            sims[f"{workload} | {table}"] = sim_on_trace(rows, noise, E2E_TARGET, restarts[workload], seeds)
+            for goal, row in sims[f"{workload} | {table}"].items():
+                print(f"{workload:16s} {table:15s} {goal:5s} search {row['search']['overhead_' + goal]:+.1%} "
+                      f"(p90 {row['search']['p90_overhead_' + goal]:+.1%}), exhaustive "
+                      f"{row['exhaustive']['overhead_' + goal]:+.1%}, random {row['random']['overhead_' + goal]:+.1%}",
+                      flush=True)
+    digits = trace_rows(measured["builtin:digits"], bundled)
+    start = cheapest_start({r.config: r.price_per_hour for r in digits if r.config.global_batch == 64})
+    oracle_config = Config(**sims["builtin:digits | bundled prices"]["cost"]["oracle_config"])
+    with tempfile.TemporaryDirectory(prefix="thrifty-e2e-") as folder:
+        searched = real_run("builtin:digits", bundled, E2E_TARGET, start, None, Path(folder) / "search")
+        best = real_run("builtin:digits", bundled, E2E_TARGET, None, oracle_config, Path(folder) / "oracle")
+    e2e = {"target_samples": E2E_TARGET, "noise_scale": WORKLOADS["builtin:digits"], "start": start.to_dict(),
+           "search": searched, "oracle": best,
+           "overhead_time": searched["time_s"] / best["time_s"] - 1,
+           "overhead_cost": searched["cost_usd"] / best["cost_usd"] - 1}
+    print(f"end to end: search {searched['time_s']:.0f} s ${searched['cost_usd']:.4f} on "
+          f"{Config(**searched['final_config']).label()} ({searched['windows']} windows, {searched['moves']} moves); "
+          f"oracle {best['time_s']:.0f} s ${best['cost_usd']:.4f} on {oracle_config.label()}: "
+          f"{e2e['overhead_time']:+.1%} time, {e2e['overhead_cost']:+.1%} cost")
+    plot(sims, e2e)
+    data = {"seeds": seeds, "batches": BATCHES, "warmup_steps": WARMUP, "measured_steps": MEASURE,
+            "startup_cost_s": STARTUP_S, "measured_restart_s": restarts, "noise_scales": WORKLOADS,
+            "types": {k: [t.__dict__ for t in v] for k, v in tables.items()},
+            "traces": measured, "sim": sims, "end_to_end": e2e}
+    write_result("search_local", data)
+    return data
+
+
+def plot(sims: dict, e2e: dict) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [3, 1]})
+    names = ["search", "exhaustive", "random", "plan_alone", "ernest"] + (
+        ["bayes_opt"] if "bayes_opt" in next(iter(sims.values()))["cost"] else [])
+    keys = [(k, goal) for k in sims for goal in ("cost", "time")]
+    width = 0.8 / len(names)
+    for j, name in enumerate(names):
+        values = [1 + sims[k][goal][name][f"overhead_{goal}"] for k, goal in keys]
+        p90 = [1 + sims[k][goal][name][f"p90_overhead_{goal}"] for k, goal in keys]
+        x = np.arange(len(keys)) + j * width
+        left.bar(x, values, width, label=name.replace("_", " "))
+        left.errorbar(x, values, yerr=[np.zeros(len(x)), np.array(p90) - values], fmt="none", ecolor="k",
+                      elinewidth=0.6)
+    left.axhline(1.05, color="k", linestyle="--", linewidth=0.8, label="oracle + 5%")
+    left.set_yscale("log")
+    left.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
+    left.set_xticklabels([f"{k.replace('builtin:', '').replace(' | ', chr(10))}\n{goal}" for k, goal in keys],
+                         fontsize=7)
+    left.set_ylabel("objective / oracle's (median; whisker: p90)")
+    left.set_title("sim on traces measured here")
+    left.legend(fontsize=7, ncol=3)
+    bars = [e2e["search"]["cost_usd"] * 100, e2e["oracle"]["cost_usd"] * 100]
+    right.bar(["search", "oracle"], bars, color=["tab:blue", "black"])
+    for x, (cost, seconds) in enumerate(zip(bars, [e2e["search"]["time_s"], e2e["oracle"]["time_s"]])):
+        right.annotate(f"{seconds:.0f} s", (x, cost), ha="center", va="bottom", fontsize=8)
+    right.set_ylabel("cost to target (US cents)")
+    right.set_title("end to end, real local runs")
+    fig.tight_layout()
+    save_figure(fig, "search_local")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=20)
+    main(parser.parse_args().seeds)
