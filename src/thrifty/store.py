@@ -268,3 +268,14 @@ class Store:
         rows = self.conn.execute(f"SELECT {', '.join(PROBE_COLUMNS)} FROM search_probes WHERE search_id = ? "
                                  "ORDER BY window", (search_id,))
         return [dict(zip(PROBE_COLUMNS, r)) for r in rows]
+
+    def workload_probes(self, workload_key: str) -> list[dict]:
+        """Every stored window that measured steps, of every search under `workload_key` (newest
+        search first, its windows in order), as dicts of PROBE_COLUMNS with `search_id` and
+        `window`: what `thrifty plan` reads to report those configurations as measured."""
+        columns = ", ".join(f"p.{c}" for c in PROBE_COLUMNS)
+        rows = self.conn.execute(
+            f"SELECT p.search_id, p.window, {columns} FROM search_probes AS p JOIN searches AS s "
+            "ON s.id = p.search_id WHERE s.workload_key = ? AND p.steps > 0 ORDER BY s.id DESC, p.window",
+            (workload_key,))
+        return [dict(zip(("search_id", "window", *PROBE_COLUMNS), r)) for r in rows]

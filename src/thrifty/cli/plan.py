@@ -37,7 +37,7 @@ def _table(result, indices, title: str) -> Table:
                       f"{d['nodes']} x {d['workers'] // d['nodes']}", str(d["global_batch"]),
                       "spot" if d["spot"] else "", fmt_duration(d["predicted_time_s"]),
                       fmt_usd(d["predicted_cost_usd"]), fmt_usd_range(low, high),
-                      d["prediction"][:4])
+                      "srch" if d["source"] == "search" else d["prediction"][:4])
     return table
 
 
@@ -103,8 +103,9 @@ def plan(
             task = bar.add_task(f"{workload}: the stored profile, or a new one (stored for next time)", total=None)
             job, reused = job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
                                     on_progress=lambda message: bar.update(task, description=message))
+        probes = store.workload_probes(workload_key(workload))  # what `thrifty search` measured
         started = time.perf_counter()
-        result = run_plan(vmx, job, request)
+        result = run_plan(vmx, job, request, probes)
         elapsed = time.perf_counter() - started
         best = result.describe(result.best)
         if plot is not None:  # before the decision is stored: a bad --plot path leaves nothing behind
@@ -118,6 +119,7 @@ def plan(
         "recommended": best,
         "pareto": [result.describe(int(i)) for i in result.front],
         "top": [result.describe(int(i)) for i in result.ranked[:top]],
+        "search_windows": len(probes),  # stored windows of this workload read (not all need match)
         "candidates_evaluated": len(result.candidates),
         "candidates_feasible": int(result.feasible_mask.sum()),
         "candidates_per_s": len(result.candidates) / max(elapsed, 1e-9),
@@ -147,7 +149,8 @@ def plan(
         f"{'spot' if best['spot'] else 'on-demand'}\n"
         f"time {fmt_duration(best['predicted_time_s'])} (90%: {fmt_duration(lo)} - {fmt_duration(hi)}), "
         f"cost {fmt_usd(best['predicted_cost_usd'])} (90%: {fmt_usd(best['predicted_cost_interval_usd'][0])} - "
-        f"{fmt_usd(best['predicted_cost_interval_usd'][1])}); {best['prediction']} prediction",
+        f"{fmt_usd(best['predicted_cost_interval_usd'][1])}); {best['prediction']} prediction"
+        f"{' (search windows)' if best['source'] == 'search' else ''}",
         title="recommended"))
     stdout.print(f"{len(result.candidates):,} candidates evaluated in {elapsed * 1000:.0f} ms "
                  f"({summary['candidates_per_s']:,.0f}/s); plot: {plot}")

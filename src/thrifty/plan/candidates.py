@@ -2,7 +2,10 @@
 
 Candidate = VM type x nodes x global batch (powers of two) x {on-demand, spot}. Ranks per VM: one
 per GPU, or one using all vCPUs of a CPU VM. Predictions:
-  step time  the fitted model on the profiled CPU machine ("measured"); elsewhere ("projected")
+  step time  the fitted model on the profiled CPU machine ("measured"); a configuration a stored
+             `thrifty search` window ran (same VM type, nodes, workers and global batch; spot or
+             not alike): the windows' step-weighted mean ("measured", source "search");
+             elsewhere ("projected")
              CPU VMs: 1-thread compute x Amdahl over the VM's vCPUs / family speed (perf.cpu),
              GPU VMs: max(counted work on the calibrated roofline (perf.roofline), input cost
              spread over the host's vCPUs),
@@ -14,7 +17,8 @@ Every interval contains its point: the bounds combine the step-time model's inte
 projection's calibrated error, and the bounds on steps.
 """
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +46,12 @@ MINIMUM_BILLED_S = 60.0  # AWS, GCP and Azure bill per second after a one-minute
 # Deviation of log step time for CPU projections: the per-vCPU family factors (data/HARDWARE.md)
 # are indicative, not measured; a 90% interval of x/÷ 1.5 is our stated assumption.
 CPU_PROJECTION_SIGMA_LOG = float(np.log(1.5) / 1.6449)
+# A measured configuration (search windows): the 90% interval is the mean +- 1.645 x its standard
+# error combined with the spread between windows, never narrower than +-2% (a rerun on another VM
+# of the same type differs by about that), or +-10% when no window had a standard error (single
+# steps). Our stated floors.
+SEARCH_FLOOR = 0.02
+SEARCH_FLOOR_WITHOUT_SE = 0.10
 
 
 @dataclass(frozen=True)
@@ -92,7 +102,8 @@ class Candidates:
     local_batch: np.ndarray
     spot: np.ndarray
     price_per_hour: np.ndarray
-    measured: np.ndarray
+    measured: np.ndarray  # the profiled machine's fitted model or a stored search window
+    searched: np.ndarray  # a stored search window (a subset of measured)
     threads_per_rank: np.ndarray
     step_time_s: np.ndarray
     steps: np.ndarray
@@ -213,16 +224,97 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     return step, np.minimum(low, step), np.maximum(high, step), measured, threads
 
 
+@dataclass(frozen=True)
+class MeasuredStep:
+    """A configuration's step time from search windows: the step-weighted mean and its 90% interval."""
+
+    step_time_s: float
+    low_s: float
+    high_s: float
+    windows: int
+    steps: int
+
+
+def measured_steps(probes: Iterable[dict]) -> dict[tuple[str, int, int, int], MeasuredStep]:
+    """Stored search windows (Store.workload_probes rows) grouped by (instance type, nodes, workers,
+    global batch); spot and on-demand windows pool (spot changes the price, not the step time).
+    Windows without steps or a finite step time are skipped."""
+    groups: dict[tuple[str, int, int, int], list[dict]] = {}
+    for p in probes:
+        if not p["steps"] or p["steps"] <= 0 or p["step_time_s"] is None or not math.isfinite(p["step_time_s"]):
+            continue
+        key = (str(p["instance_type"]), int(p["num_nodes"]), int(p["num_workers"]), int(p["global_batch"]))
+        groups.setdefault(key, []).append(p)
+    z = float(ndtri(0.95))
+    out = {}
+    for key, rows in groups.items():
+        n = np.array([r["steps"] for r in rows], float)
+        t = np.array([r["step_time_s"] for r in rows], float)
+        se = np.array([np.nan if r["step_time_se_s"] is None else r["step_time_se_s"] for r in rows], float)
+        w = n / n.sum()
+        mean = float(w @ t)
+        spread = float(np.sqrt(w @ (t - mean) ** 2))  # between windows: 0 for one window
+        known = np.isfinite(se)
+        sigma = float(np.hypot(np.sqrt(np.sum((w[known] * se[known]) ** 2)), spread))
+        floor = SEARCH_FLOOR if known.any() else SEARCH_FLOOR_WITHOUT_SE
+        half = max(z * sigma, floor * mean)
+        out[key] = MeasuredStep(mean, max(mean - half, 0.0), mean + half, len(rows), int(n.sum()))
+    return out
+
+
+def vm_names(vmx: VMArrays) -> dict[str, list[int]]:
+    """The VM indices a probe's instance-type name denotes. A VM's label (`gcp:n1-standard-4 (1x
+    T4)`) names it; `cloud:type` and the plain type name name the type's VMs without attached GPUs
+    (a GCP N1 machine type is the host alone), else its VMs if they are one hardware (AWS
+    p3.2xlarge), else none (ambiguous). Several regions of one VM type are one hardware."""
+    names: dict[str, set[int]] = {}
+    for i, vm in enumerate(vmx.vms):
+        names.setdefault(vm.label, set()).add(i)
+    by_type: dict[str, list[int]] = {}
+    for i, vm in enumerate(vmx.vms):
+        for name in (vm.instance_type, f"{vm.cloud}:{vm.instance_type}"):
+            by_type.setdefault(name, []).append(i)
+    for name, indices in by_type.items():
+        bare = [i for i in indices if not vmx.vms[i].is_gpu] or indices
+        kinds = {(vmx.vms[i].cloud, vmx.vms[i].instance_type, (vmx.vms[i].accelerator or "").lower(),
+                  vmx.vms[i].accelerator_count) for i in bare}
+        if len(kinds) == 1:
+            names.setdefault(name, set()).update(bare)
+    return {name: sorted(indices) for name, indices in names.items()}
+
+
+def apply_search_probes(vmx: VMArrays, probes: Iterable[dict], v: np.ndarray, nodes: np.ndarray,
+                        workers: np.ndarray, batch: np.ndarray, step: np.ndarray, low: np.ndarray,
+                        high: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Replace projected step times (in place) by what stored search windows measured on the same
+    VM type, nodes, workers and global batch; the candidates replaced (a bool mask). The profiled
+    machine keeps its fitted model; a window at a batch the plan does not enumerate matches nothing."""
+    searched = np.zeros(v.shape, bool)
+    table = measured_steps(probes)
+    if not table:
+        return searched
+    names = vm_names(vmx)
+    for (name, k, w, b), m in table.items():
+        for i in names.get(name, ()):
+            hit = (v == i) & (nodes == k) & (workers == w) & (batch == b) & ~measured
+            step[hit], low[hit], high[hit] = m.step_time_s, m.low_s, m.high_s
+            searched |= hit
+    return searched
+
+
 def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
-             spot_model: LifetimeModel | None = None) -> Candidates:
+             spot_model: LifetimeModel | None = None, probes: Iterable[dict] = ()) -> Candidates:
     """Predicted time and cost of every candidate. Spot candidates pay the expected overhead of
     preemptions under `spot_model` (default: the bathtub model fitted on Google's 2019 data) with
     the model-aware checkpoint schedule (transient.schedule): the job on n VMs stops when the
-    first of them is preempted."""
+    first of them is preempted. `probes`: stored search windows of this workload
+    (Store.workload_probes), which replace the projections of the configurations they ran."""
     v, nodes, batch, spot = enumerate_candidates(vmx, job, request)
     workers = nodes * vmx.ranks[v]
     local = np.ceil(batch / workers)  # the slowest rank holds the largest share
     step, step_low, step_high, measured, threads = predict_step_times(vmx, job, v, nodes, workers, local, request)
+    searched = apply_search_probes(vmx, probes, v, nodes, workers, batch, step, step_low, step_high, measured)
+    measured = measured | searched
     steps = job.steps(batch)
     steps_low, steps_high = job.steps_interval(batch)
 
@@ -241,7 +333,8 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     def billed(seconds):
         return np.maximum(seconds, MINIMUM_BILLED_S) * dollars_per_s
     return Candidates(vm_index=v, nodes=nodes, workers=workers, global_batch=batch, local_batch=local,
-                      spot=spot, price_per_hour=price, measured=measured, threads_per_rank=threads,
+                      spot=spot, price_per_hour=price, measured=measured, searched=searched,
+                      threads_per_rank=threads,
                       step_time_s=step, steps=steps, time_s=time_s, time_low_s=time_low,
                       time_high_s=time_high, cost_usd=billed(time_s), cost_low_usd=billed(time_low),
                       cost_high_usd=billed(time_high))

@@ -1,5 +1,6 @@
 """Pick the configuration: evaluate all candidates, keep the feasible ones, rank by the objective."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,9 @@ class PlanResult:
             "predicted_cost_usd": float(c.cost_usd[i]),
             "predicted_cost_interval_usd": [float(c.cost_low_usd[i]), float(c.cost_high_usd[i])],
             "prediction": "measured" if c.measured[i] else "projected",
+            # what the step time comes from: the profiled machine's fitted model, stored search
+            # windows of this configuration, or a projection
+            "source": "search" if c.searched[i] else "profile" if c.measured[i] else "projection",
         }
 
 
@@ -63,9 +67,10 @@ def _rank(c: Candidates, index: np.ndarray, objective: str, front: np.ndarray, b
     return np.concatenate([[knee], by_cost[by_cost != knee]])
 
 
-def plan(vmx: VMArrays, job: JobModel, request: PlanRequest) -> PlanResult:
-    """Evaluate every candidate and rank the feasible ones; raises PlanError if none is feasible."""
-    candidates = evaluate(vmx, job, request)
+def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[dict] = ()) -> PlanResult:
+    """Evaluate every candidate and rank the feasible ones; raises PlanError if none is feasible.
+    `probes`: the workload's stored search windows (Store.workload_probes), measured step times."""
+    candidates = evaluate(vmx, job, request, probes=probes)
     require_any(np.ones(len(candidates), bool), "fits the catalog filters, worker limit and memory")
     ok = feasible(candidates, request)
     require_any(ok, "meets the deadline and budget")
