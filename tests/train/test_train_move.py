@@ -102,6 +102,17 @@ def test_after_a_move_the_lr_is_the_new_batchs_and_momentum_carries_over(tmp_pat
         buffers = [state.optimizer.state[p]["momentum_buffer"].clone() for p in state.model.parameters()]
 
 
+def test_the_controller_starts_fresh_when_only_the_global_batch_changes(tmp_path):
+    workload = load_workload("builtin:digits")
+    config = replace(BASE, run_dir=tmp_path)
+    state = _state(workload, 2, 64)
+    state.advance(0.0)
+    moved, _ = _moved(state, config, 2, 32, workload)  # same world size, another B
+    assert moved.policy.global_batch == 32 and moved.policy.split == [16, 16]
+    assert torch.cat([moved.indices(k) for k in range(2)]).tolist() == \
+        moved.sampler.epoch_order(0)[64:96].tolist()
+
+
 def test_epochs_count_passes_over_the_data_across_a_move():
     config = replace(BASE, steps=None, epochs=2.0)
     # 1,437 samples: 22 steps of 64 per epoch, 11 of 128. Moved at step 10 of epoch 0 (640 used):
