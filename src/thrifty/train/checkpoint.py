@@ -6,9 +6,19 @@ Rank 0 writes model, optimizer, batch policy (the controller's state), sampler p
 rank's RNG state, after the run's CSV log. A run resumes from the newest intact checkpoint (a
 damaged newer one is skipped and logged in fallbacks.log, as a lost checkpoint): rank 0 reads it
 and sends it to every rank, so the ranks cannot disagree and need no shared storage. With the
-same world size the run continues bit for bit; with another one the split is re-derived from the
-global batch by a fresh controller and the sampler continues at the same global batch of the
-same epoch, so no sample of the epoch is seen twice or skipped.
+same world size and global batch the run continues bit for bit. A run may also move to another
+world size and global batch (checkpoint, relaunch with other --nproc / --global-batch, resume):
+- the sampler continues the same epoch's permutation at the saved sample offset, so no sample of
+  the epoch is seen twice or skipped (checkpoints without an offset: step-in-epoch x saved B);
+- the optimizer is the workload's for the new B (`make_optimizer(params, B)`); its saved state
+  (momentum buffers, Adam moments, step counts) is loaded, and then every param group's
+  hyperparameters (lr, momentum, weight decay, ...) are set back to the new B's, so a batch-scaled
+  learning rate follows the new B. Workloads keep no LR scheduler (make_optimizer returns the
+  optimizer alone), so there is no schedule position to carry or rescale;
+- the controller (batch policy) starts fresh, splitting B among the ranks from B / n, as the old
+  ranks' speeds at the old split say nothing about the new one;
+- the step counter and the log continue (see train.config.total_steps for the run length).
+Another workload is refused; a global batch above the data set is refused by check_config.
 """
 
 import os
@@ -47,8 +57,7 @@ def checkpoint_store(config: TrainConfig) -> JobCheckpoints:
 
 
 def check_resumable(config: TrainConfig) -> None:
-    """--resume without an intact checkpoint, or from one of another workload or global batch,
-    fails here, before anything is written or started (call it after check_config)."""
+    """--resume without an intact checkpoint, or from one of another workload, fails here, before anything is written or started (call it after check_config)."""
     if not config.resume:
         return
     directory = checkpoint_dir(config)
@@ -59,7 +68,7 @@ def check_resumable(config: TrainConfig) -> None:
     if found is None:
         raise CheckpointError(f"every checkpoint in {directory} is truncated or corrupt "
                               f"({', '.join(p.name for p in files)})")
-    _read(found[0], found[1], config, config.global_batch)  # the bytes read: a live run may prune the file
+    _read(found[0], found[1], config)  # the bytes read: a live run may prune the file
 
 
 def choose_checkpoint(config: TrainConfig) -> Path | None:
@@ -102,20 +111,34 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         "format": CHECKPOINT_FORMAT, "workload": canonical_name(config.workload), "world_size": world,
         "global_batch": state.policy.global_batch, "model": state.model.state_dict(),
         "optimizer": state.optimizer.state_dict(), "policy": state.policy.state_dict(), "step": state.step,
-        "epoch": state.epoch, "step_in_epoch": state.step_in_epoch, "train_time_s": state.train_time_s,
-        "rng": rngs}))
+        "epoch": state.epoch, "step_in_epoch": state.step_in_epoch, "sample_offset": state.sample_offset,
+        "train_time_s": state.train_time_s, "rng": rngs}))
 
 
-def _read(path: Path, payload: bytes, config: TrainConfig, global_batch: int) -> dict:
+def _read(path: Path, payload: bytes, config: TrainConfig) -> dict:
     saved = loads(payload, str(path))
     if not isinstance(saved, dict) or saved.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a checkpoint of this thrifty train version")
     if saved["workload"] != canonical_name(config.workload):
         raise CheckpointError(f"{path} is a checkpoint of {saved['workload']}, not of {config.workload}")
-    if saved["global_batch"] != global_batch:
-        raise CheckpointError(f"{path} is for global batch {saved['global_batch']}, this run has "
-                              f"{global_batch}; resume with --global-batch {saved['global_batch']}")
     return saved
+
+
+def saved_offset(saved: dict) -> int:
+    """The checkpoint's sample offset in its epoch; older checkpoints count whole global batches."""
+    if "sample_offset" in saved:
+        return saved["sample_offset"]
+    return saved["step_in_epoch"] * saved["global_batch"]
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, saved_state: dict, moved: bool) -> None:
+    """Load the saved optimizer state; after a move to another global batch keep the fresh
+    optimizer's (the new B's) hyperparameters in every param group, the saved state otherwise."""
+    fresh = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    optimizer.load_state_dict(saved_state)
+    if moved:
+        for group, hyper in zip(optimizer.param_groups, fresh, strict=True):
+            group.update(hyper)
 
 
 def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume_from: Path | None) -> None:
@@ -124,7 +147,7 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
     if rank == 0 and resume_from is not None:
         try:
             path = Path(resume_from)
-            saved = _read(path, decode(path.read_bytes(), str(path)), config, state.policy.global_batch)
+            saved = _read(path, decode(path.read_bytes(), str(path)), config)
         except (CheckpointError, OSError) as exc:
             error = str(exc)
     if world > 1:
@@ -135,14 +158,17 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
         raise CheckpointError(error)
     if saved is None:
         return
+    moved = saved["global_batch"] != state.policy.global_batch
     state.model.load_state_dict(saved["model"])
-    state.optimizer.load_state_dict(saved["optimizer"])
+    load_optimizer(state.optimizer, saved["optimizer"], moved)
     state.step, state.epoch, state.step_in_epoch = saved["step"], saved["epoch"], saved["step_in_epoch"]
+    state.sample_offset = saved_offset(saved)
+    state.end_epoch_if_done()  # the new B may not fit in what is left of the epoch
     state.train_time_s = saved["train_time_s"]
-    if saved["world_size"] == world:
+    if saved["world_size"] == world and not moved:
         state.policy = BatchPolicy.from_state_dict(saved["policy"])
-    # else the fresh policy of _setup stays: B / n (or the static capacities) for the new world,
-    # its statistics empty, since the old ranks' speeds say nothing about the new split
+    # else the fresh policy of _setup stays: B / n (or the static capacities) for the new world
+    # and batch, its statistics empty, since the old ranks' speeds say nothing about the new split
     rngs = saved["rng"]
     if rank < len(rngs):  # a rank continues its stream; a new rank gets its own seeded one
         set_rng_state(rngs[rank])

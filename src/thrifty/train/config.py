@@ -65,10 +65,31 @@ def global_batch_for(global_batch: int | None, workload) -> int:
     return workload.default_global_batch if global_batch is None else global_batch
 
 
-def total_steps(config: TrainConfig, train_size: int, global_batch: int) -> int:
+def total_steps(config: TrainConfig, train_size: int, global_batch: int,
+                at: tuple[int, int, int] | None = None) -> int:
+    """The step counter's value at which the run stops (an --until-target run may stop earlier).
+
+    `--steps S` counts steps since the run began, across resumes and moves, whatever each step's
+    global batch: the run stops at step S (a resume after step S trains no more). `--epochs E`
+    counts passes over the data: E x floor(N / B) steps for a run that keeps B. For a resumed run
+    pass `at` = (step, epoch, sample offset in the epoch) of the checkpoint: the run then stops
+    when E epochs are done, counting the epochs (and the part of the current one) already done,
+    whatever their global batch, with the steps still to go counted at the new B: the rest of
+    the current epoch (floor((N - offset) / B) steps), then floor(N / B) per epoch, the last one
+    cut at its fraction. Without a move this is exactly E x floor(N / B) rounded up, as before.
+    """
     if config.steps is not None:
         return config.steps
-    return max(1, math.ceil((config.epochs or 1.0) * (train_size // global_batch)))
+    epochs, per_epoch = config.epochs or 1.0, train_size // global_batch
+    if at is None:
+        return max(1, math.ceil(epochs * per_epoch))
+    step, epoch, offset = at
+    whole = max(1, math.ceil(epochs * per_epoch))  # the steps of a run that keeps B throughout
+    this_epoch = (train_size - offset) // global_batch  # steps left in the current epoch
+    if epochs - epoch >= 1:  # the rest of this epoch, then the later ones (the last cut)
+        return step + this_epoch + whole - (epoch + 1) * per_epoch
+    # this epoch is the last (or past it): stop at its fraction, counted in steps of the new B
+    return step + max(0, min(this_epoch, math.ceil(whole - epoch * per_epoch - offset / global_batch)))
 
 
 def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:

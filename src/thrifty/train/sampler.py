@@ -6,6 +6,12 @@ takes the slice [sum_{j<k} b_j, sum_{j<=k} b_j) of each global batch, so all ran
 number of steps and each sample of the epoch is used exactly once across ranks. The split may
 change from one step to the next (`split_indices`): B stays fixed, so the epoch's global batches,
 and with them the coverage, do not depend on how each one is divided.
+
+The position within an epoch is a sample offset into its permutation (`offset_indices`): global
+batch s of an unchanged B starts at s x B. A run moved to another global batch B' (checkpoint,
+relaunch, resume) continues the same permutation at the first unused sample, so no sample of the
+epoch is skipped or repeated across the move; the epoch ends when fewer than B' unused samples
+remain (`epoch_done`), and those are dropped, as drop_last drops the remainder without a move.
 """
 
 from collections.abc import Iterator, Sequence
@@ -41,12 +47,24 @@ class GlobalBatchSampler:
 
     def split_indices(self, rank: int, epoch: int, step: int, split: Sequence[int]) -> torch.Tensor:
         """Rank `rank`'s samples of global batch `step` of `epoch`, divided as `split` says."""
+        return self.offset_indices(rank, epoch, step * self.global_batch, split)
+
+    def offset_indices(self, rank: int, epoch: int, offset: int, split: Sequence[int]) -> torch.Tensor:
+        """Rank `rank`'s samples of the global batch that starts `offset` samples into `epoch`'s
+        permutation, divided as `split` says."""
         if sum(split) != self.global_batch:
             raise ValueError(f"split {list(split)} does not add up to the global batch {self.global_batch}")
+        if not 0 <= offset <= self.dataset_size - self.global_batch:
+            raise ValueError(f"offset {offset} leaves no global batch of {self.global_batch} "
+                             f"in an epoch of {self.dataset_size}")
         if self._cached is None or self._cached[0] != epoch:
             self._cached = (epoch, self.epoch_order(epoch))
-        start = step * self.global_batch + sum(split[:rank])
+        start = offset + sum(split[:rank])
         return self._cached[1][start:start + split[rank]]
+
+    def epoch_done(self, offset: int) -> bool:
+        """Fewer than one global batch of unused samples left at `offset`: the epoch is over."""
+        return offset + self.global_batch > self.dataset_size
 
     def iter_rank(self, rank: int, epoch: int = 0) -> Iterator[torch.Tensor]:
         """This rank's index tensors, step after step, across epochs, forever."""

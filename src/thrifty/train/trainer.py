@@ -109,7 +109,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     store = checkpoint_store(config) if rank == 0 else None
     finished = False
     target = workload.target_metric if config.target is None else config.target
-    steps = total_steps(config, workload.train_size, state.policy.global_batch)
+    steps = total_steps(config, workload.train_size, state.policy.global_batch,
+                        at=(state.step, state.epoch, state.sample_offset) if resume_from is not None else None)
     eval_every = config.eval_every or max(1, state.sampler.steps_per_epoch // 4)
     slowdown = Slowdown(config.slowdown, rank, config.emulate, tag=os.environ.get("THRIFTY_RUN_TAG"))
     progress = (ProgressBar("train", steps, completed=state.step, fields=("rate", "split"))
