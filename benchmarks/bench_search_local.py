@@ -8,8 +8,9 @@
    measures the relaunch (checkpoint, exit, start, resume) this machine pays.
 2. On each measured trace, priced by two type tables (the bundled prices, and "flat": every type
    the same $/h per unit of speed), the search and the baselines run in the sim backend over SEEDS
-   seeds (objectives cost and time; measurement noise 3%, restart = the measured relaunch, VM
-   start-up 10 s), as bench_search.py does for synthetic traces.
+   seeds for a long job (SIM_TARGET: the oracle trains for hours, the regime the search is for;
+   objectives cost and time; measurement noise 3%, restart = the relaunch measured here, VM
+   start-up 60 s), as bench_search.py does for synthetic traces.
 3. End to end: one real `local` search of builtin:digits to its target (cost objective, from the
    cheapest $/h configuration at B = 64), then the oracle's configuration (the best on the
    digits trace, found by the sim) trained from the start to the same target for real; both
@@ -41,8 +42,10 @@ from thrifty.search.trace import TraceRow
 WORKLOADS = {"builtin:digits": 200.0, "builtin:tabular": 100.0}  # stated noise scales B_noise (samples)
 BATCHES = [32, 64, 128]
 WARMUP, MEASURE = 10, 40
-STARTUP_S = 10.0  # emulated VM start-up in the sim and the local runs
-E2E_TARGET = 150_000.0  # samples-at-small-batch: the oracle trains digits about 4-5 minutes here
+STARTUP_S = 10.0  # emulated VM start-up of the real local runs
+SIM_STARTUP_S = 60.0  # VM start-up in the sim, as bench_search.py
+SIM_TARGET = 2e8  # samples-at-small-batch: the oracle trains digits for 10-40 h at these step times
+E2E_TARGET = 600_000.0  # samples-at-small-batch: the oracle trains digits for several minutes here
 
 
 def flat_prices(types: list[LocalType]) -> list[LocalType]:
@@ -98,7 +101,7 @@ def sim_on_trace(rows: list[TraceRow], noise_scale: float, target: float, restar
     start = cheapest_start({r.config: r.price_per_hour for r in rows})
     out = {}
     for goal in (Objective("cost"), Objective("time")):
-        scenario = Scenario(rows, NoiseSchedule.constant(noise_scale, target), goal, 0.03, restart_s, STARTUP_S)
+        scenario = Scenario(rows, NoiseSchedule.constant(noise_scale, target), goal, 0.03, restart_s, SIM_STARTUP_S)
         best = oracle(scenario)
         row = {"oracle_config": best.final_config.to_dict(), "oracle_time_s": best.time_s,
                "oracle_cost_usd": best.cost_usd, "start": start.to_dict()}
@@ -145,7 +148,7 @@ def main(seeds: int) -> dict:
     for workload, noise in WORKLOADS.items():
         for table, types in tables.items():
             rows = trace_rows(measured[workload], types)
-            sims[f"{workload} | {table}"] = sim_on_trace(rows, noise, E2E_TARGET, restarts[workload], seeds)
+            sims[f"{workload} | {table}"] = sim_on_trace(rows, noise, SIM_TARGET, restarts[workload], seeds)
             for goal, row in sims[f"{workload} | {table}"].items():
                 print(f"{workload:16s} {table:15s} {goal:5s} search {row['search']['overhead_' + goal]:+.1%} "
                       f"(p90 {row['search']['p90_overhead_' + goal]:+.1%}), exhaustive "
@@ -153,7 +156,8 @@ def main(seeds: int) -> dict:
                       flush=True)
     digits = trace_rows(measured["builtin:digits"], bundled)
     start = cheapest_start({r.config: r.price_per_hour for r in digits if r.config.global_batch == 64})
-    oracle_config = Config(**sims["builtin:digits | bundled prices"]["cost"]["oracle_config"])
+    oracle_config = oracle(Scenario(digits, NoiseSchedule.constant(WORKLOADS["builtin:digits"], E2E_TARGET),
+                                    Objective("cost"), 0.0, restarts["builtin:digits"], STARTUP_S)).final_config
     with tempfile.TemporaryDirectory(prefix="thrifty-e2e-") as folder:
         searched = real_run("builtin:digits", bundled, E2E_TARGET, start, None, Path(folder) / "search")
         best = real_run("builtin:digits", bundled, E2E_TARGET, None, oracle_config, Path(folder) / "oracle")
@@ -167,7 +171,8 @@ def main(seeds: int) -> dict:
           f"{e2e['overhead_time']:+.1%} time, {e2e['overhead_cost']:+.1%} cost")
     plot(sims, e2e)
     data = {"seeds": seeds, "batches": BATCHES, "warmup_steps": WARMUP, "measured_steps": MEASURE,
-            "startup_cost_s": STARTUP_S, "measured_restart_s": restarts, "noise_scales": WORKLOADS,
+            "startup_cost_s": STARTUP_S, "sim_startup_cost_s": SIM_STARTUP_S, "sim_target_samples": SIM_TARGET,
+            "measured_restart_s": restarts, "noise_scales": WORKLOADS,
             "types": {k: [t.__dict__ for t in v] for k, v in tables.items()},
             "traces": measured, "sim": sims, "end_to_end": e2e}
     write_result("search_local", data)

@@ -33,6 +33,19 @@ def test_the_price_counts_both_moves_and_a_slower_window():
     assert price[0] == pytest.approx(60 + 0.75 * 60 + 20 * (0.3 - 0.2))
 
 
+def test_a_probe_left_before_the_billing_minimum_pays_for_the_rest_of_the_minute():
+    # cost: $3.6/h -> r = 0.001 $/s; a 20-step window of 0.3 s after a 10 s move leaves 44 s of
+    # the 60 s minimum unused, paid when the probe loses (3 in 4) and the job moves back
+    o = outlook(Objective("cost"), Objective("cost").rate([3.6]), [1e4], [np.log(0.3)], [0.0], [10.0], np.inf)
+    plain = probe_price(o, 2.0, [0.25], 20, [1.0], 1e4, [0.01], [0.01], 0.0)
+    floored = probe_price(o, 2.0, [0.25], 20, [1.0], 1e4, [0.01], [0.01], 0.0, move_in_s=[10.0],
+                          billed_floor_s=60.0)
+    assert floored[0] - plain[0] == pytest.approx(0.75 * 0.001 * (60 - 10 - 20 * 0.3))
+    long_window = probe_price(o, 2.0, [0.25], 200, [1.0], 1e4, [0.01], [0.01], 0.0, move_in_s=[10.0],
+                              billed_floor_s=60.0)
+    assert long_window[0] == pytest.approx(probe_price(o, 2.0, [0.25], 200, [1.0], 1e4, [0.01], [0.01], 0.0)[0])
+
+
 def test_an_unknown_objective_or_a_non_positive_deadline_is_refused():
     with pytest.raises(ThriftyError):
         Objective("speed")

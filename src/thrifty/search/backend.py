@@ -21,6 +21,8 @@ class Window:
 class Backend(Protocol):
     """Runs the job. Time and money are the backend's to count: it knows its billing."""
 
+    minimum_billed_s: float  # each launch is billed at least this long (60: a one-minute minimum)
+
     def candidates(self) -> list[Config]:
         """The configurations this backend can run."""
 

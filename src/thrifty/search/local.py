@@ -35,6 +35,7 @@ from thrifty.search.backend import Window
 from thrifty.search.config import Config
 from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.sim import MINIMUM_BILLED_S
+from thrifty.train.lifeline import notice_when_parent_dies
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file
 
 TYPE_COLUMNS = ("instance_type", "speed", "workers_per_node", "price_per_hour")
@@ -91,6 +92,8 @@ class LocalBackend:
     """One job trained by `thrifty train` launches in `work_dir` (its run directory, checkpoints,
     step streams and database)."""
 
+    minimum_billed_s = MINIMUM_BILLED_S
+
     def __init__(self, workload: str, types: Sequence[LocalType], schedule: NoiseSchedule, work_dir: Path, *,
                  global_batches: Sequence[int], max_nodes: int = 2, max_ranks: int = 2,
                  startup_cost_s: float = 0.0, seed: int = 0, timeout_s: float = 1800.0) -> None:
@@ -139,6 +142,7 @@ class LocalBackend:
             self._clock_origin = time.monotonic()
         new_vms = self._current is None or self._new_vms(self._current, config)
         self._stop()
+        self._rows = []  # steps the old launch trained after its last window: counted, not measured
         self._close_segment()
         if new_vms:
             self._emulated_s += self.startup_cost_s
@@ -234,7 +238,7 @@ class LocalBackend:
         self._frozen_elapsed = None
         self._log = open(self.work_dir / f"launch-{self._launches:03d}.log", "w")
         self._proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=notice_when_parent_dies)
         self._launched_at = time.monotonic()
 
     def _poll(self) -> None:

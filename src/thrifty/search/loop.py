@@ -217,7 +217,8 @@ class Search:
         batches = np.array([c.global_batch for c in self.candidates], float)
         price = probe_price(o, y, win, self.expected_window_steps(), progress_per_step(batches, noise_scale),
                             self.backend.target - self.backend.progress, move_s * o.rate,
-                            back_s * o.rate[inc], home)
+                            back_s * o.rate[inc], home, move_in_s=move_s,
+                            billed_floor_s=self.backend.minimum_billed_s if objective.kind == "cost" else 0.0)
         net = np.where(is_measured, -np.inf, gain - price)
         best = int(np.argmax(net))
         return self.candidates[best] if net[best] > 0 else None

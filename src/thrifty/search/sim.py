@@ -21,6 +21,8 @@ MINIMUM_BILLED_S = 60.0
 class SimBackend:
     """One simulated job on one trace; a new instance per search (it carries the job's state)."""
 
+    minimum_billed_s = MINIMUM_BILLED_S
+
     def __init__(self, rows: list[TraceRow], schedule: NoiseSchedule, *, seed: int = 0,
                  measurement_noise: float = 0.03, noise_scale_noise: float = 0.1,
                  restart_cost_s: float = 60.0, startup_cost_s: float = 60.0) -> None:

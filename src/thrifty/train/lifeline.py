@@ -20,21 +20,27 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 def die_with_parent(parent_pid: int, *, poll_s: float = 0.2) -> None:
     """End this process as soon as `parent_pid` (the process that started it) is gone."""
-    if not _parent_death_signal():
+    if not parent_death_signal(signal.SIGKILL):
         watch_parent(parent_pid, poll_s=poll_s)
     if os.getppid() != parent_pid:  # the parent died before the signal was set up
         os._exit(1)
 
 
-def _parent_death_signal() -> bool:
-    """Ask the kernel to SIGKILL this process when its parent exits; False where it cannot."""
+def parent_death_signal(sig: int) -> bool:
+    """Ask the kernel to send `sig` to this process when its parent exits; False where it cannot."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        return libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def notice_when_parent_dies() -> None:
+    """For a supervised launch (Popen's preexec_fn): the runner's preemption notice, SIGTERM, when
+    the supervisor dies, so the job checkpoints and stops instead of training on alone."""
+    parent_death_signal(signal.SIGTERM)
 
 
 def watch_parent(parent_pid: int, *, poll_s: float = 0.2) -> threading.Thread:
