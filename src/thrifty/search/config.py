@@ -28,3 +28,9 @@ class Config:
     def label(self) -> str:
         spot = " spot" if self.spot else ""
         return f"{self.instance_type} {self.num_nodes}x{self.num_workers // self.num_nodes} B={self.global_batch}{spot}"
+
+
+def needs_new_vms(old: Config | None, new: Config) -> bool:
+    """A move needs new VMs when nothing runs yet, the type changes or it needs more nodes (with
+    fewer nodes of the same type it keeps some of the VMs it has)."""
+    return old is None or old.instance_type != new.instance_type or new.num_nodes > old.num_nodes

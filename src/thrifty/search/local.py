@@ -13,7 +13,8 @@ Clocks and bills: the job's clock is the wall clock since its first launch, so a
 what it really costs here (process start, checkpoint, resume), plus an emulated VM start-up
 (`startup_cost_s`, added to the clock and the bill, not waited for) whenever a move needs new
 VMs. Progress: every step trained counts at its global batch through the noise schedule
-(search.efficiency), as in `sim`. Billing: per second, with a one-minute minimum per segment.
+(search.efficiency), as in `sim`. Billing: per second, with a one-minute minimum per VM lifetime
+(search.billing).
 """
 
 import json
@@ -32,9 +33,9 @@ from thrifty.data import data_path
 from thrifty.errors import ThriftyError
 from thrifty.io import read_csv
 from thrifty.search.backend import Window
-from thrifty.search.config import Config
+from thrifty.search.billing import MINIMUM_BILLED_S, Billing
+from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import NoiseSchedule
-from thrifty.search.sim import MINIMUM_BILLED_S
 from thrifty.train.lifeline import notice_when_parent_dies
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file
 
@@ -108,8 +109,8 @@ class LocalBackend:
         self._clock_origin: float | None = None  # monotonic time of elapsed 0 (emulated time apart)
         self._emulated_s = 0.0  # VM start-ups: on the clock and the bill, not waited for
         self._frozen_elapsed: float | None = None  # the clock while no launch runs
-        self._closed_cost_usd = 0.0
-        self._segment_start: float | None = None  # elapsed when the current billing segment began
+        self._billing = Billing()
+        self._billed_until = 0.0  # the elapsed time the bill has run to
         self._proc: subprocess.Popen | None = None
         self._stream: Path | None = None
         self._stream_pos = 0
@@ -126,11 +127,9 @@ class LocalBackend:
 
     def move_cost_s(self, old: Config | None, config: Config) -> float:
         restart = float(np.mean(self.restarts_s)) if self.restarts_s else FIRST_RESTART_GUESS_S
-        if old is None:
-            return restart + self.startup_cost_s
         if old == config:
             return 0.0
-        return restart + (self.startup_cost_s if self._new_vms(old, config) else 0.0)
+        return restart + (self.startup_cost_s if needs_new_vms(old, config) else 0.0)
 
     def launch(self, config: Config) -> None:
         self._type(config)
@@ -140,14 +139,14 @@ class LocalBackend:
             return
         if self._clock_origin is None:
             self._clock_origin = time.monotonic()
-        new_vms = self._current is None or self._new_vms(self._current, config)
+        new_vms = needs_new_vms(self._current, config)
         self._stop()
         self._rows = []  # steps the old launch trained after its last window: counted, not measured
-        self._close_segment()
+        self._bill()
+        self._billing.launch(self.price_per_hour(config), new_vms)
         if new_vms:
-            self._emulated_s += self.startup_cost_s
+            self._emulated_s += self.startup_cost_s  # billed at the new configuration's price
         self._current = config
-        self._segment_start = self.elapsed_s - (self.startup_cost_s if new_vms else 0.0)
         self._start()
 
     def measure(self, steps: int) -> Window:
@@ -168,13 +167,13 @@ class LocalBackend:
         while self._proc is not None:
             self._poll()
         self._rows = []
-        self._close_segment()
+        self._bill()
 
     def state(self) -> dict:
         return {"current": None if self._current is None else self._current.to_dict(),
                 "progress": self._progress, "next_step": self._next_step, "elapsed_s": self.elapsed_s,
-                "emulated_s": self._emulated_s, "closed_cost_usd": self._closed_cost_usd,
-                "segment_start": self._segment_start, "restarts_s": self.restarts_s, "launches": self._launches}
+                "emulated_s": self._emulated_s, "billing": self._billing.state(), "billed_until": self._billed_until,
+                "restarts_s": self.restarts_s, "launches": self._launches}
 
     def restore(self, state: dict) -> None:
         """Continue a killed search: the clock goes on from the stored time; the next window
@@ -182,8 +181,9 @@ class LocalBackend:
         count once)."""
         self._current = None if state["current"] is None else Config(**state["current"])
         self._progress, self._next_step = state["progress"], state["next_step"]
-        self._emulated_s, self._closed_cost_usd = state["emulated_s"], state["closed_cost_usd"]
-        self._segment_start, self.restarts_s = state["segment_start"], list(state["restarts_s"])
+        self._emulated_s, self.restarts_s = state["emulated_s"], list(state["restarts_s"])
+        self._billing.restore(state["billing"])
+        self._billed_until = state["billed_until"]
         self._launches = state["launches"]
         self._clock_origin = time.monotonic() - (state["elapsed_s"] - self._emulated_s)
 
@@ -213,7 +213,8 @@ class LocalBackend:
 
     @property
     def cost_usd(self) -> float:
-        return self._closed_cost_usd + self._segment_cost()
+        self._bill()
+        return self._billing.cost_usd
 
     # the processes
     def _start(self) -> None:
@@ -327,16 +328,8 @@ class LocalBackend:
             raise ThriftyError(f"instance type {config.instance_type!r} is not an emulated type here "
                                f"(known: {', '.join(sorted(self.types))})") from None
 
-    @staticmethod
-    def _new_vms(old: Config, config: Config) -> bool:
-        return old.instance_type != config.instance_type or config.num_nodes > old.num_nodes
-
-    def _segment_cost(self) -> float:
-        if self._current is None or self._segment_start is None:
-            return 0.0
-        seconds = self.elapsed_s - self._segment_start
-        return self.price_per_hour(self._current) * max(seconds, MINIMUM_BILLED_S) / 3600
-
-    def _close_segment(self) -> None:
-        self._closed_cost_usd += self._segment_cost()
-        self._segment_start = None
+    def _bill(self) -> None:
+        """Run the bill up to the clock."""
+        now = self.elapsed_s
+        self._billing.run(now - self._billed_until)
+        self._billed_until = now

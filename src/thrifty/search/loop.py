@@ -19,7 +19,7 @@ import numpy as np
 from thrifty.errors import ThriftyError
 from thrifty.search.backend import Backend
 from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief
-from thrifty.search.config import Config
+from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import progress_per_step
 from thrifty.search.events import Prediction, Probe, WindowDone
 from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
@@ -215,10 +215,11 @@ class Search:
         home = float(move_s[inc] * o.rate[inc])
         noise_scale = self.noise_scale()
         batches = np.array([c.global_batch for c in self.candidates], float)
+        floor = self.backend.minimum_billed_s if objective.kind == "cost" else 0.0
+        new_vms = np.array([needs_new_vms(self.backend.current, c) for c in self.candidates])
         price = probe_price(o, y, win, self.expected_window_steps(), progress_per_step(batches, noise_scale),
                             self.backend.target - self.backend.progress, move_s * o.rate,
-                            back_s * o.rate[inc], home, move_in_s=move_s,
-                            billed_floor_s=self.backend.minimum_billed_s if objective.kind == "cost" else 0.0)
+                            back_s * o.rate[inc], home, move_in_s=move_s, billed_floor_s=np.where(new_vms, floor, 0.0))
         net = np.where(is_measured, -np.inf, gain - price)
         best = int(np.argmax(net))
         return self.candidates[best] if net[best] > 0 else None

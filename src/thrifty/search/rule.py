@@ -24,10 +24,13 @@ The price is what the probe costs over staying on the incumbent:
 with m(a -> b) the move's seconds s(a -> b) (restart, plus start-up for new VMs) times r_b,
 P_c = Phi(z) the chance that c wins (else we move back), w the expected window steps, g_c the
 progress per step, y / (P - p) the incumbent's objective per unit of progress. The last term is
-the billing floor: a cloud bills each launch at least F seconds (60: per-second billing with a
-one-minute minimum), so a probe that ends, and is left, before F pays for time it never used. Probe argmax(gain - price) if
-positive; otherwise settle on argmin over measured (J + m(cur -> .)). Gains shrink as the
-remaining work shrinks, so exploration happens early and stops for good.
+the billing floor: a cloud bills new VMs at least F seconds (60: per-second billing with a
+one-minute minimum; 0 for a probe on the VMs already running), so a probe on new VMs that ends,
+and is left, before F pays for time it never used.
+
+Probe argmax(gain - price) if positive; otherwise settle on argmin over measured
+(J + m(cur -> .)). Gains shrink as the remaining work shrinks, so exploration happens early and
+stops for good.
 """
 
 from dataclasses import dataclass
@@ -104,13 +107,14 @@ def expected_improvement(y: float, o: Outlook) -> tuple[np.ndarray, np.ndarray]:
 
 def probe_price(o: Outlook, y: float, win_chance, window_steps, progress_per_step,
                 progress_left: float, move_in, move_back, move_home: float, *, move_in_s=0.0,
-                billed_floor_s: float = 0.0) -> np.ndarray:
+                billed_floor_s=0.0) -> np.ndarray:
     """The price in the module docstring; moves in objective units (`move_in_s`: in seconds),
-    the window in steps; `billed_floor_s` F (0 for time: the floor is money, not time)."""
+    the window in steps; `billed_floor_s` F per candidate (0 for time: the floor is money, not
+    time; and 0 for a probe on the VMs already running, whose minimum is already paid for)."""
     window = np.asarray(window_steps, float)
     step_mean = np.exp(o.mu + o.sd**2 / 2)  # E[T_c]
     window_extra = window * o.rate * step_mean - window * np.asarray(progress_per_step) * y / progress_left
     lose = 1 - np.asarray(win_chance)
-    unused = np.maximum(billed_floor_s - np.asarray(move_in_s, float) - window * step_mean, 0.0)
+    unused = np.maximum(np.asarray(billed_floor_s, float) - np.asarray(move_in_s, float) - window * step_mean, 0.0)
     return (np.asarray(move_in, float) + lose * np.asarray(move_back, float)
             - move_home + np.maximum(window_extra, 0.0) + lose * o.rate * unused)

@@ -1,21 +1,19 @@
 """`sim`: a trace-driven cloud. Step times come from a trace with lognormal measurement noise;
 progress follows the noise schedule (search.efficiency); time and money follow cloud billing.
 
-Billing: each launch opens a billing segment for the new configuration's nodes; a segment costs
-price_per_hour * max(seconds, 60) / 3600 (per-second billing, 1-minute minimum, as AWS, GCP and
-Azure bill Linux VMs). A move costs `restart_cost_s` (checkpoint, relaunch, resume) and, when new
-VMs are needed (another type, or more nodes), `startup_cost_s` more; both are billed and make no
-progress. The first launch pays the start-up cost. A configuration not in the trace cannot run."""
+Billing per second with a one-minute minimum per VM lifetime (search.billing). A move costs
+`restart_cost_s` (checkpoint, relaunch, resume) and, when new VMs are needed (another type, or
+more nodes), `startup_cost_s` more; both are billed and make no progress. The first launch pays
+the start-up cost. A configuration not in the trace cannot run."""
 
 import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.search.backend import Window
-from thrifty.search.config import Config
+from thrifty.search.billing import MINIMUM_BILLED_S, Billing
+from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.trace import TraceRow
-
-MINIMUM_BILLED_S = 60.0
 
 
 class SimBackend:
@@ -32,7 +30,8 @@ class SimBackend:
         self.measurement_noise, self.noise_scale_noise = measurement_noise, noise_scale_noise
         self.restart_cost_s, self.startup_cost_s = restart_cost_s, startup_cost_s
         self._current: Config | None = None
-        self._progress = self._elapsed_s = self._closed_cost_usd = self._segment_s = 0.0
+        self._progress = self._elapsed_s = 0.0
+        self._billing = Billing()
 
     def candidates(self) -> list[Config]:
         return sorted(self.rows)
@@ -45,15 +44,14 @@ class SimBackend:
             return self.startup_cost_s
         if old == config:
             return 0.0
-        new_vms = old.instance_type != config.instance_type or config.num_nodes > old.num_nodes
-        return self.restart_cost_s + (self.startup_cost_s if new_vms else 0.0)
+        return self.restart_cost_s + (self.startup_cost_s if needs_new_vms(old, config) else 0.0)
 
     def launch(self, config: Config) -> None:
         row = self._row(config)
         if config == self._current:
             return
         pause_s = self.move_cost_s(self._current, config)
-        self._close_segment()
+        self._billing.launch(row.price_per_hour, needs_new_vms(self._current, config))
         self._current = row.config
         self._run(pause_s)
 
@@ -84,14 +82,13 @@ class SimBackend:
         """The job's checkpoint (JSON-ready): configuration, progress, clocks, billing and the
         random generator's state, so a restored sim draws exactly the steps the original would."""
         return {"current": None if self._current is None else self._current.to_dict(),
-                "progress": self._progress, "elapsed_s": self._elapsed_s,
-                "closed_cost_usd": self._closed_cost_usd, "segment_s": self._segment_s,
+                "progress": self._progress, "elapsed_s": self._elapsed_s, "billing": self._billing.state(),
                 "rng": self.rng.bit_generator.state}
 
     def restore(self, state: dict) -> None:
         self._current = None if state["current"] is None else self._row(Config(**state["current"])).config
         self._progress, self._elapsed_s = state["progress"], state["elapsed_s"]
-        self._closed_cost_usd, self._segment_s = state["closed_cost_usd"], state["segment_s"]
+        self._billing.restore(state["billing"])
         self.rng.bit_generator.state = state["rng"]
 
     @property
@@ -116,7 +113,7 @@ class SimBackend:
 
     @property
     def cost_usd(self) -> float:
-        return self._closed_cost_usd + self._segment_cost()
+        return self._billing.cost_usd
 
     def _row(self, config: Config) -> TraceRow:
         try:
@@ -131,13 +128,4 @@ class SimBackend:
 
     def _run(self, seconds: float) -> None:
         self._elapsed_s += seconds
-        self._segment_s += seconds
-
-    def _segment_cost(self) -> float:
-        if self._current is None:
-            return 0.0
-        return self.rows[self._current].price_per_hour * max(self._segment_s, MINIMUM_BILLED_S) / 3600
-
-    def _close_segment(self) -> None:
-        self._closed_cost_usd += self._segment_cost()
-        self._segment_s = 0.0
+        self._billing.run(seconds)
