@@ -138,7 +138,7 @@ def real_run(workload: str, types: list[LocalType], target: float, start: Config
             "wall_s": time.perf_counter() - wall, "launches": len(list(folder.glob("launch-*.log")))}
 
 
-def main(seeds: int) -> dict:
+def main(seeds: int = 20) -> dict:
     bundled = load_local_types()
     tables = {"bundled prices": bundled, "flat prices": flat_prices(bundled)}
     measured, restarts, sims = {}, {}, {}
