@@ -265,10 +265,17 @@ def test_printed_torchrun_line_reaches_the_profiled_speed(profiled_db, tmp_path)
            "MASTER_ADDR": "127.0.0.1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
            "OMP_NUM_THREADS": str(max(2, os.cpu_count() or 2))}
     # "Reaches": at least 80% of the profiled rate. Not an upper bound: the fixture's profile has 6
-    # steps a setting, and three identical such profiles here gave 4,200-5,800 samples/s, so a run
-    # may beat its profile; the summary check below pins the configuration instead.
+    # steps a setting, and three identical such profiles here gave 4,200-5,800 samples/s (one under
+    # the test suite's load 10,900), so a run may beat its profile; the summary check below pins the
+    # configuration instead.
     ratios = []
     for attempt in range(3):  # a shared 2-core machine: a neighbour's burst is not the line's fault
+        if attempt:  # profile again right before the run, so both see the same neighbours
+            from thrifty.cli.app import main
+            db = tmp_path / f"profile{attempt}.db"
+            assert main(["profile", "--db", str(db), "--workers", "2", "--batch", "64", "--steps", "20",
+                         "--no-calibrate", "--json"]) == 0
+            profiled = _profiled_samples_per_s(db, workers=2, local_batch=64)
         run_dir = tmp_path / f"run{attempt}"
         summary = _run_line(f"{line} --steps 60 --eval-every 1000 --checkpoint-every 0 "
                             f"--run-dir {run_dir} --db {tmp_path / 'train.db'} --json", env, tmp_path)
