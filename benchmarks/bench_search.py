@@ -135,27 +135,35 @@ def main(seeds: int = 20) -> dict:
     return data
 
 
+def overhead_bars(ax, labels: list[str], series: dict[str, list[tuple[float, float]]], *, fontsize: int = 8,
+                  ncol: int = 4) -> None:
+    """Objective / oracle's as grouped bars (median) with whiskers up to the p90, one group per
+    label; `series` maps each strategy to its (median, p90) overheads (fractions), label by label."""
+    width = 0.8 / len(series)
+    for j, (name, pairs) in enumerate(series.items()):
+        medians_, p90 = 1 + np.array(pairs, float).reshape(-1, 2).T
+        x = np.arange(len(labels)) + j * width
+        ax.bar(x, medians_, width, label=name.replace("_", " "))
+        ax.errorbar(x, medians_, yerr=[np.zeros(len(x)), p90 - medians_], fmt="none", ecolor="k", elinewidth=0.6)
+    ax.axhline(1.05, color="k", linestyle="--", linewidth=0.8, label="oracle + 5%")
+    ax.set_yscale("log")
+    ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2)
+    ax.set_xticklabels(labels, fontsize=fontsize)
+    ax.set_ylabel("objective / oracle's (median; whisker: p90)")
+    ax.legend(fontsize=7, ncol=ncol)
+
+
 def plot(results: dict, strategies: list[str]) -> None:
     """Median overhead in the objective (bars) with p90 (whiskers), per trace and objective."""
     fig, ax = plt.subplots(figsize=(13, 5.5))
-    width = 0.8 / len(strategies)
-    for j, name in enumerate(strategies):
-        medians_, p90 = [], []
+    series = {}
+    for name in strategies:
+        series[name] = []
         for key, row in results.items():
             metric = "overhead_time" if key.endswith("| time") else "overhead_cost"
             summary = row.get(name, {metric: np.nan, f"p90_{metric}": np.nan})
-            medians_.append(1 + summary[metric])
-            p90.append(1 + summary[f"p90_{metric}"])
-        x = np.arange(len(results)) + j * width
-        ax.bar(x, medians_, width, label=name.replace("_", " "))
-        ax.errorbar(x, medians_, yerr=[np.zeros(len(x)), np.array(p90) - medians_], fmt="none", ecolor="k",
-                    elinewidth=0.6)
-    ax.axhline(1.05, color="k", linestyle="--", linewidth=0.8, label="oracle + 5%")
-    ax.set_yscale("log")
-    ax.set_xticks(np.arange(len(results)) + 0.4 - width / 2)
-    ax.set_xticklabels([k.replace(" | ", "\n") for k in results], fontsize=8)
-    ax.set_ylabel("objective / oracle's (median; whisker: p90)")
-    ax.legend(fontsize=7, ncol=4)
+            series[name].append((summary[metric], summary[f"p90_{metric}"]))
+    overhead_bars(ax, [k.replace(" | ", "\n") for k in results], series)
     fig.tight_layout()
     save_figure(fig, "search")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bench_search import bayes_available, run_bo
+from bench_search import bayes_available, overhead_bars, run_bo
 from common import RESULTS, save_figure, write_result
 from thrifty.progress import ProgressBar
 from thrifty.search.config import Config
@@ -184,22 +184,11 @@ def plot(sims: dict, e2e: dict) -> None:
     names = ["search", "exhaustive", "random", "plan_alone", "ernest"] + (
         ["bayes_opt"] if "bayes_opt" in next(iter(sims.values()))["cost"] else [])
     keys = [(k, goal) for k in sims for goal in ("cost", "time")]
-    width = 0.8 / len(names)
-    for j, name in enumerate(names):
-        values = [1 + sims[k][goal][name][f"overhead_{goal}"] for k, goal in keys]
-        p90 = [1 + sims[k][goal][name][f"p90_overhead_{goal}"] for k, goal in keys]
-        x = np.arange(len(keys)) + j * width
-        left.bar(x, values, width, label=name.replace("_", " "))
-        left.errorbar(x, values, yerr=[np.zeros(len(x)), np.array(p90) - values], fmt="none", ecolor="k",
-                      elinewidth=0.6)
-    left.axhline(1.05, color="k", linestyle="--", linewidth=0.8, label="oracle + 5%")
-    left.set_yscale("log")
-    left.set_xticks(np.arange(len(keys)) + 0.4 - width / 2)
-    left.set_xticklabels([f"{k.replace('builtin:', '').replace(' | ', chr(10))}\n{goal}" for k, goal in keys],
-                         fontsize=7)
-    left.set_ylabel("objective / oracle's (median; whisker: p90)")
+    series = {name: [(sims[k][goal][name][f"overhead_{goal}"], sims[k][goal][name][f"p90_overhead_{goal}"])
+                     for k, goal in keys] for name in names}
+    overhead_bars(left, [f"{k.replace('builtin:', '').replace(' | ', chr(10))}\n{goal}" for k, goal in keys],
+                  series, fontsize=7, ncol=3)
     left.set_title("sim on traces measured here")
-    left.legend(fontsize=7, ncol=3)
     bars = [e2e["search"]["cost_usd"] * 100, e2e["oracle"]["cost_usd"] * 100]
     right.bar(["search", "oracle"], bars, color=["tab:blue", "black"])
     for x, (cost, seconds) in enumerate(zip(bars, [e2e["search"]["time_s"], e2e["oracle"]["time_s"]])):

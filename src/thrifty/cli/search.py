@@ -111,10 +111,9 @@ def search(
     rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))
     schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
                 else read_noise_trace(noise_scale_trace, target_samples))
-    scenario = None if rows is None else Scenario(
-        rows, schedule, goal, measurement_noise,
-        parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True),
-        parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True))
+    restart_s = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
+    startup_s = parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True)
+    scenario = None if rows is None else Scenario(rows, schedule, goal, measurement_noise, restart_s, startup_s)
     with ExitStack() as stack:
         store = None if db is None else stack.enter_context(Store(db))
         if backend == "sim":
@@ -123,9 +122,8 @@ def search(
             best = oracle(scenario)
             outcomes = _sim_searches(scenario, first, seed, seeds, store, resume, json_out, stack)
         else:
-            local = _local_backend(workload, types, batches, max_nodes, max_ranks, work_dir, schedule,
-                                   parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s",
-                                                    allow_zero=True), seed, resume)
+            local = _local_backend(workload, types, batches, max_nodes, max_ranks, work_dir, schedule, startup_s,
+                                   seed, resume)
             stack.callback(local.close)
             prices = {c: local.price_per_hour(c) for c in local.candidates()}
             first = _start(start, prices, "the emulated types")

@@ -7,6 +7,7 @@ from typing import Protocol
 import numpy as np
 
 from thrifty.search.config import Config
+from thrifty.search.efficiency import NoiseSchedule
 
 
 @dataclass(frozen=True)
@@ -67,3 +68,29 @@ class Backend(Protocol):
 
     @property
     def cost_usd(self) -> float: ...
+
+
+class ScheduledJob:
+    """What both backends keep alike: the configuration running and the progress made, towards the
+    target at the end of the job's noise schedule (subclasses set `schedule`, `_current` and
+    `_progress`)."""
+
+    schedule: NoiseSchedule
+    _current: Config | None
+    _progress: float
+
+    @property
+    def current(self) -> Config | None:
+        return self._current
+
+    @property
+    def done(self) -> bool:
+        return self._progress >= self.target * (1 - 1e-12)
+
+    @property
+    def progress(self) -> float:
+        return self._progress
+
+    @property
+    def target(self) -> float:
+        return float(self.schedule.progress[-1])

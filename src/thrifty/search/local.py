@@ -26,13 +26,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
 from thrifty.data import data_path
 from thrifty.errors import ThriftyError
 from thrifty.io import read_csv
-from thrifty.search.backend import Window
+from thrifty.search.backend import ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import NoiseSchedule
@@ -89,7 +90,7 @@ def local_candidates(types: Sequence[LocalType], global_batches: Sequence[int], 
     return sorted(configs)
 
 
-class LocalBackend:
+class LocalBackend(ScheduledJob):
     """One job trained by `thrifty train` launches in `work_dir` (its run directory, checkpoints,
     step streams and database)."""
 
@@ -117,6 +118,8 @@ class LocalBackend:
         self._rows: list[dict] = []  # streamed steps not yet handed out in a window
         self._stopped_at: float | None = None  # monotonic time of the last move's notice
         self._launches = 0
+        self._log: TextIO | None = None  # the running launch's output
+        self._last_progress_at = 0.0  # monotonic time of its launch or latest step (the timeout's origin)
 
     # the protocol (search.backend.Backend)
     def candidates(self) -> list[Config]:
@@ -152,8 +155,7 @@ class LocalBackend:
     def measure(self, steps: int) -> Window:
         if self._current is None:
             raise ThriftyError("launch a configuration before measuring")
-        if self._proc is None and not self.done:
-            self._start()  # a restored search: the job resumes from its checkpoint
+        self._resume_if_stopped()
         while len(self._rows) < steps and self._proc is not None:
             self._poll()
         window, self._rows = self._rows[:steps], self._rows[steps:]
@@ -162,8 +164,7 @@ class LocalBackend:
         return Window(times, self.schedule.at(self._progress), sync)
 
     def finish(self) -> None:
-        if self._proc is None and not self.done:
-            self._start()
+        self._resume_if_stopped()
         while self._proc is not None:
             self._poll()
         self._rows = []
@@ -188,22 +189,6 @@ class LocalBackend:
         self._clock_origin = time.monotonic() - (state["elapsed_s"] - self._emulated_s)
 
     @property
-    def current(self) -> Config | None:
-        return self._current
-
-    @property
-    def done(self) -> bool:
-        return self._progress >= self.target * (1 - 1e-12)
-
-    @property
-    def progress(self) -> float:
-        return self._progress
-
-    @property
-    def target(self) -> float:
-        return float(self.schedule.progress[-1])
-
-    @property
     def elapsed_s(self) -> float:
         if self._clock_origin is None:
             return 0.0
@@ -217,6 +202,11 @@ class LocalBackend:
         return self._billing.cost_usd
 
     # the processes
+    def _resume_if_stopped(self) -> None:
+        """A restored search has no launch running: the job resumes from its checkpoint."""
+        if self._proc is None and not self.done:
+            self._start()
+
     def _start(self) -> None:
         config = self._current
         remaining = int(np.ceil(self.schedule.steps(self._progress, self.target, config.global_batch) - 1e-9))
@@ -240,7 +230,7 @@ class LocalBackend:
         self._log = open(self.work_dir / f"launch-{self._launches:03d}.log", "w")
         self._proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True, preexec_fn=notice_when_parent_dies)
-        self._launched_at = time.monotonic()
+        self._last_progress_at = time.monotonic()
 
     def _poll(self) -> None:
         """Read new step lines; notice when the launch ends."""
@@ -249,7 +239,7 @@ class LocalBackend:
             return
         code = self._proc.poll()
         if code is None:
-            if time.monotonic() - self._launched_at > self.timeout_s:
+            if time.monotonic() - self._last_progress_at > self.timeout_s:
                 self._kill()
                 raise ThriftyError(f"thrifty train made no progress for {self.timeout_s:.0f} s; log: {self._log.name}")
             time.sleep(POLL_S)
@@ -274,7 +264,7 @@ class LocalBackend:
         if self._stopped_at is not None:  # the first step after a move ends its pause
             self.restarts_s.append(max(time.monotonic() - self._stopped_at - row["step_time_s"], 0.0))
             self._stopped_at = None
-        self._launched_at = time.monotonic()  # progress resets the no-progress timeout
+        self._last_progress_at = time.monotonic()
         if row["step"] < self._next_step:
             return  # retrained after a restored search's relaunch: already counted
         self._next_step = row["step"] + 1
@@ -315,6 +305,8 @@ class LocalBackend:
         if self._proc is not None and self._proc.poll() is None:
             os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
+        if self._log is not None:
+            self._log.close()
         self._proc = None
 
     def close(self) -> None:

@@ -9,14 +9,14 @@ the start-up cost. A configuration not in the trace cannot run."""
 import numpy as np
 
 from thrifty.errors import ThriftyError
-from thrifty.search.backend import Window
+from thrifty.search.backend import ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.trace import TraceRow
 
 
-class SimBackend:
+class SimBackend(ScheduledJob):
     """One simulated job on one trace; a new instance per search (it carries the job's state)."""
 
     minimum_billed_s = MINIMUM_BILLED_S
@@ -90,22 +90,6 @@ class SimBackend:
         self._progress, self._elapsed_s = state["progress"], state["elapsed_s"]
         self._billing.restore(state["billing"])
         self.rng.bit_generator.state = state["rng"]
-
-    @property
-    def current(self) -> Config | None:
-        return self._current
-
-    @property
-    def done(self) -> bool:
-        return self._progress >= self.target * (1 - 1e-12)
-
-    @property
-    def progress(self) -> float:
-        return self._progress
-
-    @property
-    def target(self) -> float:
-        return float(self.schedule.progress[-1])
 
     @property
     def elapsed_s(self) -> float:
