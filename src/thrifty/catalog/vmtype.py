@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+MINIMUM_BILLED_S = 60.0  # AWS, GCP and Azure bill Linux VMs per second after a one-minute minimum
+
 
 @dataclass(frozen=True)
 class VMType:

@@ -103,14 +103,15 @@ def plan(
             task = bar.add_task(f"{workload}: the stored profile, or a new one (stored for next time)", total=None)
             job, reused = job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
                                     on_progress=lambda message: bar.update(task, description=message))
-        probes = store.workload_probes(workload_key(workload))  # what `thrifty search` measured
+        key = workload_key(workload)
+        probes = store.workload_probes(key)  # what `thrifty search` measured
         started = time.perf_counter()
         result = run_plan(vmx, job, request, probes)
         elapsed = time.perf_counter() - started
         best = result.describe(result.best)
         if plot is not None:  # before the decision is stored: a bad --plot path leaves nothing behind
             plot_plan(result, plot, title=f"{workload}: {len(result.candidates):,} candidates")
-        store.save_decision(workload_key(workload), {
+        store.save_decision(key, {
             "objective": objective, "deadline_s": request.deadline_s,
             "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best)
     launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload)}

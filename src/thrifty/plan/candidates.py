@@ -25,7 +25,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from thrifty.catalog.hardware import Hardware
-from thrifty.catalog.vmtype import VMType
+from thrifty.catalog.vmtype import MINIMUM_BILLED_S, VMType
 from thrifty.errors import PlanError
 from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.network import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
@@ -42,7 +42,6 @@ GIB = 1024**3
 # allocator fragmentation take the rest (our assumption, about 1 GiB and 10%).
 GPU_RESERVED_BYTES = 1.0 * GIB
 GPU_USABLE_FRACTION = 0.9
-MINIMUM_BILLED_S = 60.0  # AWS, GCP and Azure bill per second after a one-minute minimum
 # Deviation of log step time for CPU projections: the per-vCPU family factors (data/HARDWARE.md)
 # are indicative, not measured; a 90% interval of x/÷ 1.5 is our stated assumption.
 CPU_PROJECTION_SIGMA_LOG = float(np.log(1.5) / 1.6449)
@@ -268,10 +267,9 @@ def vm_names(vmx: VMArrays) -> dict[str, list[int]]:
     (a GCP N1 machine type is the host alone), else its VMs if they are one hardware (AWS
     p3.2xlarge), else none (ambiguous). Several regions of one VM type are one hardware."""
     names: dict[str, set[int]] = {}
-    for i, vm in enumerate(vmx.vms):
-        names.setdefault(vm.label, set()).add(i)
     by_type: dict[str, list[int]] = {}
     for i, vm in enumerate(vmx.vms):
+        names.setdefault(vm.label, set()).add(i)
         for name in (vm.instance_type, f"{vm.cloud}:{vm.instance_type}"):
             by_type.setdefault(name, []).append(i)
     for name, indices in by_type.items():

@@ -1,12 +1,12 @@
 """What a cloud bills a job that moves between configurations: per second, with a one-minute
-minimum per VM lifetime (AWS, GCP and Azure bill Linux VMs so).
+minimum per VM lifetime (catalog.vmtype.MINIMUM_BILLED_S, as AWS, GCP and Azure bill Linux VMs).
 
 A launch on new VMs (search.config.needs_new_vms: another type, or more nodes) ends the running
 VMs' lifetime, billed at least MINIMUM_BILLED_S, and starts a new one. A launch on the VMs already
 running (another batch or fewer workers on the same machines) continues their lifetime: what
 is left of their minimum still counts from when they started."""
 
-MINIMUM_BILLED_S = 60.0
+from thrifty.catalog.vmtype import MINIMUM_BILLED_S
 
 
 class Billing:

@@ -57,7 +57,8 @@ def checkpoint_store(config: TrainConfig) -> JobCheckpoints:
 
 
 def check_resumable(config: TrainConfig) -> None:
-    """--resume without an intact checkpoint, or from one of another workload, fails here, before anything is written or started (call it after check_config)."""
+    """--resume without an intact checkpoint, or from one of another workload, fails here, before
+    anything is written or started (call it after check_config)."""
     if not config.resume:
         return
     directory = checkpoint_dir(config)
@@ -111,7 +112,7 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         "format": CHECKPOINT_FORMAT, "workload": canonical_name(config.workload), "world_size": world,
         "global_batch": state.policy.global_batch, "model": state.model.state_dict(),
         "optimizer": state.optimizer.state_dict(), "policy": state.policy.state_dict(), "step": state.step,
-        "epoch": state.epoch, "step_in_epoch": state.step_in_epoch, "sample_offset": state.sample_offset,
+        "epoch": state.epoch, "sample_offset": state.sample_offset,
         "train_time_s": state.train_time_s, "rng": rngs}))
 
 
@@ -125,7 +126,8 @@ def _read(path: Path, payload: bytes, config: TrainConfig) -> dict:
 
 
 def saved_offset(saved: dict) -> int:
-    """The checkpoint's sample offset in its epoch; older checkpoints count whole global batches."""
+    """The checkpoint's sample offset in its epoch; older checkpoints count whole global batches
+    (their `step_in_epoch`)."""
     if "sample_offset" in saved:
         return saved["sample_offset"]
     return saved["step_in_epoch"] * saved["global_batch"]
@@ -161,7 +163,7 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
     moved = saved["global_batch"] != state.policy.global_batch
     state.model.load_state_dict(saved["model"])
     load_optimizer(state.optimizer, saved["optimizer"], moved)
-    state.step, state.epoch, state.step_in_epoch = saved["step"], saved["epoch"], saved["step_in_epoch"]
+    state.step, state.epoch = saved["step"], saved["epoch"]
     state.sample_offset = saved_offset(saved)
     state.end_epoch_if_done()  # the new B may not fit in what is left of the epoch
     state.train_time_s = saved["train_time_s"]

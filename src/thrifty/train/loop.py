@@ -44,7 +44,6 @@ class RankState:
     sampler: GlobalBatchSampler | None
     step: int = 0  # steps taken since the run began, whatever their global batch
     epoch: int = 0
-    step_in_epoch: int = 0  # steps taken in this epoch (by this process and the ones before it)
     sample_offset: int = 0  # samples of this epoch's permutation used: the sampler's position
     train_time_s: float = 0.0
     log: RunLog = field(default_factory=RunLog)
@@ -56,7 +55,6 @@ class RankState:
     def advance(self, step_time_s: float) -> None:
         self.step += 1
         self.train_time_s += step_time_s
-        self.step_in_epoch += 1
         if self.sampler is not None:
             self.sample_offset += self.sampler.global_batch
             self.end_epoch_if_done()
@@ -64,7 +62,7 @@ class RankState:
     def end_epoch_if_done(self) -> None:
         """Start the next epoch when fewer than one global batch of this one is left unused."""
         if self.sampler.epoch_done(self.sample_offset):
-            self.epoch, self.step_in_epoch, self.sample_offset = self.epoch + 1, 0, 0
+            self.epoch, self.sample_offset = self.epoch + 1, 0
 
 
 def fresh_state(workload: Workload, split: list[int], *, seed: int = 0, policy=None,
