@@ -37,3 +37,46 @@ def test_unmeasured_types_follow_price_parity_then_their_measured_speed(rows):
     other = Config("big", 1, 1, 2 * shape.global_batch)
     assert sd2[at[other]] < sd[at[other]]
     assert abs(mu2[at[other]] - np.log(truth[other])) < abs(mu[at[other]] - np.log(truth[other]))
+
+
+def test_a_fast_types_interval_keeps_the_fits_relative_width(rows):
+    # mutation caught: the reference fit's covariance not scaled with a_c, b_c on a faster type
+    # (the interval then grew with the speed: 6x faster -> about 6x wider in log)
+    small = [r for r in rows if r.config.instance_type == "small" and r.config.num_nodes == 1][:3]
+    big = [r for r in rows if r.config.instance_type == "big" and r.config.num_nodes == 1]
+    candidates = [r.config for r in rows]
+    worker_price = {"small": 0.2, "mid": 0.4, "big": 0.8}
+    mu, sd = step_time_belief(candidates, rows_of(small + big[:1]), worker_price)
+    at = {c: i for i, c in enumerate(candidates)}
+    twin = Config("small", 1, 1, big[1].config.global_batch)
+    # the big type's only extra uncertainty is its speed (one measured configuration) and the
+    # kriged model error, not a wider fit
+    assert sd[at[big[1].config]] < np.hypot(sd[at[twin]], 0.2)
+
+
+def test_a_multi_node_step_is_bounded_below_by_its_one_node_twin():
+    # mutation caught: step_time_floor dropped (a multi-node candidate could look faster than the
+    # same local batch measured on one node)
+    from thrifty.search.belief import Z90, step_time_floor
+    one, two, four = Config("a", 1, 2, 64), Config("a", 2, 4, 128), Config("a", 4, 8, 256)
+    other_batch, other_type = Config("a", 2, 4, 256), Config("b", 2, 4, 128)
+    mu = np.log([0.5, 0.1, 0.1, 0.1, 0.1])
+    sd = np.array([0.01, 0.3, 0.3, 0.3, 0.3])
+    floor = step_time_floor([one, two, four, other_batch, other_type], mu, sd)
+    assert floor[0] == -np.inf and floor[3] == -np.inf and floor[4] == -np.inf
+    assert floor[1] == pytest.approx(np.log(0.5) - Z90 * 0.01)
+    assert floor[2] == pytest.approx(max(np.log(0.5) - Z90 * 0.01, np.log(0.1) - Z90 * 0.3))
+
+
+def test_an_unmeasured_kind_of_network_is_uncertain_until_one_is_measured(rows):
+    # mutation caught: no extra sd for a sync time never measured (multi-node candidates looked
+    # as certain as the one-node fit, with across-node sync guessed from inside one node)
+    candidates = [r.config for r in rows]
+    worker_price = {"small": 0.2, "mid": 0.4, "big": 0.8}
+    one_node = [r for r in rows if r.config.instance_type == "small" and r.config.num_nodes == 1][:3]
+    at = {c: i for i, c in enumerate(candidates)}
+    target = Config("small", 4, 4, 512)
+    _, before = step_time_belief(candidates, rows_of(one_node), worker_price)
+    two_node = [r for r in rows if r.config == Config("small", 2, 2, 256)]
+    _, after = step_time_belief(candidates, rows_of(one_node + two_node), worker_price)
+    assert before[at[target]] > 0.3 > after[at[target]]

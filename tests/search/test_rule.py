@@ -51,3 +51,20 @@ def test_an_unknown_objective_or_a_non_positive_deadline_is_refused():
         Objective("speed")
     with pytest.raises(ThriftyError):
         Objective("cost", 0.0)
+
+
+def test_expected_improvement_with_a_floor_matches_monte_carlo():
+    # mutation caught: the floor ignored in the gain, the chance of winning or the mean step
+    rng = np.random.default_rng(1)
+    mu, sd, steps, floor = np.log(0.2), 0.4, 1e4, np.log(0.18)
+    x = rng.normal(mu, sd, 2_000_000)
+    x = x[x >= floor]
+    o = outlook(Objective("time"), 1.0, [steps], [mu], [sd], [0.0], np.inf, floor=[floor])
+    y = 2100.0
+    gain, win = expected_improvement(y, o)
+    j = steps * np.exp(x)
+    assert gain[0] == pytest.approx(np.mean((y - j) * (j < y)), rel=0.02)
+    assert win[0] == pytest.approx(np.mean(j < y), abs=0.005)
+    assert o.step_mean()[0] == pytest.approx(np.mean(np.exp(x)), rel=0.005)
+    bounded_out = outlook(Objective("time"), 1.0, [steps], [mu], [sd], [0.0], np.inf, floor=[np.log(0.25)])
+    assert expected_improvement(y, bounded_out)[0][0] == 0.0  # its floor alone costs more than y

@@ -36,7 +36,8 @@ from thrifty.search.config import Config
 from thrifty.search.residuals import krige
 
 Z90 = 1.6448536269514722  # standard normal quantile of 0.95: a 90% interval is mu +- Z90 sd
-NETWORK = slice(3, 7)  # a_intra_s, b_intra_s, a_inter_s, b_inter_s in perf.steptime.PARAM_NAMES
+NETWORK = slice(3, 7)
+UNSEEN_SYNC_SHARE = 0.5  # an unmeasured kind of sync may take half the step as easily as none  # a_intra_s, b_intra_s, a_inter_s, b_inter_s in perf.steptime.PARAM_NAMES
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class BeliefSettings:
     sync_rel_error: float = 0.05  # relative error of a measured mean sync time
     prior_type_sd: float = 0.50  # log sd of an unmeasured type's speed around price parity
     max_sd: float = 2.0  # a poorly determined fit's interval is capped: beyond 27x at 90% it says nothing
+    unmeasured_network_sd: float = 1.0  # log sd of a sync time no measurement of its kind has shown
 
 
 def _shape(configs: Sequence[Config]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,7 +83,9 @@ def _fit(configs: Sequence[Config], measured: Mapping[Config, Measured]) -> Step
 
 def _refit_network(params: np.ndarray, measured: Mapping[Config, Measured]) -> np.ndarray:
     """Ring all-reduce N = a + b max(n - 2, 0) inside a node and across nodes (DESIGN.md), fitted
-    to measured sync times; the slope stays the reference's when one worker count was seen."""
+    to measured sync times; the slope stays the reference's when one worker count was seen. With no
+    multi-node configuration measured, the network across nodes is taken as inside one (the fit's
+    premise, perf.steptime), from the refitted values."""
     params = params.copy()
     synced = [c for c, m in measured.items() if m.sync_s is not None and c.num_workers > 1]
     for multi_node, (a, b) in ((False, (3, 4)), (True, (5, 6))):
@@ -93,7 +97,24 @@ def _refit_network(params: np.ndarray, measured: Mapping[Config, Measured]) -> n
         if len(np.unique(extra)) > 1:
             params[b] = max(float(np.polyfit(extra, sync, 1)[0]), 0.0)
         params[a] = max(float(np.mean(sync - params[b] * extra)), 0.0)
+    if not any(c.num_nodes > 1 for c in measured):
+        params[5:7] = params[3:5]
     return params
+
+
+def _unmeasured_network_sd(params: np.ndarray, configs: Sequence[Config], measured: Mapping[Config, Measured],
+                           settings: "BeliefSettings") -> np.ndarray:
+    """Extra log sd of configurations whose network kind (several workers in one node, or several
+    nodes) no measured configuration has shown: the guessed sync time is uncertain by
+    `unmeasured_network_sd` in log, which moves log T by about that times sync's share of the step,
+    taken as at least UNSEEN_SYNC_SHARE (a guessed sync may be far too small: with no multi-worker
+    measurement at all, the fit guesses 1 ms)."""
+    nodes, workers, _ = _shape(configs)
+    seen_intra = any(c.num_workers > 1 and c.num_nodes == 1 for c in measured)
+    seen_inter = any(c.num_nodes > 1 for c in measured)
+    unseen = (workers > 1) & np.where(nodes > 1, not seen_inter, not seen_intra)
+    share = _network_only(params, configs) / predict_step_time(params, *_shape(configs))
+    return np.where(unseen, settings.unmeasured_network_sd * np.clip(share, UNSEEN_SYNC_SHARE, 1.0), 0.0)
 
 
 def _network_only(params: np.ndarray, configs: Sequence[Config]) -> np.ndarray:
@@ -124,6 +145,39 @@ def _speed(params: np.ndarray, seen: Sequence[Config], measured: Mapping[Config,
     return weighted / precision, float(np.sqrt(1 / precision))
 
 
+def step_time_floor(candidates: Sequence[Config], mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Lower bound of each candidate's log step time (-inf where none), from the belief (mu, sd)
+    of step_time_belief: a step on more nodes is never faster than on fewer nodes of the same type,
+    workers per node and local batch (the compute is the same, the all-reduce only grows: ring
+    all-reduce, DESIGN.md), so the low end of such a twin's 90% interval bounds it (a measured
+    twin's interval is its measurement's)."""
+    floor = np.full(len(candidates), -np.inf)
+    low = np.asarray(mu) - Z90 * np.asarray(sd)
+    twins: dict[tuple, list[int]] = {}
+    for i, c in enumerate(candidates):
+        twins.setdefault((c.instance_type, c.num_workers // c.num_nodes, c.local_batch), []).append(i)
+    for members in twins.values():
+        for i in members:
+            fewer = [low[j] for j in members if candidates[j].num_nodes < candidates[i].num_nodes]
+            if fewer:
+                floor[i] = max(fewer)
+    return floor
+
+
+def _at_speed(model: StepTimeModel, log_speed: float) -> StepTimeModel:
+    """The fit on a type whose compute is s = exp(log_speed) times as fast: a_c and b_c divided by
+    s, and their covariance with them (Cov(x / s) = Cov(x) / s^2), so the interval keeps the fit's
+    relative uncertainty instead of growing with the speed."""
+    factor = float(np.exp(-log_speed))
+    params = model.params.copy()
+    params[:2] *= factor
+    covariance = model.covariance
+    if covariance is not None:
+        scale = np.array([factor if i < 2 else 1.0 for i in model.free_indices])
+        covariance = covariance * np.outer(scale, scale)
+    return replace(model, params=params, covariance=covariance)
+
+
 def step_time_belief(candidates: Sequence[Config], measured: Mapping[Config, Measured],
                      worker_price: Mapping[str, float],
                      settings: BeliefSettings = BeliefSettings()) -> tuple[np.ndarray, np.ndarray]:
@@ -150,14 +204,13 @@ def step_time_belief(candidates: Sequence[Config], measured: Mapping[Config, Mea
         else:  # prior: price parity, twice the price per worker, compute twice as fast
             log_speed, speed_sd = _speed(params, by_type.get(name, []), measured,
                                          np.log(worker_price[name] / worker_price[reference]), settings)
-        typed = params.copy()
-        typed[:2] /= np.exp(log_speed)
-        model = replace(base, params=typed)
+        model = _at_speed(replace(base, params=params), log_speed)
         with np.errstate(over="ignore"):  # a far extrapolation's interval may be unbounded: capped below
             low, high = model.interval(*_shape(configs), level=0.9)
         rows = [index[c] for c in configs]
         mu[rows] = np.log(model.predict(*_shape(configs)))
-        sd[rows] = np.hypot(np.minimum(np.log(high / low) / (2 * Z90), settings.max_sd), speed_sd)
+        sd[rows] = np.sqrt(np.minimum(np.log(high / low) / (2 * Z90), settings.max_sd) ** 2 + speed_sd**2
+                           + _unmeasured_network_sd(model.params, configs, measured, settings) ** 2)
     seen = [c for c in candidates if c in measured]
     unseen = [index[c] for c in candidates if c not in measured]
     residuals = np.array([np.log(measured[c].mean_s) - mu[index[c]] for c in seen])

@@ -18,7 +18,7 @@ import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.search.backend import Backend
-from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief
+from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief, step_time_floor
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import progress_per_step
 from thrifty.search.events import Prediction, Probe, WindowDone
@@ -181,14 +181,16 @@ class Search:
         return best if np.isfinite(best) else None
 
     def _outlook(self, objective: Objective):
-        mu, sd = step_time_belief(self.candidates, self.measured(), self.worker_price, self.settings.belief)
+        measured = self.measured()
+        mu, sd = step_time_belief(self.candidates, measured, self.worker_price, self.settings.belief)
         left = self.backend.target - self.backend.progress
         batches = np.array([c.global_batch for c in self.candidates], float)
         steps_left = left * (1 / batches + 1 / self.noise_scale())
         current = self.backend.current
         move_s = np.array([self.backend.move_cost_s(current, c) for c in self.candidates])
         time_left = (objective.deadline_s or np.inf) - self.backend.elapsed_s
-        return outlook(objective, objective.rate(self.prices), steps_left, mu, sd, move_s, time_left), move_s
+        return outlook(objective, objective.rate(self.prices), steps_left, mu, sd, move_s, time_left,
+                       step_time_floor(self.candidates, mu, sd)), move_s
 
     def _incumbent(self):
         """(objective used, outlook, move seconds, incumbent index): decide on time while no
@@ -246,5 +248,5 @@ def predicted_best(candidates: list[Config], o, kind: str) -> Prediction:
     objective J is in (time while no measured configuration meets the deadline)."""
     point = o.point()
     best = int(np.argmin(np.where(o.feasible(), point, np.inf) if o.feasible().any() else point))
-    low, high = o.scale[best] * np.exp(o.mu[best] + np.array([-Z90, Z90]) * o.sd[best])
+    low, high = o.scale[best] * np.exp(np.maximum(o.mu[best] + np.array([-Z90, Z90]) * o.sd[best], o.floor[best]))
     return Prediction(candidates[best], kind, float(point[best]), float(low), float(high))

@@ -15,6 +15,15 @@ EI; a lognormal J as in CherryPick, NSDI 2017) restricted to feasible outcomes:
     gain_c = E[(y - J_c) 1{J_c < y, feasible}] = y Phi(z) - r_c K_c exp(mu + sd^2/2) Phi(z - sd),
     z = (min(log(y / (r_c K_c)), x_max) - mu) / sd
 
+When physics bounds the step time from below (log T_c >= l_c: search.belief.step_time_floor, a
+step on more nodes is never faster than a measured one on fewer), X is that normal truncated
+at l_c, a = (l_c - mu) / sd, and with Q(x) = 1 - Phi(x):
+
+    gain_c = [y (Q(a) - Q(z)) - r_c K_c exp(mu + sd^2/2) (Q(a - sd) - Q(z - sd))] / Q(a)   (z > a, else 0)
+    P(win) = (Q(a) - Q(z)) / Q(a),   E[T_c] = exp(mu + sd^2/2) Q(a - sd) / Q(a)
+
+which is the formula above for l_c = -inf.
+
 The price is what the probe costs over staying on the incumbent:
 
     price_c = m(cur -> c) + (1 - P_c) m(c -> inc) - m(cur -> inc)
@@ -36,7 +45,7 @@ stops for good.
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr
+from scipy.special import log_ndtr, ndtr
 
 from thrifty.errors import ThriftyError
 
@@ -64,24 +73,41 @@ class Objective:
 
 @dataclass(frozen=True)
 class Outlook:
-    """J = scale * exp(X), X ~ N(mu, sd^2), feasible iff X <= x_max; one entry per candidate."""
+    """J = scale * exp(X), X ~ N(mu, sd^2) truncated below at `floor`, feasible iff X <= x_max;
+    one entry per candidate."""
 
     rate: np.ndarray  # r_c
     scale: np.ndarray  # r_c K_c
     mu: np.ndarray
     sd: np.ndarray
     x_max: np.ndarray
+    floor: np.ndarray  # l_c, -inf where nothing bounds the step time
+
+    def _sd(self) -> np.ndarray:
+        return np.maximum(self.sd, 1e-12)
+
+    def _a(self) -> np.ndarray:
+        """(l - mu) / sd, at most 30: beyond, the mass above the floor underflows (the outcome is
+        then the floor itself, to within 1/30 of a sd)."""
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(self.floor), np.minimum((self.floor - self.mu) / self._sd(), 30.0), -np.inf)
+
+    def step_mean(self) -> np.ndarray:
+        """E[T_c] = exp(mu + sd^2/2) Q(a - sd) / Q(a) (module docstring)."""
+        a, sd = self._a(), self._sd()
+        return np.exp(self.mu + sd**2 / 2 + log_ndtr(sd - a) - log_ndtr(-a))
 
     def point(self) -> np.ndarray:
-        """The mean of J (lognormal mean)."""
-        return self.scale * np.exp(self.mu + self.sd**2 / 2)
+        """The mean of J."""
+        return self.scale * self.step_mean()
 
     def feasible(self) -> np.ndarray:
-        return self.mu <= self.x_max
+        return np.maximum(self.mu, self.floor) <= self.x_max
 
 
-def outlook(objective: Objective, rate, steps_left, mu, sd, move_s, time_left_s: float) -> Outlook:
-    """The remaining objective of every candidate (arrays aligned); `time_left_s` to the deadline."""
+def outlook(objective: Objective, rate, steps_left, mu, sd, move_s, time_left_s: float, floor=None) -> Outlook:
+    """The remaining objective of every candidate (arrays aligned); `time_left_s` to the deadline;
+    `floor` the lower bound of log T per candidate (none when omitted)."""
     steps_left = np.asarray(steps_left, float)
     rate = np.asarray(rate, float) * np.ones_like(steps_left)
     scale = rate * steps_left
@@ -91,7 +117,9 @@ def outlook(objective: Objective, rate, steps_left, mu, sd, move_s, time_left_s:
         room = time_left_s - np.asarray(move_s, float)
         with np.errstate(divide="ignore", invalid="ignore"):
             x_max = np.where(room > 0, np.log(np.maximum(room, 1e-300) / steps_left), -np.inf)
-    return Outlook(rate, scale, np.asarray(mu, float), np.asarray(sd, float), x_max)
+    mu = np.asarray(mu, float)
+    floor = np.full_like(mu, -np.inf) if floor is None else np.asarray(floor, float)
+    return Outlook(rate, scale, mu, np.asarray(sd, float), x_max, floor)
 
 
 def expected_improvement(y: float, o: Outlook) -> tuple[np.ndarray, np.ndarray]:
@@ -99,10 +127,14 @@ def expected_improvement(y: float, o: Outlook) -> tuple[np.ndarray, np.ndarray]:
     finite incumbent (with a deadline nobody measured meets, the loop decides on time instead)."""
     with np.errstate(divide="ignore"):
         upper = np.minimum(np.log(y / o.scale), o.x_max)
-    sd = np.maximum(o.sd, 1e-12)
+    sd, a = o._sd(), o._a()
     z = (upper - o.mu) / sd
-    gain = y * ndtr(z) - o.scale * np.exp(o.mu + sd**2 / 2) * ndtr(z - sd)
-    return np.maximum(gain, 0.0), ndtr(z)
+    bounded, tail = np.isfinite(a), ndtr(-a)  # Q(a): the mass above the floor (1 without one)
+    # unbounded: Phi(z) and Phi(z - sd) directly (no cancellation in the lower tail)
+    win = np.where(bounded, np.where(z > a, (tail - ndtr(-z)) / tail, 0.0), ndtr(z))
+    paid = np.where(bounded, np.where(z > a, (ndtr(sd - a) - ndtr(sd - z)) / tail, 0.0), ndtr(z - sd))
+    gain = y * win - o.scale * np.exp(o.mu + sd**2 / 2) * paid
+    return np.maximum(gain, 0.0), np.maximum(win, 0.0)
 
 
 def probe_price(o: Outlook, y: float, win_chance, window_steps, progress_per_step,
@@ -112,7 +144,7 @@ def probe_price(o: Outlook, y: float, win_chance, window_steps, progress_per_ste
     the window in steps; `billed_floor_s` F per candidate (0 for time: the floor is money, not
     time; and 0 for a probe on the VMs already running, whose minimum is already paid for)."""
     window = np.asarray(window_steps, float)
-    step_mean = np.exp(o.mu + o.sd**2 / 2)  # E[T_c]
+    step_mean = o.step_mean()  # E[T_c]
     window_extra = window * o.rate * step_mean - window * np.asarray(progress_per_step) * y / progress_left
     lose = 1 - np.asarray(win_chance)
     unused = np.maximum(np.asarray(billed_floor_s, float) - np.asarray(move_in_s, float) - window * step_mean, 0.0)
