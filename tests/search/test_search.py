@@ -94,3 +94,17 @@ def test_baselines_measure_what_they_promise(rows):
     most = run_strategy(sc, "defaults_most_workers", 0, start)
     assert most.final_config.num_workers == 8 and most.final_config.global_batch == start.global_batch
     assert run_strategy(sc, "defaults_cheapest", 0, start).final_config == start
+
+
+def test_the_loop_bounds_multi_node_candidates_by_their_measured_one_node_twin(rows):
+    # mutation caught: the loop's outlook built without step_time_floor
+    from thrifty.search.belief import Z90
+    from thrifty.search.config import Config
+    s = scenario(rows)
+    search = Search(s.backend(0), s.settings())
+    for config in (Config("small", 1, 1, 64), Config("small", 1, 1, 256)):
+        search.window(config, cut=False)
+    o, _ = search._outlook(s.objective)
+    twin = search.measured()[Config("small", 1, 1, 64)]
+    at = search.candidates.index(Config("small", 2, 2, 128))
+    assert o.floor[at] == pytest.approx(np.log(twin.mean_s) - Z90 * twin.rel_se)
