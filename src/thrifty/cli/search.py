@@ -81,7 +81,7 @@ def search(
     seed: Annotated[int, typer.Option(help="First seed")] = 0,
     db: Annotated[Optional[Path], typer.Option(
         help="SQLite database: every window (probe and checkpoint) is stored as it ends; local: the workload's "
-             f"stored profile is read from it (default {DEFAULT_DB})")] = None,
+             f"stored profile is read from it, or without --db from {DEFAULT_DB}")] = None,
     resume: Annotated[bool, typer.Option(
         help="Continue the search with these same options stored in --db from its last window")] = False,
     plot: Annotated[Optional[Path], typer.Option(help="PNG: the path through the cost-time plane")] = None,
