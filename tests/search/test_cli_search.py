@@ -22,6 +22,10 @@ def test_search_json_has_the_issues_keys_and_ends_near_the_oracle(run_cli, trace
     assert KEYS <= set(result)
     assert set(result["final_config"]) == {"instance_type", "num_nodes", "num_workers", "global_batch", "spot"}
     assert result["probes"][0]["config"] == result["start_config"] and result["probes"][0]["steps"] >= 20
+    # sim has no workload: the start is cheapest_start, the target and noise scale the options
+    assert result["start_source"] == "cheapest" and result["start_predicted"] is None
+    assert (result["target_samples"], result["noise_scale"]) == (TARGET, NOISE_SCALE)
+    assert result["target_samples_source"] == result["noise_scale_source"] == "options"
     assert 0 <= result["overhead_time"] < 0.1
     assert result["time_s"] == pytest.approx(result["oracle_time_s"] * (1 + result["overhead_time"]))
 
@@ -80,3 +84,10 @@ def test_search_runs_where_torch_cannot_be_imported(trace):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["overhead_cost"] >= 0
+
+
+def test_sim_needs_the_target_and_noise_scale_it_has_no_workload_for(run_cli, trace):
+    for more in (("--noise-scale", 10), ("--target-samples", 1e5)):
+        code, _, err = run_cli("search", "--trace", trace, *more)
+        assert code == 2 and "--backend sim needs --target-samples and one of --noise-scale" in err
+        assert len(err.strip().splitlines()) == 1

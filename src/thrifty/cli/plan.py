@@ -77,13 +77,12 @@ def plan(
 ) -> None:
     """Pick the VM type, workers, batch size and spot/on-demand that reach the target best."""
     from thrifty.catalog import Hardware
+    from thrifty.cli.jobmodel import workload_job_model
     from thrifty.io import check_writable_file
-    from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan import plan as run_plan
     from thrifty.plan.launch import skypilot_yaml, torchrun_command
     from thrifty.plan.plot import plot_plan
-    from thrifty.progress import spinner
     from thrifty.store import Store
     from thrifty.workloads.names import workload_key
 
@@ -99,10 +98,7 @@ def plan(
     vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)
     vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
     with Store(db) as store:
-        with spinner() as bar:
-            task = bar.add_task(f"{workload}: the stored profile, or a new one (stored for next time)", total=None)
-            job, reused = job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
-                                    on_progress=lambda message: bar.update(task, description=message))
+        job, reused = workload_job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs)
         key = workload_key(workload)
         probes = store.workload_probes(key)  # what `thrifty search` measured
         started = time.perf_counter()

@@ -3,7 +3,13 @@ package). `--backend sim` replays a trace (with `--seeds K`, K independent searc
 `--backend local` trains the workload for real with `thrifty train` launches on emulated VM types
 (search.local), and a measured `--trace` of those types, if given, names the oracle. `--db`
 records every window and checkpoint (search.session), `--resume` continues a killed search,
-`--plot` draws the path (search.plot), and on a terminal a live panel follows the search."""
+`--plot` draws the path (search.plot), and on a terminal a live panel follows the search.
+
+`local` takes what the options leave out from the workload's job model, got as `thrifty plan`
+gets it (cli.jobmodel: the stored profile in --db, default the thrifty database, else a new one):
+the target E_min = S_min B_noise and the noise scale B_noise (S(B) = S_min (1 + B_noise / B),
+McCandlish et al. 2018), and the start, the configuration the plan's models recommend among the
+emulated types (search.start). `sim` has no workload: it starts on cheapest_start."""
 
 import json
 from collections import Counter
@@ -12,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from thrifty.cli.common import (CatalogOpt, JsonOpt, fmt_duration, fmt_usd, int_list, non_negative, parse_duration_s,
-                                positive, print_json, stdout)
+from thrifty.cli.common import (DEFAULT_DB, CatalogOpt, JsonOpt, fmt_duration, fmt_usd, int_list, non_negative,
+                                parse_duration_s, positive, print_json, stdout)
 from thrifty.errors import ThriftyError
 
 if TYPE_CHECKING:  # thrifty.search imports numpy and scipy: only inside the command
@@ -22,12 +28,9 @@ if TYPE_CHECKING:  # thrifty.search imports numpy and scipy: only inside the com
 BACKENDS = ("sim", "local")  # a cloud backend (SkyPilot) comes later
 
 
-def _start(text: str | None, prices: dict, where: str) -> "Config":
-    """'TYPE:NODES:WORKERS:BATCH' -> one of `configs`; None -> the default start."""
+def _start(text: str, prices: dict, where: str) -> "Config":
+    """'TYPE:NODES:WORKERS:BATCH' -> one of the configurations `prices` holds."""
     from thrifty.search.config import Config
-    from thrifty.search.harness import cheapest_start
-    if text is None:
-        return cheapest_start(prices)
     parts = text.split(":")
     types = sorted({c.instance_type for c in prices})
     if parts[0] not in types:
@@ -43,8 +46,9 @@ def _start(text: str | None, prices: dict, where: str) -> "Config":
 
 
 def search(
-    target_samples: Annotated[float, typer.Option(help="Samples to the target at small batch (E_min)",
-                                                  callback=positive)],
+    target_samples: Annotated[Optional[float], typer.Option(
+        help="Samples to the target at small batch (E_min); local: default S_min x B_noise of the workload's "
+             "job model", callback=positive)] = None,
     backend: Annotated[str, typer.Option(
         help="sim (a trace-driven cloud) or local (real thrifty train launches on emulated VM types)")] = "sim",
     trace: Annotated[Optional[Path], typer.Option(
@@ -58,14 +62,16 @@ def search(
     max_ranks: Annotated[int, typer.Option(help="local: most training processes at once", min=1, max=64)] = 2,
     work_dir: Annotated[Path, typer.Option(help="local: run directory, checkpoints and step streams")] = Path(
         ".thrifty/search-local"),
-    noise_scale: Annotated[Optional[float], typer.Option(help="Gradient noise scale B_noise (constant)",
-                                                         callback=positive)] = None,
+    noise_scale: Annotated[Optional[float], typer.Option(
+        help="Gradient noise scale B_noise (constant); local: default the workload's job model's",
+        callback=positive)] = None,
     noise_scale_trace: Annotated[Optional[Path], typer.Option(
         help="CSV progress,noise_scale (progress: fraction of the target)")] = None,
     objective: Annotated[str, typer.Option(help="cost or time")] = "cost",
     deadline: Annotated[Optional[str], typer.Option(help="e.g. 6h, 90m (a bare number is hours)")] = None,
     start: Annotated[Optional[str], typer.Option(
-        help="TYPE:NODES:WORKERS:GLOBAL_BATCH (default: the cheapest $/h configuration at the common batch)")] = None,
+        help="TYPE:NODES:WORKERS:GLOBAL_BATCH (default: local, what thrifty plan's models recommend for the "
+             "objective and deadline; sim, the cheapest $/h configuration at the middle batch)")] = None,
     measurement_noise: Annotated[float, typer.Option(help="sim: lognormal sigma of each measured step",
                                                      callback=non_negative)] = 0.03,
     restart_cost: Annotated[str, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
@@ -74,7 +80,8 @@ def search(
     seeds: Annotated[int, typer.Option(help="sim: independent searches", min=1, max=10_000)] = 1,
     seed: Annotated[int, typer.Option(help="First seed")] = 0,
     db: Annotated[Optional[Path], typer.Option(
-        help="SQLite database: every window (probe and checkpoint) is stored as it ends")] = None,
+        help="SQLite database: every window (probe and checkpoint) is stored as it ends; local: the workload's "
+             f"stored profile is read from it, or without --db from {DEFAULT_DB}")] = None,
     resume: Annotated[bool, typer.Option(
         help="Continue the search with these same options stored in --db from its last window")] = False,
     plot: Annotated[Optional[Path], typer.Option(help="PNG: the path through the cost-time plane")] = None,
@@ -87,15 +94,18 @@ def search(
     from thrifty.catalog import load_catalog
     from thrifty.io import check_writable_file
     from thrifty.search.efficiency import NoiseSchedule, read_noise_trace
-    from thrifty.search.harness import Scenario, oracle
+    from thrifty.search.harness import Scenario, cheapest_start, oracle
     from thrifty.search.rule import Objective
     from thrifty.search.trace import load_trace
     from thrifty.store import Store
 
     if backend not in BACKENDS:
         raise ThriftyError(f"backend {backend!r} is not available yet: use {', '.join(BACKENDS)}")
-    if (noise_scale is None) == (noise_scale_trace is None):
+    if noise_scale is not None and noise_scale_trace is not None:
         raise ThriftyError("give one of --noise-scale or --noise-scale-trace")
+    if backend == "sim" and (target_samples is None or (noise_scale is None and noise_scale_trace is None)):
+        raise ThriftyError("--backend sim needs --target-samples and one of --noise-scale or --noise-scale-trace "
+                           "(it has no workload to take them from)")
     if resume and db is None:
         raise ThriftyError("--resume needs --db: the database the search was stored in")
     if backend == "sim" and trace is None:
@@ -104,33 +114,75 @@ def search(
         raise ThriftyError("--workload is for --backend local (sim replays --trace)")
     if backend == "local" and seeds > 1:
         raise ThriftyError("--seeds is for --backend sim: a local search trains the job once")
+    if backend == "local" and workload is None:
+        raise ThriftyError("--backend local needs --workload: the job to train")
     if plot is not None:
         check_writable_file(plot, "--plot")
     goal = Objective(objective, None if deadline is None else
                      parse_duration_s(deadline, what="deadline", bare_unit="h"))
     rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))
-    schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
-                else read_noise_trace(noise_scale_trace, target_samples))
     restart_s = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
     startup_s = parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True)
+    sizes = None if backend == "sim" else _local_batches(workload, batches, work_dir, resume)
+    job = None
+    if backend == "local" and (start is None or target_samples is None or
+                               (noise_scale is None and noise_scale_trace is None)):
+        from thrifty.cli.jobmodel import workload_job_model
+        with Store(db or DEFAULT_DB) as profiles:
+            job = workload_job_model(profiles, workload)[0]
+    target_samples, noise_scale, origin = _job_defaults(job, workload, target_samples, noise_scale,
+                                                        noise_scale_trace)
+    schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
+                else read_noise_trace(noise_scale_trace, target_samples))
     scenario = None if rows is None else Scenario(rows, schedule, goal, measurement_noise, restart_s, startup_s)
     with ExitStack() as stack:
         store = None if db is None else stack.enter_context(Store(db))
         if backend == "sim":
             prices = {r.config: r.price_per_hour for r in rows}
-            first = _start(start, prices, "the trace")
+            first = cheapest_start(prices) if start is None else _start(start, prices, "the trace")
+            origin.update(start_source="cheapest" if start is None else "--start", start_predicted=None)
             best = oracle(scenario)
             outcomes = _sim_searches(scenario, first, seed, seeds, store, resume, json_out, stack)
         else:
-            local = _local_backend(workload, types, batches, max_nodes, max_ranks, work_dir, schedule, startup_s,
-                                   seed, resume)
+            from thrifty.search.local import LocalBackend, load_local_types
+            local = LocalBackend(workload, load_local_types(types), schedule, work_dir, global_batches=sizes,
+                                 max_nodes=max_nodes, max_ranks=max_ranks, startup_cost_s=startup_s, seed=seed)
             stack.callback(local.close)
             prices = {c: local.price_per_hour(c) for c in local.candidates()}
-            first = _start(start, prices, "the emulated types")
+            if start is None:
+                from thrifty.search.start import plan_start
+                planned = plan_start(job, local, goal)
+                first = planned.config
+                origin.update(start_source="plan",
+                              start_predicted={"time_s": planned.time_s, "cost_usd": planned.cost_usd})
+            else:
+                first = _start(start, prices, "the emulated types")
+                origin.update(start_source="--start", start_predicted=None)
             best = None if scenario is None else oracle(scenario)
             outcomes = [_local_search(local, workload, goal, first, seed, store, resume, json_out, stack)]
     _report(outcomes, best, first, goal, seed, prices, schedule, plot, json_out,
-            trace.name if trace else f"{workload} (local)")
+            trace.name if trace else f"{workload} (local)", origin)
+
+
+def _job_defaults(job, workload: str | None, target_samples: float | None, noise_scale: float | None,
+                  noise_scale_trace: Path | None) -> tuple[float, float | None, dict]:
+    """(E_min, constant B_noise or None for a trace, where each came from): the options, else the
+    workload's job model: B_noise measured, E_min = S_min B_noise, the samples at small batch of
+    S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018)."""
+    origin = {"target_samples_source": "options", "noise_scale_source": "options"}
+    missing = [text for text, given in (("--target-samples", target_samples),
+                                        ("--noise-scale (or --noise-scale-trace)", noise_scale or noise_scale_trace))
+               if given is None]
+    if missing:
+        if job.recipe is not None:  # its steps are epochs at a batch range: no B_noise, no S_min
+            raise ThriftyError(f"{workload}'s job model takes its steps from a published recipe "
+                               f"({job.recipe['source']}), which gives no gradient noise scale: give "
+                               f"{' and '.join(missing)}")
+        if target_samples is None:
+            target_samples, origin["target_samples_source"] = job.s_min * job.noise_scale, "workload profile"
+        if noise_scale is None and noise_scale_trace is None:
+            noise_scale, origin["noise_scale_source"] = job.noise_scale, "workload profile"
+    return target_samples, noise_scale, {**origin, "target_samples": target_samples, "noise_scale": noise_scale}
 
 
 def _sim_searches(scenario, first, seed: int, seeds: int, store, resume: bool, json_out: bool, stack) -> list:
@@ -155,12 +207,10 @@ def _live_view(stack):
     return stack.enter_context(LiveView(stdout))
 
 
-def _local_backend(workload: str | None, types: Path | None, batches: str, max_nodes: int, max_ranks: int,
-                   work_dir: Path, schedule, startup_s: float, seed: int, resume: bool):
-    from thrifty.search.local import LocalBackend, load_local_types
+def _local_batches(workload: str, batches: str, work_dir: Path, resume: bool) -> list[int]:
+    """--batches checked against the training set, and --work-dir against an earlier search's job."""
+    from thrifty.io import check_writable_dir
     from thrifty.workloads import load_workload
-    if workload is None:
-        raise ThriftyError("--backend local needs --workload: the job to train")
     train_size = load_workload(workload).train_size
     sizes = int_list(batches, "--batches")
     if max(sizes) > train_size:
@@ -168,10 +218,8 @@ def _local_backend(workload: str | None, types: Path | None, batches: str, max_n
     if not resume and work_dir.exists() and any(work_dir.iterdir()):
         raise ThriftyError(f"--work-dir {work_dir} holds an earlier search's job: give --resume (with its --db) "
                            "or another --work-dir")
-    from thrifty.io import check_writable_dir
     check_writable_dir(work_dir, "--work-dir")
-    return LocalBackend(workload, load_local_types(types), schedule, work_dir, global_batches=sizes,
-                        max_nodes=max_nodes, max_ranks=max_ranks, startup_cost_s=startup_s, seed=seed)
+    return sizes
 
 
 def _local_search(local, workload: str, goal, first, seed: int, store, resume: bool, json_out: bool, stack):
@@ -194,7 +242,8 @@ def _local_search(local, workload: str, goal, first, seed: int, store, resume: b
 
 
 def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule, plot: Path | None,
-            json_out: bool, name: str) -> None:
+            json_out: bool, name: str, origin: dict) -> None:
+    """`origin`: the target, the noise scale and the start, with where each came from."""
     from thrifty.search.harness import medians, with_overheads
     runs = [with_overheads(o, best) if best is not None else {
         **o.to_dict(), "oracle_time_s": None, "oracle_cost_usd": None, "overhead_time": None, "overhead_cost": None}
@@ -209,12 +258,17 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
         **medians(runs), "final_config": json.loads(finals.most_common(1)[0][0]), "per_seed": runs}
     result = {**result, "start_config": first.to_dict(),
               "oracle_config": None if best is None else best.final_config.to_dict(),
-              "objective": goal.kind, "deadline_s": goal.deadline_s}
+              "objective": goal.kind, "deadline_s": goal.deadline_s, **origin}
     if json_out:
         print_json(result)
         return
     median = "median " if len(runs) > 1 else ""
-    stdout.print(f"start  {first.label()}")
+    stdout.print(f"start  {first.label()} ({_start_note(origin)})")
+    noise = "a trace" if origin["noise_scale"] is None else f"{origin['noise_scale']:.4g}"
+    target_from, noise_from = origin["target_samples_source"], origin["noise_scale_source"]
+    stdout.print(f"target {origin['target_samples']:.4g} samples at small batch, B_noise {noise} " + (
+        f"(from the {target_from})" if target_from == noise_from else
+        f"(target from the {target_from}, B_noise from the {noise_from})"))
     if best is not None:
         stdout.print(f"oracle {best.final_config.label()}: {fmt_duration(best.time_s)}, {fmt_usd(best.cost_usd)}")
     if len(runs) == 1:
@@ -224,3 +278,11 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
     stdout.print(f"search {median}{fmt_duration(result['time_s'])}, {fmt_usd(result['cost_usd'])}{versus}, "
                  f"{result['probes'] if len(runs) > 1 else len(result['probes'])} windows, "
                  f"{result['moves']} moves")
+
+
+def _start_note(origin: dict) -> str:
+    if origin["start_source"] == "plan":
+        predicted = origin["start_predicted"]
+        return (f"thrifty plan's recommendation: predicted {fmt_duration(predicted['time_s'])}, "
+                f"{fmt_usd(predicted['cost_usd'])}")
+    return "--start" if origin["start_source"] == "--start" else "the cheapest $/h at the middle batch"

@@ -41,11 +41,13 @@ def compute_time(params: np.ndarray, local_batch) -> np.ndarray:
 MODEL_KIND = "thrifty.steptime"
 
 
-def predict_step_time(params: np.ndarray, nodes, workers, local_batch) -> np.ndarray:
-    """Step time in seconds, vectorised over configurations (arrays broadcast together)."""
+def predict_step_time(params: np.ndarray, nodes, workers, local_batch, compute_slowdown=1.0) -> np.ndarray:
+    """Step time in seconds, vectorised over configurations (arrays broadcast together);
+    `compute_slowdown` stretches T_c (a rank slowed on purpose, train.emulation)."""
     a_i, b_i, a_x, b_x, k, g = params[3:]
     nodes, workers = np.asarray(nodes, float), np.asarray(workers, float)
-    compute = compute_time(params, local_batch) * (1.0 + k * (workers / nodes - 1.0))
+    compute = compute_time(params, local_batch) * (1.0 + k * (workers / nodes - 1.0)) * np.asarray(
+        compute_slowdown, float)
     extra = np.maximum(workers - 2.0, 0.0)
     network = np.where(nodes > 1, a_x + b_x * extra, a_i + b_i * extra)
     network = np.where(workers > 1, network, 0.0)
@@ -63,8 +65,8 @@ class StepTimeModel:
     n_samples: int = 0
     train_mdape: float = float("nan")
 
-    def predict(self, nodes, workers, local_batch) -> np.ndarray:
-        return predict_step_time(self.params, nodes, workers, local_batch)
+    def predict(self, nodes, workers, local_batch, compute_slowdown=1.0) -> np.ndarray:
+        return predict_step_time(self.params, nodes, workers, local_batch, compute_slowdown)
 
     def interval(self, nodes, workers, local_batch, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """Prediction interval: residual scatter plus parameter uncertainty, both in log space."""
