@@ -1,0 +1,48 @@
+"""The surrogate's representation of a density profile: a fixed grid in reduced position.
+
+Runs of different wall separation h have different z ranges, so every profile is resampled onto
+the same `bins` points of reduced position s = (z - z_mid) / h in [-1/2, 1/2] (bin centres
+s_k = -1/2 + (k + 1/2) / bins), z_mid being the slit's mid-plane: the midpoint of the profile's
+first and last z. Resampling is linear interpolation in z; a grid point beyond the profile's first
+or last z takes that end's value. A prediction maps back with z_nm = s * h (measured from the
+mid-plane). Densities are in molar throughout.
+
+Contact, peak and mid-plane densities (the quantities Kadupitiya, Fox & Jadhao report): contact is
+the density of the layer touching a wall, the largest density within one ion diameter d of it
+(h (1/2 - |s|) <= d; the profile jumps from 0 to its contact value at d/2, so a value read exactly
+there would depend on where the jump falls between bins), averaged over both walls; peak is the
+largest density anywhere; mid-plane is the density at s = 0 (interpolated on the grid).
+"""
+
+import numpy as np
+
+DEFAULT_BINS = 50
+
+
+def reduced_grid(bins: int = DEFAULT_BINS) -> np.ndarray:
+    """The bin centres in s = (z - z_mid) / h."""
+    return -0.5 + (np.arange(bins) + 0.5) / bins
+
+
+def to_grid(z_nm: np.ndarray, values: np.ndarray, h_nm: float, bins: int = DEFAULT_BINS) -> np.ndarray:
+    """`values` (one per z, or one row per quantity) resampled onto the reduced grid."""
+    z_nm = np.asarray(z_nm, float)
+    s = (z_nm - 0.5 * (z_nm[0] + z_nm[-1])) / h_nm
+    grid = reduced_grid(bins)
+    return np.apply_along_axis(lambda row: np.interp(grid, s, row), -1, np.asarray(values, float))
+
+
+def to_z_nm(h_nm: float, bins: int = DEFAULT_BINS) -> np.ndarray:
+    """The grid in nm from the mid-plane, for a slit of width h."""
+    return reduced_grid(bins) * h_nm
+
+
+def features(profile: np.ndarray, h_nm: float, d_nm: float) -> dict[str, np.ndarray]:
+    """Contact, peak and mid-plane density of profiles on the grid (last axis: bins)."""
+    profile = np.asarray(profile, float)
+    grid = reduced_grid(profile.shape[-1])
+    layer = h_nm * (0.5 - np.abs(grid)) <= d_nm
+    left, right = layer & (grid < 0), layer & (grid > 0)
+    contact = 0.5 * (profile[..., left].max(axis=-1) + profile[..., right].max(axis=-1))
+    mid = np.apply_along_axis(lambda row: np.interp(0.0, grid, row), -1, profile)
+    return {"contact": contact, "peak": profile.max(axis=-1), "mid": mid}

@@ -1,0 +1,77 @@
+"""Completed nanoconfinement runs, as the surrogate trains on them.
+
+A run is a folder holding `profiles.csv` (columns z_nm, cation_molar, cation_err, anion_molar,
+anion_err: the density profiles along z with their error bars, molar) and `params.json` (the point:
+h_nm, z_plus, z_minus, c_molar, d_plus_nm, d_minus_nm; other keys are ignored). A folder of runs is
+searched one level deep; a folder without profiles.csv is not a completed run and is skipped, a
+completed run with a malformed file is an error naming the file.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from thrifty.errors import ThriftyError
+from thrifty.io import read_csv, read_json
+from thrifty.md.params import PARAMETERS, check_point
+from thrifty.md.profile_grid import DEFAULT_BINS, to_grid
+
+PROFILE_COLUMNS = ("z_nm", "cation_molar", "cation_err", "anion_molar", "anion_err")
+PROFILES_FILE, PARAMS_FILE = "profiles.csv", "params.json"
+
+
+@dataclass(frozen=True)
+class Run:
+    point: np.ndarray  # PARAMETERS order
+    z_nm: np.ndarray
+    density: np.ndarray  # (2, len(z)): cation, anion (molar)
+    error: np.ndarray  # (2, len(z)): their error bars (molar)
+    name: str = ""
+
+    @property
+    def h_nm(self) -> float:
+        return float(self.point[PARAMETERS.index("h_nm")])
+
+    def on_grid(self, bins: int = DEFAULT_BINS) -> tuple[np.ndarray, np.ndarray]:
+        """Density and error bars resampled onto the reduced grid: two (2, bins) arrays."""
+        return to_grid(self.z_nm, self.density, self.h_nm, bins), to_grid(self.z_nm, self.error, self.h_nm, bins)
+
+
+def read_run(folder: Path) -> Run:
+    folder = Path(folder)
+    params = read_json(folder / PARAMS_FILE, ThriftyError, "run parameters")
+    if not isinstance(params, dict):
+        raise ThriftyError(f"run parameters {folder / PARAMS_FILE} must be a JSON object")
+    point = check_point(params)
+    rows = read_csv(folder / PROFILES_FILE, ThriftyError, "density profiles", required=PROFILE_COLUMNS)
+    try:
+        table = np.array([[float(row[c]) for c in PROFILE_COLUMNS] for row in rows])
+    except ValueError as exc:
+        raise ThriftyError(f"density profiles {folder / PROFILES_FILE}: {exc}") from None
+    if len(table) < 2 or not np.isfinite(table).all() or (table[:, [2, 4]] < 0).any() \
+            or (np.diff(table[:, 0]) <= 0).any():
+        raise ThriftyError(f"density profiles {folder / PROFILES_FILE} need 2+ rows of finite numbers, "
+                           "z_nm increasing and error bars >= 0")
+    return Run(point, table[:, 0], table[:, [1, 3]].T, table[:, [2, 4]].T, folder.name)
+
+
+def read_runs(folder: Path) -> list[Run]:
+    """Every completed run in `folder` (the folder itself, or its sub-folders), in name order."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ThriftyError(f"runs folder not found: {folder}")
+    if (folder / PROFILES_FILE).exists():
+        return [read_run(folder)]
+    runs = [read_run(sub) for sub in sorted(folder.iterdir()) if (sub / PROFILES_FILE).is_file()]
+    if not runs:
+        raise ThriftyError(f"no completed runs in {folder}: each run is a folder with {PROFILES_FILE} "
+                           f"and {PARAMS_FILE}")
+    return runs
+
+
+def grid_arrays(runs: list[Run], bins: int = DEFAULT_BINS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points (n, 6), densities (n, 2, bins) and error bars (n, 2, bins) of the runs on the grid."""
+    grids = [run.on_grid(bins) for run in runs]
+    return (np.stack([run.point for run in runs]), np.stack([g[0] for g in grids]),
+            np.stack([g[1] for g in grids]))
