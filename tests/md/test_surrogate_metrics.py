@@ -36,8 +36,7 @@ def test_to_grid_maps_any_z_range_onto_reduced_position():
 
 
 def test_accuracy_over_runs_by_hand():
-    bins = 4
-    points = np.array([[4.0, 1, -1, 0.5, 1.0, 1.0]])  # contact layer: h (1/2 - |s|) <= 1 nm: the outer bins
+    points = np.array([[4.0, 1, -1, 0.5, 1.0, 1.0]])  # 4 bins; contact layer h (1/2 - |s|) <= 1 nm: the outer ones
     simulated = np.array([[[1.0, 0.5, 0.5, 1.0], [2.0, 1.0, 1.0, 2.0]]])
     predicted = simulated + np.array([[[0.1, 0.0, 0.0, 0.3], [0.0, 0.0, 0.2, 0.0]]])
     error = np.full_like(simulated, 0.15)
