@@ -1,0 +1,76 @@
+"""`thrifty md train-surrogate` and `thrifty md predict` on stand-in runs (a fixture, not physics):
+a model trained and used end to end, and every bad request as one line and exit code 2."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from standin_profiles import standin_runs, write_run
+from thrifty.cli.app import main
+from thrifty.md.params import ParameterBox
+from thrifty.md.surrogate import MODEL_FILE
+
+POINT = ["--h", "3.5", "--zp", "2", "--c", "0.5", "--d-plus", "0.474", "--d-minus", "0.627"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("surrogate")
+    box = ParameterBox(low=(3.0, 1, -1, 0.3, 0.2, 0.2), high=(4.0, 3, -1, 0.9, 0.63, 0.63))
+    corners = np.array([box.low, box.high])  # the training range is the runs' range: span the box
+    for run in standin_runs(np.vstack([corners, box.sample(10, np.random.default_rng(0))]), 1):
+        write_run(root / "runs" / run.name, run)
+    assert main(["md", "train-surrogate", "--runs", str(root / "runs"), "--out", str(root / "model"),
+                 "--members", "3", "--max-epochs", "30", "--json"]) == 0
+    return root / "model"
+
+
+def _one_line_error(code: int, err: str, fragment: str) -> None:
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in err, err
+    assert fragment in lines[0], lines[0]
+
+
+def test_predict_prints_the_densities_with_intervals_the_profile_as_json_and_a_plot(run_cli, model_dir, tmp_path):
+    code, out, err = run_cli("md", "predict", *POINT, "--model", model_dir)
+    assert code == 0, err
+    assert code == 0 and "contact" in out and "mid-plane" in out and out.count("(") >= 7
+    code, out, _ = run_cli("md", "predict", *POINT, "--model", model_dir, "--json", "--plot", tmp_path / "p.png")
+    data = json.loads(out)
+    assert code == 0 and (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    assert len(data["z_nm"]) == len(data["cation"]["mean_molar"]) == len(data["anion"]["sd_molar"]) == 50
+    assert data["z_nm"][0] == pytest.approx(-3.5 / 2 + 3.5 / 100)  # the reduced grid mapped back to nm
+    for ion in ("cation", "anion"):
+        for name in ("contact", "peak", "mid"):
+            assert data[ion][name]["low"] <= data[ion][name]["mean"] <= data[ion][name]["high"]
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"--c": "0"}, "c_molar must be a positive number, got 0"),
+    ({"--c": "-0.5"}, "c_molar must be a positive number"),
+    ({"--zp": "4"}, "z+ (cation valency) must be 1, 2 or 3, got 4"),
+    ({"--zp": "0"}, "z+ (cation valency) must be 1, 2 or 3, got 0"),
+    ({"--zn": "-2"}, "z- (anion valency) must be -1, got -2"),
+    ({"--h": "nan"}, "h_nm must be a positive number"),
+    ({"--h": "9"}, "h_nm = 9 is outside the range the surrogate was trained on"),
+    ({"--model": "MISSING"}, "surrogate.pt not found"),
+])
+def test_bad_requests_are_one_line(run_cli, model_dir, tmp_path, change, fragment):
+    options = dict(zip(POINT[::2], POINT[1::2]), **{"--model": str(model_dir)})
+    options.update({k: str(tmp_path / v) if v == "MISSING" else v for k, v in change.items()})
+    code, _, err = run_cli("md", "predict", *(x for kv in options.items() for x in kv))
+    _one_line_error(code, err, fragment)
+
+
+def test_a_broken_model_and_an_empty_runs_folder_are_one_line(run_cli, tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / MODEL_FILE).write_text("garbage")
+    code, _, err = run_cli("md", "predict", *POINT, "--model", tmp_path / "model")
+    _one_line_error(code, err, "is not a thrifty surrogate")
+    (tmp_path / "runs").mkdir()
+    code, _, err = run_cli("md", "train-surrogate", "--runs", tmp_path / "runs", "--out", tmp_path / "out")
+    _one_line_error(code, err, "no completed runs in")
+    assert not (tmp_path / "out").exists()
