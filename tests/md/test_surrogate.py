@@ -88,3 +88,16 @@ def test_run_folders_read_back_as_written(tmp_path):
     (tmp_path / runs[0].name / "profiles.csv").write_text("z_nm,cation_molar\n0,1\n")
     with pytest.raises(ThriftyError, match="missing columns cation_err, anion_molar, anion_err"):
         read_runs(tmp_path)
+
+
+def test_an_input_held_constant_in_training_is_centred_not_blown_up():
+    """d- = 0.415 in every run has a standard deviation of ~1e-17 after rounding, not 0: dividing by
+    it sent a prediction at d- = 0.44 to 1e12 molar."""
+    torch.set_num_threads(1)
+    points = BOX.sample(24, np.random.default_rng(7))
+    points[:, 5] = 0.415
+    model = train_ensemble(standin_runs(points, 8), SurrogateConfig(hidden=(16,), max_epochs=20, patience=5))
+    assert model.norm["x_std"][5] == 1.0
+    query = points[:1].copy()
+    query[0, 5] = 0.44
+    assert model.predict(query).mean.max() < 100

@@ -3,7 +3,8 @@
 Each member is the published surrogate's network (Kadupitiya, Fox & Jadhao, J. Comput. Sci. 2020:
 inputs -> 512 -> 256 -> profile, ReLU), here 6 inputs (h, z+, z-, c, d+, d-; md.params) and
 2 x bins outputs (cation then anion density on the reduced grid, md.profile_grid). Inputs are
-standardised (a constant input, such as z- = -1, is only centred); each output bin is standardised
+standardised (a constant input, such as z- = -1, is only centred, also when rounding
+makes its standard deviation 1e-17 rather than 0); each output bin is standardised
 with its training mean and standard deviation (floored at 1% of the largest, so bins that are
 always empty near the walls do not blow up). Members differ in their seed: their initial weights,
 their own random validation split (`validation_fraction`) and their minibatch order; each trains
@@ -129,8 +130,9 @@ class Ensemble:
 
 
 def _normalisation(points: np.ndarray, targets: np.ndarray) -> dict[str, np.ndarray]:
-    x_std, y_std = points.std(axis=0), targets.std(axis=0)
-    return {"x_mean": points.mean(axis=0), "x_std": np.where(x_std > 0, x_std, 1.0),
+    x_mean, x_std, y_std = points.mean(axis=0), points.std(axis=0), targets.std(axis=0)
+    constant = x_std <= 1e-9 * np.maximum(np.abs(x_mean), 1.0)  # rounding leaves ~1e-17, not 0
+    return {"x_mean": x_mean, "x_std": np.where(constant, 1.0, x_std),
             "y_mean": targets.mean(axis=0), "y_std": np.maximum(y_std, 0.01 * y_std.max() + 1e-12),
             "x_low": points.min(axis=0), "x_high": points.max(axis=0)}
 
