@@ -295,6 +295,27 @@ def _cases() -> list[tuple[str, str, str]]:
     for name, path in BAD_CSV.items():
         add(f"search --trace {name}", f"search --trace {path} --target-samples 1e5 --noise-scale 100")
 
+    # md predict and md train-surrogate (the request is checked before a model is looked for)
+    point = {"--h": "3.5", "--zp": "2", "--c": "0.5", "--d-plus": "0.474", "--d-minus": "0.627"}
+    for option, values in (("--h", ("0", "-1", "nan", "inf", "abc")), ("--zp", ("0", "4", "2.5", "abc")),
+                           ("--zn", ("-2", "1")), ("--c", ("0", "-0.5", "nan", "abc")),
+                           ("--d-plus", ("0", "-1", "inf")), ("--d-minus", ("0", "nan"))):
+        rest = " ".join(f"{k} {v}" for k, v in point.items() if k != option)
+        numbers("md predict", option, values, f"{rest} --model {{in}}/adir")
+    predict = "md predict " + " ".join(f"{k} {v}" for k, v in point.items())
+    add("md predict --model empty folder", f"{predict} --model {{in}}/adir", "surrogate.pt not found")
+    add("md predict --model missing", f"{predict} --model {{w}}/none", "surrogate.pt not found")
+    add("md predict --model a file", f"{predict} --model {{in}}/afile", "surrogate.pt not found")
+    for name, path in UNWRITABLE.items():
+        add(f"md predict --plot {name}", f"{predict} --model {{in}}/adir --plot {path}", "cannot write")
+    surrogate = "md train-surrogate --out {w}/model"
+    add("md train-surrogate --runs missing", f"{surrogate} --runs {{w}}/none", "runs folder not found")
+    add("md train-surrogate --runs empty", f"{surrogate} --runs {{in}}/adir", "no completed runs")
+    add("md train-surrogate --runs a file", f"{surrogate} --runs {{in}}/afile", "runs folder not found")
+    numbers("md train-surrogate", "--members", ("1", "0", "abc"), "--runs {in}/adir --out {w}/model")
+    for name, path in UNWRITABLE_DIRS.items():
+        add(f"md train-surrogate --out {name}", f"md train-surrogate --runs {{in}}/adir --out {path}", "cannot write")
+
     # the command line itself
     add("unknown command", "fly")
     add("unknown option", "plan --fast")
