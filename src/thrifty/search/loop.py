@@ -18,8 +18,8 @@ of `recheck_every` of the target (5%); each segment starts with a window there (
 time and the noise scale; up to `max_settled_window_steps`, 3,200: those steps train the job
 anyway, and one rank measures the noise every 8th step only); then, if B_noise drifted, or the
 latest decision was taken on a noise scale not yet known to its precision target, the rule runs again with the noise scale now:
-if a probe is now worth its price it probes (and may move), and the best measured configuration
-is chosen again, a move included if it pays for itself. Drifted: the pooled estimate is within
+if a probe is now worth its price it probes (and may move), and after it, or when none is, the
+best measured configuration is chosen again, a move included if it pays for itself. Drifted: the pooled estimate is within
 its precision target and |log(B_now / B_decided)| > DRIFT_Z sqrt(se_now^2 + se_decided^2), the
 relative SEs of both (DRIFT_Z 4, not 2: the ratio of means is skewed when its denominator's
 relative SE is 0.2, and the delta method understates its tail: with 3 a constant B_noise set off
@@ -119,8 +119,9 @@ class Search:
         for config in self.profile_configs(start)[len(self.probes):]:
             if not self.backend.done:
                 self.window(config, cut=False, noise_precision=False)
+        probed = True  # a (restored) search continues after a window: decide
         while not self.backend.done:
-            decide = self.drifted() if self.settled else True
+            decide = probed or not self.settled or self.drifted()
             if decide:
                 self.noise_decided = (self.noise.value, self.noise.rel_se)
             choice = self.next_probe() if self.settings.explore and decide else None
@@ -128,6 +129,7 @@ class Search:
                 self.window(choice)
             else:
                 self.settled_segment(decide)
+            probed = choice is not None
         return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.backend.current, self.probes, self.moves)
 
     def profile_configs(self, start: Config) -> list[Config]:
