@@ -170,7 +170,8 @@ def run_row(scenario: Scenario, key: str, start: Config, strategies: list[str], 
             windows = int(round(summary["probes"]))
         print(f"{key:34s} {name:22s} overhead time {summary['overhead_time']:7.1%} "
               f"(p90 {summary['p90_overhead_time']:7.1%})  cost {summary['overhead_cost']:7.1%} "
-              f"(p90 {summary['p90_overhead_cost']:7.1%})  windows {summary['probes']:.0f}  moves {summary['moves']:.0f}",
+              f"(p90 {summary['p90_overhead_cost']:7.1%})  windows {summary['probes']:.0f}  "
+              f"moves {summary['moves']:.0f}",
               flush=True)
     for name in ("defaults_most_workers", "defaults_cheapest", "search_no_recheck"):
         row[f"search_vs_{name}"] = {"time": row["search"]["time_s"] / row[name]["time_s"],

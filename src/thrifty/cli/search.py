@@ -58,7 +58,8 @@ def search(
     max_ranks: Annotated[int, typer.Option(help="local: most training processes at once", min=1, max=64)] = 2,
     work_dir: Annotated[Path, typer.Option(help="local: run directory, checkpoints and step streams")] = Path(
         ".thrifty/search-local"),
-    noise_scale: Annotated[Optional[float], typer.Option(help="Gradient noise scale B_noise (constant)",
+    noise_scale: Annotated[Optional[float], typer.Option(
+        help="Gradient noise scale B_noise (constant): the job's; the search measures its own estimate",
                                                          callback=positive)] = None,
     noise_scale_trace: Annotated[Optional[Path], typer.Option(
         help="CSV progress,noise_scale (progress: fraction of the target)")] = None,

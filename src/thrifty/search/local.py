@@ -165,7 +165,8 @@ class LocalBackend(ScheduledJob):
         times = np.array([r["step_time_s"] for r in window], float)
         sync = float(np.mean([r["sync_time_s"] for r in window])) if window else None
         noisy = [r for r in window if "grad_sq" in r]
-        noise = NoiseSample(np.array([r["grad_sq"] for r in noisy], float), np.array([r["trace"] for r in noisy], float))
+        noise = NoiseSample(np.array([r["grad_sq"] for r in noisy], float),
+                            np.array([r["trace"] for r in noisy], float))
         return Window(times, noise, sync)
 
     def train_until(self, progress: float) -> None:

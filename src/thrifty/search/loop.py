@@ -13,21 +13,20 @@ as 1/B + 1/B_noise, by at most 20% of its noise term. The noise scale's error is
 the pooled estimate's (search.noise_estimate: every measured step of every window, forgotten
 exponentially in progress): B_noise belongs to the job's progress, not to the configuration, so
 once it is known a window needs no more of it than its step time needs.
-Settled (no probe worth its price): the job trains on the best measured configuration in segments
-of `recheck_every` of the target (5%); each segment starts with a window there (feeding its step
-time and the noise scale; up to `max_settled_window_steps`, 3,200: those steps train the job
-anyway, and one rank measures the noise every 8th step only); then, if B_noise drifted, or the
-latest decision was taken on a noise scale not yet known to its precision target, the rule runs again with the noise scale now:
-if a probe is now worth its price it probes (and may move), and after it, or when none is, the
-best measured configuration is chosen again, a move included if it pays for itself. Drifted: the pooled estimate is within
-its precision target and |log(B_now / B_decided)| > DRIFT_Z sqrt(se_now^2 + se_decided^2), the
-relative SEs of both (DRIFT_Z 4, not 2: the ratio of means is skewed when its denominator's
-relative SE is 0.2, and the delta method understates its tail: with 3 a constant B_noise set off
-a spurious probe in 1 of 8 seeds of the tests' trace; 4 means a drift of about 3x, and B_noise
-grows several-fold over a job).
-Otherwise the job stays: the rule re-run on the estimate's noise alone (a constant B_noise known
-to +-20%) finds probes its earlier run declined, and pays for them. `recheck_every` None: train to
-the end once settled.
+Settled (no probe worth its price): the job trains on the best measured configuration in segments of
+`recheck_every` of the target (5%); each segment starts with a window there (feeding its step time
+and the noise scale; up to `max_settled_window_steps`, 3,200: those steps train the job anyway, and
+one rank measures the noise every 8th step only); then, if B_noise drifted, or the latest decision
+was taken on a noise scale not yet known to its precision target, the rule runs again with the noise
+scale now: if a probe is now worth its price it probes (and may move), and after it, or when none
+is, the best measured configuration is chosen again, a move included if it pays for itself. Drifted:
+the pooled estimate is within its precision target and |log(B_now / B_decided)| > DRIFT_Z
+sqrt(se_now^2 + se_decided^2), the relative SEs of both (DRIFT_Z 4, not 2: the ratio of means is
+skewed when its denominator's relative SE is 0.2, and the delta method understates its tail: with 3
+a constant B_noise set off a spurious probe in 1 of 8 seeds of the tests' trace; 4 means a drift of
+about 3x, and B_noise grows several-fold over a job). Otherwise the job stays: the rule re-run on
+the estimate's noise alone (a constant B_noise known to +-20%) finds probes its earlier run
+declined, and pays for them. `recheck_every` None: train to the end once settled.
 A probe is cut short as soon as its measured 90% interval excludes it: even the interval's fast
 end costs more per unit of progress than the incumbent, or misses the deadline.
 The initial profile is `profile_configs` windows on the start's VM type at distinct local
@@ -178,7 +177,8 @@ class Search:
             self.backend.finish()
             return
         end = self.backend.progress + self.settings.recheck_every * self.backend.target
-        self.measure_window(config, None, chunk_steps=SETTLED_CHUNK_STEPS, max_steps=self.settings.max_settled_window_steps)
+        self.measure_window(config, None, chunk_steps=SETTLED_CHUNK_STEPS,
+                            max_steps=self.settings.max_settled_window_steps)
         self.backend.train_until(end)
 
     def window(self, config: Config, *, cut: bool = True, noise_precision: bool = True) -> None:

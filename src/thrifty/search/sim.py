@@ -102,7 +102,8 @@ class SimBackend(ScheduledJob):
         """The job's checkpoint (JSON-ready): configuration, progress, clocks, billing and the
         random generator's state, so a restored sim draws exactly the steps the original would."""
         return {"current": None if self._current is None else self._current.to_dict(),
-                "progress": self._progress, "steps": self._steps, "elapsed_s": self._elapsed_s, "billing": self._billing.state(),
+                "progress": self._progress, "steps": self._steps, "elapsed_s": self._elapsed_s,
+                "billing": self._billing.state(),
                 "rng": self.rng.bit_generator.state}
 
     def restore(self, state: dict) -> None:
