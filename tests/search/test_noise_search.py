@@ -59,6 +59,21 @@ def test_a_probe_window_waits_for_the_pooled_noise_precision(rows):
     assert ended[s.profile_configs - 1][1] > s.noise_target_rel_se  # the profile alone is too short
 
 
+def test_a_probe_without_a_feasible_incumbent_does_not_wait_for_the_noise(rows):
+    # mutation caught: every probe window waiting for the pooled noise precision (a probe of the
+    # fastest, dearest configuration while nothing measured meets the deadline ran 400 steps:
+    # the noise scale is the job's, measured as well on the configuration the job settles on)
+    fastest = min(rows, key=lambda r: r.step_time_s)
+    sc = scenario(rows, "cost", deadline_s=1.0)  # nothing can meet it: no feasible incumbent
+    search = Search(sc.backend(0), sc.settings())
+    start = default_start(rows)
+    for config in search.profile_configs(start):
+        search.window(config, cut=False, noise_precision=False)
+    assert search.noise.rel_se > search.settings.noise_target_rel_se
+    search.window(fastest.config)
+    assert search.probes[-1].steps < 3 * search.settings.min_window_steps
+
+
 def _settled_moves(search: Search) -> list[Config]:
     """Record the configurations the search moves to after it first settled."""
     moves, launch = [], search.launch

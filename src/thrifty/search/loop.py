@@ -12,7 +12,11 @@ steps with several ranks plus what the earlier windows pooled; a 20% error moves
 as 1/B + 1/B_noise, by at most 20% of its noise term. The noise scale's error is
 the pooled estimate's (search.noise_estimate: every measured step of every window, forgotten
 exponentially in progress): B_noise belongs to the job's progress, not to the configuration, so
-once it is known a window needs no more of it than its step time needs.
+once it is known a window needs no more of it than its step time needs. And a probe waits for it
+only while it is winning: one that costs more per unit of progress than the incumbent, or that has
+no incumbent meeting the deadline to compare with, ends on its step-time precision (every step it
+waits costs its extra price; the settled windows measure the noise for nothing on the
+configuration the job trains on).
 Settled (no probe worth its price): the job trains on the best measured configuration in segments of
 `recheck_every` of the target (5%); each segment starts with a window there (feeding its step time
 and the noise scale; up to `max_settled_window_steps`, 3,200: those steps train the job anyway, and
@@ -187,7 +191,7 @@ class Search:
         cost_before, elapsed_before = self.backend.cost_usd, self.backend.elapsed_s
         threshold = self.cut_threshold(config) if cut else None
         self.launch(config)
-        times, window_syncs, cut_short = self.measure_window(config, threshold, noise_precision)
+        times, window_syncs, cut_short = self.measure_window(config, threshold, noise_precision, probe=True)
         if len(times):
             stats, cost = Measured.of(times), self.backend.cost_usd - cost_before
             self.probes.append(Probe(
@@ -198,7 +202,7 @@ class Search:
             self._tell()
 
     def measure_window(self, config: Config, threshold: float | None, noise_precision: bool = True, *,
-                       chunk_steps: int | None = None, max_steps: int | None = None
+                       chunk_steps: int | None = None, max_steps: int | None = None, probe: bool = False
                        ) -> tuple[np.ndarray, list[float], bool]:
         """Measure the running `config` until the window's rule (module docstring) ends it or the
         probe is cut short against `threshold`; (step times, sync times, cut short). A settled
@@ -215,10 +219,11 @@ class Search:
                 self.syncs.setdefault(config, []).append(measured.sync_time_s)
                 window_syncs.append(measured.sync_time_s)
             stats = Measured.of(np.concatenate(chunks))
+            noise_known = (not noise_precision or self.noise.rel_se <= s.noise_target_rel_se
+                           or (probe and (threshold is None or self.per_progress(config, stats.mean_s) > threshold)))
             if stats.steps >= (max_steps or s.max_window_steps) or (stats.steps >= s.min_window_steps
-                                                     and stats.rel_se <= s.target_rel_se
-                                                     and (not noise_precision
-                                                          or self.noise.rel_se <= s.noise_target_rel_se)):
+                                                                    and stats.rel_se <= s.target_rel_se
+                                                                    and noise_known):
                 break
             if threshold is not None and len(chunks) >= 2 and \
                     self.per_progress(config, stats.mean_s * np.exp(-Z90 * stats.rel_se)) > threshold:
