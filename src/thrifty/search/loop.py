@@ -193,8 +193,8 @@ class Search:
         self.launch(config)
         times, window_syncs, cut_short = self.measure_window(config, threshold, noise_precision, probe=True)
         if len(times):
-            # a window inside a minimum already billed costs nothing: no float residue below 0
-            stats, cost = Measured.of(times), max(self.backend.cost_usd - cost_before, 0.0)
+            # a window inside a minimum already billed costs nothing: no float residue (+-5e-20)
+            stats, cost = Measured.of(times), max(round(self.backend.cost_usd - cost_before, 12), 0.0)
             self.probes.append(Probe(
                 config, len(times), float(times.mean()), cost, cut_short,
                 float(stats.rel_se * stats.mean_s) if len(times) > 1 else None,
