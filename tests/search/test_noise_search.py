@@ -135,3 +135,16 @@ def test_a_search_killed_after_settling_resumes_to_the_uninterrupted_result(rows
                 run_search(sc, 0, start, store, listeners=[killer])
             resumed, _ = run_search(sc, 0, start, store, resume=True)
         assert resumed.to_dict() == whole.to_dict()
+
+
+def test_settled_the_rule_runs_again_once_the_noise_variance_halved(rows):
+    # mutation caught: re-deciding only on a drift (a decision taken on B_noise known to 18% stood
+    # for the rest of the job although the settled windows brought it to 10%: the memory-cliff
+    # trace then trained at B = 256 where B = 512 is 6% faster)
+    from types import SimpleNamespace
+    search = Search(scenario(rows).backend(0), scenario(rows).settings())
+    search.noise_decided = (700.0, 0.18)
+    search.noise = SimpleNamespace(value=800.0, rel_se=0.12)
+    assert search.drifted()
+    search.noise = SimpleNamespace(value=800.0, rel_se=0.15)
+    assert not search.drifted()

@@ -21,7 +21,9 @@ Settled (no probe worth its price): the job trains on the best measured configur
 `recheck_every` of the target (5%); each segment starts with a window there (feeding its step time
 and the noise scale; up to `max_settled_window_steps`, 3,200: those steps train the job anyway, and
 one rank measures the noise every 8th step only); then, if B_noise drifted, or the latest decision
-was taken on a noise scale not yet known to its precision target, the rule runs again with the noise
+was taken on a noise scale not yet known to its precision target or with twice today's variance (a
+settled window measures it to `settled_noise_target_rel_se`, 10%: between two batches whose J differ
+by 6%, a 20% error in B_noise picks the wrong one), the rule runs again with the noise
 scale now: if a probe is now worth its price it probes (and may move), and after it, or when none
 is, the best measured configuration is chosen again, a move included if it pays for itself. Drifted:
 the pooled estimate is within its precision target and |log(B_now / B_decided)| > DRIFT_Z
@@ -69,6 +71,7 @@ class SearchSettings:
     chunk_steps: int = 5
     max_window_steps: int = 400
     noise_target_rel_se: float = 0.20
+    settled_noise_target_rel_se: float = 0.10  # settled windows cost nothing extra: measure B_noise tighter
     noise_memory: float = DEFAULT_MEMORY  # the noise estimate forgets over this fraction of the target
     recheck_every: float | None = 0.05  # settled: segments of this fraction of the target
     max_settled_window_steps: int = 3200  # 8 x 400: one rank measures the noise every 8th step
@@ -162,12 +165,13 @@ class Search:
 
     def drifted(self) -> bool:
         """Settled: whether B_noise is known to its precision target and moved from the latest
-        decision's by more than DRIFT_Z standard errors of the difference, or the latest
-        decision had it less precisely (module docstring)."""
+        decision's by more than DRIFT_Z standard errors of the difference, or the latest decision
+        had it less precisely: before the target, or with a variance twice today's (module
+        docstring)."""
         n, (before, before_se), target = self.noise, self.noise_decided, self.settings.noise_target_rel_se
         if n.rel_se > target:
             return False
-        if before_se > target:  # decided on a noise scale not yet known to its precision
+        if before_se > target or n.rel_se <= before_se / np.sqrt(2):  # decided on B_noise known less well
             return True
         return bool(abs(np.log(n.value / before)) > DRIFT_Z * np.hypot(n.rel_se, before_se))
 
@@ -182,7 +186,8 @@ class Search:
             return
         end = self.backend.progress + self.settings.recheck_every * self.backend.target
         self.measure_window(config, None, chunk_steps=SETTLED_CHUNK_STEPS,
-                            max_steps=self.settings.max_settled_window_steps)
+                            max_steps=self.settings.max_settled_window_steps,
+                            noise_target=self.settings.settled_noise_target_rel_se)
         self.backend.train_until(end)
 
     def window(self, config: Config, *, cut: bool = True, noise_precision: bool = True) -> None:
@@ -203,8 +208,8 @@ class Search:
             self._tell()
 
     def measure_window(self, config: Config, threshold: float | None, noise_precision: bool = True, *,
-                       chunk_steps: int | None = None, max_steps: int | None = None, probe: bool = False
-                       ) -> tuple[np.ndarray, list[float], bool]:
+                       chunk_steps: int | None = None, max_steps: int | None = None, probe: bool = False,
+                       noise_target: float | None = None) -> tuple[np.ndarray, list[float], bool]:
         """Measure the running `config` until the window's rule (module docstring) ends it or the
         probe is cut short against `threshold`; (step times, sync times, cut short). A settled
         window, never cut, measures in larger chunks (fewer checks: the sim stays fast) and up to
@@ -220,7 +225,7 @@ class Search:
                 self.syncs.setdefault(config, []).append(measured.sync_time_s)
                 window_syncs.append(measured.sync_time_s)
             stats = Measured.of(np.concatenate(chunks))
-            noise_known = (not noise_precision or self.noise.rel_se <= s.noise_target_rel_se
+            noise_known = (not noise_precision or self.noise.rel_se <= (noise_target or s.noise_target_rel_se)
                            or (probe and (threshold is None or self.per_progress(config, stats.mean_s) > threshold)))
             if stats.steps >= (max_steps or s.max_window_steps) or (stats.steps >= s.min_window_steps
                                                                     and stats.rel_se <= s.target_rel_se
