@@ -21,7 +21,7 @@ import openmm
 from thrifty.errors import ThriftyError
 from thrifty.md.systems import MDSystem
 
-FORMAT = "thrifty-md/2"
+FORMAT = "thrifty-md/3"
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class MDCheckpoint:
     seed: int
     step: int
     samples: int  # density samples summed in histogram
-    histogram: np.ndarray  # (species, bins) particle counts
+    histogram: np.ndarray  # (blocks, species, bins) particle counts, md.profiles
     openmm_state: bytes  # Context.createCheckpoint()
 
 
