@@ -137,7 +137,8 @@ def _write_profiles(md: MDSystem, settings: MDSettings, stopped: str, p: prof.Pr
                     out_dir: Path) -> dict:
     """profiles.csv and profiles.png; returns what the summary says about them."""
     prof.write_csv(out_dir / "profiles.csv", p, md.species_names)
-    prof.plot_png(out_dir / "profiles.png", p, md.species_names, f"{md.name} {md.parameters}")
+    title = f"{md.name}: " + ", ".join(f"{k} {v}" for k, v in md.parameters.items() if v is not None)
+    prof.plot_png(out_dir / "profiles.png", p, md.species_names, title)
     return {"stopped": stopped, "equilibration_steps": settings.equilibration_steps, "samples": samples,
             "complete_blocks": p.complete_blocks, "bin_width_nm": p.bin_width_nm,
             "max_error_molar": p.max_error_molar() if p.complete_blocks >= 2 else None,

@@ -121,7 +121,7 @@ def plot_png(path: Path, p: Profiles, names: tuple[str, ...], title: str) -> Non
         ax.errorbar(p.z_nm, p.molar[s], yerr=np.nan_to_num(p.error_molar[s]), label=name, capsize=2, lw=1)
     ax.set_xlabel("z (nm, from the mid-plane)")
     ax.set_ylabel("density (mol/L)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=7, wrap=True)
     ax.legend()
     fig.tight_layout()
     buffer = io.BytesIO()
