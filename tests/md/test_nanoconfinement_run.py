@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from thrifty.errors import ThriftyError
 from thrifty.md.job import MDSettings, run_md
 from thrifty.md.nanoconfinement import NanoconfinementModel
 
@@ -92,6 +93,16 @@ def test_a_steps_run_continued_through_the_cli_matches_one_straight_run(tmp_path
     continued = _md_run(tmp_path, "parts", "--steps", "400", "--equilibrate", "60")  # resumes at step 200
     assert continued == straight
     _same_outputs(tmp_path / "straight", tmp_path / "parts")
+
+
+def test_a_resume_that_would_sample_differently_is_refused(tmp_path, flaky):
+    """--steps 200 then --steps 400 with the default --equilibrate (N/5: 40, then 80) would splice two
+    different profiles together."""
+    run_md(_settings(steps=200, equilibration_steps=40), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
+    with pytest.raises(ThriftyError, match=r"samples profiles after step 40 \(3 samples a block\), this run after "
+                                           r"step 80 \(3 a block\): give --equilibrate 40"):
+        run_md(_settings(steps=400, equilibration_steps=80), tmp_path / "out",
+               flaky(tmp_path / "ck", every=1, die_at=None))
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -5,7 +5,7 @@ intact checkpoint, integrate in chunks, save when asked (SIGUSR1) or warned (SIG
 with PREEMPTED_EXIT). A checkpoint (md.checkpoint) holds OpenMM's own checkpoint plus the step
 count and the accumulated density histogram, so on the Reference platform a run killed and resumed
 any number of times ends bit for bit where an uninterrupted run ends; it is checked against this
-run (system, platform, seed, --steps) before OpenMM loads it. Outputs: thermo.csv (energies and
+run (system, platform, seed, --steps, profile sampling) before OpenMM loads it. Outputs: thermo.csv (energies and
 temperature per chunk, md.thermo) as the run goes; at the end, atomically, density_profile.csv
 (number density of each species along z, per nm^3, named for the system: particle_per_nm3 for lj,
 cation_ and anion_per_nm3 for ions), final_state.npz and summary.json (with the final energies).
@@ -47,6 +47,11 @@ class MDSettings:
     samples_per_block: int = 10  # samples (chunks) per block of the block averages
     tolerance_molar: float = 0.02  # converged: every error bar at or below this
     cap_steps: int = 200_000  # without --steps, stop here if not converged
+
+    @property
+    def sampling(self) -> dict:
+        """What a resume must share with the run it continues for its profiles to be that run's."""
+        return {"equilibration_steps": self.equilibration_steps, "samples_per_block": self.samples_per_block}
 
     @property
     def last_step(self) -> int:
@@ -95,7 +100,8 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> di
     payload = checkpoints.latest()
     saved = None if payload is None else unpack(payload, checkpoints.directory)
     if saved is not None:  # before OpenMM sees it, and before the thermo log is cut back to it
-        check_resume(saved, identity, settings.platform, settings.seed, settings.last_step, checkpoints.directory)
+        check_resume(saved, identity, settings.platform, settings.seed, settings.last_step, settings.sampling,
+                     checkpoints.directory)
     context = make_simulation(md, settings.platform, settings.seed)
     edges = prof.edges_nm(_z_range(md, context), md.slit_nm is not None)
     area = _area_nm2(context)
@@ -122,7 +128,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> di
             if checkpoints.due():
                 thermo.sync()  # the log's rows reach the disk before the checkpoint that covers them
                 checkpoints.save(pack(MDCheckpoint(identity, settings.platform, settings.seed, step, samples,
-                                                   blocks, context.createCheckpoint())))
+                                                   blocks, context.createCheckpoint(), settings.sampling)))
                 if checkpoints.notice:
                     sys.exit(PREEMPTED_EXIT)
     summary = _write_outputs(md, context, settings, step, samples, blocks.sum(axis=0), edges, out_dir)
