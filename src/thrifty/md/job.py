@@ -5,10 +5,11 @@ intact checkpoint, integrate in chunks, save when asked (SIGUSR1) or warned (SIG
 with PREEMPTED_EXIT). A checkpoint (md.checkpoint) holds OpenMM's own checkpoint plus the step
 count and the accumulated density histogram, so on the Reference platform a run killed and resumed
 any number of times ends bit for bit where an uninterrupted run ends; it is checked against this
-run (system, platform, seed, --steps, profile sampling) before OpenMM loads it. Outputs: thermo.csv (energies and
-temperature per chunk, md.thermo) as the run goes; at the end, atomically, density_profile.csv
-(number density of each species along z, per nm^3, named for the system: particle_per_nm3 for lj,
-cation_ and anion_per_nm3 for ions), final_state.npz and summary.json (with the final energies).
+run (system, platform, seed, --steps, profile sampling) before OpenMM loads it. Outputs:
+thermo.csv (energies and temperature per chunk, md.thermo) as the run goes; at the end,
+atomically, density_profile.csv (number density of each species along z, per nm^3, named for the
+system: particle_per_nm3 for lj, cation_ and anion_per_nm3 for ions), final_state.npz and
+summary.json (with the final energies).
 
 The nanoconfinement system also writes profiles.csv (mol/L with block-average error bars,
 md.profiles), profiles.png and its contact, peak and mid-plane densities in the summary. Without
