@@ -127,6 +127,13 @@ def test_bad_parameters_are_one_line_and_exit_2(run_cli, tmp_path, args, fragmen
     assert not (tmp_path / "out").exists()
 
 
+def test_nanoconfinement_options_are_refused_for_the_other_systems(run_cli, tmp_path):
+    code, _, err = run_cli("md", "run", "--system", "ions", "--c", "1.0", "--h", "3.0", "--equilibrate", "10",
+                           "--out", tmp_path / "out")
+    assert code == 2 and err.strip() == "error: --c, --equilibrate apply to --system nanoconfinement only, not ions"
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.timeout(300)
 def test_a_wide_slit_holds_the_bulk_concentration_in_its_middle(tmp_path):
     """h = 6 nm, 90 ions, 45 ps sampled on the CPU platform (about 10 s): the density over the central

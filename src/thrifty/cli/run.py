@@ -111,8 +111,15 @@ def md_run(system: Annotated[str, typer.Option(
         if not tolerance > 0:
             raise ThriftyError(f"--tolerance must be positive, got {tolerance}")
         run_length = {"equilibration_steps": equilibrate, "tolerance_molar": tolerance, "cap_steps": cap_steps}
-    elif steps is None:
-        steps = 5000
+    else:
+        given = [name for name, value, default in (
+            ("--h", h, 3.0), ("--zp", zp, 1), ("--zn", zn, -1), ("--c", c, 0.5), ("--d-plus", d_plus, 0.474),
+            ("--d-minus", d_minus, 0.627), ("--box-nm", box_nm, None), ("--cutoff-nm", cutoff_nm, 2.5),
+            ("--equilibrate", equilibrate, None), ("--tolerance", tolerance, 0.02), ("--cap-steps", cap_steps, 200_000))
+            if value != default]
+        if given:
+            raise ThriftyError(f"{', '.join(given)} apply to --system nanoconfinement only, not {system}")
+        steps = 5000 if steps is None else steps
     get_platform(platform)  # unavailable here: say so before any folder is made
     check_writable_dir(out, "--out")
     if checkpoint_dir:
