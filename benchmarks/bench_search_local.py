@@ -12,7 +12,8 @@
    objectives cost and time; measurement noise 3%, restart = the relaunch measured here, VM
    start-up 60 s), as bench_search.py does for synthetic traces.
 3. End to end: one real `local` search of builtin:digits to its target (cost objective, from the
-   cheapest $/h configuration at B = 64), then the oracle's configuration (the best on the
+   configuration `thrifty search --backend local` starts on: the plan's recommendation from a
+   fresh profile of the workload, search.start), then the oracle's configuration (the best on the
    digits trace, found by the sim) trained from the start to the same target for real; both
    with the wall clock and the bill of search.local.
 Run (about 25 minutes on 2 cores):
@@ -30,6 +31,7 @@ import numpy as np
 
 from bench_search import bayes_available, overhead_bars, run_bo
 from common import RESULTS, save_figure, write_result
+from thrifty.pipeline import job_model
 from thrifty.progress import ProgressBar
 from thrifty.search.config import Config
 from thrifty.search.efficiency import NoiseSchedule
@@ -37,7 +39,9 @@ from thrifty.search.harness import STRATEGIES, Scenario, cheapest_start, medians
 from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates
 from thrifty.search.loop import Search, SearchSettings
 from thrifty.search.rule import Objective
+from thrifty.search.start import plan_start
 from thrifty.search.trace import TraceRow
+from thrifty.store import Store
 
 WORKLOADS = {"builtin:digits": 200.0, "builtin:tabular": 100.0}  # stated noise scales B_noise (samples)
 BATCHES = [32, 64, 128]
@@ -117,6 +121,24 @@ def sim_on_trace(rows: list[TraceRow], noise_scale: float, target: float, restar
     return out
 
 
+def planned_start(workload: str, types: list[LocalType], folder: Path) -> tuple[Config, dict]:
+    """Where `thrifty search --backend local` starts: the plan's recommendation from the workload's
+    job model (a fresh profile here, in a throwaway store) for the cost objective; with its
+    predicted time and cost."""
+    store = Store(folder / "profile.db")
+    try:
+        job = job_model(store, workload)[0]
+    finally:
+        store.close()
+    planner = LocalBackend(workload, types, NoiseSchedule.constant(WORKLOADS[workload], E2E_TARGET), folder / "plan",
+                           global_batches=BATCHES, startup_cost_s=STARTUP_S)
+    try:
+        planned = plan_start(job, planner, Objective("cost"))
+    finally:
+        planner.close()
+    return planned.config, {"time_s": planned.time_s, "cost_usd": planned.cost_usd}
+
+
 def real_run(workload: str, types: list[LocalType], target: float, start: Config | None, fixed: Config | None,
              folder: Path) -> dict:
     """A real local job to `target`: searched from `start`, or trained on `fixed` throughout."""
@@ -155,13 +177,14 @@ def main(seeds: int = 20) -> dict:
                       f"{row['exhaustive']['overhead_' + goal]:+.1%}, random {row['random']['overhead_' + goal]:+.1%}",
                       flush=True)
     digits = trace_rows(measured["builtin:digits"], bundled)
-    start = cheapest_start({r.config: r.price_per_hour for r in digits if r.config.global_batch == 64})
     oracle_config = oracle(Scenario(digits, NoiseSchedule.constant(WORKLOADS["builtin:digits"], E2E_TARGET),
                                     Objective("cost"), 0.0, restarts["builtin:digits"], STARTUP_S)).final_config
     with tempfile.TemporaryDirectory(prefix="thrifty-e2e-") as folder:
+        start, planned = planned_start("builtin:digits", bundled, Path(folder))
         searched = real_run("builtin:digits", bundled, E2E_TARGET, start, None, Path(folder) / "search")
         best = real_run("builtin:digits", bundled, E2E_TARGET, None, oracle_config, Path(folder) / "oracle")
     e2e = {"target_samples": E2E_TARGET, "noise_scale": WORKLOADS["builtin:digits"], "start": start.to_dict(),
+           "start_predicted": planned,
            "search": searched, "oracle": best,
            "overhead_time": searched["time_s"] / best["time_s"] - 1,
            "overhead_cost": searched["cost_usd"] / best["cost_usd"] - 1}

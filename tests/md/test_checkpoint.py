@@ -24,11 +24,11 @@ def test_another_system_is_refused_naming_both(run_job):
 def test_same_system_with_other_parameters_is_refused(run_job, monkeypatch):
     """Other wall separation, same 120 particles: OpenMM would load the checkpoint without a word."""
     run_job(MDSettings(system="ions", steps=100, chunk=50))
-    monkeypatch.setattr(thrifty.md.job, "build", lambda name, seed: confined_ions(wall_separation_nm=3.5, seed=seed))
+    monkeypatch.setattr(thrifty.md.job, "build", lambda name, seed, model: confined_ions(wall_separation_nm=3.5, seed=seed))
     with pytest.raises(ThriftyError, match=r"wall_separation_nm=3\.0.*this run is ions \(120 particles, n_pairs=60, "
                                            r"wall_separation_nm=3\.5"):
         run_job(MDSettings(system="ions", steps=200, chunk=50))
-    monkeypatch.setattr(thrifty.md.job, "build", lambda name, seed: lennard_jones_fluid(n_atoms=125, seed=seed))
+    monkeypatch.setattr(thrifty.md.job, "build", lambda name, seed, model: lennard_jones_fluid(n_atoms=125, seed=seed))
     with pytest.raises(ThriftyError, match=r"this run is lj \(125 particles, n_atoms=125"):
         run_job(LJ)
 

@@ -101,3 +101,23 @@ def test_an_input_held_constant_in_training_is_centred_not_blown_up():
     query = points[:1].copy()
     query[0, 5] = 0.44
     assert model.predict(query).mean.max() < 100
+
+
+def test_a_profiles_csv_written_by_the_md_job_reads_as_a_run(tmp_path):
+    """The MD job's own writer (md.profiles: bins from the mid-plane, standard errors) and a params.json."""
+    import json
+
+    from thrifty.md import profiles as md_profiles
+    from thrifty.md.params import PARAMETERS
+    from thrifty.md.runs import read_run
+    edges = md_profiles.edges_nm((1.5, 4.5), walls=True)  # a 3 nm slit, 60 bins of 0.05 nm
+    centres = 0.5 * (edges[:-1] + edges[1:]) - 3.0
+    molar = np.stack([1 + centres ** 2, 2 + centres ** 2])
+    md_profiles.write_csv(tmp_path / "profiles.csv", md_profiles.Profiles(centres, molar, 0.1 * molar, 10, 0.05),
+                          ("cation", "anion"))
+    (tmp_path / "params.json").write_text(json.dumps(dict(zip(PARAMETERS, [3.0, 2, -1, 0.5, 0.474, 0.627]))))
+    run = read_run(tmp_path)
+    density, error = run.on_grid(50)
+    s = np.linspace(-0.49, 0.49, 50)
+    assert density == pytest.approx(np.stack([1 + (3 * s) ** 2, 2 + (3 * s) ** 2]), abs=2e-3)
+    assert error == pytest.approx(0.1 * density, abs=1e-3)

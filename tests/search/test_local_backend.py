@@ -118,3 +118,26 @@ def test_a_killed_local_search_resumes_from_its_store_and_the_jobs_checkpoint(tm
     # the job went on from its checkpoint: the last launch ends at exactly the steps to the target
     expected = int(np.ceil(schedule.steps(0, 2 * TARGET, 64) - 1e-9))
     assert _streamed_steps(tmp_path / "job")[-1]["step"] == expected - 1
+
+
+@pytest.mark.timeout(240)
+def test_the_window_carries_the_noise_measured_by_the_trainer_not_the_given_one(tmp_path):
+    # mutation caught: the window's noise taken from the user's schedule (deliberately 10x wrong
+    # here) instead of the streamed steps' estimates
+    from thrifty.search.noise_estimate import NoiseEstimator
+
+    given = 300.0  # digits at B = 64 measures about 35 over its first 100 steps (2 ranks, stream)
+    backend = LocalBackend("builtin:digits", TYPES, NoiseSchedule.constant(given, 2 * TARGET), tmp_path,
+                           global_batches=[64])
+    try:
+        backend.launch(Config("fast", 1, 2, 64))
+        two_ranks = backend.measure(60)
+        backend.launch(Config("slow", 1, 1, 64))
+        one_rank = backend.measure(16)
+    finally:
+        backend.close()
+    assert len(two_ranks.noise.grad_sq) == 60  # every step with several ranks
+    assert len(one_rank.noise.grad_sq) == 2  # every 8th with one (a micro-batch split)
+    estimator = NoiseEstimator(length=1e9)
+    estimator.add(backend.progress, two_ranks.noise.grad_sq, two_ranks.noise.trace)
+    assert 5.0 < estimator.value < given / 3

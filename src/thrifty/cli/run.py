@@ -57,9 +57,14 @@ def run(ctx: typer.Context,
         raise typer.Exit(report.exit_code)
 
 
+NANO = "nanoconfinement only"
+
+
 @md_app.command("run")
-def md_run(system: Annotated[str, typer.Option(help="lj (Lennard-Jones fluid) or ions (confined electrolyte)")] = "ions",
-           steps: Annotated[int, typer.Option(help="MD steps")] = 5000,
+def md_run(system: Annotated[str, typer.Option(
+               help="lj (Lennard-Jones fluid), ions (confined electrolyte) or nanoconfinement (the published model)")] = "ions",
+           steps: Annotated[Optional[int], typer.Option(
+               help="MD steps (default 5000; nanoconfinement: run until the profiles converge or --cap-steps)")] = None,
            chunk: Annotated[int, typer.Option(help="Steps between samples and checkpoint chances")] = 100,
            out: Annotated[Path, typer.Option(help="Output directory")] = Path(".thrifty/md"),
            checkpoint_dir: Annotated[Optional[Path], typer.Option(
@@ -67,27 +72,66 @@ def md_run(system: Annotated[str, typer.Option(help="lj (Lennard-Jones fluid) or
            platform: Annotated[str, typer.Option(
                help="OpenMM platform: Reference (bit-reproducible), CPU, CUDA or OpenCL (where OpenMM has it)")] = "Reference",
            seed: Annotated[int, typer.Option()] = 0,
+           h: Annotated[float, typer.Option("--h", help=f"Wall separation, nm ({NANO})")] = 3.0,
+           zp: Annotated[int, typer.Option("--zp", help=f"Cation valency 1..3 ({NANO})")] = 1,
+           zn: Annotated[int, typer.Option("--zn", help=f"Anion valency, -1 ({NANO})")] = -1,
+           c: Annotated[float, typer.Option("--c", help=f"Salt concentration, mol/L ({NANO})")] = 0.5,
+           d_plus: Annotated[float, typer.Option(help=f"Cation diameter, nm ({NANO})")] = 0.474,
+           d_minus: Annotated[float, typer.Option(help=f"Anion diameter, nm ({NANO})")] = 0.627,
+           box_nm: Annotated[Optional[float], typer.Option(
+               help=f"Box side lx = ly, nm (default 15 up to 0.5 M, else 10; {NANO})")] = None,
+           cutoff_nm: Annotated[float, typer.Option(help=f"PME real-space cutoff, nm ({NANO})")] = 2.5,
+           equilibrate: Annotated[Optional[int], typer.Option(
+               help=f"Steps before profiles are sampled (default 20000, with --steps N: N/5; {NANO})")] = None,
+           tolerance: Annotated[float, typer.Option(
+               help=f"Converged when every profile error bar is at most this, mol/L ({NANO})")] = 0.02,
+           cap_steps: Annotated[int, typer.Option(help=f"Without --steps, stop here if not converged ({NANO})")] = 200_000,
            json_out: JsonOpt = False) -> None:
     """Run an OpenMM simulation that checkpoints on request and resumes where it stopped."""
     from thrifty.md.job import MDSettings, run_md
     from thrifty.io import check_writable_dir
+    from thrifty.md.nanoconfinement import NanoconfinementModel
     from thrifty.md.systems import PLATFORMS, SYSTEMS, get_platform
     from thrifty.transient.protocol import JobCheckpoints
     if system not in SYSTEMS:
-        raise ThriftyError(f"unknown MD system {system!r}; choose lj or ions")
-    if steps < 1 or chunk < 1:
-        raise ThriftyError("--steps and --chunk must be positive")
+        raise ThriftyError(f"unknown MD system {system!r}; choose {', '.join(SYSTEMS)}")
+    if (steps is not None and steps < 1) or chunk < 1 or cap_steps < 1:
+        raise ThriftyError("--steps, --chunk and --cap-steps must be positive")
     if platform not in PLATFORMS:
         raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose {', '.join(PLATFORMS)}")
+    model, run_length = None, {}
+    if system == "nanoconfinement":
+        model = NanoconfinementModel(h, zp, zn, c, d_plus, d_minus, box_nm, cutoff_nm)
+        model.check()
+        if equilibrate is None:
+            equilibrate = 20_000 if steps is None else steps // 5
+        if equilibrate < 0 or equilibrate >= (cap_steps if steps is None else steps):
+            raise ThriftyError(f"--equilibrate {equilibrate} leaves no steps to sample: give less than "
+                               f"{'--cap-steps' if steps is None else '--steps'}")
+        if not tolerance > 0:
+            raise ThriftyError(f"--tolerance must be positive, got {tolerance}")
+        run_length = {"equilibration_steps": equilibrate, "tolerance_molar": tolerance, "cap_steps": cap_steps}
+    else:
+        given = [name for name, value, default in (
+            ("--h", h, 3.0), ("--zp", zp, 1), ("--zn", zn, -1), ("--c", c, 0.5), ("--d-plus", d_plus, 0.474),
+            ("--d-minus", d_minus, 0.627), ("--box-nm", box_nm, None), ("--cutoff-nm", cutoff_nm, 2.5),
+            ("--equilibrate", equilibrate, None), ("--tolerance", tolerance, 0.02), ("--cap-steps", cap_steps, 200_000))
+            if value != default]
+        if given:
+            raise ThriftyError(f"{', '.join(given)} apply to --system nanoconfinement only, not {system}")
+        steps = 5000 if steps is None else steps
     get_platform(platform)  # unavailable here: say so before any folder is made
     check_writable_dir(out, "--out")
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
-    summary = run_md(MDSettings(system, steps, chunk, platform, seed), out, checkpoints)
+    summary = run_md(MDSettings(system, steps, chunk, platform, seed, model, **run_length), out, checkpoints)
     if json_out:
         print_json(summary)
+    elif system == "nanoconfinement":
+        stdout.print(f"{summary['system']}: {summary['steps']} steps ({summary['stopped']}), {summary['particles']} "
+                     f"ions, largest error bar {summary['max_error_molar']} M; profiles.csv, profiles.png in {out}")
     else:
         stdout.print(f"{summary['system']}: {summary['steps']} steps, {summary['particles']} particles, "
                      f"final {summary['temperature_k']:.1f} K; density profile and thermo.csv in {out}")

@@ -63,8 +63,8 @@ def search(
     work_dir: Annotated[Path, typer.Option(help="local: run directory, checkpoints and step streams")] = Path(
         ".thrifty/search-local"),
     noise_scale: Annotated[Optional[float], typer.Option(
-        help="Gradient noise scale B_noise (constant); local: default the workload's job model's",
-        callback=positive)] = None,
+        help="Gradient noise scale B_noise (constant), the job's (local: default the workload's job model's); "
+             "the search measures its own estimate", callback=positive)] = None,
     noise_scale_trace: Annotated[Optional[Path], typer.Option(
         help="CSV progress,noise_scale (progress: fraction of the target)")] = None,
     objective: Annotated[str, typer.Option(help="cost or time")] = "cost",

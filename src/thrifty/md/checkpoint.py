@@ -4,8 +4,8 @@ OpenMM's own checkpoint (positions, velocities, box, integrator and its random-n
 loads into a Context of the same system on the same platform and build; anything else fails deep
 inside OpenMM ("wrong number of particles", "created with a different Platform"). So the payload
 also records the system's identity (name, builder parameters, particle count and a hash of the
-serialised System, which catches a changed force field or OpenMM version), the platform and the
-seed, and `check_resume` compares them with this run first and says in one line what differs.
+serialised System, which catches a changed force field or OpenMM version), the platform, the
+seed and how the profiles are sampled (equilibration steps, samples per block), and `check_resume` compares them with this run first and says in one line what differs.
 """
 
 import hashlib
@@ -21,7 +21,7 @@ import openmm
 from thrifty.errors import ThriftyError
 from thrifty.md.systems import MDSystem
 
-FORMAT = "thrifty-md/2"
+FORMAT = "thrifty-md/3"
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,9 @@ class MDCheckpoint:
     seed: int
     step: int
     samples: int  # density samples summed in histogram
-    histogram: np.ndarray  # (species, bins) particle counts
+    histogram: np.ndarray  # (blocks, species, bins) particle counts, md.profiles
     openmm_state: bytes  # Context.createCheckpoint()
+    sampling: dict  # {"equilibration_steps": ..., "samples_per_block": ...} of the run that wrote it
 
 
 def system_identity(md: MDSystem) -> dict:
@@ -53,7 +54,7 @@ def pack(checkpoint: MDCheckpoint) -> bytes:
     np.savez(buffer, format=FORMAT, identity=json.dumps(checkpoint.identity), platform=checkpoint.platform,
              seed=np.int64(checkpoint.seed), step=np.int64(checkpoint.step),
              samples=np.int64(checkpoint.samples), histogram=checkpoint.histogram,
-             openmm=np.frombuffer(checkpoint.openmm_state, dtype=np.uint8))
+             openmm=np.frombuffer(checkpoint.openmm_state, dtype=np.uint8), sampling=json.dumps(checkpoint.sampling))
     return buffer.getvalue()
 
 
@@ -65,13 +66,14 @@ def unpack(payload: bytes, where: Path) -> MDCheckpoint:
                 raise ValueError
             return MDCheckpoint(json.loads(str(data["identity"])), str(data["platform"]), int(data["seed"]),
                                 int(data["step"]), int(data["samples"]), data["histogram"].copy(),
-                                data["openmm"].tobytes())
+                                data["openmm"].tobytes(), json.loads(str(data["sampling"])))
     except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile):
         raise ThriftyError(f"the newest checkpoint in {where} was not written by this version of "
                            f"`thrifty md run` ({FORMAT}): use another --checkpoint-dir (or --out)") from None
 
 
-def check_resume(saved: MDCheckpoint, identity: dict, platform: str, seed: int, steps: int, where: Path) -> None:
+def check_resume(saved: MDCheckpoint, identity: dict, platform: str, seed: int, steps: int, sampling: dict,
+                 where: Path) -> None:
     """Refuse, in one line, a resume that OpenMM would fail on or that would not be the run asked for."""
     start_over = "use another --checkpoint-dir (or --out) to start a new run"
     if saved.identity != identity:
@@ -84,6 +86,12 @@ def check_resume(saved: MDCheckpoint, identity: dict, platform: str, seed: int, 
     if saved.seed != seed:
         raise ThriftyError(f"the checkpoint in {where} is for --seed {saved.seed}, this run asked for "
                            f"--seed {seed}: give --seed {saved.seed}, or {start_over}")
+    if saved.sampling != sampling:
+        raise ThriftyError(f"the checkpoint in {where} samples profiles after step "
+                           f"{saved.sampling['equilibration_steps']:,} ({saved.sampling['samples_per_block']} samples a "
+                           f"block), this run after step {sampling['equilibration_steps']:,} "
+                           f"({sampling['samples_per_block']} a block): give --equilibrate "
+                           f"{saved.sampling['equilibration_steps']}, or {start_over}")
     if saved.step > steps:
         raise ThriftyError(f"the checkpoint in {where} is at step {saved.step:,}, beyond --steps {steps:,}: "
                            f"give --steps {saved.step} or more to continue that run, or {start_over}")

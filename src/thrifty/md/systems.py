@@ -23,7 +23,7 @@ from openmm import unit
 
 from thrifty.errors import ThriftyError
 
-SYSTEMS = ("lj", "ions")
+SYSTEMS = ("lj", "ions", "nanoconfinement")
 PLATFORMS = ("Reference", "CPU", "CUDA", "OpenCL")  # those `md run` offers; OpenMM builds have a subset
 WATER_PERMITTIVITY = 80.0
 
@@ -38,7 +38,8 @@ class MDSystem:
     timestep_ps: float
     species: np.ndarray  # per particle: an index into species_names
     species_names: tuple[str, ...]  # names the density-profile columns, e.g. cation_per_nm3
-    confinement_nm: float | None  # wall separation, for density profiles along z
+    slit_nm: tuple[float, float] | None  # z of the two walls in the box, for density profiles along z
+    radii_nm: tuple[float, ...] | None = None  # per species: an ion touches a wall at this distance from it
 
 
 def _lattice(n: int, box_nm: np.ndarray, rng: np.random.Generator, jitter_nm: float = 0.01) -> np.ndarray:
@@ -103,15 +104,19 @@ def confined_ions(n_pairs: int = 60, wall_separation_nm: float = 3.0, seed: int 
     rng = np.random.default_rng(seed)
     positions = _lattice(2 * n_pairs, np.array([side, side, h - diameter]), rng) + np.array([0, 0, 1.5 + diameter / 2])
     return MDSystem("ions", {"n_pairs": n_pairs, "wall_separation_nm": h}, system, positions, 298.0, 0.002,
-                    species, ("cation", "anion"), h)
+                    species, ("cation", "anion"), (1.5, 1.5 + h))
 
 
-def build(name: str, seed: int = 0) -> MDSystem:
+def build(name: str, seed: int = 0, model=None) -> MDSystem:
+    """The named system; `model` is the NanoconfinementModel for nanoconfinement (None: its defaults)."""
     if name == "lj":
         return lennard_jones_fluid(seed=seed)
     if name == "ions":
         return confined_ions(seed=seed)
-    raise ValueError(f"unknown MD system {name!r}; choose lj or ions")
+    if name == "nanoconfinement":
+        from thrifty.md.nanoconfinement import NanoconfinementModel, nanoconfinement_system  # it imports MDSystem
+        return nanoconfinement_system(model or NanoconfinementModel(), seed)
+    raise ValueError(f"unknown MD system {name!r}; choose {', '.join(SYSTEMS)}")
 
 
 def available_platforms() -> list[str]:

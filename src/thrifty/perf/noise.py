@@ -13,6 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 
+def noise_due(step: int, world_size: int, every_single_process: int = 8) -> bool:
+    """Whether to measure the noise scale at this step: always with several ranks (two squared
+    norms, nearly free), every `every_single_process`-th step with one (micro-batch split)."""
+    return world_size > 1 or step % every_single_process == 0
+
+
 def unbiased_norm_estimates(b_small, g_small_sq, b_big, g_big_sq) -> tuple[np.ndarray, np.ndarray]:
     """(|G|^2, tr(S)) estimates; vectorised over arrays of measurements. Requires b_big > b_small."""
     b_s, b_b = np.asarray(b_small, float), np.asarray(b_big, float)

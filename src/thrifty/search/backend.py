@@ -11,11 +11,24 @@ from thrifty.search.efficiency import NoiseSchedule
 
 
 @dataclass(frozen=True)
+class NoiseSample:
+    """Per-step unbiased estimates of |G|^2 and tr(Sigma) (thrifty.perf.noise), one pair per step
+    that measured them; empty when none did."""
+
+    grad_sq: np.ndarray
+    trace: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "NoiseSample":
+        return cls(np.zeros(0), np.zeros(0))
+
+
+@dataclass(frozen=True)
 class Window:
     """Steps measured on the current configuration; the job's progress advanced with them."""
 
     step_time_s: np.ndarray  # one per step
-    noise_scale: float | None = None  # an estimate of B_noise over the window, if measured
+    noise: NoiseSample = NoiseSample.empty()  # the steps that measured the gradient noise
     sync_time_s: float | None = None  # mean time in gradient synchronisation, if measured
 
 
@@ -38,7 +51,11 @@ class Backend(Protocol):
         """Checkpoint the job (if running) and resume it on `config`."""
 
     def measure(self, steps: int) -> Window:
-        """Train `steps` steps (fewer if the target is reached) and return their step times."""
+        """Train `steps` steps (fewer if the target is reached) and return their step times and
+        gradient-noise estimates."""
+
+    def train_until(self, progress: float) -> None:
+        """Train on the current configuration, unmeasured, until `progress` (or the target)."""
 
     def finish(self) -> None:
         """Train on the current configuration until the target is reached."""

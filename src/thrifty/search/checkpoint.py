@@ -1,5 +1,5 @@
-"""A search's checkpoint: everything the loop knows (every step time measured, sync times, noise
-scale estimates, probes, moves) plus the backend's own state, as JSON-ready data.
+"""A search's checkpoint: everything the loop knows (every step time measured, sync times, the
+noise-scale estimator's sums, probes, moves) plus the backend's own state, as JSON-ready data.
 
 Stored after every window (search.record), so a killed search restarts from its last finished
 window: with the sim the continuation is exact (the generator's state is part of it), floats
@@ -10,20 +10,23 @@ import numpy as np
 from thrifty.search.config import Config
 from thrifty.search.events import Probe
 from thrifty.search.loop import Search
+from thrifty.search.noise_estimate import NoiseEstimator
 
 
 def search_state(search: Search) -> dict:
     return {"times": [[c.to_dict(), [t.tolist() for t in ts]] for c, ts in search.times.items()],
             "syncs": [[c.to_dict(), s] for c, s in search.syncs.items()],
-            "noise_scales": list(search.noise_scales), "probes": [p.to_dict() for p in search.probes],
-            "moves": search.moves, "backend": search.backend.state()}
+            "noise": search.noise.state(), "probes": [p.to_dict() for p in search.probes],
+            "moves": search.moves, "settled": search.settled,
+            "noise_decided": search.noise_decided, "backend": search.backend.state()}
 
 
 def restore_search(search: Search, state: dict) -> None:
     """Put `state` (search_state's) into a fresh Search on a fresh backend of the same request."""
     search.times = {Config(**c): [np.array(t, float) for t in ts] for c, ts in state["times"]}
     search.syncs = {Config(**c): list(s) for c, s in state["syncs"]}
-    search.noise_scales = list(state["noise_scales"])
+    search.noise = NoiseEstimator.from_state(state["noise"])
     search.probes = [Probe.from_dict(p) for p in state["probes"]]
-    search.moves = state["moves"]
+    search.moves, search.settled = state["moves"], state["settled"]
+    search.noise_decided = tuple(state["noise_decided"])
     search.backend.restore(state["backend"])

@@ -13,7 +13,10 @@ Clocks and bills: the job's clock is the wall clock since its first launch, so a
 what it really costs here (process start, checkpoint, resume), plus an emulated VM start-up
 (`startup_cost_s`, added to the clock and the bill, not waited for) whenever a move needs new
 VMs. Progress: every step trained counts at its global batch through the noise schedule
-(search.efficiency), as in `sim`. Billing: per second, with a one-minute minimum per VM lifetime
+(search.efficiency), as in `sim`. Gradient noise: the stream's steps carry their unbiased
+|G|^2 and tr(Sigma) estimates (every step with several ranks, every 8th with one), and a window
+hands them to the search, which estimates B_noise from them; the schedule given by the user only
+counts progress. Billing: per second, with a one-minute minimum per VM lifetime
 (search.billing).
 """
 
@@ -33,7 +36,7 @@ import numpy as np
 from thrifty.data import data_path
 from thrifty.errors import ThriftyError
 from thrifty.io import read_csv
-from thrifty.search.backend import ScheduledJob, Window
+from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import NoiseSchedule
@@ -161,7 +164,17 @@ class LocalBackend(ScheduledJob):
         window, self._rows = self._rows[:steps], self._rows[steps:]
         times = np.array([r["step_time_s"] for r in window], float)
         sync = float(np.mean([r["sync_time_s"] for r in window])) if window else None
-        return Window(times, self.schedule.at(self._progress), sync)
+        noisy = [r for r in window if "grad_sq" in r]
+        noise = NoiseSample(np.array([r["grad_sq"] for r in noisy], float),
+                            np.array([r["trace"] for r in noisy], float))
+        return Window(times, noise, sync)
+
+    def train_until(self, progress: float) -> None:
+        self._resume_if_stopped()
+        while self._proc is not None and self._progress < min(progress, self.target):
+            self._poll()
+        self._rows = []  # trained, not measured
+        self._bill()
 
     def finish(self) -> None:
         self._resume_if_stopped()

@@ -1,14 +1,47 @@
 """The online search: profile briefly, then after every measurement window refit, probe what the
-rule (search.rule) says is worth its price, and settle on the best measured configuration.
+rule (search.rule) says is worth its price, and settle on the best measured configuration;
+once settled, re-check every `recheck_every` of the target.
 
 Measurement window (adaptive): steps in chunks of `chunk_steps` until at least
-`min_window_steps` ran and the relative standard error of the mean step time is at most
-`target_rel_se` (2%: the mean is then within about +-3.3% at 90%), or `max_window_steps` ran.
+`min_window_steps` ran, the relative standard error of the mean step time is at most
+`target_rel_se` (2%: the mean is then within about +-3.3% at 90%) and that of the gradient noise
+scale at most `noise_target_rel_se` (20%), or `max_window_steps` ran. 20%, not 10%: a measured
+step's relative variance of B_noise is about 20 (sim.GRAD_SQ_SPREAD^2 + TRACE_SPREAD^2, measured
+on digits and tabular), so 10% needs 2,000 measured steps and 20% 500, about one window of 400
+steps with several ranks plus what the earlier windows pooled; a 20% error moves J, which varies
+as 1/B + 1/B_noise, by at most 20% of its noise term. The noise scale's error is
+the pooled estimate's (search.noise_estimate: every measured step of every window, forgotten
+exponentially in progress): B_noise belongs to the job's progress, not to the configuration, so
+once it is known a window needs no more of it than its step time needs. And a probe waits for it
+only while it is winning: one that costs more per unit of progress than the incumbent, or that has
+no incumbent meeting the deadline to compare with, ends on its step-time precision (every step it
+waits costs its extra price; the settled windows measure the noise for nothing on the
+configuration the job trains on).
+Settled (no probe worth its price): the job trains on the best measured configuration in segments of
+`recheck_every` of the target (5%); each segment starts with a window there (feeding its step time
+and the noise scale; up to `max_settled_window_steps`, 3,200: those steps train the job anyway, and
+one rank measures the noise every 8th step only); then, if B_noise drifted, or the latest decision
+was taken on a noise scale not yet known to its precision target or with twice today's variance (a
+settled window measures it to `settled_noise_target_rel_se`, 10%: between two batches whose J differ
+by 6%, a 20% error in B_noise picks the wrong one), the rule runs again with the noise
+scale now: if a probe is now worth its price it probes (and may move), and after it, or when none
+is, the best measured configuration is chosen again, a move included if it pays for itself. Drifted:
+the pooled estimate is within its precision target and |log(B_now / B_decided)| > DRIFT_Z
+sqrt(se_now^2 + se_decided^2), the relative SEs of both (DRIFT_Z 4, not 2: the ratio of means is
+skewed when its denominator's relative SE is 0.2, and the delta method understates its tail: with 3
+a constant B_noise set off a spurious probe in 1 of 8 seeds of the tests' trace; 4 means a drift of
+about 3x, and B_noise grows several-fold over a job). Otherwise the job stays: the rule re-run on
+the estimate's noise alone (a constant B_noise known to +-20%) finds probes its earlier run
+declined, and pays for them. `recheck_every` None: train to the end once settled.
 A probe is cut short as soon as its measured 90% interval excludes it: even the interval's fast
 end costs more per unit of progress than the incumbent, or misses the deadline.
 The initial profile is `profile_configs` windows on the start's VM type at distinct local
 batches (the step-time fit needs two; the smallest and largest beside the start's, so the fit
-interpolates); they train the job like any window, nothing is lost.
+interpolates); they train the job like any window, nothing is lost. They end on their step-time
+precision alone: the start is often one rank, which measures the noise every 8th step only
+(perf.noise.noise_due), so waiting for B_noise there would stretch the slowest windows of the
+search (a large local batch on the cheapest VM) up to `max_window_steps`; the probes that follow
+bring the pooled estimate to its precision.
 """
 
 from collections.abc import Callable, Sequence
@@ -22,7 +55,12 @@ from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belie
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import progress_per_step
 from thrifty.search.events import Prediction, Probe, WindowDone
+from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator
 from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
+
+
+SETTLED_CHUNK_STEPS = 100  # a settled window is never cut: few, large chunks
+DRIFT_Z = 4.0  # settled: re-decide when log B_noise moved this many standard errors
 
 
 @dataclass(frozen=True)
@@ -32,6 +70,11 @@ class SearchSettings:
     min_window_steps: int = 20
     chunk_steps: int = 5
     max_window_steps: int = 400
+    noise_target_rel_se: float = 0.20
+    settled_noise_target_rel_se: float = 0.10  # settled windows cost nothing extra: measure B_noise tighter
+    noise_memory: float = DEFAULT_MEMORY  # the noise estimate forgets over this fraction of the target
+    recheck_every: float | None = 0.05  # settled: segments of this fraction of the target
+    max_settled_window_steps: int = 3200  # 8 x 400: one rank measures the noise every 8th step
     profile_configs: int = 3
     explore: bool = True  # False: `thrifty plan` alone, the profile's model and no probes
     belief: BeliefSettings = BeliefSettings()
@@ -66,10 +109,14 @@ class Search:
         self.worker_price = {c.instance_type: p / c.num_workers for c, p in zip(self.candidates, self.prices)}
         self.times: dict[Config, list[np.ndarray]] = {}
         self.syncs: dict[Config, list[float]] = {}  # mean sync time per chunk, when reported
-        self.noise_scales: list[float] = []
+        self.noise = NoiseEstimator(settings.noise_memory * backend.target)
         self.probes: list[Probe] = []
         self.moves = 0
+        self.settled = False  # once no probe was worth its price
+        self.noise_decided = (float("nan"), float("inf"))  # B_noise and its rel. SE at the latest decision
         self.prediction: Prediction | None = None  # from the latest decision, for observers
+        self._belief_of: set[Config] | None = None  # the configurations the cached fit saw
+        self._belief: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
 
     def run(self, start: Config) -> Outcome:
         """Train to the target from `start`, or from where a restored search (search.checkpoint)
@@ -77,15 +124,18 @@ class Search:
         measured configuration again."""
         for config in self.profile_configs(start)[len(self.probes):]:
             if not self.backend.done:
-                self.window(config, cut=False)
-        while self.settings.explore and not self.backend.done:
-            choice = self.next_probe()
-            if choice is None:
-                break
-            self.window(choice)
-        if not self.backend.done:
-            self.launch(self.best_measured())
-            self.backend.finish()
+                self.window(config, cut=False, noise_precision=False)
+        probed = True  # a (restored) search continues after a window: decide
+        while not self.backend.done:
+            decide = probed or not self.settled or self.drifted()
+            if decide:
+                self.noise_decided = (self.noise.value, self.noise.rel_se)
+            choice = self.next_probe() if self.settings.explore and decide else None
+            if choice is not None:
+                self.window(choice)
+            else:
+                self.settled_segment(decide)
+            probed = choice is not None
         return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.backend.current, self.probes, self.moves)
 
     def profile_configs(self, start: Config) -> list[Config]:
@@ -113,39 +163,82 @@ class Search:
             self.moves += 1
         self.backend.launch(config)
 
-    def window(self, config: Config, *, cut: bool = True) -> None:
-        """One adaptive measurement window on `config` (rule in the module docstring)."""
-        s, cost_before = self.settings, self.backend.cost_usd
-        threshold = self.cut_threshold(config) if cut else None
-        elapsed_before = self.backend.elapsed_s
+    def drifted(self) -> bool:
+        """Settled: whether B_noise is known to its precision target and moved from the latest
+        decision's by more than DRIFT_Z standard errors of the difference, or the latest decision
+        had it less precisely: before the target, or with a variance twice today's (module
+        docstring)."""
+        n, (before, before_se), target = self.noise, self.noise_decided, self.settings.noise_target_rel_se
+        if n.rel_se > target:
+            return False
+        if before_se > target or n.rel_se <= before_se / np.sqrt(2):  # decided on B_noise known less well
+            return True
+        return bool(abs(np.log(n.value / before)) > DRIFT_Z * np.hypot(n.rel_se, before_se))
+
+    def settled_segment(self, decide: bool) -> None:
+        """Settle on the best measured configuration (with `decide`; else stay) and train one
+        segment there (module docstring), or to the end without re-checks."""
+        config = self.best_measured() if decide or self.backend.current is None else self.backend.current
+        self.settled = True
         self.launch(config)
-        chunks, window_syncs, cut_short = [], [], False
-        while not self.backend.done:
-            measured = self.backend.measure(s.chunk_steps)
-            chunks.append(measured.step_time_s)
-            if measured.noise_scale is not None:
-                self.noise_scales.append(measured.noise_scale)
-            if measured.sync_time_s is not None:
-                self.syncs.setdefault(config, []).append(measured.sync_time_s)
-                window_syncs.append(measured.sync_time_s)
-            stats = Measured.of(np.concatenate(chunks))
-            if stats.steps >= s.max_window_steps or (stats.steps >= s.min_window_steps
-                                                     and stats.rel_se <= s.target_rel_se):
-                break
-            if threshold is not None and len(chunks) >= 2 and \
-                    self.per_progress(config, stats.mean_s * np.exp(-Z90 * stats.rel_se)) > threshold:
-                cut_short = True
-                break
-        if chunks:
-            times = np.concatenate(chunks)
-            self.times.setdefault(config, []).append(times)
-            stats, cost = Measured.of(times), self.backend.cost_usd - cost_before
+        if self.settings.recheck_every is None:
+            self.backend.finish()
+            return
+        end = self.backend.progress + self.settings.recheck_every * self.backend.target
+        self.measure_window(config, None, chunk_steps=SETTLED_CHUNK_STEPS,
+                            max_steps=self.settings.max_settled_window_steps,
+                            noise_target=self.settings.settled_noise_target_rel_se)
+        self.backend.train_until(end)
+
+    def window(self, config: Config, *, cut: bool = True, noise_precision: bool = True) -> None:
+        """One adaptive measurement window on `config`, recorded as a probe; `noise_precision`
+        False: it ends on its step-time precision alone (the profile, module docstring)."""
+        cost_before, elapsed_before = self.backend.cost_usd, self.backend.elapsed_s
+        threshold = self.cut_threshold(config) if cut else None
+        self.launch(config)
+        times, window_syncs, cut_short = self.measure_window(config, threshold, noise_precision, probe=True)
+        if len(times):
+            # a window inside a minimum already billed costs nothing: no float residue (+-5e-20)
+            stats, cost = Measured.of(times), max(round(self.backend.cost_usd - cost_before, 12), 0.0)
             self.probes.append(Probe(
                 config, len(times), float(times.mean()), cost, cut_short,
                 float(stats.rel_se * stats.mean_s) if len(times) > 1 else None,
                 float(np.mean(window_syncs)) if window_syncs else None, self.backend.elapsed_s - elapsed_before,
                 cost * 3600 / self.backend.price_per_hour(config)))
             self._tell()
+
+    def measure_window(self, config: Config, threshold: float | None, noise_precision: bool = True, *,
+                       chunk_steps: int | None = None, max_steps: int | None = None, probe: bool = False,
+                       noise_target: float | None = None) -> tuple[np.ndarray, list[float], bool]:
+        """Measure the running `config` until the window's rule (module docstring) ends it or the
+        probe is cut short against `threshold`; (step times, sync times, cut short). A settled
+        window, never cut, measures in larger chunks (fewer checks: the sim stays fast) and up to
+        `max_steps`. Every chunk
+        feeds the noise estimate, the sync times and, at the end, the configuration's times."""
+        s = self.settings
+        chunks, window_syncs, cut_short = [], [], False
+        while not self.backend.done:
+            measured = self.backend.measure(chunk_steps or s.chunk_steps)
+            chunks.append(measured.step_time_s)
+            self.noise.add(self.backend.progress, measured.noise.grad_sq, measured.noise.trace)
+            if measured.sync_time_s is not None:
+                self.syncs.setdefault(config, []).append(measured.sync_time_s)
+                window_syncs.append(measured.sync_time_s)
+            stats = Measured.of(np.concatenate(chunks))
+            noise_known = (not noise_precision or self.noise.rel_se <= (noise_target or s.noise_target_rel_se)
+                           or (probe and (threshold is None or self.per_progress(config, stats.mean_s) > threshold)))
+            if stats.steps >= (max_steps or s.max_window_steps) or (stats.steps >= s.min_window_steps
+                                                                    and stats.rel_se <= s.target_rel_se
+                                                                    and noise_known):
+                break
+            if threshold is not None and len(chunks) >= 2 and \
+                    self.per_progress(config, stats.mean_s * np.exp(-Z90 * stats.rel_se)) > threshold:
+                cut_short = True
+                break
+        times = np.concatenate(chunks) if chunks else np.zeros(0)
+        if len(times):
+            self.times.setdefault(config, []).append(times)
+        return times, window_syncs, cut_short
 
     def _tell(self) -> None:
         """Every listener learns of the window just measured (the recorder stores it)."""
@@ -156,10 +249,11 @@ class Search:
             listener(event)
 
     def noise_scale(self) -> float:
-        """Geometric mean of the windows' estimates (B_noise is a ratio: average in log space)."""
-        if not self.noise_scales:
-            raise ThriftyError("the backend reports no gradient noise scale: give one")
-        return float(np.exp(np.mean(np.log(self.noise_scales))))
+        """B_noise now: the ratio of the recent measured steps' mean tr(Sigma) to their mean
+        |G|^2 (search.noise_estimate)."""
+        if self.noise.steps == 0:
+            raise ThriftyError("the backend measured no gradient noise yet")
+        return self.noise.value
 
     def per_progress(self, config: Config, step_time_s: float) -> float:
         """Objective per unit of progress at this step time: r T (1/B + 1/B_noise); infinite when
@@ -181,8 +275,7 @@ class Search:
         return best if np.isfinite(best) else None
 
     def _outlook(self, objective: Objective):
-        measured = self.measured()
-        mu, sd = step_time_belief(self.candidates, measured, self.worker_price, self.settings.belief)
+        mu, sd = self.belief()
         left = self.backend.target - self.backend.progress
         batches = np.array([c.global_batch for c in self.candidates], float)
         steps_left = left * (1 / batches + 1 / self.noise_scale())
@@ -236,6 +329,23 @@ class Search:
         rel_sd = [np.std(t, ddof=1) / t.mean() for ts in self.times.values() for t in ts if len(t) > 1]
         need = (float(np.median(rel_sd)) / self.settings.target_rel_se) ** 2 if rel_sd else 0.0
         return float(min(max(self.settings.min_window_steps, need), self.settings.max_window_steps))
+
+    def belief(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mu, sd) of every candidate's log mean step time (search.belief). The model is refitted
+        whenever a configuration is measured for the first time (every probe); more steps of a
+        measured one (the settled re-check windows) update its own mean and standard error, not
+        the fit (the fit is what costs: thousands of simulated searches a minute need it rare).
+        A checkpoint follows a probe, whose new configuration forces a refit, so a resumed search
+        decides exactly as an uninterrupted one."""
+        measured = self.measured()
+        if self._belief_of != set(measured):
+            self._belief = step_time_belief(self.candidates, measured, self.worker_price, self.settings.belief)
+            self._belief_of = set(measured)
+        mu, sd = self._belief[0].copy(), self._belief[1].copy()
+        for i, c in enumerate(self.candidates):
+            if c in measured:
+                mu[i], sd[i] = np.log(measured[c].mean_s), measured[c].rel_se
+        return mu, sd
 
     def measured(self) -> dict[Config, Measured]:
         return {c: Measured.of(np.concatenate(t), float(np.mean(self.syncs[c])) if c in self.syncs else None)

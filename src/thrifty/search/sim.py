@@ -9,11 +9,15 @@ the start-up cost. A configuration not in the trace cannot run."""
 import numpy as np
 
 from thrifty.errors import ThriftyError
-from thrifty.search.backend import ScheduledJob, Window
+from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.trace import TraceRow
+from thrifty.perf.noise import noise_due
+
+
+GRAD_SQ_SPREAD, TRACE_SPREAD = 3.9, 2.2  # per-step relative sd of the estimates (module docstring)
 
 
 class SimBackend(ScheduledJob):
@@ -22,15 +26,18 @@ class SimBackend(ScheduledJob):
     minimum_billed_s = MINIMUM_BILLED_S
 
     def __init__(self, rows: list[TraceRow], schedule: NoiseSchedule, *, seed: int = 0,
-                 measurement_noise: float = 0.03, noise_scale_noise: float = 0.1,
-                 restart_cost_s: float = 60.0, startup_cost_s: float = 60.0) -> None:
+                 measurement_noise: float = 0.03, grad_sq_spread: float = GRAD_SQ_SPREAD,
+                 trace_spread: float = TRACE_SPREAD, restart_cost_s: float = 60.0,
+                 startup_cost_s: float = 60.0) -> None:
         self.rows = {r.config: r for r in rows}
         self.schedule = schedule
         self.rng = np.random.default_rng(seed)
-        self.measurement_noise, self.noise_scale_noise = measurement_noise, noise_scale_noise
+        self.measurement_noise = measurement_noise
+        self.grad_sq_spread, self.trace_spread = grad_sq_spread, trace_spread
         self.restart_cost_s, self.startup_cost_s = restart_cost_s, startup_cost_s
         self._current: Config | None = None
         self._progress = self._elapsed_s = 0.0
+        self._steps = 0  # steps trained: which of them measure the noise
         self._billing = Billing()
 
     def candidates(self) -> list[Config]:
@@ -63,31 +70,45 @@ class SimBackend(ScheduledJob):
         # lognormal with mean 1, so the trace's value is the mean step time
         sigma = self.measurement_noise
         times = row.step_time_s * self.rng.lognormal(-sigma**2 / 2, sigma, size=max(steps, 0))
-        noise_scale = self.schedule.at(self._progress) * float(
-            self.rng.lognormal(-self.noise_scale_noise**2 / 2, self.noise_scale_noise))
+        noise = self._noise(sum(noise_due(self._steps + k + 1, row.config.num_workers) for k in range(len(times))))
+        self._steps += len(times)
         self._progress = self.schedule.advance(self._progress, steps, batch)
         self._run(float(times.sum()))
         sync = None if row.sync_time_s is None else row.sync_time_s * float(
             self.rng.lognormal(-sigma**2 / 2, sigma))  # the window's mean sync, measured like a step
-        return Window(times, noise_scale, sync)
+        return Window(times, noise, sync)
+
+    def _noise(self, steps: int) -> NoiseSample:
+        """`steps` measured steps' estimates (module docstring): means 1 and B_noise(progress)."""
+        shape = 1 / self.trace_spread**2  # gamma: relative sd 1 / sqrt(shape)
+        grad_sq = self.rng.normal(1.0, self.grad_sq_spread, size=steps)
+        trace = self.rng.gamma(shape, self.schedule.at(self._progress) / shape, size=steps)
+        return NoiseSample(grad_sq, trace)
+
+    def train_until(self, progress: float) -> None:
+        """The steps to `progress` at the mean step time (noise averages out over many steps)."""
+        row = self._require_current()
+        batch = row.config.global_batch
+        end = min(progress, self.target)
+        steps = max(np.ceil(self.schedule.steps(self._progress, end, batch) - 1e-9), 0.0)
+        self._steps += int(steps)
+        self._progress = self.target if end >= self.target else self.schedule.advance(self._progress, steps, batch)
+        self._run(float(steps) * row.step_time_s)
 
     def finish(self) -> None:
-        """The steps to the target at the mean step time (noise averages out over many steps)."""
-        row = self._require_current()
-        steps = np.ceil(self.schedule.steps(self._progress, self.target, row.config.global_batch) - 1e-9)
-        self._progress = self.target
-        self._run(float(steps) * row.step_time_s)
+        self.train_until(self.target)
 
     def state(self) -> dict:
         """The job's checkpoint (JSON-ready): configuration, progress, clocks, billing and the
         random generator's state, so a restored sim draws exactly the steps the original would."""
         return {"current": None if self._current is None else self._current.to_dict(),
-                "progress": self._progress, "elapsed_s": self._elapsed_s, "billing": self._billing.state(),
+                "progress": self._progress, "steps": self._steps, "elapsed_s": self._elapsed_s,
+                "billing": self._billing.state(),
                 "rng": self.rng.bit_generator.state}
 
     def restore(self, state: dict) -> None:
         self._current = None if state["current"] is None else self._row(Config(**state["current"])).config
-        self._progress, self._elapsed_s = state["progress"], state["elapsed_s"]
+        self._progress, self._steps, self._elapsed_s = state["progress"], state["steps"], state["elapsed_s"]
         self._billing.restore(state["billing"])
         self.rng.bit_generator.state = state["rng"]
 

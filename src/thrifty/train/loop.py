@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from thrifty.perf.noise import noise_due
 from thrifty.records import NOISE_FIELDS, RunLog, StepRow, TrainResult
 from thrifty.train.emulation import Slowdown
 from thrifty.train.sampler import GlobalBatchSampler
-from thrifty.train.step import Exchange, distributed, noise_due, train_step
+from thrifty.train.step import Exchange, distributed, train_step
 from thrifty.workloads.base import Workload
 
 

@@ -12,17 +12,31 @@ import statistics
 from pathlib import Path
 
 from thrifty.io import write_png, write_text_atomic
+from thrifty.perf.noise import unbiased_norm_estimates
 from thrifty.records import RunLog, StepRow
 
 
 def step_line(rows: list[StepRow]) -> str:
     """One step of every rank as one JSON line (`--step-stream`): the step's time, the slowest
-    rank's compute and the ranks' mean time in the gradient synchronisation."""
+    rank's compute and the ranks' mean time in the gradient synchronisation; on a step that
+    measured the gradient noise, `grad_sq` and `trace` too (noise_estimates)."""
     first = rows[0]
-    return json.dumps({"step": first.step, "epoch": first.epoch, "num_workers": first.num_workers,
-                       "global_batch": first.global_batch, "step_time_s": first.step_time_s,
-                       "compute_time_s": max(r.compute_time_s for r in rows),
-                       "sync_time_s": statistics.fmean(r.sync_time_s for r in rows)})
+    line = {"step": first.step, "epoch": first.epoch, "num_workers": first.num_workers,
+            "global_batch": first.global_batch, "step_time_s": first.step_time_s,
+            "compute_time_s": max(r.compute_time_s for r in rows),
+            "sync_time_s": statistics.fmean(r.sync_time_s for r in rows)}
+    if all(r.has_noise for r in rows):
+        line["grad_sq"], line["trace"] = noise_estimates(rows)
+    return json.dumps(line)
+
+
+def noise_estimates(rows: list[StepRow]) -> tuple[float, float]:
+    """One step's unbiased (|G|^2, tr(Sigma)) (thrifty.perf.noise, McCandlish et al. 2018 App. A),
+    the mean over ranks of each rank's small batch (its local one; with one rank, the first
+    micro-batch) against the big batch (the global one; with one rank, the rank's)."""
+    grad_sq, trace = unbiased_norm_estimates([r.small_batch for r in rows], [r.small_grad_sq for r in rows],
+                                             [r.big_batch for r in rows], [r.big_grad_sq for r in rows])
+    return float(statistics.fmean(grad_sq)), float(statistics.fmean(trace))
 
 
 def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[int],

@@ -19,7 +19,7 @@ from thrifty.records import Profile, StepRow
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.loop import fresh_state, run_steps
 from thrifty.train.sampler import GlobalBatchSampler
-from thrifty.train.step import noise_due
+from thrifty.perf.noise import noise_due
 from thrifty.train.workcount import count_workload
 from thrifty.workloads import load_workload
 

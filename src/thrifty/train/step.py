@@ -41,12 +41,6 @@ class NonFiniteLoss(ThriftyError):
     """A rank's loss was NaN or infinite: the run stops (a learning rate too high, bad data)."""
 
 
-def noise_due(step: int, world_size: int, every_single_process: int = 8) -> bool:
-    """Whether to measure the noise scale at this step: always with several ranks (two squared
-    norms, nearly free), every `every_single_process`-th step with one (micro-batch split)."""
-    return world_size > 1 or step % every_single_process == 0
-
-
 def distributed() -> tuple[int, int]:
     """(rank, world size) of the default process group; (0, 1) without one."""
     if dist.is_available() and dist.is_initialized():

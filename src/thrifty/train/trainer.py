@@ -35,6 +35,7 @@ from thrifty.train.config import TrainConfig, check_config, global_batch_for, to
 from thrifty.train.emulation import Slowdown, remove_cgroups
 from thrifty.train.launcher import run_local_workers, torchrun_group
 from thrifty.train.loop import RankState, fresh_state, run_steps
+from thrifty.perf.noise import noise_due
 from thrifty.train.metrics import plot_run, step_line, summarise, write_summary
 from thrifty.train.policies import make_policy
 from thrifty.train.preemption import AgreedSignals, Preempted, RelayedSignals, shared_signals
@@ -143,7 +144,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     try:
         if state.step < steps:
             run_steps(state, workload, steps=steps, on_step=on_step, slowdown=slowdown,
-                      exchange=agreed.exchange)
+                      exchange=agreed.exchange, measure_noise=noise_steps(config, world_size))
     finally:
         slowdown.close()
         if progress:
@@ -165,6 +166,14 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     write_summary(config.run_dir, summary)
     plot_run(config.run_dir, state.log, f"{workload.name}, {world_size} workers, policy {config.policy}")
     return summary
+
+
+def noise_steps(config: TrainConfig, world_size: int):
+    """Which steps measure the gradient noise: those of a streamed run (its supervisor, thrifty
+    search, estimates B_noise from them; perf.noise.noise_due), none otherwise."""
+    if config.step_stream is None:
+        return lambda step: False
+    return lambda step: noise_due(step + 1, world_size)
 
 
 def _local_rank(rank: int, world_size: int, config: TrainConfig, **kwargs) -> dict:

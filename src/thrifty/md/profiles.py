@@ -1,0 +1,130 @@
+"""Number-density profiles along z: histograms in blocks, block-average error bars, convergence.
+
+Each sample (one per chunk of steps, after equilibration) adds its per-species histogram of z to
+the current block; a block holds `samples_per_block` samples. The profile is the mean over all
+samples; its error bar in each bin is the standard error of the complete blocks' means,
+sd(block means) / sqrt(blocks) (Flyvbjerg & Petersen, J. Chem. Phys. 91, 461 (1989): blocks long
+against the correlation time make the means independent). Between walls the bins are
+BIN_WIDTH_NM wide (the last is stretched or shrunk to end on the wall), densities are in mol/L,
+and a run has converged when every bin's error bar is at or below the tolerance and at least
+MIN_BLOCKS blocks are complete.
+"""
+
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from thrifty.io import write_bytes_atomic, write_text_atomic
+
+BIN_WIDTH_NM = 0.05
+PERIODIC_BINS = 60  # across the box, for a system without walls
+MIN_BLOCKS = 10
+PER_NM3_PER_MOLAR = 0.6022  # N_A * 1 mol/L in nm^-3
+
+
+def edges_nm(z_range_nm: tuple[float, float], walls: bool) -> np.ndarray:
+    """Bin edges: BIN_WIDTH_NM-wide bins between walls (h / round(h / width) exactly), else PERIODIC_BINS."""
+    low, high = z_range_nm
+    bins = max(1, round((high - low) / BIN_WIDTH_NM)) if walls else PERIODIC_BINS
+    return np.linspace(low, high, bins + 1)
+
+
+def histogram(z_nm: np.ndarray, species: np.ndarray, n_species: int, edges: np.ndarray) -> np.ndarray:
+    """(species, bins) counts of one configuration."""
+    return np.stack([np.histogram(z_nm[species == s], bins=edges)[0] for s in range(n_species)]).astype(float)
+
+
+def add_sample(blocks: np.ndarray, counts: np.ndarray, sample: int, samples_per_block: int) -> np.ndarray:
+    """`blocks` (blocks, species, bins) with sample number `sample` (0-based) added to its block."""
+    block = sample // samples_per_block
+    if block == len(blocks):
+        blocks = np.concatenate([blocks, np.zeros((1, *counts.shape))])
+    blocks[block] += counts
+    return blocks
+
+
+@dataclass(frozen=True)
+class Profiles:
+    z_nm: np.ndarray  # bin centres, measured from the mid-plane
+    molar: np.ndarray  # (species, bins) mean density, mol/L
+    error_molar: np.ndarray  # (species, bins) standard error from block means; NaN with < 2 blocks
+    complete_blocks: int
+    bin_width_nm: float
+
+    def max_error_molar(self) -> float:
+        return float(np.max(self.error_molar)) if self.complete_blocks >= 2 else math.inf
+
+
+def profiles(blocks: np.ndarray, samples: int, samples_per_block: int, edges: np.ndarray,
+             area_nm2: float) -> Profiles:
+    bin_volume_molar = area_nm2 * np.diff(edges) * PER_NM3_PER_MOLAR  # count / this = mol/L
+    mean = blocks.sum(axis=0) / max(samples, 1) / bin_volume_molar
+    complete = samples // samples_per_block
+    if complete >= 2:
+        block_means = blocks[:complete] / samples_per_block / bin_volume_molar
+        error = block_means.std(axis=0, ddof=1) / math.sqrt(complete)
+    else:
+        error = np.full_like(mean, np.nan)
+    centres = 0.5 * (edges[:-1] + edges[1:]) - 0.5 * (edges[0] + edges[-1])
+    return Profiles(centres, mean, error, complete, float(edges[1] - edges[0]))
+
+
+def converged(p: Profiles, tolerance_molar: float) -> bool:
+    return p.complete_blocks >= MIN_BLOCKS and p.max_error_molar() <= tolerance_molar
+
+
+def _at(p: Profiles, s: int, bins: list[int]) -> tuple[float, float]:
+    """Mean density of species s over `bins` and its error (the bins' errors taken as independent)."""
+    error = math.sqrt(sum(p.error_molar[s, b] ** 2 for b in bins)) / len(bins)
+    return float(np.mean(p.molar[s, bins])), error
+
+
+def landmarks(p: Profiles, names: tuple[str, ...], radii_nm: tuple[float, ...] | None) -> dict[str, dict]:
+    """Per species: mid-plane density (the bins at z = 0, symmetrised), peak density and where, and the
+    contact density (the bins at z = +-(h/2 - d/2), where an ion touches a wall; needs the radii)."""
+    half_nm = -p.z_nm[0] + 0.5 * (p.z_nm[1] - p.z_nm[0]) if len(p.z_nm) > 1 else 0.0
+
+    def nearest(z: float) -> int:
+        return int(np.argmin(np.abs(p.z_nm - z)))
+    middle = sorted({nearest(0.0), len(p.z_nm) - 1 - nearest(0.0)})
+    out = {}
+    for s, name in enumerate(names):
+        peak = int(np.argmax(p.molar[s]))
+        mid, mid_err = _at(p, s, middle)
+        row = {"midplane_molar": mid, "midplane_err": mid_err, "peak_molar": float(p.molar[s, peak]),
+               "peak_err": float(p.error_molar[s, peak]), "peak_z_nm": float(p.z_nm[peak])}
+        if radii_nm is not None:
+            contact, contact_err = _at(p, s, sorted({nearest(-half_nm + radii_nm[s]), nearest(half_nm - radii_nm[s])}))
+            row |= {"contact_molar": contact, "contact_err": contact_err}
+        out[name] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+    return out
+
+
+def write_csv(path: Path, p: Profiles, names: tuple[str, ...]) -> None:
+    """z_nm, then <species>_molar and <species>_err per species (e.g. cation_molar, cation_err, ...)."""
+    header = ",".join(["z_nm", *(f"{n}_{c}" for n in names for c in ("molar", "err"))])
+    rows = "".join(f"{z:.4f}," + ",".join(f"{p.molar[s, b]:.6f},{p.error_molar[s, b]:.6f}"
+                                          for s in range(len(names))) + "\n"
+                   for b, z in enumerate(p.z_nm))
+    write_text_atomic(path, header + "\n" + rows)
+
+
+def plot_png(path: Path, p: Profiles, names: tuple[str, ...], title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for s, name in enumerate(names):
+        ax.errorbar(p.z_nm, p.molar[s], yerr=np.nan_to_num(p.error_molar[s]), label=name, capsize=2, lw=1)
+    ax.set_xlabel("z (nm, from the mid-plane)")
+    ax.set_ylabel("density (mol/L)")
+    ax.set_title(title, fontsize=7, wrap=True)
+    ax.legend()
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    write_bytes_atomic(path, buffer.getvalue())

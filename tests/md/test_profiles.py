@@ -1,0 +1,59 @@
+"""Density profiles: bins, block-average error bars, convergence and the landmark densities."""
+
+import math
+
+import numpy as np
+import pytest
+
+from thrifty.md import profiles as prof
+
+
+def test_bins_between_walls_are_about_0_05_nm_and_end_on_the_walls():
+    edges = prof.edges_nm((4.5, 7.5), walls=True)
+    assert len(edges) == 61 and np.allclose(np.diff(edges), 0.05)
+    odd = prof.edges_nm((0.0, 2.03), walls=True)
+    assert len(odd) == 42 and odd[-1] == 2.03 and np.allclose(np.diff(odd), 2.03 / 41)
+    assert len(prof.edges_nm((0.0, 5.0), walls=False)) == prof.PERIODIC_BINS + 1
+
+
+def test_error_bars_are_the_standard_error_of_complete_block_means():
+    """Three samples per block; the seventh sample opens a fourth block that counts in the mean only."""
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 5, (7, 2, 4)).astype(float)
+    blocks = np.zeros((0, 2, 4))
+    for sample, c in enumerate(counts):
+        blocks = prof.add_sample(blocks, c, sample, 3)
+    assert blocks.shape == (3, 2, 4)
+    edges = np.linspace(-1.0, 1.0, 5)  # 0.5 nm bins
+    p = prof.profiles(blocks, 7, 3, edges, area_nm2=2.0)
+    to_molar = 1 / (2.0 * 0.5 * 0.6022)
+    assert np.allclose(p.molar, counts.mean(0) * to_molar)
+    means = counts[:6].reshape(2, 3, 2, 4).mean(1) * to_molar
+    assert p.complete_blocks == 2 and np.allclose(p.error_molar, means.std(0, ddof=1) / math.sqrt(2))
+    assert np.allclose(p.z_nm, [-0.75, -0.25, 0.25, 0.75]) and p.bin_width_nm == 0.5
+    one = prof.profiles(blocks[:1], 3, 3, edges, 2.0)
+    assert np.isnan(one.error_molar).all() and one.max_error_molar() == math.inf
+
+
+def test_converged_needs_enough_blocks_and_every_error_bar_within_the_tolerance():
+    edges = np.linspace(-1.0, 1.0, 3)
+    steady = np.ones((prof.MIN_BLOCKS, 1, 2))  # no scatter: zero error bars
+    assert prof.converged(prof.profiles(steady, prof.MIN_BLOCKS, 1, edges, 1.0), 0.02)
+    assert not prof.converged(prof.profiles(steady[:-1], prof.MIN_BLOCKS - 1, 1, edges, 1.0), 0.02)
+    noisy = steady.copy()
+    noisy[0, 0, 1] = 3.0
+    p = prof.profiles(noisy, prof.MIN_BLOCKS, 1, edges, 1.0)
+    assert not prof.converged(p, 0.02) and prof.converged(p, p.max_error_molar())
+
+
+def test_landmarks_read_contact_peak_and_midplane_bins():
+    z = np.linspace(-0.975, 0.975, 40)  # h = 2 nm, 0.05 nm bins
+    molar = np.array([np.where(np.abs(np.abs(z) - 0.725) < 0.01, 2.0, 1.0), np.full(40, 0.5)])
+    molar[0, 19] = molar[0, 20] = 0.8  # the two bins at the mid-plane
+    p = prof.Profiles(z, molar, np.full((2, 40), 0.01), 10, 0.05)
+    out = prof.landmarks(p, ("cation", "anion"), (0.275, 0.3))
+    cation = out["cation"]
+    assert cation["contact_molar"] == 2.0 and cation["peak_molar"] == 2.0 and cation["midplane_molar"] == 0.8
+    assert abs(cation["peak_z_nm"]) == pytest.approx(0.725) and cation["midplane_err"] == pytest.approx(0.01 / math.sqrt(2))
+    assert out["anion"]["contact_molar"] == 0.5
+    assert "contact_molar" not in prof.landmarks(p, ("cation", "anion"), None)["cation"]

@@ -1,0 +1,31 @@
+"""The step stream's line (`thrifty train --step-stream`): what a supervisor such as thrifty search
+reads of each step."""
+
+import json
+
+import pytest
+
+from thrifty.records import StepRow
+from thrifty.train.metrics import step_line
+
+
+def _rows(noise: bool) -> list[StepRow]:
+    extra = [dict(small_batch=32, small_grad_sq=3.0, big_batch=64, big_grad_sq=1.5),
+             dict(small_batch=32, small_grad_sq=2.0, big_batch=64, big_grad_sq=1.5)] if noise else [{}, {}]
+    return [StepRow(step=7, rank=k, num_workers=2, local_batch=32, global_batch=64, compute_time_s=0.01,
+                    sync_time_s=0.002, step_time_s=0.013, **extra[k]) for k in range(2)]
+
+
+def test_a_step_that_measured_the_noise_streams_the_ranks_mean_unbiased_estimates():
+    # mutations caught: the estimates of one rank only; the raw squared norms instead of the
+    # unbiased |G|^2 and tr(Sigma) (McCandlish et al. 2018, eqs. A.1-A.2)
+    line = json.loads(step_line(_rows(noise=True)))
+    # rank 0: |G|^2 = (64 1.5 - 32 3) / 32 = 0, tr = (3 - 1.5) / (1/32 - 1/64) = 96;
+    # rank 1: |G|^2 = (96 - 64) / 32 = 1, tr = 0.5 / (1/64) = 32
+    assert line["grad_sq"] == pytest.approx(0.5) and line["trace"] == pytest.approx(64.0)
+    assert line["step"] == 7 and line["step_time_s"] == pytest.approx(0.013)
+
+
+def test_a_step_without_noise_streams_no_estimates():
+    line = json.loads(step_line(_rows(noise=False)))
+    assert "grad_sq" not in line and "trace" not in line
