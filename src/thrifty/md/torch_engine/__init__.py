@@ -1,0 +1,13 @@
+"""A batched, differentiable torch engine for the nanoconfinement model (md.nanoconfinement).
+
+R replicas with different parameters in padded tensors (replicas), dense all-pairs with the minimum
+image (pairs), WCA ion-ion and ion-wall repulsions (short_range), slab Ewald electrostatics (ewald),
+forces by autograd (potential) and a BAOAB Langevin integrator (integrator). float64 or float32,
+CPU or GPU. Imports torch: nothing on the CLI's import path may import this package.
+"""
+
+from thrifty.md.torch_engine.ewald import Ewald, ewald
+from thrifty.md.torch_engine.potential import TERMS, energies, energy_and_forces
+from thrifty.md.torch_engine.replicas import Replicas, replicas
+
+__all__ = ["TERMS", "Ewald", "Replicas", "energies", "energy_and_forces", "ewald", "replicas"]
