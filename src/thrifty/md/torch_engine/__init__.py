@@ -6,8 +6,8 @@ forces by autograd (potential) and a BAOAB Langevin integrator (integrator). flo
 CPU or GPU. Imports torch: nothing on the CLI's import path may import this package.
 """
 
-from thrifty.md.torch_engine.ewald import Ewald, ewald
+from thrifty.md.torch_engine.ewald import Ewald, prepare_ewald
 from thrifty.md.torch_engine.potential import TERMS, energies, energy_and_forces
 from thrifty.md.torch_engine.replicas import Replicas, replicas
 
-__all__ = ["TERMS", "Ewald", "Replicas", "energies", "energy_and_forces", "ewald", "replicas"]
+__all__ = ["TERMS", "Ewald", "Replicas", "energies", "energy_and_forces", "prepare_ewald", "replicas"]

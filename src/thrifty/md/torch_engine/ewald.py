@@ -44,7 +44,7 @@ def _half_space(n: tuple[int, int, int]) -> torch.Tensor:
     return m[(x > 0) | ((x == 0) & (y > 0)) | ((x == 0) & (y == 0) & (z > 0))]
 
 
-def ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
+def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
     """Each replica's alpha and k-vectors from its cutoff, box and tolerance (None: its model's)."""
     dtype, device = batch.box_nm.dtype, batch.box_nm.device
     alphas, ks, weights = [], [], []
