@@ -1,0 +1,76 @@
+"""The torch engine's dynamics: energy conservation without friction (float64), the thermostat's
+temperature over a batch of replicas, and gradients through a trajectory against finite differences."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from test_nanoconfinement import SMALL
+
+from thrifty.md.nanoconfinement import NanoconfinementModel
+from thrifty.md.torch_engine import energy_and_forces, prepare_ewald, replicas
+from thrifty.md.torch_engine import integrator as it
+
+torch.set_num_threads(1)
+DRIFT_BOUND_KJ_MOL_NS = 1.0  # |linear drift of the total energy| of 10 ions (kT = 2.48 kJ/mol); measured ~0.1
+
+
+def _equilibrated(models, steps: int, seed: int = 0):
+    batch, positions = replicas(models)
+    setup = prepare_ewald(batch)
+    generator = torch.Generator().manual_seed(seed)
+    state = it.start(batch, setup, positions, generator)
+    for _ in range(steps):
+        state = it.step(batch, setup, state, friction_per_ps=10.0, generator=generator)
+    return batch, setup, state, generator
+
+
+def test_without_friction_the_total_energy_drifts_less_than_the_bound():
+    """Velocity Verlet (BAOAB at gamma 0), dt 5 fs, 800 steps (4 ps), Ewald tolerance 1e-6."""
+    batch, setup, state, _ = _equilibrated([NanoconfinementModel(**SMALL, ewald_tolerance=1e-6)], 200)
+    energies = []
+    for _ in range(800):
+        state = it.step(batch, setup, state, friction_per_ps=0.0)
+        energies.append(float(state.potential_kj_mol[0] + it.kinetic_kj_mol(batch, state)[0]))
+    time_ns = np.arange(len(energies)) * 0.005e-3
+    slope_kj_mol_ns = np.polyfit(time_ns, energies, 1)[0]
+    assert abs(slope_kj_mol_ns) < DRIFT_BOUND_KJ_MOL_NS
+    assert np.std(energies) < 0.01 * batch.kt_kj_mol * 10  # fluctuations of the shadow energy only
+
+
+def test_the_thermostat_holds_298_k_over_a_batch_of_replicas():
+    """16 replicas (10 and 6 ions), 600 steps to relax the lattice, then the mean over 300 (1.5 ps)."""
+    models = [NanoconfinementModel(**SMALL), NanoconfinementModel(**SMALL, z_plus=2)] * 8
+    batch, setup, state, generator = _equilibrated(models, 600)
+    temperatures = []
+    for _ in range(300):
+        state = it.step(batch, setup, state, friction_per_ps=10.0, generator=generator)
+        temperatures.append(it.temperature_k(batch, state))
+    dof = 3 * batch.mask.sum(-1).double()
+    mean = float((torch.stack(temperatures).mean(0) * dof).sum() / dof.sum())
+    assert mean == pytest.approx(298.0, rel=0.05)
+
+
+def test_the_gradient_through_a_trajectory_matches_finite_differences():
+    """d/d(d+) of the cations' mean (z - mid)^2 after 10 steps without friction, float64."""
+    model = NanoconfinementModel(**SMALL, ewald_tolerance=1e-6)
+    batch, setup, start, _ = _equilibrated([model], 20)
+    cation = batch.charges_e > 0
+
+    def observable(d_plus: torch.Tensor) -> torch.Tensor:
+        b = dataclasses.replace(batch, diameters_nm=torch.where(cation, d_plus, batch.diameters_nm))
+        energy, forces = energy_and_forces(b, setup, start.positions_nm, create_graph=True)
+        state = it.State(start.positions_nm, start.velocities_nm_ps, forces, energy)
+        for _ in range(10):
+            state = it.step(b, setup, state, friction_per_ps=0.0, create_graph=True)
+        z = state.positions_nm[..., 2] - model.box_z_nm / 2
+        return (z * z)[cation].mean()
+
+    d_plus = torch.tensor(model.d_plus_nm, dtype=torch.float64, requires_grad=True)
+    (gradient,) = torch.autograd.grad(observable(d_plus), d_plus)
+    step = 1e-5
+    with torch.no_grad():
+        finite = (observable(d_plus + step) - observable(d_plus - step)) / (2 * step)
+    assert abs(float(gradient)) > 1e-4
+    assert float(gradient) == pytest.approx(float(finite), rel=1e-5)
