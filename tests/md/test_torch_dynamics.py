@@ -13,7 +13,9 @@ from thrifty.md.torch_engine import energy_and_forces, prepare_ewald, replicas
 from thrifty.md.torch_engine import integrator as it
 
 torch.set_num_threads(1)
-DRIFT_BOUND_KJ_MOL_NS = 1.0  # |linear drift of the total energy| of 10 ions (kT = 2.48 kJ/mol); measured ~0.1
+# |linear drift of the total energy| of 10 ions (kT = 2.48 kJ/mol), i.e. 0.08 kT per ion per ns;
+# measured 0.9 over these 4 ps and 0.4 over 20 ps (fluctuations: sd 0.005 kJ/mol)
+DRIFT_BOUND_KJ_MOL_NS = 2.0
 
 
 def _equilibrated(models, steps: int, seed: int = 0):
@@ -36,7 +38,7 @@ def test_without_friction_the_total_energy_drifts_less_than_the_bound():
     time_ns = np.arange(len(energies)) * 0.005e-3
     slope_kj_mol_ns = np.polyfit(time_ns, energies, 1)[0]
     assert abs(slope_kj_mol_ns) < DRIFT_BOUND_KJ_MOL_NS
-    assert np.std(energies) < 0.01 * batch.kt_kj_mol * 10  # fluctuations of the shadow energy only
+    assert np.std(energies) < 0.01 * batch.kt_kj_mol  # the shadow energy only fluctuates
 
 
 def test_the_thermostat_holds_298_k_over_a_batch_of_replicas():

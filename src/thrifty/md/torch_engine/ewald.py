@@ -11,8 +11,11 @@ periodic images along z (Yeh & Berkowitz, J. Chem. Phys. 111, 3155 (1999)). Ewal
 - slab: (2 pi / V) M_z^2, M_z = sum_j q_j z_j (Yeh & Berkowitz 1999, eq. 11; neutral systems)
 Parameters from the tolerance delta (the model's ewald_tolerance): alpha = sqrt(-ln(2 delta)) / rc,
 OpenMM's choice, so that erfc(alpha rc) ~ delta; k_max = 2 alpha sqrt(-ln delta), so the neglected
-Gaussian factor exp(-k_max^2 / 4 alpha^2) = delta. The relative energy error is then about delta
-(tests/md/test_torch_engine.py measures it against a converged sum: below 1e-9 at delta 1e-12).
+Gaussian factor exp(-k_max^2 / 4 alpha^2) = delta. The relative error is then about delta: for the
+default system (406 ions, 15 x 15 x 9 nm, rc 2.5 nm) at the default delta 5e-4 (alpha 1.05/nm, 3340
+k-vectors) the Coulomb energy is off by 5e-4 and the forces by 3e-4 (rms over rms) of a delta 1e-9 sum;
+at 1e-5 (12176 k-vectors) by 1e-5 and 6e-6. tests/md/test_torch_engine.py checks |error| <= 10 delta
+against the converged direct sum of test_nanoconfinement, down to delta 1e-12.
 """
 
 import math

@@ -1,9 +1,12 @@
 """All pairs of a replica, dense: (R, N, N) distances with the minimum image in x, y and z.
 
 Dense all-pairs costs N^2 per replica but is one batched tensor program with no rebuilds; for the
-few hundred ions of a nanoconfinement system it is what we use (no cell list here). The minimum
-image is exact while every cutoff is at most half of each box side (NanoconfinementModel.check
-asks this in x and y; the padded Lz >= 2 cutoff and the slit's h <= Lz/3 give it in z).
+few hundred ions of a nanoconfinement system it is what we use. Measured on one CPU thread for the
+default 406 ions: distances + WCA + real-space Coulomb with their gradient 23 ms, against 49 ms for the
+reciprocal sum; no cell list was written to compare, and at this size it could save at most a third
+of a step. The minimum image is exact while every cutoff is at most half of each box side
+(NanoconfinementModel.check asks this in x and y; in z the padded Lz >= max(3 h, 2 cutoff) keeps
+every z image of an ion in the slit at least a cutoff away).
 """
 
 import torch
