@@ -1,14 +1,17 @@
 """The torch engine's dynamics: energy conservation without friction (float64), the thermostat's
-temperature over a batch of replicas, and gradients through a trajectory against finite differences."""
+temperature over a batch of replicas, gradients through a trajectory against finite differences, and
+a frictionless trajectory against OpenMM's."""
 
 import dataclasses
 
 import numpy as np
+import openmm
 import pytest
 import torch
+from openmm import unit
 from test_nanoconfinement import SMALL
 
-from thrifty.md.nanoconfinement import NanoconfinementModel
+from thrifty.md.nanoconfinement import GROUPS, NanoconfinementModel, nanoconfinement_system
 from thrifty.md.torch_engine import energy_and_forces, prepare_ewald, replicas
 from thrifty.md.torch_engine import integrator as it
 
@@ -76,3 +79,24 @@ def test_the_gradient_through_a_trajectory_matches_finite_differences():
         finite = (observable(d_plus + step) - observable(d_plus - step)) / (2 * step)
     assert abs(float(gradient)) > 1e-4
     assert float(gradient) == pytest.approx(float(finite), rel=1e-5)
+
+
+def test_without_friction_the_trajectory_follows_openmm_verlet():
+    """50 steps from the same state: OpenMM's VerletIntegrator (leapfrog: given v(-dt/2) = v(0) -
+    dt/2 F(0)/m, its positions are velocity Verlet's) on the Reference platform, Ewald at 1e-10."""
+    model = NanoconfinementModel(**SMALL, ewald_tolerance=1e-10)
+    batch, setup, state, _ = _equilibrated([model], 50)
+    md = nanoconfinement_system(model)
+    md.system.getForce(GROUPS["coulomb"]).setNonbondedMethod(openmm.NonbondedForce.Ewald)
+    integrator = openmm.VerletIntegrator(0.005)
+    context = openmm.Context(md.system, integrator, openmm.Platform.getPlatformByName("Reference"))
+    half_kick = 0.5 * 0.005 * state.forces_kj_mol_nm / batch.masses_amu[..., None]
+    context.setPositions(state.positions_nm[0].numpy() * unit.nanometer)
+    context.setVelocities((state.velocities_nm_ps - half_kick)[0].numpy() * unit.nanometer / unit.picosecond)
+    for _ in range(50):
+        state = it.step(batch, setup, state, dt_ps=0.005, friction_per_ps=0.0)
+    integrator.step(50)
+    expected = context.getState(getPositions=True).getPositions(asNumpy=True).value_in_unit(unit.nanometer)
+    delta = state.positions_nm[0].numpy() - expected
+    delta[:, :2] -= model.side_nm * np.round(delta[:, :2] / model.side_nm)
+    assert np.abs(delta).max() < 1e-7
