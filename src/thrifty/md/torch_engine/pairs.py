@@ -12,7 +12,8 @@ every z image of an ion in the slit at least a cutoff away).
 import torch
 
 
-def distances(positions_nm: torch.Tensor, box_nm: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def distances(positions_nm: torch.Tensor, box_nm: torch.Tensor,
+              mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(r, pairs): r (R, N, N) with 1.0 wherever `pairs` is False (i = j or a padded particle), so that
     neither r nor its gradient is ever 0/0; `pairs` (R, N, N) marks real pairs i != j (both orders)."""
     delta = positions_nm[:, :, None, :] - positions_nm[:, None, :, :]
