@@ -26,15 +26,6 @@ class Replicas:
     cutoff_nm: torch.Tensor  # (R,) real-space Coulomb cutoff
     models: tuple[NanoconfinementModel, ...]
 
-    @property
-    def count(self) -> int:
-        return self.mask.shape[0]
-
-    def to(self, dtype: torch.dtype) -> "Replicas":
-        cast = {k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-                for k, v in self.__dict__.items()}
-        return Replicas(**cast)
-
 
 def replicas(models: list[NanoconfinementModel], seed: int = 0, dtype: torch.dtype = torch.float64,
              device: str | torch.device = "cpu") -> tuple[Replicas, torch.Tensor]:
