@@ -1,0 +1,108 @@
+"""Throughput of the torch engine (md.torch_engine) against OpenMM for R small nanoconfinement replicas.
+
+R replicas with different parameters (h 2-3 nm, z+ 1-3, c 0.5-1 M, a 4 nm box, cutoff 1.2 nm: 18 to
+about 60 ions each) run `--steps` Langevin steps: all R at once as one batched torch program, and on
+OpenMM's CPU platform one replica after another (PME as md.nanoconfinement builds it; the torch
+engine sums Ewald exactly at the same tolerance, 5e-4). The figure of merit is ion-steps per
+second, sum_i N_i * steps / wall time; building the systems and contexts is not timed, one warm-up
+step of each is. Run (quiet machine): `python benchmarks/bench_torch_md.py [--device cuda]
+[--dtype float32] [--threads N]`; `--quick` (10 steps, R = 1 and 8, no files) checks it end to end.
+Writes results/torch_md.json and .png.
+"""
+
+import argparse
+import itertools
+import time
+
+import matplotlib.pyplot as plt
+import openmm
+import torch
+from openmm import unit
+
+from common import save_figure, write_result
+from thrifty.md.nanoconfinement import NanoconfinementModel, nanoconfinement_system
+from thrifty.md.torch_engine import prepare_ewald, replicas
+from thrifty.md.torch_engine import integrator as it
+
+
+def models(count: int) -> list[NanoconfinementModel]:
+    grid = itertools.cycle(itertools.product((2.0, 2.5, 3.0), (1, 2, 3), (0.5, 0.75, 1.0)))
+    return [NanoconfinementModel(h_nm=h, z_plus=zp, c_molar=c, box_nm=4.0, cutoff_nm=1.2)
+            for (h, zp, c), _ in zip(grid, range(count))]
+
+
+def torch_ion_steps_per_s(batch_models: list[NanoconfinementModel], steps: int, dtype: torch.dtype,
+                          device: str) -> float:
+    batch, positions = replicas(batch_models, dtype=dtype, device=device)
+    setup = prepare_ewald(batch)
+    generator = torch.Generator(device=device).manual_seed(0)
+    state = it.step(batch, setup, it.start(batch, setup, positions, generator), generator=generator)  # warm-up
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        state = it.step(batch, setup, state, generator=generator)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return int(batch.mask.sum()) * steps / (time.perf_counter() - start)
+
+
+def openmm_ion_steps_per_s(batch_models: list[NanoconfinementModel], steps: int, threads: int | None) -> float:
+    contexts, ions = [], 0
+    for model in batch_models:
+        md = nanoconfinement_system(model)
+        integrator = openmm.LangevinMiddleIntegrator(md.temperature_k, 1.0, md.timestep_ps)
+        properties = {"Threads": str(threads)} if threads else {}
+        context = openmm.Context(md.system, integrator, openmm.Platform.getPlatformByName("CPU"), properties)
+        context.setPositions(md.positions * unit.nanometer)
+        context.setVelocitiesToTemperature(md.temperature_k, 1)
+        integrator.step(1)  # warm-up
+        contexts.append(context)
+        ions += md.system.getNumParticles()
+    start = time.perf_counter()
+    for context in contexts:
+        context.getIntegrator().step(steps)
+        context.getState(getPositions=True)  # the step is done when its positions can be read
+    return ions * steps / (time.perf_counter() - start)
+
+
+def main(counts: list[int], steps: int, dtype: str, device: str, threads: int | None, write: bool) -> list[dict]:
+    if threads:
+        torch.set_num_threads(threads)
+    rows = []
+    for count in counts:
+        batch_models = models(count)
+        row = {"replicas": count, "steps": steps,
+               "torch_ion_steps_per_s": torch_ion_steps_per_s(batch_models, steps, getattr(torch, dtype), device),
+               "openmm_cpu_ion_steps_per_s": openmm_ion_steps_per_s(batch_models, steps, threads)}
+        row["torch_over_openmm"] = row["torch_ion_steps_per_s"] / row["openmm_cpu_ion_steps_per_s"]
+        rows.append(row)
+        print(row)
+    if write:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot(counts, [r["torch_ion_steps_per_s"] for r in rows], "o-", label=f"torch batched ({device}, {dtype})")
+        ax.plot(counts, [r["openmm_cpu_ion_steps_per_s"] for r in rows], "s-", label="OpenMM CPU, one by one")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("replicas R")
+        ax.set_ylabel("ion-steps per second")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        save_figure(fig, "torch_md")
+        write_result("torch_md", {"device": device, "dtype": dtype, "threads": threads, "rows": rows})
+    return rows
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 8, 32, 128])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch and OpenMM CPU threads (default: theirs)")
+    parser.add_argument("--quick", action="store_true", help="10 steps, R = 1 and 8, no files: an end-to-end check")
+    args = parser.parse_args()
+    if args.quick:
+        main([1, 8], 10, args.dtype, args.device, args.threads, write=False)
+    else:
+        main(args.replicas, args.steps, args.dtype, args.device, args.threads, write=True)

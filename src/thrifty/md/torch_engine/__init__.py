@@ -1,0 +1,16 @@
+"""A batched, differentiable torch engine for the nanoconfinement model (md.nanoconfinement).
+
+R replicas with different parameters in padded tensors (replicas), dense all-pairs with the minimum
+image (pairs), WCA ion-ion and ion-wall repulsions (short_range), slab Ewald electrostatics (ewald),
+forces by autograd (potential), a BAOAB Langevin integrator (integrator) and density profiles of a
+batched run (sampling). float64 or float32, CPU or GPU (written for both; tested on CPU). Imports
+torch: nothing on the CLI's import path may import this package.
+"""
+
+from thrifty.md.torch_engine.ewald import Ewald, prepare_ewald
+from thrifty.md.torch_engine.potential import TERMS, energies, energy_and_forces
+from thrifty.md.torch_engine.replicas import Replicas, replicas
+from thrifty.md.torch_engine.sampling import sample_profiles
+
+__all__ = ["TERMS", "Ewald", "Replicas", "energies", "energy_and_forces", "prepare_ewald", "replicas",
+           "sample_profiles"]
