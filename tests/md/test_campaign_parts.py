@@ -112,7 +112,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_bit_identical(tmp_pat
     whole = SIM(PARAMS, tmp_path / "whole", Dies(tmp_path / "whole" / "ck", 1000, None))
     assert whole["converged"] and whole["steps"] < SIM.max_chunks * SIM.steps_per_chunk
     attempts, rng = [], np.random.default_rng(0)
-    while True:
+    while len(attempts) < 100:  # a run that restarts from scratch never gets past its deaths
         ck = Dies(tmp_path / "parts" / "ck", 4, int(rng.integers(10, 30)),
                   log=tmp_path / "parts" / "attempts" / f"{len(attempts) + 1:03d}.json")
         attempts.append(ck)
@@ -121,6 +121,8 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_bit_identical(tmp_pat
             break
         except Dies.Killed:
             continue
+    else:
+        pytest.fail("100 attempts did not finish the run: it does not resume")
     assert len(attempts) >= 3
     assert resumed == whole
     assert (tmp_path / "parts" / "profiles.csv").read_text() == (tmp_path / "whole" / "profiles.csv").read_text()
