@@ -156,3 +156,14 @@ def test_lost_work_counts_what_each_dead_attempt_ran_past_its_last_save(tmp_path
                              {"last_chunk": 20.0, "last_save": 20.0, "chunks": 4, "saved_chunk": 4}]):
         (logs / f"{i + 1:03d}.json").write_text(json.dumps(log))
     assert lost_work(logs) == (2, 2.5, 3)
+
+
+def test_placement_reuses_the_safest_idle_node_and_goes_fresh_near_the_wall():
+    from thrifty.md.pool import Placement
+    _, model = load_model("gcp-2019")
+    placement = Placement.solve(model, 3 * 3600, 60.0, 60.0, 60.0)
+    young, middle, old = 0.0, 8 * 3600, 23 * 3600
+    assert placement.choose({"young": young, "middle": middle}) == ("middle", None)  # past infant mortality
+    assert placement.fresh_better(old) and not placement.fresh_better(middle)
+    assert placement.choose({"old": old}) == (None, "old")  # retire it, a fresh VM takes the run
+    assert placement.choose({}) == (None, None)

@@ -10,10 +10,9 @@ it, as a cloud's spot pool with a target size would. Every process binds 127.0.0
 
 The bill: each node is paid per node-second from its launch to its end, a one-minute minimum per
 VM (catalog.vmtype.MINIMUM_BILLED_S), in model time, at the catalog's spot or on-demand price.
-Placement (SciSpot, Kadupitiya et al., TPDS 2022; transient.reuse): the next run goes to an idle
-node unless, at that node's age, a fresh VM is expected to finish the run sooner (V(T, a) >
-V(T, 0) + start-up); if every idle node is at such an age, the oldest is retired and a fresh node
-takes the run.
+Placement (SciSpot, Kadupitiya et al., TPDS 2022; transient.reuse): the next run goes to the idle
+node expected to finish it soonest (least V(T, a) at its age a) unless a fresh VM would do better
+(V(T, a) > V(T, 0) + start-up); then the oldest idle node is retired and a fresh one takes it.
 """
 
 import json
@@ -69,28 +68,37 @@ def bill(lives: list[NodeLife], vm: VMType, time_scale: float, now: float) -> di
 
 @dataclass(frozen=True)
 class Placement:
-    """SciSpot's reuse rule for runs of `job_s` model seconds (transient.reuse.solve_reuse)."""
+    """SciSpot's reuse rule for runs of `job_s` model seconds: V(T, a), the expected time to finish
+    a run started on a VM of age a (transient.reuse.solve_reuse, the checkpoint DP's value table)."""
 
-    fresh_ranges_s: list[tuple[float, float]]
+    ages_s: tuple[float, ...]
+    expected_s: tuple[float, ...]  # V(T, a) at ages_s
+    fresh_s: float  # V(T, 0) + a fresh VM's start-up
 
     @classmethod
     def solve(cls, model: LifetimeModel, job_s: float, checkpoint_cost_s: float, restart_cost_s: float,
               startup_s: float) -> "Placement":
         grid_s = max(job_s / 60, 60.0)
-        rule = solve_reuse(model, [job_s / HOUR], checkpoint_cost_s, restart_cost_s, startup_s, grid_s)[3][0]
-        return cls(rule.fresh_ranges_s)
+        solver, value, _, _ = solve_reuse(model, [job_s / HOUR], checkpoint_cost_s, restart_cost_s, startup_s, grid_s)
+        row = value[int(round(job_s / solver.grid_s))]
+        return cls(tuple(solver.ages), tuple(row), float(row[0] + startup_s))
+
+    def expected_at(self, age_s: float) -> float:
+        return float(np.interp(age_s, self.ages_s, self.expected_s, right=np.inf))
 
     def fresh_better(self, age_s: float) -> bool:
-        return any(low <= age_s <= high for low, high in self.fresh_ranges_s)
+        """Reuse when V(T, a) <= V(T, 0) + start-up (transient.reuse)."""
+        return self.expected_at(age_s) > self.fresh_s
 
     def choose(self, idle_ages_s: dict[str, float]) -> tuple[str | None, str | None]:
-        """(node to run on, node to retire first) among idle nodes and their model ages: the
-        youngest node that is fine to reuse, else retire the oldest and use a fresh one."""
+        """(node to run on, node to retire first) among idle nodes and their model ages: the node
+        expected to finish the run soonest if reusing it beats a fresh VM, else retire the oldest
+        and use a fresh one."""
         if not idle_ages_s:
             return None, None
-        reusable = [n for n, age in sorted(idle_ages_s.items(), key=lambda kv: kv[1]) if not self.fresh_better(age)]
-        if reusable:
-            return reusable[0], None
+        best = min(idle_ages_s, key=lambda n: self.expected_at(idle_ages_s[n]))
+        if not self.fresh_better(idle_ages_s[best]):
+            return best, None
         return None, max(idle_ages_s, key=idle_ages_s.get)
 
 
