@@ -38,6 +38,27 @@ def test_a_bad_space_file_is_one_line_and_exit_2(tmp_path, capsys, text, reason)
     assert not (tmp_path / "c.db").exists()
 
 
+@pytest.mark.parametrize("extra, reason", [
+    (["--pool", "spot"], "--pool must be spot:N"),
+    (["--pool", "preemptible:4"], "--pool must be spot:N"),
+    (["--budget-runs", "0"], "--budget-runs must be a positive integer"),
+    (["--sampler", "sobol"], "unknown sampler"),
+    (["--simulation", "nowhere"], "unknown simulation"),
+    (["--simulation", "thrifty.md.nothing:simulate"], "cannot load simulation"),
+    (["--instance-type", "z9-huge"], "unknown GCP instance type"),
+    (["--model", "nope"], "unknown lifetime model"),
+    (["--ckpt-cost", "5h", "--job-hours", "1"], "checkpoint cost"),
+    (["--address", "127.0.0.1:1", "--emulate-preemptions"], "not both"),
+])
+def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, capsys, extra, reason):
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"), *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and reason in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "c.db").exists()
+
+
 def test_grid_covers_the_box_and_skips_completed_points():
     sampler = GridSampler(parse_space(SPACE))
     points = sampler.next_points([], 100)
