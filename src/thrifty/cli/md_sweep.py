@@ -1,6 +1,7 @@
 """`thrifty md sweep`: a campaign of simulations over a parameter box, on Ray, on a (preemptible) pool."""
 
 import contextlib
+import shutil
 import sys
 import tempfile
 import time
@@ -91,6 +92,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
                 ray.shutdown()
                 if emulated is not None:
                     emulated.shutdown()
+                    shutil.rmtree(emulated.shared_dir, ignore_errors=True)
     lives = emulated.lives if emulated is not None else \
         [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
     summary = {"campaign": campaign, "resumed": resumed, "pool": pool, "instance_type": instance_type,
