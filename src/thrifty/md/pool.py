@@ -15,8 +15,10 @@ node expected to finish it soonest (least V(T, a) at its age a) unless a fresh V
 (V(T, a) > V(T, 0) + start-up); then the oldest idle node is retired and a fresh one takes it.
 """
 
+import contextlib
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,7 +154,14 @@ class EmulatedPool:
 
     def _end(self, node_id: str, preempted: bool) -> None:
         node, _ = self._live.pop(node_id)
+        # the raylet's workers report results straight to the driver and would outlive their
+        # raylet for a while: a preempted VM takes every process with it
+        workers = _descendants([p.process.pid for p in node.all_processes.get("raylet", [])])
         self.cluster.remove_node(node, allow_graceful=not preempted)
+        if preempted:
+            for pid in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         life = next(x for x in self.lives if x.node_id == node_id)
         life.end, life.preempted = time.time(), preempted
         self._write_nodes()
@@ -188,6 +197,24 @@ class EmulatedPool:
             life.end = life.end or now
         self._live.clear()
         self.cluster.shutdown()
+
+
+def _descendants(roots: list[int]) -> set[int]:
+    """Every process below `roots` (read from /proc), the roots excluded."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = set(), list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 def node_age_model_s(nodes_file: Path | None, node_id: str, time_scale: float) -> float:
