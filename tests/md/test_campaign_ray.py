@@ -161,7 +161,7 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
     first.wait()
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert second.returncode == 0, second.stderr[-2000:]
-    report = json.loads(second.stdout)
+    report = json.loads(second.stdout[second.stdout.rindex("\n{") if "\n{" in second.stdout else 0:])
     assert report["completed"] == 4 and report["resumed"] is True
     assert report["stored_now"] == 4 - len(before) and report["duplicates"] == 0
     rows = list(sqlite3.connect(db).execute("SELECT run_id, params_json, result_json FROM md_campaign_runs"))

@@ -1,6 +1,7 @@
 """`thrifty md sweep`: a campaign of simulations over a parameter box, on Ray, on a (preemptible) pool."""
 
 import contextlib
+import os
 import shutil
 import sys
 import tempfile
@@ -12,6 +13,22 @@ import typer
 
 from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
 from thrifty.errors import ThriftyError
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Ray prints its nodes' deaths on stdout (from Python and from its C++ core): keep stdout for
+    the report by pointing file descriptor 1 at stderr meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min = 3.0 max = 4.0, [zp] values = [1, 2]")],
@@ -72,8 +89,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
         emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")), seed) \
             if emulate_preemptions else None
         began = time.time()
-        # Ray prints its nodes' deaths on stdout: keep stdout for the report
-        with contextlib.redirect_stdout(sys.stderr):
+        with _stdout_to_stderr():
             try:
                 if emulated is not None:
                     ray.init(address=emulated.start(), _node_ip_address="127.0.0.1", log_to_driver=False,
