@@ -14,6 +14,7 @@ preemptions, runs stored twice (the goal is 0) and whether every run equals an u
 
 import contextlib
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -47,7 +48,7 @@ def campaign(kind: str, root: Path, seed: int = 0) -> dict:
 def _campaign(kind: str, root: Path, seed: int) -> dict:
     _, model = load_model("gcp-2019")
     vm = next(v for v in load_catalog() if v.cloud == "gcp" and v.instance_type == "n1-standard-4")
-    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    ray_tmp = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     plan = CheckpointPlan(model, JOB_HOURS * 3600, time_scale=TIME_SCALE)
     pool = EmulatedPool(PoolSpec(kind, NODES), model, TIME_SCALE, root / "shared", seed=seed)
     ray = loopback_ray()
@@ -62,6 +63,7 @@ def _campaign(kind: str, root: Path, seed: int) -> dict:
     finally:
         ray.shutdown()
         pool.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     rows = list(sqlite3.connect(root / "campaign.db").execute("SELECT run_id FROM md_campaign_runs"))
     identical = all(run["result"] == SIM.__class__(chunk_wall_s=0.0)(
         run["params"], root / "ref" / run["run_id"], ScheduledCheckpoints(root / "ref" / run["run_id"] / "ck", []))
@@ -113,6 +115,7 @@ def main() -> None:
     for r in results:
         print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()})
     print(summary)
+    shutil.rmtree(root, ignore_errors=True)
 
 if __name__ == "__main__":
     main()

@@ -4,6 +4,7 @@ a killed node loses nothing, a killed driver loses nothing, nothing listens beyo
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -68,6 +69,7 @@ def cluster():
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 if str(tmp).encode() in handle.read():
                     os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(tmp, ignore_errors=True)
         if old is None:
             os.environ.pop("RAY_TMPDIR", None)
         else:
