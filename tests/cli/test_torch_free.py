@@ -50,6 +50,7 @@ def test_the_blocker_blocks():
     ["catalog", "show", "p4d.24xlarge", "--json"],
     ["preempt", "schedule", "--job-hours", "5", "--json"],
     ["preempt", "reuse", "--job-hours", "1,5", "--json"],
+    ["md", "sweep", "--help"],
 ])
 def test_commands_run_without_torch(args):
     done = _run(f"from thrifty.cli.app import main; sys.exit(main({args!r}))")

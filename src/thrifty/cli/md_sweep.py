@@ -1,0 +1,123 @@
+"""`thrifty md sweep`: a campaign of simulations over a parameter box, on Ray, on a (preemptible) pool."""
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
+from thrifty.errors import ThriftyError
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Ray prints its nodes' deaths on stdout (from Python and from its C++ core): keep stdout for
+    the report by pointing file descriptor 1 at stderr meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min = 3.0 max = 4.0, [zp] values = [1, 2]")],
+          budget_runs: Annotated[int, typer.Option(help="Completed runs to reach (counting those already stored)")],
+          db: Annotated[Path, typer.Option(help="SQLite database of the campaign (a restart continues it)")] = Path("campaign.db"),
+          pool: Annotated[str, typer.Option(help="spot:N or on-demand:N nodes")] = "spot:4",
+          address: Annotated[Optional[str], typer.Option(
+              help="Join this Ray cluster (ray://host:10001 or host:port) instead of starting one here")] = None,
+          campaign: Annotated[str, typer.Option(help="Campaign name inside --db")] = "default",
+          sampler: Annotated[str, typer.Option(help="grid or random")] = "grid",
+          seed: Annotated[int, typer.Option()] = 0,
+          simulation: Annotated[str, typer.Option(help="standin (numpy stand-in) or package.module:function")] = "standin",
+          work_dir: Annotated[Optional[Path], typer.Option(
+              help="Run folders and checkpoints, on storage every node reaches (default: DB.runs beside --db)")] = None,
+          model: Annotated[str, typer.Option(help="Lifetime model of the pool's VMs")] = "gcp-2019",
+          instance_type: Annotated[str, typer.Option(help="GCP VM type of the pool (its catalog prices)")] = "n1-standard-4",
+          job_hours: Annotated[float, typer.Option(help="Expected length of one run, model hours", callback=positive)] = 3.0,
+          ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, model time")] = "60s",
+          restart_cost: Annotated[str, typer.Option(help="Restart cost, model time")] = "60s",
+          startup: Annotated[str, typer.Option(help="A fresh VM's start-up, model time (placement)")] = "60s",
+          time_scale: Annotated[float, typer.Option(
+              help="Model seconds per wall second (3600: a simulated hour is a real second)", callback=positive)] = 3600.0,
+          emulate_preemptions: Annotated[bool, typer.Option(
+              help="Run on Ray's multi-node test cluster here, killing spot nodes at lifetimes drawn from --model")] = False,
+          json_out: JsonOpt = False) -> None:
+    """Run simulations over a parameter box as Ray tasks that checkpoint and resume; every completed run lands in --db once."""
+    from thrifty.catalog import load_catalog
+    from thrifty.md.campaign import CampaignConfig, run_campaign
+    from thrifty.md.campaign_store import CampaignStore
+    from thrifty.md.pool import EmulatedPool, NodeLife, Placement, PoolSpec, bill, loopback_ray
+    from thrifty.md.sampler import SAMPLERS, make_sampler
+    from thrifty.md.simulation import CheckpointPlan, resolve_simulation
+    from thrifty.md.space import load_space
+    from thrifty.transient.registry import load_model
+    if budget_runs < 1:
+        raise ThriftyError(f"--budget-runs must be a positive integer, got {budget_runs}")
+    if sampler not in SAMPLERS:
+        raise ThriftyError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
+    if address and emulate_preemptions:
+        raise ThriftyError("give --address or --emulate-preemptions, not both")
+    parameter_space = load_space(space)
+    spec = PoolSpec.parse(pool)
+    vms = [vm for vm in load_catalog() if vm.cloud == "gcp" and vm.instance_type == instance_type]
+    if not vms:
+        raise ThriftyError(f"unknown GCP instance type {instance_type!r} (see thrifty catalog list --cloud gcp)")
+    _, lifetime = load_model(model)
+    checkpoint_s = parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s")
+    restart_s = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
+    startup_s = parse_duration_s(startup, what="--startup", bare_unit="s", allow_zero=True)
+    plan = CheckpointPlan(lifetime, job_hours * 3600, checkpoint_s, restart_s, time_scale)
+    plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
+    simulate = resolve_simulation(simulation)
+    work = work_dir or db.with_suffix(".runs")
+    request = {"space": parameter_space.to_dict(), "sampler": sampler, "seed": seed, "simulation": simulation}
+    with CampaignStore(db, campaign) as store:
+        resumed = store.begin(request)
+        ray = loopback_ray()
+        emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")), seed) \
+            if emulate_preemptions else None
+        began = time.time()
+        with _stdout_to_stderr():
+            try:
+                if emulated is not None:
+                    ray.init(address=emulated.start(), _node_ip_address="127.0.0.1", log_to_driver=False,
+                             logging_level="ERROR")
+                elif address:
+                    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+                else:
+                    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+                             num_cpus=spec.nodes, log_to_driver=False, logging_level="ERROR")
+                placement = None if emulated is None else Placement.solve(lifetime, plan.job_s, checkpoint_s,
+                                                                           restart_s, startup_s)
+                report = run_campaign(CampaignConfig(budget_runs, Path(work), plan, spec.nodes),
+                                      make_sampler(sampler, parameter_space, seed), simulate, store, emulated,
+                                      placement)
+            finally:
+                ray.shutdown()
+                if emulated is not None:
+                    emulated.shutdown()
+                    shutil.rmtree(emulated.shared_dir, ignore_errors=True)
+    lives = emulated.lives if emulated is not None else \
+        [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
+    summary = {"campaign": campaign, "resumed": resumed, "pool": pool, "instance_type": instance_type,
+               "time_scale": time_scale, **report.summary(), **bill(lives, vms[0], time_scale, time.time())}
+    if json_out:
+        print_json(summary)
+    else:
+        stdout.print(f"{report.completed} runs stored ({report.stored_now} now, {report.duplicates} duplicates), "
+                     f"{report.converged} converged, {report.steps:,} steps; {report.preemptions} preemptions, "
+                     f"{report.lost_work_s:.2f} s of work redone; {summary['node_hours_model']:.2f} node-hours: "
+                     f"${summary['cost_at_spot_usd']:.2f} at spot, ${summary['cost_at_on_demand_usd']:.2f} "
+                     f"on demand; in {db}")

@@ -1,0 +1,132 @@
+"""A campaign on Ray: a sampler's parameter points run as Ray tasks until the budget of runs is
+stored, on a pool of (preemptible) nodes.
+
+Every run is one Ray task (`run_point`) working in `work_dir/<run id>/`, a folder every node can
+reach (this machine's disk for the embedded engine and the emulated pool; a shared file system
+for a real cluster). The task derives its checkpoint schedule from the pool's lifetime model and
+its node's age (md.simulation.CheckpointPlan) and resumes from the newest intact checkpoint there.
+Two mechanisms bring a run back:
+- a node dies: Ray retries the task (`max_retries`, system failures only; a simulation that raises
+  is not retried) on another node, where it resumes from its checkpoint;
+- the driver dies: a restarted driver reads the store, asks the sampler again (deterministic
+  samplers return the same unfinished points, hence the same run ids and folders) and resubmits
+  them; they resume from their checkpoints.
+A finished run is stored once (md.campaign_store: keyed by campaign and run id, one transaction);
+a completion that finds its run stored already is counted as a duplicate and not stored again.
+"""
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from thrifty.errors import ThriftyError
+from thrifty.md.campaign_store import CampaignStore
+from thrifty.md.pool import EmulatedPool, Placement, node_age_model_s
+from thrifty.md.sampler import Sampler, point_key
+from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints, SimulationFn, lost_work
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    budget_runs: int
+    work_dir: Path
+    plan: CheckpointPlan
+    concurrency: int  # runs in flight at once (the pool's size)
+    max_retries: int = 50  # Ray retries of a run whose node died
+
+
+@dataclass
+class CampaignReport:
+    completed: int = 0  # runs in the store at the end
+    stored_now: int = 0  # of which this driver stored
+    duplicates: int = 0  # completions of runs already stored
+    steps: int = 0
+    converged: int = 0
+    attempts: int = 0
+    lost_work_s: float = 0.0  # wall seconds of work redone after preemptions
+    wall_s: float = 0.0
+    preemptions: int = 0
+    retired: int = 0  # idle nodes replaced by fresh ones (placement)
+    runs: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "runs"}
+
+
+def run_point(simulation: SimulationFn, params: dict, work_dir: str, plan: CheckpointPlan,
+              nodes_file: str | None) -> dict:
+    """One attempt at one run, inside a Ray worker: schedule for this node's age, resume, run."""
+    import ray
+    node_id = ray.get_runtime_context().get_node_id()
+    work = Path(work_dir)
+    age_s = node_age_model_s(None if nodes_file is None else Path(nodes_file), node_id, plan.time_scale)
+    attempts_dir = work / "attempts"
+    attempt = len(list(attempts_dir.glob("*.json"))) + 1 if attempts_dir.exists() else 1
+    checkpoints = ScheduledCheckpoints(work / "checkpoints", plan.intervals_wall_s(age_s),
+                                       attempt_log=attempts_dir / f"{attempt:03d}.json")
+    result = simulation(params, work, checkpoints)
+    attempts, lost_s, _ = lost_work(attempts_dir)
+    return {"result": result, "attempts": attempts, "lost_work_s": lost_s, "node_id": node_id,
+            "resumed": checkpoints.resumed_from is not None}
+
+
+def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: SimulationFn, store: CampaignStore,
+                 pool: EmulatedPool | None = None, placement: Placement | None = None) -> CampaignReport:
+    """Run points until `budget_runs` are stored (or the sampler has no more); Ray must be
+    initialised (embedded, joined, or the emulated pool's cluster)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    started = time.monotonic()
+    task = ray.remote(num_cpus=1, max_retries=config.max_retries, retry_exceptions=False)(run_point)
+    nodes_file = None if pool is None else str(pool.nodes_file)
+    report = CampaignReport()
+    completed = store.completed()
+    pending: dict = {}  # ObjectRef -> (run id, params, node id or None)
+    while len(completed) < config.budget_runs:
+        room = min(config.concurrency - len(pending), config.budget_runs - len(completed) - len(pending))
+        if room > 0:
+            in_flight = {run_id for run_id, _, _ in pending.values()}
+            fresh = [p for p in sampler.next_points(completed, room + len(pending))
+                     if point_key(p) not in in_flight][:room]
+            for params in fresh:
+                options, node = {}, None
+                if pool is not None and placement is not None:
+                    busy = {n for _, _, n in pending.values()}
+                    idle = {n: a for n, a in pool.ages_model_s().items() if n not in busy}
+                    node, retire = placement.choose(idle)
+                    if retire is not None:
+                        node = pool.replace(retire)
+                    if node is None:
+                        break
+                    options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
+                run_id = point_key(params)
+                ref = task.options(**options).remote(simulation, params, str(config.work_dir / run_id),
+                                                     config.plan, nodes_file)
+                pending[ref] = (run_id, params, node)
+        if not pending:
+            break  # the sampler has no point left
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if pool is None else 0.05)
+        if pool is not None:
+            pool.tick()
+        for ref in ready:
+            run_id, params, _ = pending.pop(ref)
+            try:
+                out = ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:
+                raise ThriftyError(f"run {run_id} ({params}) failed in the simulation: "
+                                   f"{str(exc.cause or exc).splitlines()[0]}") from None
+            if store.record_run(run_id, params, out["result"], out["attempts"], out["lost_work_s"]):
+                report.stored_now += 1
+            else:
+                report.duplicates += 1
+            completed = store.completed()
+    report.runs = completed
+    report.completed = len(completed)
+    report.steps = sum(int(r["result"]["steps"]) for r in completed)
+    report.converged = sum(bool(r["result"]["converged"]) for r in completed)
+    report.attempts = sum(r["attempts"] for r in completed)
+    report.lost_work_s = sum(r["lost_work_s"] for r in completed)
+    report.wall_s = time.monotonic() - started
+    if pool is not None:
+        report.preemptions, report.retired = pool.preemptions, pool.retired
+    return report

@@ -1,0 +1,75 @@
+"""A campaign's SQLite tables: what it is (space, sampler, simulation) and every completed run.
+
+A run's key is (campaign, run_id), run_id = sampler.point_key(params): the insert is
+`INSERT ... ON CONFLICT DO NOTHING` in one transaction, so a run that completes twice (a driver
+restarted while the first finished, a Ray retry of a task that had returned) is stored once;
+`record_run` says whether this insert was the one that stored it. The tables live in the
+campaign's own database file (`--db`), beside thrifty's others if it is the same file.
+"""
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from thrifty.errors import ThriftyError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS md_campaigns (
+  name TEXT PRIMARY KEY, created_at REAL NOT NULL, request_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS md_campaign_runs (
+  campaign TEXT NOT NULL REFERENCES md_campaigns(name), run_id TEXT NOT NULL,
+  finished_at REAL NOT NULL, params_json TEXT NOT NULL, steps INTEGER NOT NULL, converged INTEGER NOT NULL,
+  attempts INTEGER NOT NULL, lost_work_s REAL NOT NULL, result_json TEXT NOT NULL,
+  PRIMARY KEY (campaign, run_id));
+"""
+
+
+class CampaignStore:
+    def __init__(self, path: Path, name: str = "default") -> None:
+        self.path, self.name = Path(path), name
+        try:
+            if self.path.is_dir():
+                raise ThriftyError(f"cannot open the database {self.path}: it is a folder")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(self.path, timeout=30)
+            self.conn.executescript(SCHEMA)
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise ThriftyError(f"cannot open the database {self.path}: {exc}") from None
+
+    def __enter__(self) -> "CampaignStore":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.conn.close()
+
+    def begin(self, request: dict) -> bool:
+        """Record the campaign (space, sampler, seed, simulation); True if it already existed.
+        A stored campaign of the same name with another request is refused: continuing it with a
+        different space would mix two sweeps."""
+        with self.conn:
+            row = self.conn.execute("SELECT request_json FROM md_campaigns WHERE name = ?", (self.name,)).fetchone()
+            if row is None:
+                self.conn.execute("INSERT INTO md_campaigns VALUES (?,?,?)",
+                                  (self.name, time.time(), json.dumps(request, sort_keys=True)))
+                return False
+        if json.loads(row[0]) != json.loads(json.dumps(request, sort_keys=True)):
+            raise ThriftyError(f"{self.path} holds campaign {self.name!r} with another space, sampler or "
+                               f"simulation: use another --db or --campaign to start a new one")
+        return True
+
+    def record_run(self, run_id: str, params: dict, result: dict, attempts: int, lost_work_s: float) -> bool:
+        """Store a completed run unless it is stored already; True if this call stored it."""
+        with self.conn:
+            cur = self.conn.execute(
+                "INSERT INTO md_campaign_runs VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (campaign, run_id) DO NOTHING",
+                (self.name, run_id, time.time(), json.dumps(params), int(result["steps"]),
+                 int(bool(result["converged"])), attempts, lost_work_s, json.dumps(result)))
+        return cur.rowcount == 1
+
+    def completed(self) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT run_id, params_json, result_json, attempts, lost_work_s FROM md_campaign_runs "
+            "WHERE campaign = ? ORDER BY finished_at", (self.name,))
+        return [{"run_id": r[0], "params": json.loads(r[1]), "result": json.loads(r[2]), "attempts": r[3],
+                 "lost_work_s": r[4]} for r in rows]

@@ -1,0 +1,140 @@
+"""What a campaign runs: a simulation function, and the checkpoint schedule it is handed.
+
+    simulate(params: dict, work_dir: Path, checkpoints: ScheduledCheckpoints) -> dict
+
+A simulation resumes from `checkpoints.latest()` (the newest intact checkpoint; a damaged newest
+one falls back to the one before, transient.protocol), works in chunks, calls
+`checkpoints.due()` after each chunk and `checkpoints.save(payload)` when it says so, and
+returns a result dict holding at least `steps` (MD steps run in all) and `converged` (it stopped
+because its density profile's block-averaged error bars fell below the tolerance, rather than at
+its step cap). The OpenMM job (`md.job.run_md`) already speaks this protocol.
+
+ScheduledCheckpoints is transient.protocol.JobCheckpoints whose `due()` follows the model-aware
+DP schedule (transient.schedule.plan_schedule) of the pool's lifetime model, for a job of the
+expected length started on a VM of the node's age, in scaled time: `time_scale` model seconds per
+wall second (3600: one simulated hour is one real second). After the schedule's intervals the
+last one repeats, as `thrifty run` does. Each attempt also writes `attempts/NNN.json` (when it
+began, the step it resumed from, its last chunk and last save) for the campaign's lost-work count.
+"""
+
+import functools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from thrifty.errors import ThriftyError
+from thrifty.transient.lifetimes import LifetimeModel
+from thrifty.transient.protocol import JobCheckpoints
+from thrifty.transient.schedule import Job, plan_schedule
+
+
+class SimulationFn(Protocol):
+    def __call__(self, params: dict, work_dir: Path, checkpoints: "ScheduledCheckpoints") -> dict: ...
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """Everything a task needs to derive its schedule (model seconds unless named _wall)."""
+
+    model: LifetimeModel
+    job_s: float  # expected work of one run
+    checkpoint_cost_s: float = 60.0
+    restart_cost_s: float = 60.0
+    time_scale: float = 3600.0  # model seconds per wall second
+
+    def intervals_wall_s(self, vm_age_s: float = 0.0) -> list[float]:
+        """Wall seconds between checkpoints on a VM of model age `vm_age_s` (empty: none)."""
+        return _dp_intervals_wall_s(self, round(min(max(vm_age_s, 0.0), 0.99 * self.model.t_end), -2))
+
+
+@functools.lru_cache(maxsize=64)
+def _dp_intervals_wall_s(plan: CheckpointPlan, vm_age_s: float) -> list[float]:
+    job = Job(plan.job_s, plan.checkpoint_cost_s, plan.restart_cost_s)
+    # every segment but the last ends in a checkpoint (transient.schedule)
+    return [w / plan.time_scale for w in plan_schedule(plan.model, job, "dp", vm_age_s).intervals_s[:-1]]
+
+
+class ScheduledCheckpoints(JobCheckpoints):
+    """Checkpoints in `directory`, due on the wall-clock schedule `intervals_wall_s`."""
+
+    def __init__(self, directory: Path, intervals_wall_s: list[float], *, attempt_log: Path | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(directory, handle_signals=False)
+        self.intervals_wall_s, self.clock = list(intervals_wall_s), clock
+        self.began = self.last_save = clock()
+        self._index = 0
+        self._next = self.began + self.intervals_wall_s[0] if self.intervals_wall_s else float("inf")
+        self.chunks = self.saved_chunk = 0
+        self.saves = 0
+        self.resumed_from: bytes | None = None
+        self.attempt_log = attempt_log
+        if attempt_log is not None:
+            attempt_log.parent.mkdir(parents=True, exist_ok=True)
+            self._write_log()
+
+    def latest(self) -> bytes | None:
+        payload = super().latest()
+        self.resumed_from = payload
+        return payload
+
+    def due(self) -> bool:
+        self.chunks += 1
+        now = self.clock()
+        if now >= self._next:
+            self._index = min(self._index + 1, len(self.intervals_wall_s) - 1)
+            self._next = now + self.intervals_wall_s[self._index]
+            self.requested = True
+        if self.attempt_log is not None:
+            self._write_log()
+        return self.requested
+
+    def save(self, payload: bytes) -> Path:
+        path = super().save(payload)
+        self.last_save, self.saved_chunk, self.saves = self.clock(), self.chunks, self.saves + 1
+        if self.attempt_log is not None:
+            self._write_log()
+        return path
+
+    def _write_log(self) -> None:
+        """Plain overwrite (bookkeeping only: a torn file just drops one attempt's lost-work count)."""
+        self.attempt_log.write_text(json.dumps({
+            "began": self.began, "last_chunk": self.clock(), "last_save": self.last_save,
+            "chunks": self.chunks, "saved_chunk": self.saved_chunk, "saves": self.saves,
+            "resumed": self.resumed_from is not None}))
+
+
+def lost_work(attempts_dir: Path) -> tuple[int, float, int]:
+    """(attempts, wall seconds of work lost, chunks lost): for every attempt but the last, the time
+    and chunks it ran after its last save (or its start), which the next attempt had to redo."""
+    logs = []
+    for path in sorted(Path(attempts_dir).glob("*.json")):
+        try:
+            logs.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    lost_s = sum(max(log["last_chunk"] - log["last_save"], 0.0) for log in logs[:-1])
+    lost_chunks = sum(log["chunks"] - log["saved_chunk"] for log in logs[:-1])
+    return len(logs), lost_s, lost_chunks
+
+
+
+
+BUILT_IN = {"standin": "thrifty.md.standin:StandIn"}  # the nanoconfinement system registers here when it lands
+
+
+def resolve_simulation(spec: str) -> SimulationFn:
+    """A built-in name or `package.module:attribute` (a simulation function, or a class whose
+    default instance is one)."""
+    import importlib
+    target = BUILT_IN.get(spec, spec)
+    module, _, attribute = target.partition(":")
+    if not module or not attribute:
+        raise ThriftyError(f"unknown simulation {spec!r}: give {', '.join(BUILT_IN)} or package.module:function")
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ThriftyError(f"cannot load simulation {spec!r}: {exc}") from None
+    return found() if isinstance(found, type) else found

@@ -1,0 +1,190 @@
+"""The campaign's pieces without Ray: the space file, samplers, the store's once-only insert, the
+checkpoint schedule, and the stand-in's resume (bit-identical, from the checkpoint, falling back
+past a damaged newest checkpoint)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from thrifty.cli.app import main
+from thrifty.md.campaign_store import CampaignStore
+from thrifty.md.sampler import GridSampler, RandomSampler, point_key
+from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints, lost_work
+from thrifty.md.space import parse_space
+from thrifty.md.standin import StandIn
+from thrifty.transient.registry import load_model
+from thrifty.transient.schedule import Job, plan_schedule
+
+SPACE = "[h]\nmin = 3.0\nmax = 4.0\npoints = 2\n[zp]\nvalues = [1, 2, 3]\n"
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("[h\nmin = 1", "not valid TOML"),
+    ("", "defines no parameters"),
+    ("[h]\nmin = 4.0\nmax = 3.0\n", "must be below max"),
+    ("[h]\nmin = nan\nmax = 3.0\n", "finite number"),
+    ("[h]\nvalues = []\n", "non-empty list"),
+    ("[h]\nmin = 1.0\n", "needs min and max"),
+    ("[h]\nmin = 1.0\nmax = 2.0\npoints = 0\n", "positive integer"),
+    ("h = 3\n", "must be a table"),
+])
+def test_a_bad_space_file_is_one_line_and_exit_2(tmp_path, capsys, text, reason):
+    space = tmp_path / "space.toml"
+    space.write_text(text)
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and reason in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize("extra, reason", [
+    (["--pool", "spot"], "--pool must be spot:N"),
+    (["--pool", "preemptible:4"], "--pool must be spot:N"),
+    (["--budget-runs", "0"], "--budget-runs must be a positive integer"),
+    (["--sampler", "sobol"], "unknown sampler"),
+    (["--simulation", "nowhere"], "unknown simulation"),
+    (["--simulation", "thrifty.md.nothing:simulate"], "cannot load simulation"),
+    (["--instance-type", "z9-huge"], "unknown GCP instance type"),
+    (["--model", "nope"], "unknown lifetime model"),
+    (["--ckpt-cost", "5h", "--job-hours", "1"], "checkpoint cost"),
+    (["--address", "127.0.0.1:1", "--emulate-preemptions"], "not both"),
+])
+def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, capsys, extra, reason):
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"), *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and reason in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_grid_covers_the_box_and_skips_completed_points():
+    sampler = GridSampler(parse_space(SPACE))
+    points = sampler.next_points([], 100)
+    assert len(points) == 6 and {p["h"] for p in points} == {3.0, 4.0} and {p["zp"] for p in points} == {1, 2, 3}
+    rest = sampler.next_points([{"params": points[0]}, {"params": points[3]}], 100)
+    assert rest == [p for i, p in enumerate(points) if i not in (0, 3)]
+
+
+def test_random_points_depend_on_the_seed_only():
+    space = parse_space(SPACE)
+    first = RandomSampler(space, seed=7).next_points([], 4)
+    assert RandomSampler(space, seed=7).next_points([], 4) == first  # a restarted driver asks again
+    assert RandomSampler(space, seed=8).next_points([], 4) != first
+    assert all(3.0 <= p["h"] <= 4.0 and p["zp"] in (1, 2, 3) for p in first)
+    assert RandomSampler(space, seed=7).next_points([{"params": first[0]}], 3) == first[1:]
+
+
+def test_a_run_is_stored_once_however_often_it_completes(tmp_path):
+    with CampaignStore(tmp_path / "c.db") as store:
+        assert store.begin({"space": 1}) is False
+        params = {"h": 3.0, "zp": 1.0}
+        assert store.record_run(point_key(params), params, {"steps": 10, "converged": True}, 1, 0.0)
+        assert not store.record_run(point_key(params), params, {"steps": 10, "converged": True}, 2, 0.0)
+        assert len(store.completed()) == 1
+    with CampaignStore(tmp_path / "c.db") as store:  # a restarted driver
+        assert store.begin({"space": 1}) is True
+        assert [r["params"] for r in store.completed()] == [params]
+        with pytest.raises(Exception, match="another space"):
+            store.begin({"space": 2})
+
+
+def test_checkpoints_follow_the_dp_schedule_of_the_model_and_the_node_age(tmp_path):
+    _, model = load_model("gcp-2019")
+    plan = CheckpointPlan(model, 3 * 3600, time_scale=3600.0)
+    for age_h in (0.0, 5.0):
+        dp = plan_schedule(model, Job(3 * 3600, 60.0, 60.0), "dp", age_h * 3600).intervals_s[:-1]
+        assert plan.intervals_wall_s(age_h * 3600) == pytest.approx([w / 3600 for w in dp])
+    assert plan.intervals_wall_s(0.0) != plan.intervals_wall_s(5 * 3600)  # young VMs checkpoint sooner
+    now = [0.0]
+    checkpoints = ScheduledCheckpoints(tmp_path / "ck", [3.0, 5.0], clock=lambda: now[0])
+    saved_at = []
+    for chunk in range(1, 15):
+        now[0] += 1.0
+        if checkpoints.due():
+            checkpoints.save(b"x")
+            saved_at.append(chunk)
+    assert saved_at == [3, 8, 13]  # the schedule's intervals, then the last one again
+
+
+class Dies(ScheduledCheckpoints):
+    """Checkpoints every `every` chunks; the process 'dies' at chunk `die_at` of this attempt."""
+
+    class Killed(Exception):
+        pass
+
+    def __init__(self, directory, every, die_at, log=None):
+        super().__init__(directory, [], attempt_log=log)
+        self.every, self.die_at = every, die_at
+
+    def due(self):
+        super().due()
+        if self.die_at is not None and self.chunks == self.die_at:
+            raise self.Killed
+        return self.chunks % self.every == 0
+
+
+SIM = StandIn(chunk_wall_s=0.0, tolerance=0.045)
+PARAMS = {"h": 3.0, "c": 0.4}
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_and_ends_bit_identical(tmp_path):
+    whole = SIM(PARAMS, tmp_path / "whole", Dies(tmp_path / "whole" / "ck", 1000, None))
+    assert whole["converged"] and whole["steps"] < SIM.max_chunks * SIM.steps_per_chunk
+    attempts, rng = [], np.random.default_rng(0)
+    while len(attempts) < 100:  # a run that restarts from scratch never gets past its deaths
+        ck = Dies(tmp_path / "parts" / "ck", 4, int(rng.integers(10, 30)),
+                  log=tmp_path / "parts" / "attempts" / f"{len(attempts) + 1:03d}.json")
+        attempts.append(ck)
+        try:
+            resumed = SIM(PARAMS, tmp_path / "parts", ck)
+            break
+        except Dies.Killed:
+            continue
+    else:
+        pytest.fail("100 attempts did not finish the run: it does not resume")
+    assert len(attempts) >= 3
+    assert resumed == whole
+    assert (tmp_path / "parts" / "profiles.csv").read_text() == (tmp_path / "whole" / "profiles.csv").read_text()
+    # each attempt after the first started from a checkpoint, not from step 0: the chunks run
+    # in all are the run's chunks plus those after each death's last checkpoint (the converged
+    # chunk ends the run without asking due(), hence the 1)
+    assert all(ck.resumed_from is not None for ck in attempts[1:])
+    redone = lost_work(tmp_path / "parts" / "attempts")[2]
+    assert sum(ck.chunks for ck in attempts) + 1 == whole["steps"] // SIM.steps_per_chunk + redone
+    assert redone <= 3 * (len(attempts) - 1)
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tmp_path):
+    whole = SIM(PARAMS, tmp_path / "whole", Dies(tmp_path / "whole" / "ck", 1000, None))
+    with pytest.raises(Dies.Killed):
+        SIM(PARAMS, tmp_path / "run", Dies(tmp_path / "run" / "ck", 2, 7))
+    files = sorted((tmp_path / "run" / "ck").glob("ckpt-*.bin"))
+    assert len(files) == 3
+    files[-1].write_bytes(files[-1].read_bytes()[:-20] + b"\0" * 20)
+    ck = Dies(tmp_path / "run" / "ck", 1000, None)
+    assert SIM(PARAMS, tmp_path / "run", ck) == whole
+    assert (tmp_path / "run" / "ck" / "fallbacks.log").read_text().split() == [files[-1].name]
+    # resumed at chunk 4 (the one before the damaged 6); the converged chunk asks no due()
+    assert ck.chunks == whole["steps"] // SIM.steps_per_chunk - 4 - 1
+
+
+def test_lost_work_counts_what_each_dead_attempt_ran_past_its_last_save(tmp_path):
+    logs = tmp_path / "attempts"
+    logs.mkdir()
+    for i, log in enumerate([{"last_chunk": 10.0, "last_save": 7.5, "chunks": 9, "saved_chunk": 6},
+                             {"last_chunk": 20.0, "last_save": 20.0, "chunks": 4, "saved_chunk": 4}]):
+        (logs / f"{i + 1:03d}.json").write_text(json.dumps(log))
+    assert lost_work(logs) == (2, 2.5, 3)
+
+
+def test_placement_reuses_the_safest_idle_node_and_goes_fresh_near_the_wall():
+    from thrifty.md.pool import Placement
+    _, model = load_model("gcp-2019")
+    placement = Placement.solve(model, 3 * 3600, 60.0, 60.0, 60.0)
+    young, middle, old = 0.0, 8 * 3600, 23 * 3600
+    assert placement.choose({"young": young, "middle": middle}) == ("middle", None)  # past infant mortality
+    assert placement.fresh_better(old) and not placement.fresh_better(middle)
+    assert placement.choose({"old": old}) == (None, "old")  # retire it, a fresh VM takes the run
+    assert placement.choose({}) == (None, None)

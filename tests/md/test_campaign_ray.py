@@ -1,0 +1,174 @@
+"""Campaigns on Ray's multi-node test cluster (one per module, 2 one-CPU nodes, all on 127.0.0.1):
+a killed node loses nothing, a killed driver loses nothing, nothing listens beyond loopback."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from thrifty.md.campaign import CampaignConfig, run_campaign
+from thrifty.md.campaign_store import CampaignStore
+from thrifty.md.pool import EmulatedPool, PoolSpec, loopback_ray
+from thrifty.md.sampler import GridSampler
+from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints
+from thrifty.md.space import parse_space
+from thrifty.md.standin import StandIn
+from thrifty.transient.registry import load_model
+
+pytestmark = pytest.mark.timeout(150)
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        out.add(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _ours_listening(root: int) -> list[str]:
+    """Local addresses of the listening TCP sockets of `root` and its descendants (ss -tlnp)."""
+    ours = _descendants(root)
+    lines = subprocess.run(["ss", "-tlnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
+    return [line.split()[3] for line in lines
+            if any(int(pid) in ours for pid in re.findall(r"pid=(\d+)", line))]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    tmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    old = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = str(tmp)
+    pool = EmulatedPool(PoolSpec("spot", 2), None, 3600.0, tmp / "shared")  # killed by the tests only
+    ray = loopback_ray()
+    try:
+        ray.init(address=pool.start(), _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
+        yield pool, tmp
+    finally:
+        ray.shutdown()
+        pool.shutdown()
+        for pid in _descendants(os.getpid()) - {os.getpid()}:  # anything of this cluster still alive
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if str(tmp).encode() in handle.read():
+                    os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old
+
+
+def _uninterrupted(params: dict, where: Path) -> dict:
+    return StandIn(chunk_wall_s=0.0)(params, where, ScheduledCheckpoints(where / "ck", []))
+
+
+def _resumed_attempts(run_dir: Path) -> int:
+    return sum(json.loads(p.read_text())["resumed"] for p in (run_dir / "attempts").glob("*.json"))
+
+
+def _resumed_whenever_saved(run_dir: Path) -> bool:
+    """Every attempt after one that had saved a checkpoint resumed (only a run killed before its
+    first checkpoint may start again from step 0)."""
+    logs = [json.loads(p.read_text()) for p in sorted((run_dir / "attempts").glob("*.json"))]
+    return all(after["resumed"] for i, after in enumerate(logs[1:]) if any(log["saves"] for log in logs[:i + 1]))
+
+
+def test_nothing_of_the_cluster_listens_beyond_loopback(cluster):
+    addresses = _ours_listening(os.getpid())
+    assert len(addresses) >= 5  # GCS, raylets, object managers...: the check is not vacuous
+    assert all(a.startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:")) for a in addresses), addresses
+
+
+def test_a_killed_node_loses_nothing(cluster, tmp_path):
+    pool, _ = cluster
+    _, model = load_model("gcp-2019")
+    plan = CheckpointPlan(model, 3 * 3600)
+    space = parse_space("[h]\nvalues = [3.0, 3.5]\n[c]\nvalues = [0.3, 0.5]\n")
+    work, killed = tmp_path / "runs", []
+    ticks = pool.tick
+
+    def tick():  # once a run has checkpointed, every node is preempted (SIGKILL) and replaced
+        if not killed and any(work.glob("*/checkpoints/ckpt-*.bin")):
+            for node in list(pool.ages_model_s()):
+                killed.append(pool.preempt(node))
+        ticks()
+
+    pool.tick = tick
+    try:
+        with CampaignStore(tmp_path / "c.db") as store:
+            store.begin({"test": "node"})
+            # Ray places the runs (this pool's nodes outlive the model's 24 h, so SciSpot placement
+            # would retire them all: tests/md/test_campaign_parts.py checks placement)
+            report = run_campaign(CampaignConfig(3, work, plan, 2), GridSampler(space), StandIn(chunk_wall_s=0.03),
+                                  store, pool)
+    finally:
+        pool.tick = ticks
+    assert killed and report.preemptions >= 2, report.summary()
+    assert report.completed == 3 and report.duplicates == 0, report.summary()
+    rows = sqlite3.connect(tmp_path / "c.db").execute("SELECT run_id, COUNT(*) FROM md_campaign_runs GROUP BY run_id")
+    assert [n for _, n in rows] == [1, 1, 1]
+    for run in report.runs:  # bit-identical to a run nobody interrupted
+        assert run["result"] == _uninterrupted(run["params"], tmp_path / "ref" / run["run_id"])
+    interrupted = [r for r in report.runs if r["attempts"] > 1]
+    assert interrupted, ("the kill hit no run", report.runs)
+    assert all(_resumed_whenever_saved(work / r["run_id"]) for r in interrupted)  # resumed, not restarted
+    assert any(_resumed_attempts(work / r["run_id"]) for r in interrupted)  # the checkpointed run, at least
+
+
+def test_a_killed_driver_loses_nothing(cluster, tmp_path):
+    pool, tmp = cluster
+    space = tmp_path / "space.toml"
+    space.write_text("[h]\nvalues = [3.0, 3.2]\n[c]\nvalues = [0.3, 0.35]\n")  # slow to converge: about 3 s a run
+    db, work = tmp_path / "c.db", tmp_path / "runs"
+    command = [sys.executable, "-m", "thrifty.cli", "md", "sweep", "--space", str(space), "--budget-runs", "4",
+               "--db", str(db), "--work-dir", str(work), "--pool", "spot:2", "--address", pool.cluster.address,
+               "--json"]
+    env = {**os.environ, "PYTHONPATH": SRC, "RAY_TMPDIR": str(tmp)}
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def stored() -> set[str]:
+        try:
+            return {r[0] for r in sqlite3.connect(db).execute("SELECT run_id FROM md_campaign_runs")}
+        except sqlite3.OperationalError:
+            return set()
+
+    deadline = time.monotonic() + 100
+    while time.monotonic() < deadline and first.poll() is None:
+        done = stored()
+        checkpointed = {p.parts[-3] for p in work.glob("*/checkpoints/ckpt-*.bin")}
+        if done and checkpointed - done:
+            break
+        time.sleep(0.05)
+    assert first.poll() is None, "the first driver finished before it could be killed"
+    before = stored()
+    first.send_signal(signal.SIGKILL)  # the driver's machine is gone; the cluster lives on
+    first.wait()
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr[-2000:]
+    report = json.loads(second.stdout[second.stdout.rindex("\n{") if "\n{" in second.stdout else 0:])
+    assert report["completed"] == 4 and report["resumed"] is True
+    assert report["stored_now"] == 4 - len(before) and report["duplicates"] == 0
+    rows = list(sqlite3.connect(db).execute("SELECT run_id, params_json, result_json FROM md_campaign_runs"))
+    assert len(rows) == len({r[0] for r in rows}) == 4
+    assert any(_resumed_attempts(work / r[0]) >= 1 for r in rows if r[0] not in before)
+    assert all(_resumed_whenever_saved(work / r[0]) for r in rows)
+    for run_id, params, result in rows:
+        assert json.loads(result) == _uninterrupted(json.loads(params), tmp_path / "ref" / run_id)
