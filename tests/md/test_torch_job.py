@@ -57,6 +57,15 @@ def test_a_run_split_in_two_and_a_killed_run_end_bit_identical_to_a_straight_one
     assert straight["engine"] == "torch" and straight["dtype"] == "float64"
 
 
+def test_a_float32_run_split_in_two_also_ends_bit_identical_on_the_cpu(tmp_path, flaky):
+    straight = run_torch_md(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-s", every=5, die_at=None), "float32")
+    run_torch_md(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None), "float32")
+    assert run_torch_md(_settings(), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None),
+                        "float32") == straight
+    assert straight["dtype"] == "float32"
+    _same_outputs(tmp_path / "straight", tmp_path / "split")
+
+
 def test_a_resume_into_another_dtype_engine_or_system_is_refused(tmp_path, flaky):
     run_torch_md(_settings(steps=60), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
     with pytest.raises(ThriftyError, match=r"is for --dtype float64, this run asked for --dtype float32: give "
