@@ -8,7 +8,7 @@ import typer
 from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
 from thrifty.errors import ThriftyError
 
-md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM) that survive preemptions.", no_args_is_help=True)
+md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM, or the torch engine) that survive preemptions.", no_args_is_help=True)
 
 
 # `thrifty run -- CMD ...`: everything after the options is the command
@@ -58,6 +58,7 @@ def run(ctx: typer.Context,
 
 
 NANO = "nanoconfinement only"
+ENGINES = ("openmm", "torch")
 
 
 @md_app.command("run")
@@ -72,6 +73,10 @@ def md_run(system: Annotated[str, typer.Option(
            platform: Annotated[str, typer.Option(
                help="OpenMM platform: Reference (bit-reproducible), CPU, CUDA or OpenCL (where OpenMM has it)")] = "Reference",
            seed: Annotated[int, typer.Option()] = 0,
+           engine: Annotated[str, typer.Option(
+               help="openmm, or torch (md.torch_engine, batched and differentiable; nanoconfinement only)")] = "openmm",
+           dtype: Annotated[str, typer.Option(help="float64 (bit-identical resumes on the CPU) or float32 (torch engine)")] = "float64",
+           device: Annotated[str, typer.Option(help="cpu or cuda (torch engine)")] = "cpu",
            h: Annotated[float, typer.Option("--h", help=f"Wall separation, nm ({NANO})")] = 3.0,
            zp: Annotated[int, typer.Option("--zp", help=f"Cation valency 1..3 ({NANO})")] = 1,
            zn: Annotated[int, typer.Option("--zn", help=f"Anion valency, -1 ({NANO})")] = -1,
@@ -87,7 +92,7 @@ def md_run(system: Annotated[str, typer.Option(
                help=f"Converged when every profile error bar is at most this, mol/L ({NANO})")] = 0.02,
            cap_steps: Annotated[int, typer.Option(help=f"Without --steps, stop here if not converged ({NANO})")] = 200_000,
            json_out: JsonOpt = False) -> None:
-    """Run an OpenMM simulation that checkpoints on request and resumes where it stopped."""
+    """Run a simulation (OpenMM, or --engine torch) that checkpoints on request and resumes where it stopped."""
     from thrifty.md.job import MDSettings, run_md
     from thrifty.io import check_writable_dir
     from thrifty.md.nanoconfinement import NanoconfinementModel
@@ -97,6 +102,19 @@ def md_run(system: Annotated[str, typer.Option(
         raise ThriftyError(f"unknown MD system {system!r}; choose {', '.join(SYSTEMS)}")
     if (steps is not None and steps < 1) or chunk < 1 or cap_steps < 1:
         raise ThriftyError("--steps, --chunk and --cap-steps must be positive")
+    if engine not in ENGINES:
+        raise ThriftyError(f"unknown --engine {engine!r}; choose {', '.join(ENGINES)}")
+    if engine == "torch":
+        if system != "nanoconfinement":
+            raise ThriftyError(f"--engine torch runs --system nanoconfinement only, not {system}")
+        if platform != "Reference":
+            raise ThriftyError("--platform applies to --engine openmm; the torch engine takes --device cpu or cuda")
+        if dtype not in ("float64", "float32"):
+            raise ThriftyError(f"unknown --dtype {dtype!r}; choose float64 or float32")
+        if device not in ("cpu", "cuda"):
+            raise ThriftyError(f"unknown --device {device!r}; choose cpu or cuda")
+    elif (dtype, device) != ("float64", "cpu"):
+        raise ThriftyError("--dtype and --device apply to --engine torch; OpenMM takes --platform")
     if platform not in PLATFORMS:
         raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose {', '.join(PLATFORMS)}")
     model, run_length = None, {}
@@ -120,13 +138,23 @@ def md_run(system: Annotated[str, typer.Option(
         if given:
             raise ThriftyError(f"{', '.join(given)} apply to --system nanoconfinement only, not {system}")
         steps = 5000 if steps is None else steps
-    get_platform(platform)  # unavailable here: say so before any folder is made
+    if engine == "openmm":
+        get_platform(platform)  # unavailable here: say so before any folder is made
+    elif device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise ThriftyError("--device cuda: torch finds no CUDA device here; give --device cpu")
     check_writable_dir(out, "--out")
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
-    summary = run_md(MDSettings(system, steps, chunk, platform, seed, model, **run_length), out, checkpoints)
+    settings = MDSettings(system, steps, chunk, platform, seed, model, **run_length)
+    if engine == "torch":
+        from thrifty.md.torch_engine.job import run_torch_md
+        summary = run_torch_md(settings, out, checkpoints, dtype, device)
+    else:
+        summary = run_md(settings, out, checkpoints)
     if json_out:
         print_json(summary)
     elif system == "nanoconfinement":

@@ -22,6 +22,7 @@ from thrifty.errors import ThriftyError
 from thrifty.md.systems import MDSystem
 
 FORMAT = "thrifty-md/3"
+TORCH_PREFIX = "thrifty-md-torch/"  # md.torch_engine.job's checkpoints
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,15 @@ def unpack(payload: bytes, where: Path) -> MDCheckpoint:
     """The checkpoint in `payload` (read from `where`); one written by anything else is refused."""
     try:
         with np.load(io.BytesIO(payload)) as data:
-            if "format" not in data.files or str(data["format"]) != FORMAT:
+            if "format" not in data.files:
+                raise ValueError
+            if str(data["format"]).startswith(TORCH_PREFIX):
+                engine = json.loads(str(data["identity"]))
+                raise ThriftyError(f"the checkpoint in {where} was written by the torch engine "
+                                   f"(--engine torch --dtype {engine['dtype']}); this run is --engine openmm: give "
+                                   f"--engine torch --dtype {engine['dtype']}, or use another --checkpoint-dir "
+                                   f"(or --out) to start a new run")
+            if str(data["format"]) != FORMAT:
                 raise ValueError
             return MDCheckpoint(json.loads(str(data["identity"])), str(data["platform"]), int(data["seed"]),
                                 int(data["step"]), int(data["samples"]), data["histogram"].copy(),

@@ -78,7 +78,7 @@ def _area_nm2(context: openmm.Context) -> float:
     return float(box[0][0] * box[1][1])
 
 
-def _stop(settings: MDSettings, step: int, p: prof.Profiles) -> str | None:
+def stop_reason(settings: MDSettings, step: int, p: prof.Profiles) -> str | None:
     """Why the run ends at `step` ("steps", "converged" or "cap"), or None to go on."""
     if settings.steps is not None:
         return "steps" if step >= settings.steps else None
@@ -117,7 +117,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> di
             context.loadCheckpoint(saved.openmm_state)
             step, samples, blocks = saved.step, saved.samples, saved.histogram
         integrator = context.getIntegrator()
-        while (stopped := _stop(settings, step, prof.profiles(blocks, samples, per_block, edges, area))) is None:
+        while (stopped := stop_reason(settings, step, prof.profiles(blocks, samples, per_block, edges, area))) is None:
             n = min(settings.chunk, settings.last_step - step)
             integrator.step(n)
             step += n
@@ -134,13 +134,13 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> di
                     sys.exit(PREEMPTED_EXIT)
     summary = _write_outputs(md, context, settings, step, samples, blocks.sum(axis=0), edges, out_dir)
     if md.slit_nm is not None:
-        summary |= _write_profiles(md, settings, stopped, prof.profiles(blocks, samples, per_block, edges, area),
+        summary |= write_profiles(md, settings, stopped, prof.profiles(blocks, samples, per_block, edges, area),
                                    samples, out_dir)
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=2))
     return summary
 
 
-def _write_profiles(md: MDSystem, settings: MDSettings, stopped: str, p: prof.Profiles, samples: int,
+def write_profiles(md: MDSystem, settings: MDSettings, stopped: str, p: prof.Profiles, samples: int,
                     out_dir: Path) -> dict:
     """profiles.csv and profiles.png; returns what the summary says about them."""
     prof.write_csv(out_dir / "profiles.csv", p, md.species_names)
@@ -158,8 +158,20 @@ def _write_outputs(md: MDSystem, context: openmm.Context, settings: MDSettings, 
     state = context.getState(getPositions=True, getVelocities=True, getEnergy=True)
     positions = state.getPositions(asNumpy=True).value_in_unit(unit.nanometer)
     velocities = state.getVelocities(asNumpy=True).value_in_unit(unit.nanometer / unit.picosecond)
-    box = context.getState().getPeriodicBoxVectors(asNumpy=True).value_in_unit(unit.nanometer)
-    volume = float(box[0][0] * box[1][1]) * (edges[1] - edges[0])
+    digest = write_final_state(md, step, samples, histogram, edges, _area_nm2(context), positions, velocities,
+                               out_dir)
+    thermo = thermo_row(state, step, md.timestep_ps, degrees_of_freedom(md.system))
+    summary = {"system": settings.system, "particles": md.system.getNumParticles(), "steps": step,
+               "platform": settings.platform,
+               **{k: thermo[k] for k in ("potential_energy_kj_mol", "kinetic_energy_kj_mol", "temperature_k")},
+               "state_sha256": digest}
+    return summary
+
+
+def write_final_state(md: MDSystem, step: int, samples: int, histogram: np.ndarray, edges: np.ndarray,
+                      area_nm2: float, positions: np.ndarray, velocities: np.ndarray, out_dir: Path) -> str:
+    """density_profile.csv and final_state.npz (positions nm, velocities nm/ps); returns the state's sha256."""
+    volume = area_nm2 * (edges[1] - edges[0])
     density = histogram / max(samples, 1) / volume
     header = ",".join(["z_nm", *(f"{name}_per_nm3" for name in md.species_names)])
     csv = header + "\n" + "".join(f"{0.5 * (a + b):.4f}," + ",".join(f"{d:.6f}" for d in row) + "\n"
@@ -168,10 +180,4 @@ def _write_outputs(md: MDSystem, context: openmm.Context, settings: MDSettings, 
     buffer = io.BytesIO()
     np.savez(buffer, positions=positions, velocities=velocities, histogram=histogram, step=np.int64(step))
     write_bytes_atomic(out_dir / "final_state.npz", buffer.getvalue())
-    digest = hashlib.sha256(positions.tobytes() + velocities.tobytes() + histogram.tobytes()).hexdigest()
-    thermo = thermo_row(state, step, md.timestep_ps, degrees_of_freedom(md.system))
-    summary = {"system": settings.system, "particles": md.system.getNumParticles(), "steps": step,
-               "platform": settings.platform,
-               **{k: thermo[k] for k in ("potential_energy_kj_mol", "kinetic_energy_kj_mol", "temperature_k")},
-               "state_sha256": digest}
-    return summary
+    return hashlib.sha256(positions.tobytes() + velocities.tobytes() + histogram.tobytes()).hexdigest()

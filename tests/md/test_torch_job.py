@@ -1,0 +1,145 @@
+"""`thrifty md run --system nanoconfinement --engine torch`: bit-identical resumes on the CPU in float64
+(a run split in two, and one killed and resumed), refusals of a resume into another engine, dtype or
+system, of --engine torch with another system, and profiles.csv with the OpenMM engine's columns and bins."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from thrifty.errors import ThriftyError
+from thrifty.md.job import MDSettings, run_md
+from thrifty.md.nanoconfinement import NanoconfinementModel
+from thrifty.md.torch_engine.job import run_torch_md
+from thrifty.transient.protocol import PREEMPTED_EXIT, ready_file
+
+torch.set_num_threads(1)
+
+SMALL = NanoconfinementModel(h_nm=2.0, c_molar=0.8, box_nm=2.4, cutoff_nm=1.0)  # 10 ions
+OUTPUTS = ("profiles.csv", "density_profile.csv", "thermo.csv", "summary.json")
+
+
+def _settings(**changes) -> MDSettings:
+    base = dict(system="nanoconfinement", steps=240, chunk=20, model=SMALL, equilibration_steps=40,
+                samples_per_block=3)
+    return MDSettings(**(base | changes))
+
+
+def _same_outputs(a, b) -> None:
+    for name in OUTPUTS:
+        assert (a / name).read_text() == (b / name).read_text(), name
+    with np.load(a / "final_state.npz") as x, np.load(b / "final_state.npz") as y:
+        assert np.array_equal(x["positions"], y["positions"]) and np.array_equal(x["velocities"], y["velocities"])
+
+
+def test_a_run_split_in_two_and_a_killed_run_end_bit_identical_to_a_straight_one(tmp_path, flaky):
+    straight = run_torch_md(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-straight", every=5, die_at=None))
+    half = run_torch_md(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-split", every=1, die_at=None))
+    assert half["steps"] == 120
+    assert run_torch_md(_settings(), tmp_path / "split", flaky(tmp_path / "ck-split", every=1, die_at=None)) == straight
+    _same_outputs(tmp_path / "straight", tmp_path / "split")
+    attempts = 0
+    while True:  # checkpoints every 2 chunks, dies at the 3rd chunk of each attempt
+        attempts += 1
+        try:
+            killed = run_torch_md(_settings(), tmp_path / "killed", flaky(tmp_path / "ck-killed", every=2, die_at=3))
+            break
+        except flaky.Killed:
+            continue
+    assert attempts >= 3 and killed == straight
+    _same_outputs(tmp_path / "straight", tmp_path / "killed")
+    assert straight["samples"] == (240 - 40) // 20 and straight["stopped"] == "steps"
+    assert straight["engine"] == "torch" and straight["dtype"] == "float64"
+
+
+def test_a_float32_run_split_in_two_also_ends_bit_identical_on_the_cpu(tmp_path, flaky):
+    straight = run_torch_md(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-s", every=5, die_at=None), "float32")
+    run_torch_md(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None), "float32")
+    assert run_torch_md(_settings(), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None),
+                        "float32") == straight
+    assert straight["dtype"] == "float32"
+    _same_outputs(tmp_path / "straight", tmp_path / "split")
+
+
+def test_a_resume_into_another_dtype_engine_or_system_is_refused(tmp_path, flaky):
+    run_torch_md(_settings(steps=60), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
+    with pytest.raises(ThriftyError, match=r"is for --dtype float64, this run asked for --dtype float32: give "
+                                           r"--dtype float64"):
+        run_torch_md(_settings(steps=120), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None), "float32")
+    with pytest.raises(ThriftyError, match=r"written by the torch engine \(--engine torch --dtype float64\); this run "
+                                           r"is --engine openmm"):
+        run_md(_settings(steps=120), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
+    with pytest.raises(ThriftyError, match=r"is for system nanoconfinement \(10 particles, h_nm=2.0.*this run is "
+                                           r"nanoconfinement \(8 particles\)"):
+        run_torch_md(_settings(steps=120, model=NanoconfinementModel(h_nm=1.6, c_molar=0.8, box_nm=2.4,
+                                                                     cutoff_nm=1.0)),
+                     tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
+    run_md(_settings(steps=60), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=1, die_at=None))
+    with pytest.raises(ThriftyError, match=r"written by the OpenMM engine \(--engine openmm\); this run is "
+                                           r"--engine torch: give --engine openmm"):
+        run_torch_md(_settings(steps=120), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=1, die_at=None))
+
+
+def test_profiles_have_the_openmm_engines_columns_bins_and_summary_keys(tmp_path, flaky):
+    omm = run_md(_settings(steps=100), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=5, die_at=None))
+    tch = run_torch_md(_settings(steps=100), tmp_path / "tch", flaky(tmp_path / "ck-tch", every=5, die_at=None))
+    a = (tmp_path / "omm" / "profiles.csv").read_text().splitlines()
+    b = (tmp_path / "tch" / "profiles.csv").read_text().splitlines()
+    assert a[0] == b[0] == "z_nm,cation_molar,cation_err,anion_molar,anion_err"
+    assert [row.split(",")[0] for row in a] == [row.split(",")[0] for row in b] and len(a) == 1 + 40
+    assert set(omm) <= set(tch) and set(tch) - set(omm) == {"engine", "dtype"}
+    assert set(omm["densities"]["cation"]) == set(tch["densities"]["cation"])
+    assert tch["bin_width_nm"] == omm["bin_width_nm"] and tch["samples"] == omm["samples"]
+    rows = np.loadtxt(tmp_path / "tch" / "profiles.csv", delimiter=",", skiprows=1)
+    assert rows[:, 1].sum() * 0.05 == pytest.approx(5 / (2.4 * 2.4 * 0.6022))  # 5 cations in every sample
+    assert (tmp_path / "tch" / "profiles.png").read_bytes().startswith(b"\x89PNG")
+    thermo = (tmp_path / "tch" / "thermo.csv").read_text().splitlines()
+    assert thermo[0] == (tmp_path / "omm" / "thermo.csv").read_text().splitlines()[0] and len(thermo) == 1 + 6
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "thrifty.cli", "md", "run", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--system", "lj", "--engine", "torch"], "--engine torch runs --system nanoconfinement only, not lj"),
+    (["--system", "ions", "--engine", "torch"], "--engine torch runs --system nanoconfinement only, not ions"),
+    (["--system", "nanoconfinement", "--engine", "jax"], "unknown --engine 'jax'; choose openmm, torch"),
+    (["--system", "nanoconfinement", "--engine", "torch", "--dtype", "float16"], "unknown --dtype 'float16'"),
+    (["--system", "nanoconfinement", "--dtype", "float32"], "--dtype and --device apply to --engine torch"),
+    (["--system", "nanoconfinement", "--engine", "torch", "--platform", "CPU"], "--platform applies to --engine openmm"),
+])
+def test_bad_engine_options_are_refused_in_one_line(tmp_path, args, fragment):
+    done = _cli(*args, "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_checkpoints_on_a_notice_resumes_bit_identically_and_refuses_openmm(tmp_path):
+    """SIGTERM (the preemption notice of `thrifty run`) -> checkpoint -> exit 75; then resume."""
+    common = ["--system", "nanoconfinement", "--h", "2", "--c", "0.8", "--box-nm", "2.4", "--cutoff-nm", "1",
+              "--chunk", "20", "--steps", "200", "--equilibrate", "40", "--engine", "torch", "--json"]
+    straight = _cli(*common, "--out", str(tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stderr
+    ck = tmp_path / "parts" / "checkpoints"
+    job = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "md", "run", *common, "--out", str(tmp_path / "parts")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ready_file(ck, job.pid).exists():  # signal handlers installed (before torch is imported)
+        assert job.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=120) == PREEMPTED_EXIT
+    assert len(list(ck.glob("ckpt-*.bin"))) == 1
+    refused = _cli(*common[:-3], "--json", "--out", str(tmp_path / "parts"))  # the default --engine openmm
+    assert refused.returncode == 2 and "written by the torch engine" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    resumed = _cli(*common, "--out", str(tmp_path / "parts"))
+    assert resumed.returncode == 0 and json.loads(resumed.stdout) == json.loads(straight.stdout)
+    _same_outputs(tmp_path / "straight", tmp_path / "parts")
