@@ -60,12 +60,7 @@ class Measured:
 @dataclass(frozen=True)
 class BeliefSettings:
     misspecification_sd: float = 0.10  # prior sd of the model's log error (search.residuals)
-    # log sd of one configuration's evidence on its type's speed: what one window says about the
-    # processor beyond its measurement error. Small, because the kriged model error (below, 0.10,
-    # correlated between neighbours) already carries how another configuration of the type may
-    # differ; at 0.15 the two counted that twice, and one window on a type left its other batches
-    # 20% uncertain, which bought needless probes of dear types ("type 2x slow, cost": +1.3% -> +1.2%)
-    transfer_sd: float = 0.05
+    transfer_sd: float = 0.15  # log sd of one configuration's evidence on its type's speed
     sync_rel_error: float = 0.05  # relative error of a measured mean sync time
     prior_type_sd: float = 0.50  # log sd of an unmeasured type's speed around price parity
     max_sd: float = 2.0  # a poorly determined fit's interval is capped: beyond 27x at 90% it says nothing
