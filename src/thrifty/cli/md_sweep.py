@@ -40,7 +40,8 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
           campaign: Annotated[str, typer.Option(help="Campaign name inside --db")] = "default",
           sampler: Annotated[str, typer.Option(help="grid or random")] = "grid",
           seed: Annotated[int, typer.Option()] = 0,
-          simulation: Annotated[str, typer.Option(help="standin (numpy stand-in) or package.module:function")] = "standin",
+          simulation: Annotated[str, typer.Option(help="standin (numpy stand-in), nanoconfinement (the MD model on the CPU platform, "
+                                                    "to convergence) or package.module:function")] = "standin",
           work_dir: Annotated[Optional[Path], typer.Option(
               help="Run folders and checkpoints, on storage every node reaches (default: DB.runs beside --db)")] = None,
           model: Annotated[str, typer.Option(help="Lifetime model of the pool's VMs")] = "gcp-2019",

@@ -120,9 +120,8 @@ def lost_work(attempts_dir: Path) -> tuple[int, float, int]:
     return len(logs), lost_s, lost_chunks
 
 
-
-
-BUILT_IN = {"standin": "thrifty.md.standin:StandIn"}  # the nanoconfinement system registers here when it lands
+BUILT_IN = {"standin": "thrifty.md.standin:StandIn",
+            "nanoconfinement": "thrifty.md.nanoconfinement_run:NanoconfinementRun"}
 
 
 def resolve_simulation(spec: str) -> SimulationFn:

@@ -1,0 +1,62 @@
+"""The nanoconfinement system as a campaign's simulation function (md.simulation protocol).
+
+One point of the parameter box is one `md.job.run_md` of the nanoconfinement model, sampled until
+its profiles converge (every block-averaged error bar at or below `tolerance_molar`) or
+`cap_steps`: the MD-aware early stop. It resumes from the campaign's checkpoints like any MD job
+(bit-identical on Reference), and writes the point as `params.json` beside `profiles.csv`, so a
+campaign's run folders are what the surrogate trains on (md.runs). Parameter names are the
+model's (md.params.PARAMETERS: h_nm, z_plus, z_minus, c_molar, d_plus_nm, d_minus_nm); a point
+may leave any of them to the model's default.
+"""
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from thrifty.errors import ThriftyError
+from thrifty.io import write_text_atomic
+from thrifty.md.job import MDSettings, run_md
+from thrifty.md.nanoconfinement import NanoconfinementModel
+from thrifty.md.params import INTEGER_PARAMETERS, PARAMETERS
+from thrifty.md.runs import PARAMS_FILE
+from thrifty.transient.protocol import JobCheckpoints
+
+
+def model_at(params: dict, box_nm: float | None = None, cutoff_nm: float = 2.5) -> NanoconfinementModel:
+    """The model at a campaign point; an unknown parameter name is one error naming the known ones."""
+    unknown = sorted(set(params) - set(PARAMETERS))
+    if unknown:
+        raise ThriftyError(f"nanoconfinement has no parameter {', '.join(unknown)}: "
+                           f"the space may name {', '.join(PARAMETERS)}")
+    values = {k: int(round(float(v))) if k in INTEGER_PARAMETERS else float(v) for k, v in params.items()}
+    model = NanoconfinementModel(**values, box_nm=box_nm, cutoff_nm=cutoff_nm)
+    model.check()
+    return model
+
+
+@dataclass(frozen=True)
+class NanoconfinementRun:
+    """Settings every run of a campaign shares (the point varies)."""
+
+    platform: str = "CPU"
+    chunk: int = 100
+    equilibration_steps: int = 20_000
+    samples_per_block: int = 10
+    tolerance_molar: float = 0.02
+    cap_steps: int = 200_000
+    box_nm: float | None = None  # None: the model's (15 nm up to 0.5 M, 10 nm above)
+    cutoff_nm: float = 2.5  # real-space Coulomb cutoff (the model's default)
+    seed: int = 0
+
+    def __call__(self, params: dict, work_dir: Path, checkpoints: JobCheckpoints) -> dict:
+        model = model_at(params, self.box_nm, self.cutoff_nm)
+        work_dir = Path(work_dir)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        point = {f.name: getattr(model, f.name) for f in fields(model) if f.name in PARAMETERS}
+        write_text_atomic(work_dir / PARAMS_FILE, json.dumps(point, sort_keys=True) + "\n")
+        settings = MDSettings(system="nanoconfinement", steps=None, chunk=self.chunk, platform=self.platform,
+                              seed=self.seed, model=model, equilibration_steps=self.equilibration_steps,
+                              samples_per_block=self.samples_per_block, tolerance_molar=self.tolerance_molar,
+                              cap_steps=self.cap_steps)
+        summary = run_md(settings, work_dir, checkpoints)
+        return {**summary, "converged": summary["stopped"] == "converged", "settings": asdict(self)}
