@@ -13,7 +13,8 @@
    start-up 60 s), as bench_search.py does for synthetic traces.
 3. End to end: one real `local` search of builtin:digits to its target (cost objective, from the
    configuration `thrifty search --backend local` starts on: the plan's recommendation from a
-   fresh profile of the workload, search.start), then the oracle's configuration (the best on the
+   fresh profile of the workload, search.start; the job's B_noise is the profile's, as the CLI's
+   default), then the oracle's configuration (the best on the
    digits trace, found by the sim) trained from the start to the same target for real; both
    with the wall clock and the bill of search.local.
 Run (about 25 minutes on 2 cores):
@@ -22,6 +23,7 @@ Run (about 25 minutes on 2 cores):
 
 import argparse
 import csv
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -49,7 +51,7 @@ WARMUP, MEASURE = 10, 40
 STARTUP_S = 10.0  # emulated VM start-up of the real local runs
 SIM_STARTUP_S = 60.0  # VM start-up in the sim, as bench_search.py
 SIM_TARGET = 2e8  # samples-at-small-batch: the oracle trains digits for 10-40 h at these step times
-E2E_TARGET = 600_000.0  # samples-at-small-batch: the oracle trains digits for several minutes here
+E2E_TARGET = 300_000.0  # samples-at-small-batch: the oracle trains digits for several minutes here
 
 
 def flat_prices(types: list[LocalType]) -> list[LocalType]:
@@ -121,28 +123,40 @@ def sim_on_trace(rows: list[TraceRow], noise_scale: float, target: float, restar
     return out
 
 
-def planned_start(workload: str, types: list[LocalType], folder: Path) -> tuple[Config, dict]:
-    """Where `thrifty search --backend local` starts: the plan's recommendation from the workload's
-    job model (a fresh profile here, in a throwaway store) for the cost objective; with its
-    predicted time and cost."""
+def planned_start(workload: str, types: list[LocalType], folder: Path) -> tuple[Config, dict, float]:
+    """Where `thrifty search --backend local` starts and what it assumes: the plan's recommendation
+    from the workload's job model (a fresh profile here, in a throwaway store) for the cost
+    objective, with its predicted time and cost, and the job model's B_noise (the job's noise
+    scale for the real runs: the search measures its own, and a stated value far from it would
+    make the search and the oracle optimise different jobs)."""
     store = Store(folder / "profile.db")
     try:
         job = job_model(store, workload)[0]
     finally:
         store.close()
-    planner = LocalBackend(workload, types, NoiseSchedule.constant(WORKLOADS[workload], E2E_TARGET), folder / "plan",
+    planner = LocalBackend(workload, types, NoiseSchedule.constant(job.noise_scale, E2E_TARGET), folder / "plan",
                            global_batches=BATCHES, startup_cost_s=STARTUP_S)
     try:
         planned = plan_start(job, planner, Objective("cost"))
     finally:
         planner.close()
-    return planned.config, {"time_s": planned.time_s, "cost_usd": planned.cost_usd}
+    return planned.config, {"time_s": planned.time_s, "cost_usd": planned.cost_usd}, float(job.noise_scale)
 
 
-def real_run(workload: str, types: list[LocalType], target: float, start: Config | None, fixed: Config | None,
-             folder: Path) -> dict:
+def read_trace(path: Path) -> list[dict]:
+    """A trace measure_trace wrote (for --reuse-traces)."""
+    with open(path, newline="") as handle:
+        return [{"instance_type": r["instance_type"], "num_nodes": int(r["num_nodes"]),
+                 "num_workers": int(r["num_workers"]), "local_batch": int(r["local_batch"]),
+                 "step_time_s": float(r["step_time_s"]),
+                 "sync_time_s": float(r["sync_time_s"]) if r["sync_time_s"] else None,
+                 "price_per_hour": float(r["price_per_hour"])} for r in csv.DictReader(handle)]
+
+
+def real_run(workload: str, types: list[LocalType], noise_scale: float, target: float, start: Config | None,
+             fixed: Config | None, folder: Path) -> dict:
     """A real local job to `target`: searched from `start`, or trained on `fixed` throughout."""
-    schedule = NoiseSchedule.constant(WORKLOADS[workload], target)
+    schedule = NoiseSchedule.constant(noise_scale, target)
     backend = LocalBackend(workload, types, schedule, folder, global_batches=BATCHES, startup_cost_s=STARTUP_S)
     wall = time.perf_counter()
     try:
@@ -160,13 +174,17 @@ def real_run(workload: str, types: list[LocalType], target: float, start: Config
             "wall_s": time.perf_counter() - wall, "launches": len(list(folder.glob("launch-*.log")))}
 
 
-def main(seeds: int = 20) -> dict:
+def main(seeds: int = 20, reuse_traces: bool = False) -> dict:
     bundled = load_local_types()
     tables = {"bundled prices": bundled, "flat prices": flat_prices(bundled)}
     measured, restarts, sims = {}, {}, {}
+    previous = json.loads((RESULTS / "search_local.json").read_text()) if reuse_traces else None
     for workload in WORKLOADS:
-        name = workload.split(":")[1]
-        measured[workload], restarts[workload] = measure_trace(workload, bundled, RESULTS / f"local_trace_{name}.csv")
+        trace = RESULTS / f"local_trace_{workload.split(':')[1]}.csv"
+        if previous is not None:  # the traces and relaunch times of the latest run, re-used
+            measured[workload], restarts[workload] = read_trace(trace), previous["measured_restart_s"][workload]
+        else:
+            measured[workload], restarts[workload] = measure_trace(workload, bundled, trace)
     for workload, noise in WORKLOADS.items():
         for table, types in tables.items():
             rows = trace_rows(measured[workload], types)
@@ -177,13 +195,13 @@ def main(seeds: int = 20) -> dict:
                       f"{row['exhaustive']['overhead_' + goal]:+.1%}, random {row['random']['overhead_' + goal]:+.1%}",
                       flush=True)
     digits = trace_rows(measured["builtin:digits"], bundled)
-    oracle_config = oracle(Scenario(digits, NoiseSchedule.constant(WORKLOADS["builtin:digits"], E2E_TARGET),
-                                    Objective("cost"), 0.0, restarts["builtin:digits"], STARTUP_S)).final_config
     with tempfile.TemporaryDirectory(prefix="thrifty-e2e-") as folder:
-        start, planned = planned_start("builtin:digits", bundled, Path(folder))
-        searched = real_run("builtin:digits", bundled, E2E_TARGET, start, None, Path(folder) / "search")
-        best = real_run("builtin:digits", bundled, E2E_TARGET, None, oracle_config, Path(folder) / "oracle")
-    e2e = {"target_samples": E2E_TARGET, "noise_scale": WORKLOADS["builtin:digits"], "start": start.to_dict(),
+        start, planned, noise = planned_start("builtin:digits", bundled, Path(folder))
+        oracle_config = oracle(Scenario(digits, NoiseSchedule.constant(noise, E2E_TARGET), Objective("cost"), 0.0,
+                                        restarts["builtin:digits"], STARTUP_S)).final_config
+        searched = real_run("builtin:digits", bundled, noise, E2E_TARGET, start, None, Path(folder) / "search")
+        best = real_run("builtin:digits", bundled, noise, E2E_TARGET, None, oracle_config, Path(folder) / "oracle")
+    e2e = {"target_samples": E2E_TARGET, "noise_scale": noise, "start": start.to_dict(),
            "start_predicted": planned,
            "search": searched, "oracle": best,
            "overhead_time": searched["time_s"] / best["time_s"] - 1,
@@ -225,4 +243,7 @@ def plot(sims: dict, e2e: dict) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=20)
-    main(parser.parse_args().seeds)
+    parser.add_argument("--reuse-traces", action="store_true",
+                        help="the traces and relaunch times of the latest run instead of measuring them again")
+    arguments = parser.parse_args()
+    main(arguments.seeds, arguments.reuse_traces)
