@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from thrifty.errors import ThriftyError
+from thrifty.io import write_text_atomic
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.protocol import JobCheckpoints
 from thrifty.transient.schedule import Job, plan_schedule
@@ -99,8 +100,8 @@ class ScheduledCheckpoints(JobCheckpoints):
         return path
 
     def _write_log(self) -> None:
-        """Plain overwrite (bookkeeping only: a torn file just drops one attempt's lost-work count)."""
-        self.attempt_log.write_text(json.dumps({
+        """Written to a temp name and renamed: a worker killed mid-write leaves the previous log."""
+        write_text_atomic(self.attempt_log, json.dumps({
             "began": self.began, "last_chunk": self.clock(), "last_save": self.last_save,
             "chunks": self.chunks, "saved_chunk": self.saved_chunk, "saves": self.saves,
             "resumed": self.resumed_from is not None}))
