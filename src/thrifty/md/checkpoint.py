@@ -81,26 +81,35 @@ def unpack(payload: bytes, where: Path) -> MDCheckpoint:
                            f"`thrifty md run` ({FORMAT}): use another --checkpoint-dir (or --out)") from None
 
 
+START_OVER = "use another --checkpoint-dir (or --out) to start a new run"
+
+
+def check_continuation(saved_seed: int, seed: int, saved_sampling: dict, sampling: dict, saved_step: int,
+                       steps: int, where: Path) -> None:
+    """What every engine's resume must share with the run it continues: the seed, how the profiles
+    are sampled, and a target not behind the checkpoint; one line naming the option otherwise."""
+    if saved_seed != seed:
+        raise ThriftyError(f"the checkpoint in {where} is for --seed {saved_seed}, this run asked for "
+                           f"--seed {seed}: give --seed {saved_seed}, or {START_OVER}")
+    if saved_sampling != sampling:
+        raise ThriftyError(f"the checkpoint in {where} samples profiles after step "
+                           f"{saved_sampling['equilibration_steps']:,} ({saved_sampling['samples_per_block']} samples a "
+                           f"block), this run after step {sampling['equilibration_steps']:,} "
+                           f"({sampling['samples_per_block']} a block): give --equilibrate "
+                           f"{saved_sampling['equilibration_steps']}, or {START_OVER}")
+    if saved_step > steps:
+        raise ThriftyError(f"the checkpoint in {where} is at step {saved_step:,}, beyond --steps {steps:,}: "
+                           f"give --steps {saved_step} or more to continue that run, or {START_OVER}")
+
+
 def check_resume(saved: MDCheckpoint, identity: dict, platform: str, seed: int, steps: int, sampling: dict,
                  where: Path) -> None:
     """Refuse, in one line, a resume that OpenMM would fail on or that would not be the run asked for."""
-    start_over = "use another --checkpoint-dir (or --out) to start a new run"
     if saved.identity != identity:
         raise ThriftyError(f"the checkpoint in {where} is for system {describe(saved.identity)}, this run is "
-                           f"{describe(identity)}: resume with the same --system, or {start_over}")
+                           f"{describe(identity)}: resume with the same --system, or {START_OVER}")
     if saved.platform != platform:
         raise ThriftyError(f"the checkpoint in {where} was made on OpenMM platform {saved.platform}, which is "
                            f"the only one it loads on; this run asked for {platform}: give --platform "
-                           f"{saved.platform}, or {start_over}")
-    if saved.seed != seed:
-        raise ThriftyError(f"the checkpoint in {where} is for --seed {saved.seed}, this run asked for "
-                           f"--seed {seed}: give --seed {saved.seed}, or {start_over}")
-    if saved.sampling != sampling:
-        raise ThriftyError(f"the checkpoint in {where} samples profiles after step "
-                           f"{saved.sampling['equilibration_steps']:,} ({saved.sampling['samples_per_block']} samples a "
-                           f"block), this run after step {sampling['equilibration_steps']:,} "
-                           f"({sampling['samples_per_block']} a block): give --equilibrate "
-                           f"{saved.sampling['equilibration_steps']}, or {start_over}")
-    if saved.step > steps:
-        raise ThriftyError(f"the checkpoint in {where} is at step {saved.step:,}, beyond --steps {steps:,}: "
-                           f"give --steps {saved.step} or more to continue that run, or {start_over}")
+                           f"{saved.platform}, or {START_OVER}")
+    check_continuation(saved.seed, seed, saved.sampling, sampling, saved.step, steps, where)

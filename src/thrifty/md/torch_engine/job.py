@@ -28,7 +28,7 @@ from thrifty.errors import ThriftyError
 from thrifty.io import write_text_atomic
 from thrifty.md import profiles as prof
 from thrifty.md.checkpoint import FORMAT as OPENMM_FORMAT
-from thrifty.md.checkpoint import TORCH_PREFIX
+from thrifty.md.checkpoint import START_OVER, TORCH_PREFIX, check_continuation
 from thrifty.md.job import MDSettings, stop_reason, write_final_state, write_profiles
 from thrifty.md.nanoconfinement import NanoconfinementModel, nanoconfinement_system
 from thrifty.md.systems import MDSystem
@@ -41,7 +41,6 @@ from thrifty.transient.protocol import PREEMPTED_EXIT, JobCheckpoints
 
 FORMAT = TORCH_PREFIX + "1"
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
-START_OVER = "use another --checkpoint-dir (or --out) to start a new run"
 
 
 @dataclass(frozen=True)
@@ -100,18 +99,7 @@ def check_resume(saved: TorchCheckpoint, this: dict, seed: int, steps: int, samp
         raise ThriftyError(f"the checkpoint in {where} is for system {saved.identity['system']} "
                            f"({saved.identity['particles']} particles, {theirs}), this run is {this['system']} "
                            f"({this['particles']} particles): resume with the same parameters, or {START_OVER}")
-    if saved.seed != seed:
-        raise ThriftyError(f"the checkpoint in {where} is for --seed {saved.seed}, this run asked for --seed {seed}: "
-                           f"give --seed {saved.seed}, or {START_OVER}")
-    if saved.sampling != sampling:
-        raise ThriftyError(f"the checkpoint in {where} samples profiles after step "
-                           f"{saved.sampling['equilibration_steps']:,} ({saved.sampling['samples_per_block']} samples a "
-                           f"block), this run after step {sampling['equilibration_steps']:,} "
-                           f"({sampling['samples_per_block']} a block): give --equilibrate "
-                           f"{saved.sampling['equilibration_steps']}, or {START_OVER}")
-    if saved.step > steps:
-        raise ThriftyError(f"the checkpoint in {where} is at step {saved.step:,}, beyond --steps {steps:,}: "
-                           f"give --steps {saved.step} or more to continue that run, or {START_OVER}")
+    check_continuation(saved.seed, seed, saved.sampling, sampling, saved.step, steps, where)
 
 
 def _thermo_row(batch: Replicas, state: it.State, step: int, dof: int) -> dict[str, float]:
