@@ -71,6 +71,19 @@ def test_a_probe_is_cut_short_once_its_interval_excludes_it(rows):
     assert Measured.of(np.ones(3)).rel_se == 0.0
 
 
+def test_a_profile_window_far_worse_than_the_start_is_cut_short(rows):
+    # mutation caught: the profile's windows never cut (cut=False in Search.run): the largest
+    # batch on the slowest type ran its 20 steps though its first 10 showed it far behind
+    sc = scenario(rows, "time")
+    start = default_start(rows)
+    search = Search(sc.backend(0), sc.settings())
+    search.run(start)
+    profile = search.probes[:len(search.profile_configs(start))]
+    assert not profile[0].cut_short  # the start: nothing to compare with
+    far = max(profile[1:], key=lambda p: p.config.global_batch)
+    assert far.cut_short and far.steps == 2 * sc.settings().chunk_steps
+
+
 def test_a_deadline_is_met_and_changes_the_choice(rows):
     # mutation caught: the deadline left out of the feasibility bound x_max
     unconstrained = oracle(scenario(rows, "cost"))

@@ -37,8 +37,10 @@ A probe is cut short as soon as its measured 90% interval excludes it: even the 
 end costs more per unit of progress than the incumbent, or misses the deadline.
 The initial profile is `profile_configs` windows on the start's VM type at distinct local
 batches (the step-time fit needs two; the smallest and largest beside the start's, so the fit
-interpolates); they train the job like any window, nothing is lost. They end on their step-time
-precision alone: the start is often one rank, which measures the noise every 8th step only
+interpolates); they train the job like any window, nothing is lost. After the start they are cut
+short like any probe once their interval excludes them (the fit needs their mean, not its
+precision, and 10 steps of a large batch on the cheapest VM can take minutes: on the benchmark's
+time rows this took 0.2-0.7 points off the overhead). They end on their step-time precision alone: the start is often one rank, which measures the noise every 8th step only
 (perf.noise.noise_due), so waiting for B_noise there would stretch the slowest windows of the
 search (a large local batch on the cheapest VM) up to `max_window_steps`; the probes that follow
 bring the pooled estimate to its precision.
@@ -124,7 +126,7 @@ class Search:
         measured configuration again."""
         for config in self.profile_configs(start)[len(self.probes):]:
             if not self.backend.done:
-                self.window(config, cut=False, noise_precision=False)
+                self.window(config, noise_precision=False)
         probed = True  # a (restored) search continues after a window: decide
         while not self.backend.done:
             decide = probed or not self.settled or self.drifted()
