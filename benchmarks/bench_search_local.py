@@ -38,8 +38,8 @@ from thrifty.progress import ProgressBar
 from thrifty.search.config import Config
 from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.harness import STRATEGIES, Scenario, cheapest_start, medians, oracle, run_strategy, with_overheads
-from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates
-from thrifty.search.loop import Search, SearchSettings
+from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates, local_search_settings
+from thrifty.search.loop import Search
 from thrifty.search.rule import Objective
 from thrifty.search.start import plan_start
 from thrifty.search.trace import TraceRow
@@ -161,7 +161,7 @@ def real_run(workload: str, types: list[LocalType], noise_scale: float, target: 
     wall = time.perf_counter()
     try:
         if fixed is None:
-            outcome = Search(backend, SearchSettings(objective=Objective("cost"))).run(start)
+            outcome = Search(backend, local_search_settings(Objective("cost"), backend)).run(start)
             probes, moves, final = [p.to_dict() for p in outcome.probes], outcome.moves, outcome.final_config
         else:
             backend.launch(fixed)

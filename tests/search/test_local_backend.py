@@ -141,3 +141,17 @@ def test_the_window_carries_the_noise_measured_by_the_trainer_not_the_given_one(
     estimator = NoiseEstimator(length=1e9)
     estimator.add(backend.progress, two_ranks.noise.grad_sq, two_ranks.noise.trace)
     assert 5.0 < estimator.value < given / 3
+
+
+def test_a_local_search_weighs_the_measured_noise_against_the_jobs_stated_schedule(tmp_path):
+    # mutation caught: the local settings without the prior (the first decisions then take a
+    # 5-step noise estimate, often 10x off, at face value: search.noise_estimate)
+    from thrifty.search.local import local_search_settings
+    from thrifty.search.rule import Objective
+    schedule = NoiseSchedule.constant(NOISE_SCALE, TARGET)
+    backend = LocalBackend("builtin:digits", TYPES, schedule, tmp_path / "job", global_batches=[64])
+    try:
+        settings = local_search_settings(Objective("cost"), backend)
+    finally:
+        backend.close()
+    assert settings.noise_prior is schedule and settings.objective == Objective("cost")

@@ -58,3 +58,22 @@ def test_no_evidence_is_an_infinite_scale_with_an_infinite_error_and_the_state_r
     estimator.add(2.0, [2.0, 1.0, 3.0], [300.0, 100.0, 200.0])
     again = NoiseEstimator.from_state(estimator.state())
     assert again == estimator and np.isfinite(again.value) and np.isfinite(again.rel_se)
+
+
+def test_a_stated_noise_scale_is_the_prior_until_enough_steps_are_measured_then_weighed():
+    # mutations caught: the prior ignored (the 5-step estimate used as is), the prior always winning,
+    # or the weights swapped (a precise measurement pulled to the prior)
+    from thrifty.search.noise_estimate import MIN_WEIGHED_STEPS, with_prior
+    rng = np.random.default_rng(1)
+    few = NoiseEstimator(length=1e9)
+    few.add(0.0, rng.normal(1.0, 3.9, 5), rng.gamma(0.2, 48 / 0.2, 5))
+    assert with_prior(few, 48.0) == 48.0
+    many = NoiseEstimator(length=1e9)
+    many.add(0.0, rng.normal(1.0, 3.9, 20_000), rng.gamma(0.2, 480 / 0.2, 20_000))  # B = 480, +-6%
+    combined = with_prior(many, 48.0)
+    assert many.steps >= MIN_WEIGHED_STEPS and many.rel_se < 0.1
+    assert abs(np.log(combined / many.value)) < 0.02 * np.log(10)  # 10x off, the prior moves it < 2%
+    some = NoiseEstimator(length=1e9)
+    some.add(0.0, rng.normal(1.0, 3.9, 60), rng.gamma(0.2, 480 / 0.2, 60))
+    middle = with_prior(some, 48.0)
+    assert min(48.0, some.value) < middle < max(48.0, some.value)

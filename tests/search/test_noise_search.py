@@ -11,7 +11,7 @@ from conftest import NOISE_SCALE, TARGET, scenario
 
 from thrifty.search.config import Config
 from thrifty.search.efficiency import NoiseSchedule
-from thrifty.search.harness import Scenario, default_start
+from thrifty.search.harness import Scenario, default_start, oracle
 from thrifty.search.loop import Search
 from thrifty.search.rule import Objective
 from thrifty.search.session import run_search
@@ -148,3 +148,14 @@ def test_settled_the_rule_runs_again_once_the_noise_variance_halved(rows):
     assert search.drifted()
     search.noise = SimpleNamespace(value=800.0, rel_se=0.15)
     assert not search.drifted()
+
+
+def test_a_prior_ten_times_off_still_ends_on_the_oracle_configuration(rows):
+    # mutation caught: the prior always winning over the measurement (the search optimises the job
+    # the prior describes: a 10x larger B_noise favours a larger batch)
+    sc = scenario(rows, "time")
+    best = oracle(sc)
+    for seed in range(3):
+        settings = replace(sc.settings(), noise_prior=NoiseSchedule.constant(10 * NOISE_SCALE, TARGET))
+        outcome = Search(sc.backend(seed), settings).run(default_start(rows))
+        assert outcome.final_config == best.final_config

@@ -225,7 +225,8 @@ def _local_batches(workload: str, batches: str, work_dir: Path, resume: bool) ->
 def _local_search(local, workload: str, goal, first, seed: int, store, resume: bool, json_out: bool, stack):
     from dataclasses import asdict
 
-    from thrifty.search.loop import Search, SearchSettings
+    from thrifty.search.local import local_search_settings
+    from thrifty.search.loop import Search
     from thrifty.search.session import require_stored, run_stored
     from thrifty.workloads.names import workload_key
     key = workload_key(workload)
@@ -237,7 +238,7 @@ def _local_search(local, workload: str, goal, first, seed: int, store, resume: b
     if resume:
         require_stored(store, [request])
     view = _live_view(stack) if not json_out else None
-    search = Search(local, SearchSettings(objective=goal), [view] if view else [])
+    search = Search(local, local_search_settings(goal, local), [view] if view else [])
     return run_stored(search, request, key, seed, first, store, resume=resume)[0]
 
 

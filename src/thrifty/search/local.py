@@ -40,6 +40,8 @@ from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.loop import SearchSettings
+from thrifty.search.rule import Objective
 from thrifty.train.lifeline import notice_when_parent_dies
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file
 
@@ -338,3 +340,10 @@ class LocalBackend(ScheduledJob):
         now = self.elapsed_s
         self._billing.run(now - self._billed_until)
         self._billed_until = now
+
+
+def local_search_settings(objective: Objective, backend: LocalBackend) -> SearchSettings:
+    """How a search on the local backend decides: the job's stated noise schedule (the user's or
+    the workload job model's, which also counts the job's progress) is the prior that the noise
+    the trainer measures is weighed against (search.noise_estimate)."""
+    return SearchSettings(objective=objective, noise_prior=backend.schedule)

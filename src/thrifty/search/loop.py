@@ -55,9 +55,9 @@ from thrifty.errors import ThriftyError
 from thrifty.search.backend import Backend
 from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief, step_time_floor
 from thrifty.search.config import Config, needs_new_vms
-from thrifty.search.efficiency import progress_per_step
+from thrifty.search.efficiency import NoiseSchedule, progress_per_step
 from thrifty.search.events import Prediction, Probe, WindowDone
-from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator
+from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_prior
 from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
 
 
@@ -80,6 +80,7 @@ class SearchSettings:
     profile_configs: int = 3
     explore: bool = True  # False: `thrifty plan` alone, the profile's model and no probes
     belief: BeliefSettings = BeliefSettings()
+    noise_prior: NoiseSchedule | None = None  # a stated B_noise(progress): the prior (search.noise_estimate)
 
 
 @dataclass
@@ -252,7 +253,11 @@ class Search:
 
     def noise_scale(self) -> float:
         """B_noise now: the ratio of the recent measured steps' mean tr(Sigma) to their mean
-        |G|^2 (search.noise_estimate)."""
+        |G|^2, combined with the stated noise scale at this progress where there is one
+        (search.noise_estimate)."""
+        prior = self.settings.noise_prior
+        if prior is not None:
+            return with_prior(self.noise, prior.at(self.backend.progress))
         if self.noise.steps == 0:
             raise ThriftyError("the backend measured no gradient noise yet")
         return self.noise.value
