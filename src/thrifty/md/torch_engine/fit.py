@@ -65,6 +65,8 @@ def window(model: NanoconfinementModel, n_replicas: int = 4, equilibration_steps
 def smooth_profile(w: Window, ion: str, diameter_nm: torch.Tensor) -> torch.Tensor:
     """(bins,) the window's Gaussian-kernel profile of `ion` (mol/L) with that ion's diameter set to
     `diameter_nm` (a 0-d tensor); differentiable in it."""
+    if ion not in IONS:
+        raise ValueError(f"ion must be one of {IONS}, got {ion!r}")
     b = w.batch
     chosen = (b.charges_e > 0 if ion == "cation" else b.charges_e < 0) & b.mask
     b = replace(b, diameters_nm=torch.where(chosen, diameter_nm, b.diameters_nm))
@@ -91,8 +93,6 @@ def loss_and_gradient(w: Window, ion: str, target_molar: torch.Tensor, diameter_
 def fit_diameter(w: Window, ion: str, target_molar: torch.Tensor, start_nm: float, iterations: int = 10,
                  first_step_nm: float = 0.02, tolerance_nm: float = 1e-4) -> Fit:
     """Secant steps on dloss/dd from `start_nm`; stops after a step below `tolerance_nm` or `iterations`."""
-    if ion not in IONS:
-        raise ValueError(f"ion must be one of {IONS}, got {ion!r}")
     d, history, step = start_nm, [], math.inf
     for _ in range(iterations):
         loss, gradient = loss_and_gradient(w, ion, target_molar, d)
