@@ -13,7 +13,7 @@ bars. Not caught at this size: Ewald charges scaled by 0.5 (0.97): monovalent pr
 uncharged walls of the same permittivity hardly depend on the electrostatics; a trivalent system
 would, but its correlation time needs runs longer than this test may take.
 20 ions (10 + 10) in 3 x 3 x 2 nm, 8000 steps of 5 fs, samples every 20 steps after 400, 25 per
-block: about 14 s for torch and 6 s for OpenMM on one core.
+block: about 14 s for torch and 6 s for OpenMM (25-30 s in all with the machine under load).
 """
 
 import numpy as np
