@@ -3,8 +3,9 @@
 R replicas with different parameters in padded tensors (replicas), dense all-pairs with the minimum
 image (pairs), WCA ion-ion and ion-wall repulsions (short_range), slab Ewald electrostatics (ewald),
 forces by autograd (potential), a BAOAB Langevin integrator (integrator) and density profiles of a
-batched run (sampling); `thrifty md run --engine torch` runs one replica through the job loop
-(job, imported on its own: not re-exported here). float64 or float32, CPU or GPU (written for both;
+batched run (sampling); `thrifty md run --engine torch` runs one replica through the job loop, and
+an ion diameter is fitted to a target profile by autograd through a short run (job and fit, each
+imported on its own: not re-exported here). float64 or float32, CPU or GPU (written for both;
 tested on CPU). Imports torch: nothing on the CLI's import path may import this package.
 """
 
