@@ -34,6 +34,12 @@ def model_at(params: dict, box_nm: float | None = None, cutoff_nm: float = 2.5) 
     return model
 
 
+def write_params(model: NanoconfinementModel, work_dir: Path) -> None:
+    """The point as md.runs reads it: params.json in the run folder."""
+    point = {f.name: getattr(model, f.name) for f in fields(model) if f.name in PARAMETERS}
+    write_text_atomic(work_dir / PARAMS_FILE, json.dumps(point, sort_keys=True) + "\n")
+
+
 @dataclass(frozen=True)
 class NanoconfinementRun:
     """Settings every run of a campaign shares (the point varies)."""
@@ -52,8 +58,7 @@ class NanoconfinementRun:
         model = model_at(params, self.box_nm, self.cutoff_nm)
         work_dir = Path(work_dir)
         work_dir.mkdir(parents=True, exist_ok=True)
-        point = {f.name: getattr(model, f.name) for f in fields(model) if f.name in PARAMETERS}
-        write_text_atomic(work_dir / PARAMS_FILE, json.dumps(point, sort_keys=True) + "\n")
+        write_params(model, work_dir)
         settings = MDSettings(system="nanoconfinement", steps=None, chunk=self.chunk, platform=self.platform,
                               seed=self.seed, model=model, equilibration_steps=self.equilibration_steps,
                               samples_per_block=self.samples_per_block, tolerance_molar=self.tolerance_molar,
