@@ -31,6 +31,18 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
+def _check_engine(engine: str, replicas: int, simulation: str) -> None:
+    """--engine and --replicas, refused in one line before anything starts."""
+    if engine not in ("openmm", "torch"):
+        raise ThriftyError(f"unknown --engine {engine!r}; choose openmm or torch")
+    if replicas < 1:
+        raise ThriftyError(f"--replicas must be a positive integer, got {replicas}")
+    if engine == "openmm" and replicas > 1:
+        raise ThriftyError("--replicas > 1 batches points on the torch engine: add --engine torch")
+    if engine == "torch" and simulation != "nanoconfinement":
+        raise ThriftyError(f"--engine torch runs --simulation nanoconfinement only, not {simulation}")
+
+
 def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min = 3.0 max = 4.0, [zp] values = [1, 2]")],
           budget_runs: Annotated[int, typer.Option(help="Completed runs to reach (counting those already stored)")],
           db: Annotated[Path, typer.Option(help="SQLite database of the campaign (a restart continues it)")] = Path("campaign.db"),
@@ -52,6 +64,10 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
           startup: Annotated[str, typer.Option(help="A fresh VM's start-up, model time (placement)")] = "60s",
           time_scale: Annotated[float, typer.Option(
               help="Model seconds per wall second (3600: a simulated hour is a real second)", callback=positive)] = 3600.0,
+          engine: Annotated[str, typer.Option(
+              help="openmm, or torch: nanoconfinement on the batched torch engine, --replicas points per task")] = "openmm",
+          replicas: Annotated[int, typer.Option(
+              help="Points run as one batched job on one worker (--engine torch; 1 with openmm)")] = 1,
           emulate_preemptions: Annotated[bool, typer.Option(
               help="Run on Ray's multi-node test cluster here, killing spot nodes at lifetimes drawn from --model")] = False,
           json_out: JsonOpt = False) -> None:
@@ -70,6 +86,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
         raise ThriftyError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if address and emulate_preemptions:
         raise ThriftyError("give --address or --emulate-preemptions, not both")
+    _check_engine(engine, replicas, simulation)
     parameter_space = load_space(space)
     spec = PoolSpec.parse(pool)
     vms = [vm for vm in load_catalog() if vm.cloud == "gcp" and vm.instance_type == instance_type]
@@ -81,9 +98,15 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
     startup_s = parse_duration_s(startup, what="--startup", bare_unit="s", allow_zero=True)
     plan = CheckpointPlan(lifetime, job_hours * 3600, checkpoint_s, restart_s, time_scale)
     plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
-    simulate = resolve_simulation(simulation)
+    if engine == "torch":
+        from thrifty.md.torch_engine.batch_job import TorchBatchRun
+        simulate = TorchBatchRun()
+    else:
+        simulate = resolve_simulation(simulation)
     work = work_dir or db.with_suffix(".runs")
     request = {"space": parameter_space.to_dict(), "sampler": sampler, "seed": seed, "simulation": simulation}
+    if engine == "torch":  # a campaign's runs are of one engine
+        request["engine"] = "torch"
     with CampaignStore(db, campaign) as store:
         resumed = store.begin(request)
         ray = loopback_ray()
@@ -102,7 +125,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
                              num_cpus=spec.nodes, log_to_driver=False, logging_level="ERROR")
                 placement = None if emulated is None else Placement.solve(lifetime, plan.job_s, checkpoint_s,
                                                                            restart_s, startup_s)
-                report = run_campaign(CampaignConfig(budget_runs, Path(work), plan, spec.nodes),
+                report = run_campaign(CampaignConfig(budget_runs, Path(work), plan, spec.nodes, replicas=replicas),
                                       make_sampler(sampler, parameter_space, seed), simulate, store, emulated,
                                       placement)
             finally:

@@ -13,8 +13,16 @@ Two mechanisms bring a run back:
   them; they resume from their checkpoints.
 A finished run is stored once (md.campaign_store: keyed by campaign and run id, one transaction);
 a completion that finds its run stored already is counted as a duplicate and not stored again.
+
+With a BatchSimulation (md.torch_engine.batch_job) and `replicas` R, up to R points form one task
+(`run_batch_points`), one job on one worker: each point keeps its run folder and run id and is
+stored on its own, as above; the batch checkpoints in `work_dir/batch-<hash of its run ids>/`, so a
+retried task finds its batch's checkpoints, and a restarted driver that forms the same batch (the
+sampler's points in order, R at a time) resumes it, while one whose batch was partly stored forms new
+batches of the points left (each stored once: the sampler skips stored points).
 """
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +31,7 @@ from thrifty.errors import ThriftyError
 from thrifty.md.campaign_store import CampaignStore
 from thrifty.md.pool import EmulatedPool, Placement, node_age_model_s
 from thrifty.md.sampler import Sampler, point_key
-from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints, SimulationFn, lost_work
+from thrifty.md.simulation import BatchSimulation, CheckpointPlan, ScheduledCheckpoints, SimulationFn, lost_work
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class CampaignConfig:
     plan: CheckpointPlan
     concurrency: int  # runs in flight at once (the pool's size)
     max_retries: int = 50  # Ray retries of a run whose node died
+    replicas: int = 1  # points per task, with a BatchSimulation
 
 
 @dataclass
@@ -53,21 +62,44 @@ class CampaignReport:
         return {k: v for k, v in self.__dict__.items() if k != "runs"}
 
 
-def run_point(simulation: SimulationFn, params: dict, work_dir: str, plan: CheckpointPlan,
-              nodes_file: str | None) -> dict:
-    """One attempt at one run, inside a Ray worker: schedule for this node's age, resume, run."""
+def _attempt(work: Path, plan: CheckpointPlan, nodes_file: str | None) -> tuple[ScheduledCheckpoints, str]:
+    """This attempt's checkpoints in `work` (scheduled for this node's age) and the node's id."""
     import ray
     node_id = ray.get_runtime_context().get_node_id()
-    work = Path(work_dir)
     age_s = node_age_model_s(None if nodes_file is None else Path(nodes_file), node_id, plan.time_scale)
     attempts_dir = work / "attempts"
     attempt = len(list(attempts_dir.glob("*.json"))) + 1 if attempts_dir.exists() else 1
-    checkpoints = ScheduledCheckpoints(work / "checkpoints", plan.intervals_wall_s(age_s),
-                                       attempt_log=attempts_dir / f"{attempt:03d}.json")
+    return ScheduledCheckpoints(work / "checkpoints", plan.intervals_wall_s(age_s),
+                                attempt_log=attempts_dir / f"{attempt:03d}.json"), node_id
+
+
+def run_point(simulation: SimulationFn, params: dict, work_dir: str, plan: CheckpointPlan,
+              nodes_file: str | None) -> dict:
+    """One attempt at one run, inside a Ray worker: schedule for this node's age, resume, run."""
+    work = Path(work_dir)
+    checkpoints, node_id = _attempt(work, plan, nodes_file)
     result = simulation(params, work, checkpoints)
-    attempts, lost_s, _ = lost_work(attempts_dir)
+    attempts, lost_s, _ = lost_work(work / "attempts")
     return {"result": result, "attempts": attempts, "lost_work_s": lost_s, "node_id": node_id,
             "resumed": checkpoints.resumed_from is not None}
+
+
+def batch_dir(work_dir: Path, run_ids: list[str]) -> Path:
+    """Where a batch of these runs (in this order) keeps its checkpoints and attempt logs."""
+    return Path(work_dir) / f"batch-{hashlib.sha256(' '.join(run_ids).encode()).hexdigest()[:16]}"
+
+
+def run_batch_points(simulation: BatchSimulation, points: list[dict], work_dir: str, plan: CheckpointPlan,
+                     nodes_file: str | None) -> list[dict]:
+    """One attempt at a batch of runs in one job; one run_point-like outcome per point (the batch's
+    attempts and lost work are each point's)."""
+    run_ids = [point_key(p) for p in points]
+    work = batch_dir(Path(work_dir), run_ids)
+    checkpoints, node_id = _attempt(work, plan, nodes_file)
+    results = simulation.run_batch(points, [Path(work_dir) / r for r in run_ids], checkpoints)
+    attempts, lost_s, _ = lost_work(work / "attempts")
+    return [{"result": r, "attempts": attempts, "lost_work_s": lost_s, "node_id": node_id,
+             "resumed": checkpoints.resumed_from is not None} for r in results]
 
 
 def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: SimulationFn, store: CampaignStore,
@@ -77,18 +109,23 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: Simulatio
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     started = time.monotonic()
-    task = ray.remote(num_cpus=1, max_retries=config.max_retries, retry_exceptions=False)(run_point)
+    batched = isinstance(simulation, BatchSimulation)
+    per_task = config.replicas if batched else 1
+    task = ray.remote(num_cpus=1, max_retries=config.max_retries,
+                      retry_exceptions=False)(run_batch_points if batched else run_point)
     nodes_file = None if pool is None else str(pool.nodes_file)
     report = CampaignReport()
     completed = store.completed()
-    pending: dict = {}  # ObjectRef -> (run id, params, node id or None)
+    pending: dict = {}  # ObjectRef -> (run ids, points, node id or None)
     while len(completed) < config.budget_runs:
-        room = min(config.concurrency - len(pending), config.budget_runs - len(completed) - len(pending))
+        flying = sum(len(ids) for ids, _, _ in pending.values())
+        room = min((config.concurrency - len(pending)) * per_task, config.budget_runs - len(completed) - flying)
         if room > 0:
-            in_flight = {run_id for run_id, _, _ in pending.values()}
-            fresh = [p for p in sampler.next_points(completed, room + len(pending))
+            in_flight = {run_id for ids, _, _ in pending.values() for run_id in ids}
+            fresh = [p for p in sampler.next_points(completed, room + flying)
                      if point_key(p) not in in_flight][:room]
-            for params in fresh:
+            for first in range(0, len(fresh), per_task):
+                points = fresh[first:first + per_task]
                 options, node = {}, None
                 if pool is not None and placement is not None:
                     busy = {n for _, _, n in pending.values()}
@@ -99,26 +136,31 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: Simulatio
                     if node is None:
                         break
                     options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
-                run_id = point_key(params)
-                ref = task.options(**options).remote(simulation, params, str(config.work_dir / run_id),
-                                                     config.plan, nodes_file)
-                pending[ref] = (run_id, params, node)
+                ids = [point_key(p) for p in points]
+                if batched:
+                    ref = task.options(**options).remote(simulation, points, str(config.work_dir), config.plan,
+                                                         nodes_file)
+                else:
+                    ref = task.options(**options).remote(simulation, points[0], str(config.work_dir / ids[0]),
+                                                         config.plan, nodes_file)
+                pending[ref] = (ids, points, node)
         if not pending:
             break  # the sampler has no point left
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if pool is None else 0.05)
         if pool is not None:
             pool.tick()
         for ref in ready:
-            run_id, params, _ = pending.pop(ref)
+            ids, points, _ = pending.pop(ref)
             try:
-                out = ray.get(ref)
+                outs = ray.get(ref)
             except ray.exceptions.RayTaskError as exc:
-                raise ThriftyError(f"run {run_id} ({params}) failed in the simulation: "
+                raise ThriftyError(f"run {' '.join(ids)} ({', '.join(map(str, points))}) failed in the simulation: "
                                    f"{str(exc.cause or exc).splitlines()[0]}") from None
-            if store.record_run(run_id, params, out["result"], out["attempts"], out["lost_work_s"]):
-                report.stored_now += 1
-            else:
-                report.duplicates += 1
+            for run_id, params, out in zip(ids, points, outs if batched else [outs]):
+                if store.record_run(run_id, params, out["result"], out["attempts"], out["lost_work_s"]):
+                    report.stored_now += 1
+                else:
+                    report.duplicates += 1
             completed = store.completed()
     report.runs = completed
     report.completed = len(completed)

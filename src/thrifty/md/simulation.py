@@ -7,7 +7,8 @@ one falls back to the one before, transient.protocol), works in chunks, calls
 `checkpoints.due()` after each chunk and `checkpoints.save(payload)` when it says so, and
 returns a result dict holding at least `steps` (MD steps run in all) and `converged` (it stopped
 because its density profile's block-averaged error bars fell below the tolerance, rather than at
-its step cap). The OpenMM job (`md.job.run_md`) already speaks this protocol.
+its step cap). The OpenMM job (`md.job.run_md`) already speaks this protocol. A BatchSimulation
+runs R points as one job (`run_batch`) with one checkpoint schedule for the batch.
 
 ScheduledCheckpoints is transient.protocol.JobCheckpoints whose `due()` follows the model-aware
 DP schedule (transient.schedule.plan_schedule) of the pool's lifetime model, for a job of the
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from thrifty.errors import ThriftyError
 from thrifty.io import write_text_atomic
@@ -34,6 +35,15 @@ from thrifty.transient.schedule import Job, plan_schedule
 
 class SimulationFn(Protocol):
     def __call__(self, params: dict, work_dir: Path, checkpoints: "ScheduledCheckpoints") -> dict: ...
+
+
+@runtime_checkable
+class BatchSimulation(Protocol):
+    """Runs several points as one job (md.torch_engine.batch_job): one run folder per point, one set of
+    checkpoints for the batch, one result per point in the points' order."""
+
+    def run_batch(self, points: list[dict], work_dirs: list[Path], checkpoints: "ScheduledCheckpoints") -> list[dict]:
+        ...
 
 
 @dataclass(frozen=True)

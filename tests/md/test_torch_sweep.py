@@ -1,0 +1,133 @@
+"""`thrifty md sweep --engine torch --replicas R`: R points run as one batched torch job (one Ray task)
+and are stored as R ordinary runs, each once, with the batched engine's profiles; a batch task killed
+after a checkpoint resumes bit-identically on its retry; bad --engine/--replicas are one line, exit 2."""
+
+import json
+import sqlite3
+
+import pytest
+import torch
+
+from thrifty.cli.app import main
+from thrifty.md import profiles as prof
+from thrifty.md import simulation as sim
+from thrifty.md.campaign import CampaignConfig, batch_dir, run_batch_points, run_campaign
+from thrifty.md.campaign_store import CampaignStore
+from thrifty.md.nanoconfinement_run import model_at
+from thrifty.md.pool import loopback_ray
+from thrifty.md.sampler import GridSampler, point_key
+from thrifty.md.simulation import CheckpointPlan
+from thrifty.md.space import parse_space
+from thrifty.md.torch_engine.batch_job import TorchBatchRun
+from thrifty.md.torch_engine.sampling import sample_profiles
+from thrifty.transient.registry import load_model
+
+torch.set_num_threads(1)
+
+BOX, CUTOFF = 2.4, 1.0  # 10 to 20 ions a replica
+SMALL = TorchBatchRun(chunk=20, equilibration_steps=40, samples_per_block=3, tolerance_molar=1e-9, cap_steps=200,
+                      box_nm=BOX, cutoff_nm=CUTOFF)
+SPACE = parse_space("[h_nm]\nvalues = [2.0, 2.4]\n[c_molar]\nvalues = [0.8]\n[z_plus]\nvalues = [1, 2]\n")
+OUTPUTS = ("profiles.csv", "thermo.csv", "summary.json", "params.json", "density_profile.csv")
+
+
+@pytest.fixture(scope="module")
+def ray_here():
+    ray = loopback_ray()
+    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=1,
+             log_to_driver=False, logging_level="ERROR")
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _plan(time_scale: float = 3600.0) -> CheckpointPlan:
+    return CheckpointPlan(load_model("gcp-2019")[1], 3 * 3600, time_scale=time_scale)
+
+
+def _batched_csv(points: list[dict], path) -> list[str]:
+    """profiles.csv of each point from md.torch_engine.sampling.sample_profiles on the same batch."""
+    found = sample_profiles([model_at(p, BOX, CUTOFF) for p in points], SMALL.cap_steps, SMALL.equilibration_steps,
+                            SMALL.chunk, SMALL.samples_per_block, SMALL.seed)
+    texts = []
+    for i, p in enumerate(found):
+        prof.write_csv(path / f"ref-{i}.csv", p, ("cation", "anion"))
+        texts.append((path / f"ref-{i}.csv").read_text())
+    return texts
+
+
+@pytest.mark.timeout(90)
+def test_a_torch_sweep_stores_each_point_once_with_the_batched_engines_profiles(ray_here, tmp_path):
+    # mutations caught: the driver storing one batch result for every point (outs[0] for all: profiles
+    # and counts differ), a replica sampling another replica's ions (z[0] for all), a partly stored
+    # batch's stored point run or stored again (stored_now, the kept dummy result)
+    points = GridSampler(SPACE).next_points([], 4)
+    work = tmp_path / "runs"
+    with CampaignStore(tmp_path / "c.db") as store:
+        store.begin({"test": "torch"})
+        # a driver died after storing the first point of its batch: the rest form new batches
+        store.record_run(point_key(points[0]), points[0], {"steps": 0, "converged": False}, 1, 0.0)
+        report = run_campaign(CampaignConfig(4, work, _plan(), concurrency=1, replicas=2), GridSampler(SPACE),
+                              SMALL, store)
+    assert report.completed == 4 and report.stored_now == 3 and report.duplicates == 0, report.summary()
+    rows = list(sqlite3.connect(tmp_path / "c.db").execute("SELECT run_id, result_json FROM md_campaign_runs"))
+    assert sorted(r[0] for r in rows) == sorted(point_key(p) for p in points)
+    assert json.loads(dict(rows)[point_key(points[0])]) == {"steps": 0, "converged": False}
+    expected = _batched_csv(points[1:3], tmp_path) + _batched_csv(points[3:], tmp_path)
+    for point, text in zip(points[1:], expected):
+        run = work / point_key(point)
+        assert all((run / name).exists() for name in OUTPUTS)
+        assert (run / "profiles.csv").read_text() == text
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["steps"] == 200 and summary["engine"] == "torch" and summary["stopped"] == "cap"
+    assert not (work / point_key(points[0])).exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_batch_task_killed_after_a_checkpoint_resumes_bit_identically_on_its_retry(ray_here, tmp_path,
+                                                                                      monkeypatch):
+    # mutation caught: the generator's state not restored on resume (thermo, profiles and final
+    # state differ from the straight run); the retry not finding its batch's checkpoints (resumed False)
+    points = GridSampler(SPACE).next_points([], 2)
+    plan = _plan(time_scale=1e9)  # the DP schedule's intervals in microseconds: a checkpoint every chunk
+    straight = run_batch_points(SMALL, points, str(tmp_path / "straight"), plan, None)
+    due, calls = sim.ScheduledCheckpoints.due, []
+
+    class Killed(Exception):
+        """The node dies: nothing after it reaches the disk."""
+
+    def dying_due(self) -> bool:
+        calls.append(1)
+        if len(calls) == 5:
+            raise Killed
+        return due(self)
+
+    monkeypatch.setattr(sim.ScheduledCheckpoints, "due", dying_due)
+    with pytest.raises(Killed):
+        run_batch_points(SMALL, points, str(tmp_path / "killed"), plan, None)
+    retried = run_batch_points(SMALL, points, str(tmp_path / "killed"), plan, None)
+    assert all(out["attempts"] == 2 and out["resumed"] for out in retried)
+    assert [o["result"] for o in retried] == [o["result"] for o in straight]
+    logs = sorted((batch_dir(tmp_path / "killed", [point_key(p) for p in points]) / "attempts").glob("*.json"))
+    assert json.loads(logs[0].read_text())["saves"] >= 3  # it had checkpointed before it died
+    for point in points:
+        for name in OUTPUTS:
+            a, b = (tmp_path / w / point_key(point) / name for w in ("straight", "killed"))
+            assert a.read_text() == b.read_text(), name
+
+
+@pytest.mark.parametrize("extra, reason", [
+    (["--replicas", "2"], "add --engine torch"),
+    (["--engine", "torch", "--replicas", "0"], "--replicas must be a positive integer"),
+    (["--engine", "torch", "--replicas", "2"], "--engine torch runs --simulation nanoconfinement only"),
+    (["--engine", "jax", "--simulation", "nanoconfinement"], "unknown --engine"),
+])
+def test_bad_engine_or_replicas_are_one_line_and_exit_2(tmp_path, capsys, extra, reason):
+    # mutations caught: each refusal removed (the sweep would start Ray, or run openmm points unbatched)
+    space = tmp_path / "space.toml"
+    space.write_text("[h_nm]\nvalues = [2.0]\n")
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "1", "--db", str(tmp_path / "c.db"), *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and reason in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "c.db").exists()
