@@ -81,6 +81,8 @@ def test_a_torch_sweep_stores_each_point_once_with_the_batched_engines_profiles(
         assert (run / "profiles.csv").read_text() == text
         summary = json.loads((run / "summary.json").read_text())
         assert summary["steps"] == 200 and summary["engine"] == "torch" and summary["stopped"] == "cap"
+        stored = json.loads(dict(rows)[point_key(point)])  # the store holds this point's own result
+        assert stored == summary | {"converged": False, "settings": stored["settings"]}
     assert not (work / point_key(points[0])).exists()
 
 
@@ -123,8 +125,10 @@ def test_a_batch_task_killed_after_a_checkpoint_resumes_bit_identically_on_its_r
     (["--engine", "torch", "--replicas", "2"], "--engine torch runs --simulation nanoconfinement only"),
     (["--engine", "jax", "--simulation", "nanoconfinement"], "unknown --engine"),
 ])
+@pytest.mark.timeout(30)
 def test_bad_engine_or_replicas_are_one_line_and_exit_2(tmp_path, capsys, extra, reason):
-    # mutations caught: each refusal removed (the sweep would start Ray, or run openmm points unbatched)
+    # mutations caught (each checked by hand): each refusal removed (the sweep goes on: Ray starts, openmm runs
+    # its points unbatched, or the torch engine runs at the model's full length)
     space = tmp_path / "space.toml"
     space.write_text("[h_nm]\nvalues = [2.0]\n")
     code = main(["md", "sweep", "--space", str(space), "--budget-runs", "1", "--db", str(tmp_path / "c.db"), *extra])
