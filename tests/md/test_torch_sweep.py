@@ -1,9 +1,14 @@
 """`thrifty md sweep --engine torch --replicas R`: R points run as one batched torch job (one Ray task)
 and are stored as R ordinary runs, each once, with the batched engine's profiles; a batch task killed
-after a checkpoint resumes bit-identically on its retry; bad --engine/--replicas are one line, exit 2."""
+after a checkpoint resumes bit-identically on its retry; the CLI runs such a sweep; bad --engine/--replicas
+are one line, exit 2. About 30 s here (two local Ray starts)."""
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +28,7 @@ from thrifty.md.torch_engine.sampling import sample_profiles
 from thrifty.transient.registry import load_model
 
 torch.set_num_threads(1)
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 BOX, CUTOFF = 2.4, 1.0  # 10 to 20 ions a replica
 SMALL = TorchBatchRun(chunk=20, equilibration_steps=40, samples_per_block=3, tolerance_molar=1e-9, cap_steps=200,
@@ -135,3 +141,29 @@ def test_bad_engine_or_replicas_are_one_line_and_exit_2(tmp_path, capsys, extra,
     err = capsys.readouterr().err.strip()
     assert code == 2 and reason in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "c.db").exists()
+
+
+CLI_SWEEP = """
+import sys
+from thrifty.cli.app import main
+from thrifty.md.torch_engine.batch_job import TorchBatchRun
+# the sweep's batches at test size: the defaults of the TorchBatchRun the CLI makes (test-only)
+TorchBatchRun.__init__.__defaults__ = (20, 40, 3, 1e-9, 200, 2.4, 1.0, 0, "float64", "cpu")
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.timeout(90)
+def test_the_cli_runs_a_torch_sweep_as_batches_of_replicas(tmp_path):
+    # mutation caught: --replicas not passed to the campaign (two tasks of one point: two batch folders)
+    space = tmp_path / "space.toml"
+    space.write_text("[h_nm]\nvalues = [2.0, 2.4]\n[c_molar]\nvalues = [0.8]\n")
+    done = subprocess.run([sys.executable, "-c", CLI_SWEEP, "md", "sweep", "--space", str(space), "--budget-runs", "2",
+                           "--db", str(tmp_path / "c.db"), "--work-dir", str(tmp_path / "runs"), "--pool", "spot:1",
+                           "--simulation", "nanoconfinement", "--engine", "torch", "--replicas", "2", "--json"],
+                          capture_output=True, text=True, timeout=80, env={**os.environ, "PYTHONPATH": SRC})
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout[done.stdout.index("{"):])
+    assert report["completed"] == 2 and report["stored_now"] == 2 and report["duplicates"] == 0
+    assert len(list((tmp_path / "runs").glob("batch-*"))) == 1
+    assert all(json.loads(p.read_text())["replicas"] == 2 for p in (tmp_path / "runs").glob("*/summary.json"))
