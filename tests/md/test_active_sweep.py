@@ -6,6 +6,8 @@ stand-in profiles of standin_profiles.py written as campaign run folders: no MD.
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -164,6 +166,15 @@ def test_bad_active_options_are_one_line_and_exit_2(tmp_path, capsys, extra, rea
 def test_a_space_without_the_surrogates_parameters_is_refused():
     with pytest.raises(ThriftyError, match="the space names h$"):
         check_active(parse_space("[h]\nmin = 3.0\nmax = 4.0\n"), 0.9, 5, 10)
+
+
+def test_the_active_sampler_imports_torch_only_to_train():
+    # mutation caught: md.surrogate (torch) imported at the top of md.active_sweep, which the CLI
+    # imports for every --sampler active before anything trains
+    code = "import sys, thrifty.cli.app, thrifty.md.active_sweep; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=25,
+                          env={**os.environ, "PYTHONPATH": SRC})
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
 
 
 @pytest.fixture(scope="module")
