@@ -83,6 +83,11 @@ class Outcome:
 
 
 class ActiveSampler:
+    """The sampler of `--sampler active`. `next_points` returns the whole unfinished stored batch
+    (the campaign submits as many as it has room for and asks again), or, once it has completed,
+    nothing (the target is met, or no candidate is left) or a new batch of up to k points.
+    `train` turns completed runs into a surrogate (default: md.surrogate's ensemble)."""
+
     def __init__(self, space: ParameterSpace, store: CampaignStore, work_dir: Path, *,
                  target_within_error: float = 0.95, initial_runs: int = 8, seed: int = 0,
                  train: Trainer | None = None, pool_size: int = DEFAULT_POOL) -> None:
