@@ -2,7 +2,7 @@
 platform, one thread per run), not the stand-ins of bench_md_campaign.py and bench_md_surrogate.py.
 
 Box: h 2.5-4 nm, z+ 1-3, c 0.3-0.9 M, d+ 0.474 and d- 0.627 nm fixed; a small system (box side
-4 nm, Coulomb cutoff 1.5 nm: 8-70 ions) and short runs (1000 steps of equilibration, a sample every
+4 nm, Coulomb cutoff 1.5 nm: 8-68 ions) and short runs (1000 steps of equilibration, a sample every
 100 steps, 5 samples a block) that stop when every block-averaged error bar is at most 0.15 M
 (with at least 10 blocks) or at 20,000 steps. Bins are the MD's 0.05 nm, so on a 16 nm^2 wall a
 bin holds few ions and the error bars are wide: the accuracy targets below are for this setup.
