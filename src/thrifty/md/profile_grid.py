@@ -9,15 +9,14 @@ mid-plane). Densities are in molar throughout.
 
 Contact, peak and mid-plane densities (the quantities Kadupitiya, Fox & Jadhao report): contact is
 the density of the layer touching a wall, the largest density within one ion diameter d of it
-(h/2 - |z| <= d), averaged over both walls (`contact_density`). The MD summary (md.profiles.landmarks)
-reads the same bins (`contact_bins`) the same way, so surrogate and MD contact densities compare. Why the
-largest and not the
-value at the distance of closest approach h/2 - d/2: the profile jumps from 0 to its contact value
-there, so a value read exactly at d/2 depends on where the jump falls between bins (a bin straddling
-it averages the empty layer with the peak) and on the resolution (0.05 nm MD bins, h/50 on the
-grid). The layer's maximum moves little with binning, and it is the contact peak, which is what
-the paper's contact density describes as far as this code's sources tell (its exact recipe is not
-quoted here).
+(h/2 - |z| <= d), averaged over both walls (`contact_density`). The MD summary
+(md.profiles.landmarks) reads the same bins (`contact_bins`) the same way, so surrogate and MD
+contact densities compare. Why the largest and not the value at the distance of closest approach
+h/2 - d/2: the profile jumps from 0 to its contact value there, so a value read exactly at d/2
+depends on where the jump falls between bins (a bin straddling it averages the empty layer with the
+peak) and on the resolution (0.05 nm MD bins, h/50 on the grid). The layer's maximum moves little
+with binning, and it is the contact peak, which is what the paper's contact density describes as
+far as this code's sources tell (its exact recipe is not quoted here).
 Peak is the largest density anywhere; mid-plane is the density at s = 0 (interpolated on the grid).
 """
 
