@@ -57,3 +57,20 @@ def test_landmarks_read_contact_peak_and_midplane_bins():
     assert abs(cation["peak_z_nm"]) == pytest.approx(0.725) and cation["midplane_err"] == pytest.approx(0.01 / math.sqrt(2))
     assert out["anion"]["contact_molar"] == 0.5
     assert "contact_molar" not in prof.landmarks(p, ("cation", "anion"), None)["cation"]
+
+
+def test_md_summary_and_surrogate_read_the_same_contact_density():
+    """One definition (md.profile_grid.contact_density): the MD summary's contact value of a profile and
+    the surrogate's feature of the same profile resampled onto its grid agree. Mutations caught: either
+    side reading the bins at h/2 - d/2 (1.42 M here), or one wall only (2.0 or 1.6 M), instead of the
+    walls' averaged maxima within d (1.8 M)."""
+    from thrifty.md.profile_grid import features, to_grid
+    h, d = 3.0, 0.5
+    z = -h / 2 + 0.025 + 0.05 * np.arange(60)  # MD bins of 0.05 nm, z from the mid-plane
+    gap = h / 2 - np.abs(z)  # distance from the nearer wall
+    height = np.where(z < 0, 2.0, 1.6)  # contact peaks 0.4 nm from each wall, d/2 = 0.25 nm
+    molar = np.where(gap >= d / 2, 0.5 + (height - 0.5) * np.exp(-((gap - 0.4) / 0.15) ** 2 / 2), 0.0)
+    p = prof.Profiles(z, np.array([molar, molar]), np.full((2, 60), 0.01), 10, 0.05)
+    md = prof.landmarks(p, ("cation", "anion"), (d / 2, d / 2))["cation"]["contact_molar"]
+    surrogate = features(to_grid(z, molar, h), h, d)["contact"]
+    assert md == pytest.approx(1.8, rel=0.01) and surrogate == pytest.approx(md, rel=0.02)

@@ -50,8 +50,12 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
           address: Annotated[Optional[str], typer.Option(
               help="Join this Ray cluster (ray://host:10001 or host:port) instead of starting one here")] = None,
           campaign: Annotated[str, typer.Option(help="Campaign name inside --db")] = "default",
-          sampler: Annotated[str, typer.Option(help="grid or random")] = "grid",
+          sampler: Annotated[str, typer.Option(
+              help="grid, random or active (a surrogate picks the most uncertain points; see README)")] = "grid",
           seed: Annotated[int, typer.Option()] = 0,
+          target_within_error: Annotated[float, typer.Option(
+              help="active: stop when this share of profile bins of a new batch is within its MD error bar")] = 0.95,
+          initial_runs: Annotated[int, typer.Option(help="active: runs of the random initial design")] = 8,
           simulation: Annotated[str, typer.Option(help="standin (numpy stand-in), nanoconfinement (the MD model on the CPU platform, "
                                                     "to convergence) or package.module:function")] = "standin",
           work_dir: Annotated[Optional[Path], typer.Option(
@@ -88,6 +92,12 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
         raise ThriftyError("give --address or --emulate-preemptions, not both")
     _check_engine(engine, replicas, simulation)
     parameter_space = load_space(space)
+    if sampler == "active":
+        from thrifty.md.active_sweep import check_active
+        if simulation == "standin":
+            raise ThriftyError("--sampler active trains on run folders with params.json, which the stand-in does "
+                               "not write: use --simulation nanoconfinement or your own")
+        check_active(parameter_space, target_within_error, initial_runs, budget_runs)
     spec = PoolSpec.parse(pool)
     vms = [vm for vm in load_catalog() if vm.cloud == "gcp" and vm.instance_type == instance_type]
     if not vms:
@@ -107,8 +117,16 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
     request = {"space": parameter_space.to_dict(), "sampler": sampler, "seed": seed, "simulation": simulation}
     if engine == "torch":  # a campaign's runs are of one engine
         request["engine"] = "torch"
+    if sampler == "active":
+        request["initial_runs"] = initial_runs
     with CampaignStore(db, campaign) as store:
         resumed = store.begin(request)
+        if sampler == "active":
+            from thrifty.md.active_sweep import ActiveSampler
+            chosen = ActiveSampler(parameter_space, store, Path(work), target_within_error=target_within_error,
+                                   initial_runs=initial_runs, seed=seed)
+        else:
+            chosen = make_sampler(sampler, parameter_space, seed)
         ray = loopback_ray()
         emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")), seed) \
             if emulate_preemptions else None
@@ -126,8 +144,9 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
                 placement = None if emulated is None else Placement.solve(lifetime, plan.job_s, checkpoint_s,
                                                                            restart_s, startup_s)
                 report = run_campaign(CampaignConfig(budget_runs, Path(work), plan, spec.nodes, replicas=replicas),
-                                      make_sampler(sampler, parameter_space, seed), simulate, store, emulated,
-                                      placement)
+                                      chosen, simulate, store, emulated, placement)
+                outcome = chosen.outcome(report.runs, budget_runs).to_dict(target_within_error) \
+                    if sampler == "active" else None
             finally:
                 ray.shutdown()
                 if emulated is not None:
@@ -137,6 +156,8 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
         [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
     summary = {"campaign": campaign, "resumed": resumed, "pool": pool, "instance_type": instance_type,
                "time_scale": time_scale, **report.summary(), **bill(lives, vms[0], time_scale, time.time())}
+    if outcome is not None:
+        summary["active"] = outcome
     if json_out:
         print_json(summary)
     else:
@@ -145,3 +166,9 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
                      f"{report.lost_work_s:.2f} s of work redone; {summary['node_hours_model']:.2f} node-hours: "
                      f"${summary['cost_at_spot_usd']:.2f} at spot, ${summary['cost_at_on_demand_usd']:.2f} "
                      f"on demand; in {db}")
+        if outcome is not None:
+            held_out = outcome["held_out"]
+            stdout.print(f"active learning stopped at the {outcome['stopped']}: " + (
+                "no batch picked by the surrogate completed" if held_out is None else
+                f"{held_out['within_error']:.1%} of profile bins within the MD error bar on the last "
+                f"{held_out['runs']} runs it had not trained on (target {target_within_error:.1%})"))

@@ -9,8 +9,9 @@ Two mechanisms bring a run back:
 - a node dies: Ray retries the task (`max_retries`, system failures only; a simulation that raises
   is not retried) on another node, where it resumes from its checkpoint;
 - the driver dies: a restarted driver reads the store, asks the sampler again (deterministic
-  samplers return the same unfinished points, hence the same run ids and folders) and resubmits
-  them; they resume from their checkpoints.
+  samplers return the same unfinished points, hence the same run ids and folders; the active
+  sampler, which is not deterministic, returns the batch it stored before it was submitted) and
+  resubmits them; they resume from their checkpoints.
 A finished run is stored once (md.campaign_store: keyed by campaign and run id, one transaction);
 a completion that finds its run stored already is counted as a duplicate and not stored again.
 

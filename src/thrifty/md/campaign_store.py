@@ -1,10 +1,15 @@
-"""A campaign's SQLite tables: what it is (space, sampler, simulation) and every completed run.
+"""A campaign's SQLite tables: what it is (space, sampler, simulation), every completed run, and
+the batches a non-deterministic sampler (active learning) picked.
 
 A run's key is (campaign, run_id), run_id = sampler.point_key(params): the insert is
 `INSERT ... ON CONFLICT DO NOTHING` in one transaction, so a run that completes twice (a driver
 restarted while the first finished, a Ray retry of a task that had returned) is stored once;
 `record_run` says whether this insert was the one that stored it. The tables live in the
 campaign's own database file (`--db`), beside thrifty's others if it is the same file.
+
+A batch is stored (`add_batch`, one transaction) before its points are submitted, so a restarted
+driver finds the picked-but-unfinished points (those of the last batch not among the completed
+runs) and resubmits them instead of picking others.
 """
 
 import json
@@ -22,6 +27,9 @@ CREATE TABLE IF NOT EXISTS md_campaign_runs (
   finished_at REAL NOT NULL, params_json TEXT NOT NULL, steps INTEGER NOT NULL, converged INTEGER NOT NULL,
   attempts INTEGER NOT NULL, lost_work_s REAL NOT NULL, result_json TEXT NOT NULL,
   PRIMARY KEY (campaign, run_id));
+CREATE TABLE IF NOT EXISTS md_campaign_batches (
+  campaign TEXT NOT NULL REFERENCES md_campaigns(name), batch INTEGER NOT NULL, run_id TEXT NOT NULL,
+  params_json TEXT NOT NULL, PRIMARY KEY (campaign, run_id));
 """
 
 
@@ -73,3 +81,24 @@ class CampaignStore:
             "WHERE campaign = ? ORDER BY finished_at", (self.name,))
         return [{"run_id": r[0], "params": json.loads(r[1]), "result": json.loads(r[2]), "attempts": r[3],
                  "lost_work_s": r[4]} for r in rows]
+
+    def add_batch(self, points: list[tuple[str, dict]]) -> int:
+        """Store (run id, params) pairs as the next batch, in one transaction; its number (0, 1, ...).
+        A point already in an earlier batch keeps its first batch."""
+        with self.conn:
+            row = self.conn.execute("SELECT MAX(batch) FROM md_campaign_batches WHERE campaign = ?",
+                                    (self.name,)).fetchone()
+            batch = 0 if row[0] is None else row[0] + 1
+            self.conn.executemany(
+                "INSERT INTO md_campaign_batches VALUES (?,?,?,?) ON CONFLICT (campaign, run_id) DO NOTHING",
+                [(self.name, batch, run_id, json.dumps(params)) for run_id, params in points])
+        return batch
+
+    def batches(self) -> list[list[tuple[str, dict]]]:
+        """Every stored batch in order, each a list of (run id, params) in the order it was picked."""
+        rows = self.conn.execute("SELECT batch, run_id, params_json FROM md_campaign_batches WHERE campaign = ? "
+                                 "ORDER BY batch, rowid", (self.name,))
+        out: dict[int, list[tuple[str, dict]]] = {}
+        for batch, run_id, params in rows:
+            out.setdefault(batch, []).append((run_id, json.loads(params)))
+        return [out[b] for b in sorted(out)]

@@ -9,9 +9,15 @@ mid-plane). Densities are in molar throughout.
 
 Contact, peak and mid-plane densities (the quantities Kadupitiya, Fox & Jadhao report): contact is
 the density of the layer touching a wall, the largest density within one ion diameter d of it
-(h (1/2 - |s|) <= d; the profile jumps from 0 to its contact value at d/2, so a value read exactly
-there would depend on where the jump falls between bins), averaged over both walls; peak is the
-largest density anywhere; mid-plane is the density at s = 0 (interpolated on the grid).
+(h/2 - |z| <= d), averaged over both walls (`contact_density`). The MD summary
+(md.profiles.landmarks) reads the same bins (`contact_bins`) the same way, so surrogate and MD
+contact densities compare. Why the largest and not the value at the distance of closest approach
+h/2 - d/2: the profile jumps from 0 to its contact value there, so a value read exactly at d/2
+depends on where the jump falls between bins (a bin straddling it averages the empty layer with the
+peak) and on the resolution (0.05 nm MD bins, h/50 on the grid). The layer's maximum moves little
+with binning, and it is the contact peak, which is what the paper's contact density describes as
+far as this code's sources tell (its exact recipe is not quoted here).
+Peak is the largest density anywhere; mid-plane is the density at s = 0 (interpolated on the grid).
 """
 
 import numpy as np
@@ -37,12 +43,26 @@ def to_z_nm(h_nm: float, bins: int = DEFAULT_BINS) -> np.ndarray:
     return reduced_grid(bins) * h_nm
 
 
+def contact_bins(z_nm: np.ndarray, h_nm: float, d_nm: float) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the bins at most one ion diameter from the left and from the right wall
+    (h/2 - |z| <= d, z from the mid-plane); each wall's outermost bin at least."""
+    z_nm = np.asarray(z_nm, float)
+    near = h_nm / 2 - np.abs(z_nm) <= d_nm
+    near[[0, -1]] = True
+    return np.flatnonzero(near & (z_nm < 0)), np.flatnonzero(near & (z_nm > 0))
+
+
+def contact_density(profile: np.ndarray, z_nm: np.ndarray, h_nm: float, d_nm: float) -> np.ndarray:
+    """The largest density within one diameter of each wall, averaged over the two walls (last axis: bins)."""
+    profile = np.asarray(profile, float)
+    left, right = contact_bins(z_nm, h_nm, d_nm)
+    return 0.5 * (profile[..., left].max(axis=-1) + profile[..., right].max(axis=-1))
+
+
 def features(profile: np.ndarray, h_nm: float, d_nm: float) -> dict[str, np.ndarray]:
     """Contact, peak and mid-plane density of profiles on the grid (last axis: bins)."""
     profile = np.asarray(profile, float)
     grid = reduced_grid(profile.shape[-1])
-    layer = h_nm * (0.5 - np.abs(grid)) <= d_nm
-    left, right = layer & (grid < 0), layer & (grid > 0)
-    contact = 0.5 * (profile[..., left].max(axis=-1) + profile[..., right].max(axis=-1))
+    contact = contact_density(profile, grid * h_nm, h_nm, d_nm)
     mid = np.apply_along_axis(lambda row: np.interp(0.0, grid, row), -1, profile)
     return {"contact": contact, "peak": profile.max(axis=-1), "mid": mid}

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from thrifty.io import write_bytes_atomic, write_text_atomic
+from thrifty.md.profile_grid import contact_bins
 
 BIN_WIDTH_NM = 0.05
 PERIODIC_BINS = 60  # across the box, for a system without walls
@@ -84,7 +85,9 @@ def _at(p: Profiles, s: int, bins: list[int]) -> tuple[float, float]:
 
 def landmarks(p: Profiles, names: tuple[str, ...], radii_nm: tuple[float, ...] | None) -> dict[str, dict]:
     """Per species: mid-plane density (the bins at z = 0, symmetrised), peak density and where, and the
-    contact density (the bins at z = +-(h/2 - d/2), where an ion touches a wall; needs the radii)."""
+    contact density (needs the radii, d = 2 r): the largest density within one diameter of each wall,
+    the two walls averaged, with the error of those two bins; the surrogate's definition
+    (md.profile_grid.contact_density, where the choice is argued)."""
     half_nm = -p.z_nm[0] + 0.5 * (p.z_nm[1] - p.z_nm[0]) if len(p.z_nm) > 1 else 0.0
 
     def nearest(z: float) -> int:
@@ -97,7 +100,8 @@ def landmarks(p: Profiles, names: tuple[str, ...], radii_nm: tuple[float, ...] |
         row = {"midplane_molar": mid, "midplane_err": mid_err, "peak_molar": float(p.molar[s, peak]),
                "peak_err": float(p.error_molar[s, peak]), "peak_z_nm": float(p.z_nm[peak])}
         if radii_nm is not None:
-            contact, contact_err = _at(p, s, sorted({nearest(-half_nm + radii_nm[s]), nearest(half_nm - radii_nm[s])}))
+            walls = contact_bins(p.z_nm, 2 * half_nm, 2 * radii_nm[s])
+            contact, contact_err = _at(p, s, [int(b[np.argmax(p.molar[s, b])]) for b in walls])
             row |= {"contact_molar": contact, "contact_err": contact_err}
         out[name] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
     return out

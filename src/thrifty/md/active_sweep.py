@@ -1,0 +1,179 @@
+"""Active learning as a campaign's sampler (`thrifty md sweep --sampler active`; md.sampler protocol).
+
+Batch by batch, one point per free worker:
+- batch 0, the initial design: the random sampler's first `initial_runs` points (space-filling in
+  expectation, and the same in every driver for a seed);
+- once a batch has completed, the surrogate (md.surrogate's ensemble, trained on every completed
+  run) picks the next batch with md.active.pick_batch: the most uncertain points of a fresh uniform
+  candidate pool of the space, at least DEFAULT_MIN_DISTANCE apart in the unit box;
+- before that, a batch the surrogate picked is its held-out test: md.active.stopping_test scores
+  the surrogate that picked it (trained without it) on its runs, and the campaign stops (no more
+  points) when the share of bins within the MD error bar reaches `target_within_error`.
+Every batch is stored (md.campaign_store.add_batch) before its points are returned for submission;
+a restarted driver gets the unfinished points of the last batch back first, not a new pick (the
+surrogate's training is stochastic, so a new pick would be other points), and their runs resume
+from their checkpoints. The surrogate trains on the run folders (md.runs: params.json beside
+profiles.csv, as md.nanoconfinement_run writes them), so the space names md.params.PARAMETERS;
+a parameter the space leaves out takes the value the simulation wrote for it.
+torch is imported only when a surrogate is trained (md.surrogate).
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from thrifty.errors import ThriftyError
+from thrifty.md.active import DEFAULT_POOL, Predicts, StopTest, pick_batch, stopping_test
+from thrifty.md.campaign_store import CampaignStore
+from thrifty.md.params import PARAMETERS, ParameterBox
+from thrifty.md.runs import Run, read_run
+from thrifty.md.sampler import RandomSampler, point_key
+from thrifty.md.space import ParameterSpace
+
+if TYPE_CHECKING:
+    from thrifty.md.surrogate import SurrogateConfig
+
+MIN_INITIAL_RUNS = 5  # md.surrogate.train_ensemble needs 5 runs
+
+
+class Surrogate(Predicts, Protocol):
+    def spread(self, points: np.ndarray) -> np.ndarray: ...
+
+
+Trainer = Callable[[list[Run]], Surrogate]
+
+
+def check_active(space: ParameterSpace, target_within_error: float, initial_runs: int, budget_runs: int) -> None:
+    """One-line errors for settings an active campaign cannot run with (before anything starts)."""
+    if not 0 < target_within_error <= 1:
+        raise ThriftyError(f"--target-within-error must be in (0, 1], got {target_within_error:g}")
+    if initial_runs < MIN_INITIAL_RUNS:
+        raise ThriftyError(f"--initial-runs must be at least {MIN_INITIAL_RUNS} (the surrogate trains on "
+                           f"at least 5 runs), got {initial_runs}")
+    if budget_runs < initial_runs:
+        raise ThriftyError(f"--budget-runs ({budget_runs}) is smaller than the initial design "
+                           f"(--initial-runs {initial_runs})")
+    unknown = [name for name in space.names if name not in PARAMETERS]
+    if unknown:
+        raise ThriftyError(f"--sampler active trains the surrogate on {', '.join(PARAMETERS)}; the space "
+                           f"names {', '.join(unknown)}")
+
+
+def ensemble_trainer(config: "SurrogateConfig | None" = None) -> Trainer:
+    """md.surrogate.train_ensemble with `config`, torch imported on the first training."""
+    def train(runs: list[Run]) -> Surrogate:
+        from thrifty.md.surrogate import SurrogateConfig, train_ensemble
+        return train_ensemble(runs, config or SurrogateConfig())
+    return train
+
+
+@dataclass(frozen=True)
+class Outcome:
+    stopped: str  # "target", "budget" or "no points left"
+    test: StopTest | None  # the last held-out test (None: no batch picked by the surrogate completed)
+
+    def to_dict(self, target_within_error: float) -> dict:
+        test = None if self.test is None else {"within_error": self.test.accuracy.within_error,
+                                               "rmse_molar": self.test.accuracy.rmse_molar,
+                                               "runs": self.test.runs}
+        return {"stopped": self.stopped, "target_within_error": target_within_error, "held_out": test}
+
+
+class ActiveSampler:
+    """The sampler of `--sampler active`. `next_points` returns the whole unfinished stored batch
+    (the campaign submits as many as it has room for and asks again), or, once it has completed,
+    nothing (the target is met, or no candidate is left) or a new batch of up to k points.
+    `train` turns completed runs into a surrogate (default: md.surrogate's ensemble)."""
+
+    def __init__(self, space: ParameterSpace, store: CampaignStore, work_dir: Path, *,
+                 target_within_error: float = 0.95, initial_runs: int = 8, seed: int = 0,
+                 train: Trainer | None = None, pool_size: int = DEFAULT_POOL) -> None:
+        self.space, self.store, self.work_dir = space, store, Path(work_dir)
+        self.target, self.initial_runs, self.seed, self.pool_size = target_within_error, initial_runs, seed, pool_size
+        self.train = train or ensemble_trainer()
+        self.test: StopTest | None = None
+        self._runs: dict[str, Run] = {}
+        self._model: tuple[frozenset[str], Surrogate] | None = None  # (trained on these run ids, model)
+
+    def next_points(self, completed: Sequence[dict], k: int) -> list[dict]:
+        done = {run["run_id"] for run in completed}
+        batches = self.store.batches()
+        if batches:
+            waiting = [params for run_id, params in batches[-1] if run_id not in done]
+            if waiting:
+                return waiting  # the batch in flight, or left unfinished by a dead driver
+        if not batches:
+            return self._store(RandomSampler(self.space, self.seed).next_points(completed, self.initial_runs))
+        self._test_last_batch(done, batches)
+        if self.test is not None and self.test.met:
+            return []
+        return self._store(self._pick(self._fit(done), done, k, len(batches)))
+
+    def outcome(self, completed: Sequence[dict], budget_runs: int) -> Outcome:
+        """Why the campaign ended, and the held-out accuracy of its last completed picked batch."""
+        done = {run["run_id"] for run in completed}
+        batches = self.store.batches()
+        if batches and all(run_id in done for run_id, _ in batches[-1]):
+            self._test_last_batch(done, batches)
+        if self.test is not None and self.test.met:
+            return Outcome("target", self.test)
+        return Outcome("budget" if len(done) >= budget_runs else "no points left", self.test)
+
+    def _store(self, points: list[dict]) -> list[dict]:
+        if points:
+            self.store.add_batch([(point_key(p), p) for p in points])
+        return points
+
+    def _read(self, run_ids: set[str]) -> list[Run]:
+        for run_id in sorted(run_ids - set(self._runs)):
+            self._runs[run_id] = read_run(self.work_dir / run_id)
+        return [self._runs[run_id] for run_id in sorted(run_ids)]
+
+    def _fit(self, run_ids: set[str]) -> Surrogate:
+        key = frozenset(run_ids)
+        if self._model is None or self._model[0] != key:
+            self._model = (key, self.train(self._read(set(run_ids))))
+        return self._model[1]
+
+    def _test_last_batch(self, done: set[str], batches: list[list[tuple[str, dict]]]) -> None:
+        """Score the last batch, if the surrogate picked it, with a surrogate not trained on it (the
+        one that picked it, or after a restart one trained on the same earlier runs)."""
+        if len(batches) < 2:
+            return
+        last = {run_id for run_id, _ in batches[-1]}
+        self.test = stopping_test(self._fit(done - last), self._read(last), self.target)
+
+    def _pick(self, model: Surrogate, done: set[str], k: int, batch: int) -> list[dict]:
+        fixed = next(iter(self._runs.values())).point  # values of the parameters the space leaves out
+        rng = np.random.default_rng([self.seed, batch])
+        pool = [p for p in self._candidates(rng) if point_key(p) not in done]
+        pool = list({point_key(p): p for p in pool}.values())  # a space of listed values repeats points
+        if not pool:
+            return []
+        chosen = pick_batch(model, self._array(pool, fixed), min(k, len(pool)), self._box(fixed))
+        return [pool[i] for i in chosen]
+
+    def _candidates(self, rng: np.random.Generator) -> list[dict]:
+        """A uniform pool of the space: uniform in each range, a uniform choice among listed values."""
+        columns = {p.name: rng.choice(np.asarray(p.values, float), self.pool_size) if p.values
+                   else rng.uniform(p.low, p.high, self.pool_size) for p in self.space.parameters}
+        return [{name: float(column[i]) for name, column in columns.items()} for i in range(self.pool_size)]
+
+    def _array(self, points: list[dict], fixed: np.ndarray) -> np.ndarray:
+        out = np.tile(fixed, (len(points), 1))
+        for j, name in enumerate(PARAMETERS):
+            if name in self.space.names:
+                out[:, j] = [p[name] for p in points]
+        return out
+
+    def _box(self, fixed: np.ndarray) -> ParameterBox:
+        """The space as a box (a list of values spans its smallest to its largest) for the pick's
+        distance rule."""
+        ranges = {p.name: (min(p.values), max(p.values)) if p.values else (p.low, p.high)
+                  for p in self.space.parameters}
+        low = tuple(ranges.get(name, (v, v))[0] for name, v in zip(PARAMETERS, fixed.tolist()))
+        high = tuple(ranges.get(name, (v, v))[1] for name, v in zip(PARAMETERS, fixed.tolist()))
+        return ParameterBox(low, high)
