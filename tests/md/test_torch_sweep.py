@@ -119,6 +119,10 @@ def test_a_batch_task_killed_after_a_checkpoint_resumes_bit_identically_on_its_r
     assert [o["result"] for o in retried] == [o["result"] for o in straight]
     logs = sorted((batch_dir(tmp_path / "killed", [point_key(p) for p in points]) / "attempts").glob("*.json"))
     assert json.loads(logs[0].read_text())["saves"] >= 3  # it had checkpointed before it died
+    # the batch redid its work once: its points' shares add up to it (mutation caught: each point
+    # reporting the batch's whole lost work, which the campaign sums R times)
+    _, batch_lost_s, _ = sim.lost_work(logs[0].parent)
+    assert sum(o["lost_work_s"] for o in retried) == pytest.approx(batch_lost_s)
     for point in points:
         for name in OUTPUTS:
             a, b = (tmp_path / w / point_key(point) / name for w in ("straight", "killed"))

@@ -81,7 +81,7 @@ def run_point(simulation: SimulationFn, params: dict, work_dir: str, plan: Check
     checkpoints, node_id = _attempt(work, plan, nodes_file)
     result = simulation(params, work, checkpoints)
     attempts, lost_s, _ = lost_work(work / "attempts")
-    return {"result": result, "attempts": attempts, "lost_work_s": lost_s, "node_id": node_id,
+    return {"result": result, "attempts": attempts, "lost_work_s": lost_s / len(results), "node_id": node_id,
             "resumed": checkpoints.resumed_from is not None}
 
 
@@ -92,14 +92,15 @@ def batch_dir(work_dir: Path, run_ids: list[str]) -> Path:
 
 def run_batch_points(simulation: BatchSimulation, points: list[dict], work_dir: str, plan: CheckpointPlan,
                      nodes_file: str | None) -> list[dict]:
-    """One attempt at a batch of runs in one job; one run_point-like outcome per point (the batch's
-    attempts and lost work are each point's)."""
+    """One attempt at a batch of runs in one job; one run_point-like outcome per point: the batch's
+    attempts are each point's, its lost work is shared out evenly (the campaign sums lost work
+    over the runs, and a batch redoes its work once, not once per point)."""
     run_ids = [point_key(p) for p in points]
     work = batch_dir(Path(work_dir), run_ids)
     checkpoints, node_id = _attempt(work, plan, nodes_file)
     results = simulation.run_batch(points, [Path(work_dir) / r for r in run_ids], checkpoints)
     attempts, lost_s, _ = lost_work(work / "attempts")
-    return [{"result": r, "attempts": attempts, "lost_work_s": lost_s, "node_id": node_id,
+    return [{"result": r, "attempts": attempts, "lost_work_s": lost_s / len(results), "node_id": node_id,
              "resumed": checkpoints.resumed_from is not None} for r in results]
 
 
