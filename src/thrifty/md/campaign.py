@@ -81,7 +81,7 @@ def run_point(simulation: SimulationFn, params: dict, work_dir: str, plan: Check
     checkpoints, node_id = _attempt(work, plan, nodes_file)
     result = simulation(params, work, checkpoints)
     attempts, lost_s, _ = lost_work(work / "attempts")
-    return {"result": result, "attempts": attempts, "lost_work_s": lost_s / len(results), "node_id": node_id,
+    return {"result": result, "attempts": attempts, "lost_work_s": lost_s, "node_id": node_id,
             "resumed": checkpoints.resumed_from is not None}
 
 
