@@ -33,10 +33,10 @@ from thrifty.md.checkpoint import START_OVER, TORCH_PREFIX
 from thrifty.md.job import MDSettings, stop_reason, write_final_state, write_profiles
 from thrifty.md.nanoconfinement import nanoconfinement_system
 from thrifty.md.nanoconfinement_run import model_at, write_params
-from thrifty.md.thermo import GAS_CONSTANT_KJ_MOL_K, ThermoLog
+from thrifty.md.thermo import ThermoLog
 from thrifty.md.torch_engine import integrator as it
 from thrifty.md.torch_engine.ewald import prepare_ewald
-from thrifty.md.torch_engine.job import DTYPES, identity
+from thrifty.md.torch_engine.job import DTYPES, identity, thermo_rows
 from thrifty.md.torch_engine.potential import energy_and_forces
 from thrifty.md.torch_engine.replicas import replicas
 from thrifty.transient.protocol import JobCheckpoints
@@ -123,10 +123,7 @@ def _run(run: TorchBatchRun, points: list[dict], work_dirs: list[Path], checkpoi
         return [prof.profiles(b, samples, per_block, e, a) for b, e, a in zip(blocks, edges, areas)]
 
     def rows(state: it.State, step: int) -> list[dict]:
-        kinetic = it.kinetic_kj_mol(batch, state).tolist()
-        return [{"step": step, "time_ps": step * it.TIMESTEP_PS, "potential_energy_kj_mol": float(u),
-                 "kinetic_energy_kj_mol": k, "temperature_k": 2 * k / (3 * n * GAS_CONSTANT_KJ_MOL_K)}
-                for u, k, n in zip(state.potential_kj_mol.tolist(), kinetic, counts)]
+        return thermo_rows(batch, state, step, counts)
 
     with contextlib.ExitStack() as stack:
         logs = [stack.enter_context(ThermoLog(w / "thermo.csv", None if saved is None else saved[0]))

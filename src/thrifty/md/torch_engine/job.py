@@ -102,12 +102,14 @@ def check_resume(saved: TorchCheckpoint, this: dict, seed: int, steps: int, samp
     check_continuation(saved.seed, seed, saved.sampling, sampling, saved.step, steps, where)
 
 
-def _thermo_row(batch: Replicas, state: it.State, step: int, dof: int) -> dict[str, float]:
-    kinetic_kj_mol = float(it.kinetic_kj_mol(batch, state)[0])
-    return {"step": step, "time_ps": step * it.TIMESTEP_PS, "potential_energy_kj_mol": float(state.potential_kj_mol[0]),
-            "kinetic_energy_kj_mol": kinetic_kj_mol,
-            # equipartition: KE = dof R T / 2 (md.thermo; no constraints, no centre-of-mass removal)
-            "temperature_k": 2 * kinetic_kj_mol / (dof * GAS_CONSTANT_KJ_MOL_K)}
+def thermo_rows(batch: Replicas, state: it.State, step: int, counts: list[int]) -> list[dict[str, float]]:
+    """One thermo.csv row per replica; `counts` the replicas' ion numbers."""
+    kinetic = it.kinetic_kj_mol(batch, state).tolist()
+    return [{"step": step, "time_ps": step * it.TIMESTEP_PS, "potential_energy_kj_mol": float(u),
+             "kinetic_energy_kj_mol": k,
+             # equipartition: KE = dof R T / 2 with dof = 3 n (md.thermo; no constraints, no centre-of-mass removal)
+             "temperature_k": 2 * k / (3 * n * GAS_CONSTANT_KJ_MOL_K)}
+            for u, k, n in zip(state.potential_kj_mol.tolist(), kinetic, counts)]
 
 
 def run_torch_md(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype: str = "float64",
@@ -136,12 +138,12 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype
     generator = torch.Generator(device=device).manual_seed(settings.seed)
     edges = prof.edges_nm(md.slit_nm, True)
     area = model.side_nm ** 2
-    per_block, dof = settings.samples_per_block, 3 * len(md.species)
+    per_block, ions = settings.samples_per_block, [len(md.species)]
     with ThermoLog(out_dir / "thermo.csv", None if saved is None else saved.step) as thermo:
         if saved is None:
             state = it.start(batch, setup, positions, generator)
             step, samples, blocks = 0, 0, np.zeros((0, len(md.species_names), len(edges) - 1))
-            thermo.append(_thermo_row(batch, state, 0, dof))
+            thermo.append(thermo_rows(batch, state, 0, ions)[0])
         else:
             to = dict(dtype=DTYPES[dtype], device=device)
             x = torch.as_tensor(saved.positions_nm, **to)[None]
@@ -159,7 +161,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype
                 blocks = prof.add_sample(blocks, prof.histogram(z, md.species, len(md.species_names), edges),
                                          samples, per_block)
                 samples += 1
-            thermo.append(_thermo_row(batch, state, step, dof))
+            thermo.append(thermo_rows(batch, state, step, ions)[0])
             if checkpoints.due():
                 thermo.sync()
                 checkpoints.save(pack(TorchCheckpoint(
@@ -167,7 +169,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype
                     state.velocities_nm_ps[0].cpu().numpy(), generator.get_state().numpy(), settings.sampling)))
                 if checkpoints.notice:
                     sys.exit(PREEMPTED_EXIT)
-    final = _thermo_row(batch, state, step, dof)
+    final = thermo_rows(batch, state, step, ions)[0]
     digest = write_final_state(md, step, samples, blocks.sum(axis=0), edges, area,
                                state.positions_nm[0].double().cpu().numpy(),
                                state.velocities_nm_ps[0].double().cpu().numpy(), out_dir)
