@@ -25,11 +25,11 @@ import numpy as np
 
 from common import save_figure, write_result
 from thrifty.catalog import load_catalog
-from thrifty.md.campaign import CampaignConfig, run_campaign
+from thrifty.md.campaign import CampaignConfig, CampaignReport, run_campaign
 from thrifty.md.campaign_store import CampaignStore
 from thrifty.md.pool import EmulatedPool, Placement, PoolSpec, bill, loopback_ray
-from thrifty.md.sampler import GridSampler
-from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints
+from thrifty.md.sampler import GridSampler, Sampler
+from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints, SimulationFn
 from thrifty.md.space import parse_space
 from thrifty.md.standin import StandIn
 from thrifty.transient.registry import load_model
@@ -45,26 +45,36 @@ def campaign(kind: str, root: Path, seed: int = 0) -> dict:
         return _campaign(kind, root / f"{kind}-{seed}", seed)
 
 
-def _campaign(kind: str, root: Path, seed: int) -> dict:
+def pool_campaign(kind: str, root: Path, *, nodes: int, time_scale: float, job_hours: float, budget: int,
+                  sampler: Sampler, simulation: SimulationFn, seed: int) -> tuple[CampaignReport, dict, int]:
+    """One campaign on a fresh emulated pool of `nodes` (spot: bathtub kills, gcp-2019) in scaled
+    time, DP checkpoints for `job_hours` and SciSpot placement: its report, its bill at the
+    catalog's n1-standard-4 prices, and the runs stored more than once (the goal is 0)."""
     _, model = load_model("gcp-2019")
     vm = next(v for v in load_catalog() if v.cloud == "gcp" and v.instance_type == "n1-standard-4")
     ray_tmp = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt", dir="/tmp")
-    plan = CheckpointPlan(model, JOB_HOURS * 3600, time_scale=TIME_SCALE)
-    pool = EmulatedPool(PoolSpec(kind, NODES), model, TIME_SCALE, root / "shared", seed=seed)
+    plan = CheckpointPlan(model, job_hours * 3600, time_scale=time_scale)
+    pool = EmulatedPool(PoolSpec(kind, nodes), model, time_scale, root / "shared", seed=seed)
     ray = loopback_ray()
-    began = time.monotonic()
     try:
         ray.init(address=pool.start(), _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
         with CampaignStore(root / "campaign.db") as store:
             store.begin({"benchmark": kind})
-            report = run_campaign(CampaignConfig(BUDGET, root / "runs", plan, NODES),
-                                  GridSampler(parse_space(SPACE)), SIM, store, pool,
-                                  Placement.solve(model, plan.job_s, 60, 60, 60))
+            report = run_campaign(CampaignConfig(budget, root / "runs", plan, nodes), sampler, simulation, store,
+                                  pool, Placement.solve(model, plan.job_s, 60, 60, 60))
     finally:
         ray.shutdown()
         pool.shutdown()
         shutil.rmtree(ray_tmp, ignore_errors=True)
     rows = list(sqlite3.connect(root / "campaign.db").execute("SELECT run_id FROM md_campaign_runs"))
+    return report, bill(pool.lives, vm, time_scale, time.time()), report.duplicates + len(rows) - len({r[0] for r in rows})
+
+
+def _campaign(kind: str, root: Path, seed: int) -> dict:
+    began = time.monotonic()
+    report, cost, duplicates = pool_campaign(kind, root, nodes=NODES, time_scale=TIME_SCALE, job_hours=JOB_HOURS,
+                                             budget=BUDGET, sampler=GridSampler(parse_space(SPACE)), simulation=SIM,
+                                             seed=seed)
     identical = all(run["result"] == SIM.__class__(chunk_wall_s=0.0)(
         run["params"], root / "ref" / run["run_id"], ScheduledCheckpoints(root / "ref" / run["run_id"] / "ck", []))
         for run in report.runs)
@@ -73,8 +83,7 @@ def _campaign(kind: str, root: Path, seed: int) -> dict:
             "converged": report.converged, "preemptions": report.preemptions, "retired_for_fresh": report.retired,
             "attempts": report.attempts, "lost_work_wall_s": report.lost_work_s,
             "lost_work_model_hours": report.lost_work_s * TIME_SCALE / 3600,
-            "duplicate_runs": report.duplicates + len(rows) - len({r[0] for r in rows}),
-            "all_equal_uninterrupted": identical, **bill(pool.lives, vm, TIME_SCALE, time.time())}
+            "duplicate_runs": duplicates, "all_equal_uninterrupted": identical, **cost}
 
 
 def main() -> None:

@@ -44,7 +44,6 @@ each. In all about 35-45 min on a quiet machine, more on a busy one.
 import contextlib
 import os
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
@@ -54,22 +53,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bench_md_campaign import pool_campaign
 from common import save_figure, write_result
-from thrifty.catalog import load_catalog
 from thrifty.md.active import next_points
-from thrifty.md.campaign import CampaignConfig, run_campaign
-from thrifty.md.campaign_store import CampaignStore
 from thrifty.md.nanoconfinement_run import NanoconfinementRun
 from thrifty.md.params import PARAMETERS, ParameterBox
-from thrifty.md.pool import EmulatedPool, Placement, PoolSpec, bill, loopback_ray
 from thrifty.md.profile_grid import features
 from thrifty.md.runs import Run, grid_arrays, read_run
 from thrifty.md.sampler import RandomSampler
-from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints
+from thrifty.md.simulation import ScheduledCheckpoints
 from thrifty.md.space import parse_space
 from thrifty.md.surrogate import Ensemble, SurrogateConfig, train_ensemble
 from thrifty.md.surrogate_metrics import accuracy
-from thrifty.transient.registry import load_model
 
 QUICK = "--quick" in sys.argv
 NAME = "md_campaign_real_quick" if QUICK else "md_campaign_real"
@@ -171,30 +166,13 @@ def campaign(kind: str, root: Path, job_hours: float, seed: int = 0) -> dict:
 
 
 def _campaign(kind: str, root: Path, job_hours: float, seed: int) -> dict:
-    _, model = load_model("gcp-2019")
-    vm = next(v for v in load_catalog() if v.cloud == "gcp" and v.instance_type == "n1-standard-4")
-    ray_tmp = os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rt", dir="/tmp")
-    plan = CheckpointPlan(model, job_hours * 3600, time_scale=TIME_SCALE)
-    pool = EmulatedPool(PoolSpec(kind, NODES), model, TIME_SCALE, root / "shared", seed=seed)
-    ray = loopback_ray()
-    try:
-        ray.init(address=pool.start(), _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
-        with CampaignStore(root / "campaign.db") as store:
-            store.begin({"benchmark": kind})
-            report = run_campaign(CampaignConfig(CAMPAIGN_RUNS, root / "runs", plan, NODES),
-                                  RandomSampler(parse_space(SPACE), seed=7), SIM, store, pool,
-                                  Placement.solve(model, plan.job_s, 60, 60, 60))
-    finally:
-        ray.shutdown()
-        pool.shutdown()
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    rows = list(sqlite3.connect(root / "campaign.db").execute("SELECT run_id FROM md_campaign_runs"))
+    report, cost, duplicates = pool_campaign(kind, root, nodes=NODES, time_scale=TIME_SCALE, job_hours=job_hours,
+                                             budget=CAMPAIGN_RUNS, sampler=RandomSampler(parse_space(SPACE), seed=7),
+                                             simulation=SIM, seed=seed)
     return {"pool": f"{kind}:{NODES}", "seed": seed, "campaign_wall_s": report.wall_s, "runs": report.completed,
             "steps": report.steps, "converged": report.converged, "preemptions": report.preemptions,
             "retired_for_fresh": report.retired, "attempts": report.attempts, "lost_work_wall_s": report.lost_work_s,
-            "lost_work_model_hours": report.lost_work_s * TIME_SCALE / 3600,
-            "duplicate_runs": report.duplicates + len(rows) - len({r[0] for r in rows}),
-            **bill(pool.lives, vm, TIME_SCALE, time.time())}
+            "lost_work_model_hours": report.lost_work_s * TIME_SCALE / 3600, "duplicate_runs": duplicates, **cost}
 
 
 def plot(result: dict) -> None:
