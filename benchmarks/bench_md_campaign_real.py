@@ -28,8 +28,8 @@ bin holds few ions and the error bars are wide: the accuracy targets below are f
 
 `--quick` (the end-to-end check): looser runs (tolerance 0.3 M, cap 8000 steps), TEST 2, START 5,
 K 2, BUDGET 7, a 6-point grid, 4 campaign runs on 2 nodes, one spot seed; writes
-md_campaign_real_quick.json / .png (git-ignored: a check, not a result). The full run
-(md_campaign_real.json / .png) has not been run yet.
+md_campaign_real_quick.json / .png (git-ignored: a check, not a result). The full run writes
+md_campaign_real.json / .png: 37 min on a quiet 2-core machine (2026-12-01; README "On real MD").
 
 Estimate for the full run, from two quick runs (2-core machine, load average 4-7 from other jobs;
 171 and 206 s in all): their 17 MD runs each took 3.5-10 s for 6000-8000 steps (0.6-1.3 ms a step;
