@@ -12,7 +12,6 @@ from test_nanoconfinement import SMALL, _direct_ewald_kj_mol, _spread
 
 from thrifty.md.nanoconfinement import GROUPS, NanoconfinementModel, nanoconfinement_system, slit_nm
 from thrifty.md.torch_engine import TERMS, energy_and_forces, prepare_ewald, replicas
-from thrifty.md.torch_engine.forces import size_groups
 
 torch.set_num_threads(1)
 MODELS = [NanoconfinementModel(**SMALL, ewald_tolerance=1e-10),  # 10 ions
@@ -91,7 +90,7 @@ def test_the_hand_derived_forces_match_autograd_in_size_groups():
               for h, zp, c in ((2.0, 1, 1.0), (3.0, 3, 0.5), (2.5, 2, 0.75), (3.0, 1, 1.0), (2.0, 3, 0.5), (2.5, 1, 0.5))]
     batch, positions = replicas(models)
     setup = prepare_ewald(batch)
-    assert len(size_groups(batch, setup)) >= 3
+    assert len(setup.groups) >= 3
     positions = positions + 0.05 * torch.randn(positions.shape, generator=torch.Generator().manual_seed(3)) * batch.mask[..., None]
     for term in TERMS:
         energy, forces = energy_and_forces(batch, setup, positions, (term,))

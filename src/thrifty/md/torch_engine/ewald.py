@@ -4,7 +4,7 @@ Charges q (valencies) in water of eps_r 80: Coulomb constant ONE_4PI_EPS0 / 80. 
 in 3D with Lz padded (>= 3 h), and the Yeh-Berkowitz term removes the interaction of the slab's
 periodic images along z (Yeh & Berkowitz, J. Chem. Phys. 111, 3155 (1999)). Ewald sum (e.g. Frenkel
 & Smit, "Understanding Molecular Simulation", 2nd ed., ch. 12.1), Gaussian units times the constant:
-- real space: sum_{i<j, r<rc} q_i q_j erfc(alpha r) / r (minimum image; rc <= half of every side)
+- real space: sum_{i<j, r<rc} q_i q_j erfc(alpha r) / r (minimum image; rc = real_space_reach_nm, below)
 - reciprocal: (2 pi / V) sum_{k != 0, |k| <= k_max} exp(-k^2 / 4 alpha^2) / k^2 |S(k)|^2, S(k) = sum_j q_j
   exp(i k.r_j), k = 2 pi (nx/Lx, ny/Ly, nz/Lz); half of the k-space, counted twice (S(-k) = S(k)*)
 - self: -alpha / sqrt(pi) sum_j q_j^2
@@ -36,6 +36,18 @@ from thrifty.md.torch_engine.replicas import Replicas
 COULOMB = ONE_4PI_EPS0 / WATER_PERMITTIVITY  # kJ mol^-1 nm e^-2 for valencies in water
 
 
+GROUP_FILL = 0.7  # size_groups: least ion count in a group, as a share of its largest
+
+
+@dataclass(frozen=True)
+class SizeGroup:
+    """Replicas of similar size that forces.py evaluates together, cut to their own padding."""
+    index: torch.Tensor  # (G,) their rows in the batch
+    ions: int  # the largest ion count among them
+    k_vectors: int  # the most k-vectors among them
+    models: tuple[NanoconfinementModel, ...]
+
+
 @dataclass(frozen=True)
 class Ewald:
     alpha_per_nm: torch.Tensor  # (R,)
@@ -43,6 +55,24 @@ class Ewald:
     weight_nm: torch.Tensor  # (R, K) 2 * (2 pi / V) exp(-k^2/4 alpha^2) / k^2; 0 on padding
     volume_nm3: torch.Tensor  # (R,)
     reach_nm: torch.Tensor  # (R,) real-space cutoff of the splitting (real_space_reach_nm)
+    groups: tuple[SizeGroup, ...] = ()  # size_groups; () evaluates the batch as one group
+
+
+def size_groups(ions: list[int], k_vectors: list[int], models: tuple[NanoconfinementModel, ...],
+                device: torch.device) -> tuple[SizeGroup, ...]:
+    """Sorted by ion count, a group holds the replicas with at least GROUP_FILL of its largest count:
+    the pair work of a group is then at most 1 / GROUP_FILL^2 times what its ions need, and its
+    k-space work at most 1 / GROUP_FILL times the spread of its k-vector counts (which grow with Lz, hence h),
+    where one pad for the whole batch would cost (N_max / N_min)^2 and N_max / N_min. Fixed for a run
+    (the counts never change), so computed once here rather than every step."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(ions)), key=lambda i: -ions[i]):
+        if groups and ions[i] >= GROUP_FILL * ions[groups[-1][0]]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return tuple(SizeGroup(torch.tensor(g, device=device), ions[g[0]], max(k_vectors[i] for i in g),
+                           tuple(models[i] for i in g)) for g in groups)
 
 
 def _half_space(n: tuple[int, int, int]) -> torch.Tensor:
@@ -81,7 +111,8 @@ def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
         k_pad[i, :len(k)], w_pad[i, :len(w)] = k, w
     to = dict(dtype=dtype, device=device)
     reach = torch.tensor([real_space_reach_nm(m) for m in batch.models], **to)
-    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), reach)
+    groups = size_groups(batch.mask.sum(-1).tolist(), [len(k) for k in ks], batch.models, batch.mask.device)
+    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), reach, groups)
 
 
 def real_kj_mol(batch: Replicas, setup: Ewald, r: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:

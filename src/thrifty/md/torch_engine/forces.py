@@ -1,7 +1,7 @@
 """Hand-derived forces of every term, the hot path of a run (no autograd graph is built).
 
 potential.energy_and_forces uses these unless the graph is kept for gradients through the dynamics
-(create_graph); tests/md/test_torch_forces.py checks them against autograd of potential.energies to
+(create_graph); tests/md/test_torch_engine.py checks them against autograd of potential.energies to
 1e-10 relative. Energies as in short_range and ewald; F_i = -dU/dr_i:
 - WCA, U = 4 kT (x^2 - x) + kT with x = (s/r)^6: dU/dr = -24 kT (2 x^2 - x) / r; on the pair
   vector d_ij = r_i - r_j, F_i = -(dU/dr) d_ij / r. A wall at distance r = z - z_low (or z_high - z)
@@ -21,8 +21,6 @@ from thrifty.md.torch_engine import ewald as ew
 from thrifty.md.torch_engine.pairs import distances
 from thrifty.md.torch_engine.replicas import Replicas
 from thrifty.md.torch_engine.short_range import WCA_REACH
-
-GROUP_FILL = 0.7  # size_groups: least ion count in a group, as a share of its largest
 
 
 def _wca(r: torch.Tensor, s: torch.Tensor, kt: float, inside: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,35 +108,19 @@ def _all_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
     return sum(e for e, _ in parts), sum(f for _, f in parts)
 
 
-def size_groups(batch: Replicas, setup: ew.Ewald) -> list[tuple[torch.Tensor, int, int]]:
-    """Replicas of similar size, as (indices, ions, k-vectors): sorted by ion count, a group holds the
-    replicas with at least GROUP_FILL of its largest count, so that padding costs at most 1 / GROUP_FILL
-    of the k-space work and 1 / GROUP_FILL^2 of the pair work (replicas share one pad otherwise)."""
-    ions = batch.mask.sum(-1).tolist()
-    k_vectors = (setup.weight_nm != 0).sum(-1).tolist()
-    groups: list[list[int]] = []
-    for i in sorted(range(len(ions)), key=lambda i: -ions[i]):
-        if groups and ions[i] >= GROUP_FILL * ions[groups[-1][0]]:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    device = batch.mask.device
-    return [(torch.tensor(g, device=device), ions[g[0]], max(k_vectors[i] for i in g)) for g in groups]
-
-
 def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
                       terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """((R,) energy of `terms`, (R, N, 3) forces), zero forces on padding; replicas of similar size
-    (size_groups) are evaluated together, each group cut to its own padding."""
-    groups = size_groups(batch, setup)
-    if len(groups) == 1:
+    """((R,) energy of `terms`, (R, N, 3) forces), zero forces on padding; each of setup.groups
+    (replicas of similar size, ewald.size_groups) is evaluated on its own, cut to its own padding."""
+    if len(setup.groups) <= 1:
         return _all_terms(batch, setup, positions_nm, terms)
     energy = positions_nm.new_zeros(positions_nm.shape[0])
     forces = torch.zeros_like(positions_nm)
-    for index, n, k in groups:
+    for group in setup.groups:
+        index, n, k = group.index, group.ions, group.k_vectors
         part = Replicas(batch.charges_e[index, :n], batch.diameters_nm[index, :n], batch.masses_amu[index, :n],
                         batch.mask[index, :n], batch.box_nm[index], batch.walls_nm[index], batch.kt_kj_mol,
-                        tuple(batch.models[i] for i in index.tolist()))
+                        group.models)
         part_setup = ew.Ewald(setup.alpha_per_nm[index], setup.k_per_nm[index, :k], setup.weight_nm[index, :k],
                               setup.volume_nm3[index], setup.reach_nm[index])
         energy[index], forces[index, :n] = _all_terms(part, part_setup, positions_nm[index, :n], terms)

@@ -1,4 +1,4 @@
-"""The nanoconfinement model's potential energy per replica and term; forces by autograd.
+"""The nanoconfinement model's potential energy per replica and term, and its forces.
 
 A run's forces come from the hand-derived expressions of forces.py (no graph: the hot path). With
 create_graph they are -dU/dx from torch.autograd.grad of the summed energies below, and the graph
