@@ -81,3 +81,20 @@ def test_coulomb_converges_to_a_direct_ewald_sum_as_the_tolerance_tightens():
     for delta in (1e-4, 1e-8, 1e-12):
         energy, _ = energy_and_forces(batch, prepare_ewald(batch, delta), torch.as_tensor(c)[None], ("coulomb", "slab"))
         assert abs(float(energy[0]) - (ewald + slab)) <= 10 * delta * abs(ewald + slab)
+
+
+def test_the_hand_derived_forces_match_autograd_in_size_groups():
+    """forces.py (a run's hot path, replicas evaluated in groups of similar size) against autograd of
+    potential.energies (the differentiable path) for every term, on jittered lattices of six replicas."""
+    models = [NanoconfinementModel(h_nm=h, z_plus=zp, c_molar=c, box_nm=4.0, cutoff_nm=1.2)
+              for h, zp, c in ((2.0, 1, 1.0), (3.0, 3, 0.5), (2.5, 2, 0.75), (3.0, 1, 1.0), (2.0, 3, 0.5), (2.5, 1, 0.5))]
+    batch, positions = replicas(models)
+    setup = prepare_ewald(batch)
+    assert len(setup.groups) >= 3
+    positions = positions + 0.05 * torch.randn(positions.shape, generator=torch.Generator().manual_seed(3)) * batch.mask[..., None]
+    for term in TERMS:
+        energy, forces = energy_and_forces(batch, setup, positions, (term,))
+        expected_energy, expected_forces = energy_and_forces(batch, setup, positions, (term,), create_graph=True)
+        assert torch.allclose(energy, expected_energy.detach(), rtol=1e-10, atol=0), term
+        assert (forces - expected_forces.detach()).abs().max() <= 1e-10 * expected_forces.abs().max(), term
+        assert torch.all(forces[~batch.mask] == 0)

@@ -134,6 +134,11 @@ def test_a_batch_task_killed_after_a_checkpoint_resumes_bit_identically_on_its_r
     (["--engine", "torch", "--replicas", "0"], "--replicas must be a positive integer"),
     (["--engine", "torch", "--replicas", "2"], "--engine torch runs --simulation nanoconfinement only"),
     (["--engine", "jax", "--simulation", "nanoconfinement"], "unknown --engine"),
+    (["--dtype", "float32", "--simulation", "nanoconfinement"], "--dtype and --device apply to --engine torch"),
+    (["--engine", "torch", "--simulation", "nanoconfinement", "--dtype", "float16"], "unknown --dtype"),
+    (["--engine", "torch", "--simulation", "nanoconfinement", "--device", "tpu"], "unknown --device"),
+    pytest.param(["--engine", "torch", "--simulation", "nanoconfinement", "--device", "cuda"], "no CUDA device here",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
 ])
 @pytest.mark.timeout(30)
 def test_bad_engine_or_replicas_are_one_line_and_exit_2(tmp_path, capsys, extra, reason):
@@ -159,15 +164,17 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.mark.timeout(90)
 def test_the_cli_runs_a_torch_sweep_as_batches_of_replicas(tmp_path):
-    # mutation caught: --replicas not passed to the campaign (two tasks of one point: two batch folders)
+    # mutations caught: --replicas not passed to the campaign (two tasks of one point: two batch folders);
+    # --dtype not passed to the batch (float64 runs)
     space = tmp_path / "space.toml"
     space.write_text("[h_nm]\nvalues = [2.0, 2.4]\n[c_molar]\nvalues = [0.8]\n")
     done = subprocess.run([sys.executable, "-c", CLI_SWEEP, "md", "sweep", "--space", str(space), "--budget-runs", "2",
                            "--db", str(tmp_path / "c.db"), "--work-dir", str(tmp_path / "runs"), "--pool", "spot:1",
-                           "--simulation", "nanoconfinement", "--engine", "torch", "--replicas", "2", "--json"],
+                           "--simulation", "nanoconfinement", "--engine", "torch", "--replicas", "2", "--dtype", "float32", "--json"],
                           capture_output=True, text=True, timeout=80, env={**os.environ, "PYTHONPATH": SRC})
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout[done.stdout.index("{"):])
     assert report["completed"] == 2 and report["stored_now"] == 2 and report["duplicates"] == 0
     assert len(list((tmp_path / "runs").glob("batch-*"))) == 1
-    assert all(json.loads(p.read_text())["replicas"] == 2 for p in (tmp_path / "runs").glob("*/summary.json"))
+    summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/summary.json")]
+    assert len(summaries) == 2 and all(s["replicas"] == 2 and s["dtype"] == "float32" for s in summaries)

@@ -31,16 +31,28 @@ def _stdout_to_stderr():
         os.close(saved)
 
 
-def _check_engine(engine: str, replicas: int, simulation: str) -> None:
-    """--engine and --replicas, refused in one line before anything starts."""
+def _check_engine(engine: str, replicas: int, simulation: str, dtype: str, device: str, joins: bool) -> None:
+    """--engine, --replicas, --dtype and --device, refused in one line before anything starts (CUDA is
+    checked here unless the campaign joins a cluster: its GPU nodes are not this machine)."""
     if engine not in ("openmm", "torch"):
         raise ThriftyError(f"unknown --engine {engine!r}; choose openmm or torch")
     if replicas < 1:
         raise ThriftyError(f"--replicas must be a positive integer, got {replicas}")
     if engine == "openmm" and replicas > 1:
         raise ThriftyError("--replicas > 1 batches points on the torch engine: add --engine torch")
+    if engine == "openmm" and (dtype, device) != ("float64", "cpu"):
+        raise ThriftyError("--dtype and --device apply to --engine torch")
     if engine == "torch" and simulation != "nanoconfinement":
         raise ThriftyError(f"--engine torch runs --simulation nanoconfinement only, not {simulation}")
+    if dtype not in ("float64", "float32"):
+        raise ThriftyError(f"unknown --dtype {dtype!r}; choose float64 or float32")
+    if device not in ("cpu", "cuda"):
+        raise ThriftyError(f"unknown --device {device!r}; choose cpu or cuda")
+    if device == "cuda" and not joins:
+        import torch
+        if not torch.cuda.is_available():
+            raise ThriftyError("--device cuda: torch finds no CUDA device here; give --device cpu, or --address "
+                               "of a Ray cluster with GPU nodes")
 
 
 def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min = 3.0 max = 4.0, [zp] values = [1, 2]")],
@@ -72,6 +84,9 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
               help="openmm, or torch: nanoconfinement on the batched torch engine, --replicas points per task")] = "openmm",
           replicas: Annotated[int, typer.Option(
               help="Points run as one batched job on one worker (--engine torch; 1 with openmm)")] = 1,
+          dtype: Annotated[str, typer.Option(help="--engine torch: float64 or float32")] = "float64",
+          device: Annotated[str, typer.Option(
+              help="--engine torch: cpu, or cuda (each task then asks Ray for one GPU)")] = "cpu",
           emulate_preemptions: Annotated[bool, typer.Option(
               help="Run on Ray's multi-node test cluster here, killing spot nodes at lifetimes drawn from --model")] = False,
           json_out: JsonOpt = False) -> None:
@@ -90,7 +105,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
         raise ThriftyError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if address and emulate_preemptions:
         raise ThriftyError("give --address or --emulate-preemptions, not both")
-    _check_engine(engine, replicas, simulation)
+    _check_engine(engine, replicas, simulation, dtype, device, joins=address is not None)
     parameter_space = load_space(space)
     if sampler == "active":
         from thrifty.md.active_sweep import check_active
@@ -110,13 +125,15 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
     plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
     if engine == "torch":
         from thrifty.md.torch_engine.batch_job import TorchBatchRun
-        simulate = TorchBatchRun()
+        simulate = TorchBatchRun(dtype=dtype, device=device)
     else:
         simulate = resolve_simulation(simulation)
     work = work_dir or db.with_suffix(".runs")
     request = {"space": parameter_space.to_dict(), "sampler": sampler, "seed": seed, "simulation": simulation}
-    if engine == "torch":  # a campaign's runs are of one engine
+    if engine == "torch":  # a campaign's runs are of one engine and precision
         request["engine"] = "torch"
+        if dtype != "float64":
+            request["dtype"] = dtype
     if sampler == "active":
         request["initial_runs"] = initial_runs
     with CampaignStore(db, campaign) as store:
@@ -143,7 +160,8 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
                              num_cpus=spec.nodes, log_to_driver=False, logging_level="ERROR")
                 placement = None if emulated is None else Placement.solve(lifetime, plan.job_s, checkpoint_s,
                                                                            restart_s, startup_s)
-                report = run_campaign(CampaignConfig(budget_runs, Path(work), plan, spec.nodes, replicas=replicas),
+                report = run_campaign(CampaignConfig(budget_runs, Path(work), plan, spec.nodes, replicas=replicas,
+                                                     gpus_per_task=1 if device == "cuda" else 0),
                                       chosen, simulate, store, emulated, placement)
                 outcome = chosen.outcome(report.runs, budget_runs).to_dict(target_within_error) \
                     if sampler == "active" else None

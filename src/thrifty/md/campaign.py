@@ -43,6 +43,7 @@ class CampaignConfig:
     concurrency: int  # runs in flight at once (the pool's size)
     max_retries: int = 50  # Ray retries of a run whose node died
     replicas: int = 1  # points per task, with a BatchSimulation
+    gpus_per_task: float = 0  # Ray resources a task asks for besides its one CPU (the torch engine on cuda)
 
 
 @dataclass
@@ -113,7 +114,7 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: Simulatio
     started = time.monotonic()
     batched = isinstance(simulation, BatchSimulation)
     per_task = config.replicas if batched else 1
-    task = ray.remote(num_cpus=1, max_retries=config.max_retries,
+    task = ray.remote(num_cpus=1, num_gpus=config.gpus_per_task, max_retries=config.max_retries,
                       retry_exceptions=False)(run_batch_points if batched else run_point)
     nodes_file = None if pool is None else str(pool.nodes_file)
     report = CampaignReport()

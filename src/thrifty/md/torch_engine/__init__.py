@@ -2,7 +2,8 @@
 
 R replicas with different parameters in padded tensors (replicas), dense all-pairs with the minimum
 image (pairs), WCA ion-ion and ion-wall repulsions (short_range), slab Ewald electrostatics (ewald),
-forces by autograd (potential), a BAOAB Langevin integrator (integrator) and density profiles of a
+hand-derived forces for runs, in groups of replicas of similar size (forces), autograd through the
+dynamics for gradients (potential), a BAOAB Langevin integrator (integrator) and density profiles of a
 batched run (sampling); `thrifty md run --engine torch` runs one replica through the job loop, and
 an ion diameter is fitted to a target profile by autograd through a short run (job and fit, each
 imported on its own: not re-exported here). float64 or float32, CPU or GPU (written for both;

@@ -4,17 +4,23 @@ Charges q (valencies) in water of eps_r 80: Coulomb constant ONE_4PI_EPS0 / 80. 
 in 3D with Lz padded (>= 3 h), and the Yeh-Berkowitz term removes the interaction of the slab's
 periodic images along z (Yeh & Berkowitz, J. Chem. Phys. 111, 3155 (1999)). Ewald sum (e.g. Frenkel
 & Smit, "Understanding Molecular Simulation", 2nd ed., ch. 12.1), Gaussian units times the constant:
-- real space: sum_{i<j, r<rc} q_i q_j erfc(alpha r) / r (minimum image; rc <= half of every side)
+- real space: sum_{i<j, r<rc} q_i q_j erfc(alpha r) / r (minimum image; rc = real_space_reach_nm, below)
 - reciprocal: (2 pi / V) sum_{k != 0, |k| <= k_max} exp(-k^2 / 4 alpha^2) / k^2 |S(k)|^2, S(k) = sum_j q_j
   exp(i k.r_j), k = 2 pi (nx/Lx, ny/Ly, nz/Lz); half of the k-space, counted twice (S(-k) = S(k)*)
 - self: -alpha / sqrt(pi) sum_j q_j^2
 - slab: (2 pi / V) M_z^2, M_z = sum_j q_j z_j (Yeh & Berkowitz 1999, eq. 11; neutral systems)
-Parameters from the tolerance delta (the model's ewald_tolerance): alpha = sqrt(-ln(2 delta)) / rc,
-OpenMM's choice, so that erfc(alpha rc) ~ delta; k_max = 2 alpha sqrt(-ln delta), so the neglected
-Gaussian factor exp(-k_max^2 / 4 alpha^2) = delta. The relative error is then about delta: for the
-default system (406 ions, 15 x 15 x 9 nm, rc 2.5 nm) at the default delta 5e-4 (alpha 1.05/nm, 3340
-k-vectors) the Coulomb energy is off by 5e-4 and the forces by 3e-4 (rms over rms) of a delta 1e-9 sum;
-at 1e-5 (12176 k-vectors) by 1e-5 and 6e-6. tests/md/test_torch_engine.py checks |error| <= 10 delta
+The splitting is the engine's own: the dense all-pairs real-space sum (pairs) costs the same at any
+cutoff, so rc is the longest the minimum image allows, min(lx/2, ly/2, Lz - h) (an ion's nearest z
+image is at least Lz - h away), not the model's cutoff (what OpenMM's neighbour list wants); the k-space
+sum, the dear part, then needs (cutoff / rc)^3 as many k-vectors (the campaign's 4 nm box, cutoff 1.2 nm:
+rc 2 nm, 0.22x). The total is the same Ewald sum at the same tolerance. Parameters from the tolerance
+delta (the model's ewald_tolerance): alpha = sqrt(-ln(2 delta)) / rc, OpenMM's choice, so that
+erfc(alpha rc) ~ delta; k_max = 2 alpha sqrt(-ln delta), so the neglected
+Gaussian factor exp(-k_max^2 / 4 alpha^2) = delta. The relative error is then at most about delta:
+for the default system (406 ions, 15 x 15 x 9 nm, rc 6 nm) at the default delta 5e-4 (alpha 0.44/nm,
+241 k-vectors; with the model's rc 2.5 nm it would be 3340) the Coulomb energy of a thermal
+configuration is off by 8e-5 and the forces by 1.3e-4 (rms over rms) of a delta 1e-9 sum; at 1e-5
+(889 k-vectors) by 1.6e-6 and 2.6e-6. tests/md/test_torch_engine.py checks |error| <= 10 delta
 against the converged direct sum of test_nanoconfinement, down to delta 1e-12.
 """
 
@@ -23,11 +29,23 @@ from dataclasses import dataclass
 
 import torch
 
-from thrifty.md.nanoconfinement import ONE_4PI_EPS0
+from thrifty.md.nanoconfinement import ONE_4PI_EPS0, NanoconfinementModel
 from thrifty.md.systems import WATER_PERMITTIVITY
 from thrifty.md.torch_engine.replicas import Replicas
 
 COULOMB = ONE_4PI_EPS0 / WATER_PERMITTIVITY  # kJ mol^-1 nm e^-2 for valencies in water
+
+
+GROUP_FILL = 0.7  # size_groups: least ion count in a group, as a share of its largest
+
+
+@dataclass(frozen=True)
+class SizeGroup:
+    """Replicas of similar size that forces.py evaluates together, cut to their own padding."""
+    index: torch.Tensor  # (G,) their rows in the batch
+    ions: int  # the largest ion count among them
+    k_vectors: int  # the most k-vectors among them
+    models: tuple[NanoconfinementModel, ...]
 
 
 @dataclass(frozen=True)
@@ -36,7 +54,25 @@ class Ewald:
     k_per_nm: torch.Tensor  # (R, K, 3) half of the k-space, padded
     weight_nm: torch.Tensor  # (R, K) 2 * (2 pi / V) exp(-k^2/4 alpha^2) / k^2; 0 on padding
     volume_nm3: torch.Tensor  # (R,)
-    cutoff_nm: torch.Tensor  # (R,)
+    reach_nm: torch.Tensor  # (R,) real-space cutoff of the splitting (real_space_reach_nm)
+    groups: tuple[SizeGroup, ...] = ()  # size_groups; () evaluates the batch as one group
+
+
+def size_groups(ions: list[int], k_vectors: list[int], models: tuple[NanoconfinementModel, ...],
+                device: torch.device) -> tuple[SizeGroup, ...]:
+    """Sorted by ion count, a group holds the replicas with at least GROUP_FILL of its largest count:
+    the pair work of a group is then at most 1 / GROUP_FILL^2 times what its ions need, and its
+    k-space work at most 1 / GROUP_FILL times the spread of its k-vector counts (which grow with Lz, hence h),
+    where one pad for the whole batch would cost (N_max / N_min)^2 and N_max / N_min. Fixed for a run
+    (the counts never change), so computed once here rather than every step."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(ions)), key=lambda i: -ions[i]):
+        if groups and ions[i] >= GROUP_FILL * ions[groups[-1][0]]:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return tuple(SizeGroup(torch.tensor(g, device=device), ions[g[0]], max(k_vectors[i] for i in g),
+                           tuple(models[i] for i in g)) for g in groups)
 
 
 def _half_space(n: tuple[int, int, int]) -> torch.Tensor:
@@ -47,13 +83,18 @@ def _half_space(n: tuple[int, int, int]) -> torch.Tensor:
     return m[(x > 0) | ((x == 0) & (y > 0)) | ((x == 0) & (y == 0) & (z > 0))]
 
 
+def real_space_reach_nm(model: NanoconfinementModel) -> float:
+    """The real-space cutoff of the splitting: the longest the minimum image allows (module doc)."""
+    return min(model.side_nm / 2, model.box_z_nm - model.h_nm)
+
+
 def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
-    """Each replica's alpha and k-vectors from its cutoff, box and tolerance (None: its model's)."""
+    """Each replica's alpha and k-vectors from its reach, box and tolerance (None: its model's)."""
     dtype, device = batch.box_nm.dtype, batch.box_nm.device
     alphas, ks, weights = [], [], []
     for model in batch.models:
         delta = model.ewald_tolerance if tolerance is None else tolerance
-        alpha = math.sqrt(-math.log(2 * delta)) / model.cutoff_nm
+        alpha = math.sqrt(-math.log(2 * delta)) / real_space_reach_nm(model)
         k_max = 2 * alpha * math.sqrt(-math.log(delta))
         box = torch.tensor([model.side_nm, model.side_nm, model.box_z_nm], dtype=torch.float64)
         m = _half_space(tuple(math.ceil(k_max * float(side) / (2 * math.pi)) for side in box))
@@ -69,13 +110,15 @@ def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
     for i, (k, w) in enumerate(zip(ks, weights)):
         k_pad[i, :len(k)], w_pad[i, :len(w)] = k, w
     to = dict(dtype=dtype, device=device)
-    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), batch.cutoff_nm)
+    reach = torch.tensor([real_space_reach_nm(m) for m in batch.models], **to)
+    groups = size_groups(batch.mask.sum(-1).tolist(), [len(k) for k in ks], batch.models, batch.mask.device)
+    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), reach, groups)
 
 
 def real_kj_mol(batch: Replicas, setup: Ewald, r: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-    """(R,) real-space sum over pairs i < j within the cutoff; r and pairs from pairs.distances."""
+    """(R,) real-space sum over pairs i < j within the reach; r and pairs from pairs.distances."""
     q = batch.charges_e
-    inside = pairs & (r < setup.cutoff_nm[:, None, None])
+    inside = pairs & (r < setup.reach_nm[:, None, None])
     term = q[:, :, None] * q[:, None, :] * torch.special.erfc(setup.alpha_per_nm[:, None, None] * r) / r
     return COULOMB * 0.5 * torch.where(inside, term, torch.zeros_like(r)).sum((1, 2))
 

@@ -1,25 +1,25 @@
 """All pairs of a replica, dense: (R, N, N) distances with the minimum image in x, y and z.
 
-Dense all-pairs costs N^2 per replica but is one batched tensor program with no rebuilds; for the
-few hundred ions of a nanoconfinement system it is what we use. Measured on one CPU thread for the
-default 406 ions: distances + WCA + real-space Coulomb with their gradient 23 ms, against 49 ms for the
-reciprocal sum; no cell list was written to compare, and at this size it could save at most a third
-of a step. The minimum image is exact while every cutoff is at most half of each box side
-(NanoconfinementModel.check asks this in x and y; in z the padded Lz >= max(3 h, 2 cutoff) keeps
-every z image of an ion in the slit at least a cutoff away).
+Dense all-pairs costs N^2 per replica but is one batched tensor program with no rebuilds, the same at
+any cutoff; for the few hundred ions of a nanoconfinement system it is what we use, and the Ewald
+splitting (ewald.real_space_reach_nm) puts as much of the Coulomb sum into it as the minimum image
+allows. The minimum image is exact for pairs within that reach: in x and y it is at most half the
+side, and in z the ions sit in a slit of h <= Lz / 3, so their nearest z image is the direct one and
+the next at least Lz - h >= reach away.
 """
 
 import torch
 
 
 def distances(positions_nm: torch.Tensor, box_nm: torch.Tensor,
-              mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(r, pairs): r (R, N, N) with 1.0 wherever `pairs` is False (i = j or a padded particle), so that
-    neither r nor its gradient is ever 0/0; `pairs` (R, N, N) marks real pairs i != j (both orders)."""
+              mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(delta, r, pairs): delta (R, N, N, 3) the minimum-image r_i - r_j; r (R, N, N) with 1.0 wherever
+    `pairs` is False (i = j or a padded particle), so that neither r nor its gradient is ever 0/0;
+    `pairs` (R, N, N) marks real pairs i != j (both orders)."""
     delta = positions_nm[:, :, None, :] - positions_nm[:, None, :, :]
     box = box_nm[:, None, None, :]
     delta = delta - box * torch.round(delta / box)
     n = positions_nm.shape[1]
     pairs = mask[:, :, None] & mask[:, None, :] & ~torch.eye(n, dtype=torch.bool, device=mask.device)
     r2 = torch.where(pairs, (delta * delta).sum(-1), torch.ones((), dtype=delta.dtype, device=delta.device))
-    return torch.sqrt(r2), pairs
+    return delta, torch.sqrt(r2), pairs

@@ -1,12 +1,14 @@
-"""The nanoconfinement model's potential energy per replica and term; forces by autograd.
+"""The nanoconfinement model's potential energy per replica and term, and its forces.
 
-Forces are -dU/dx from torch.autograd.grad of the summed energy (no hand-written derivatives), so
-the same graph also differentiates with respect to parameters (diameters, charges, walls).
+A run's forces come from the hand-derived expressions of forces.py (no graph: the hot path). With
+create_graph they are -dU/dx from torch.autograd.grad of the summed energies below, and the graph
+kept differentiates through the dynamics with respect to parameters (diameters, charges, walls).
 """
 
 import torch
 
 from thrifty.md.torch_engine import ewald as ew
+from thrifty.md.torch_engine import forces as analytic
 from thrifty.md.torch_engine import short_range
 from thrifty.md.torch_engine.pairs import distances
 from thrifty.md.torch_engine.replicas import Replicas
@@ -16,7 +18,7 @@ TERMS = ("wca", "wall", "coulomb", "slab")  # coulomb: real + reciprocal + self 
 
 def energies(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor) -> dict[str, torch.Tensor]:
     """Each term's (R,) energy in kJ/mol."""
-    r, pairs = distances(positions_nm, batch.box_nm, batch.mask)
+    _, r, pairs = distances(positions_nm, batch.box_nm, batch.mask)
     return {"wca": short_range.ion_ion_kj_mol(batch, r, pairs),
             "wall": short_range.wall_kj_mol(batch, positions_nm),
             "coulomb": ew.real_kj_mol(batch, setup, r, pairs) + ew.reciprocal_kj_mol(batch, setup, positions_nm)
@@ -26,10 +28,14 @@ def energies(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor) -> di
 
 def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
                       terms: tuple[str, ...] = TERMS, create_graph: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """((R,) energy of `terms`, (R, N, 3) forces in kJ/mol/nm, zero on padding)."""
+    """((R,) energy of `terms`, (R, N, 3) forces in kJ/mol/nm, zero on padding); by autograd, with the
+    graph kept, when create_graph."""
+    if not create_graph:
+        with torch.no_grad():
+            return analytic.energy_and_forces(batch, setup, positions_nm, terms)
     with torch.enable_grad():
         x = positions_nm if positions_nm.requires_grad else positions_nm.detach().requires_grad_(True)
         each = energies(batch, setup, x)
         energy = sum(each[t] for t in terms)
-        (gradient,) = torch.autograd.grad(energy.sum(), x, create_graph=create_graph)
-    return (energy if create_graph else energy.detach()), -gradient
+        (gradient,) = torch.autograd.grad(energy.sum(), x, create_graph=True)
+    return energy, -gradient

@@ -23,7 +23,6 @@ class Replicas:
     box_nm: torch.Tensor  # (R, 3) lx, ly, padded Lz
     walls_nm: torch.Tensor  # (R, 2) z of the two wall planes in the box
     kt_kj_mol: float
-    cutoff_nm: torch.Tensor  # (R,) real-space Coulomb cutoff
     models: tuple[NanoconfinementModel, ...]
 
 
@@ -47,6 +46,5 @@ def replicas(models: list[NanoconfinementModel], seed: int = 0, dtype: torch.dty
     as_tensor = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
     batch = Replicas(as_tensor(charges), as_tensor(diameters), as_tensor(masses), torch.as_tensor(mask, device=device),
                      as_tensor([[m.side_nm, m.side_nm, m.box_z_nm] for m in models]),
-                     as_tensor([slit_nm(m) for m in models]), kt_kj_mol(),
-                     as_tensor([m.cutoff_nm for m in models]), tuple(models))
+                     as_tensor([slit_nm(m) for m in models]), kt_kj_mol(), tuple(models))
     return batch, as_tensor(positions)

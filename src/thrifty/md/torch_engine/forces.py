@@ -1,0 +1,127 @@
+"""Hand-derived forces of every term, the hot path of a run (no autograd graph is built).
+
+potential.energy_and_forces uses these unless the graph is kept for gradients through the dynamics
+(create_graph); tests/md/test_torch_engine.py checks them against autograd of potential.energies to
+1e-10 relative. Energies as in short_range and ewald; F_i = -dU/dr_i:
+- WCA, U = 4 kT (x^2 - x) + kT with x = (s/r)^6: dU/dr = -24 kT (2 x^2 - x) / r; on the pair
+  vector d_ij = r_i - r_j, F_i = -(dU/dr) d_ij / r. A wall at distance r = z - z_low (or z_high - z)
+  pushes along +z (or -z) with -dU/dr.
+- real-space Coulomb, U = C q_i q_j erfc(a r) / r: dU/dr = -C q_i q_j (erfc(a r) / r + 2 a / sqrt(pi)
+  exp(-a^2 r^2)) / r.
+- reciprocal, U = C sum_k w_k (A_k^2 + B_k^2) with A_k = sum_j q_j cos(k.r_j), B_k = sum_j q_j sin(k.r_j):
+  F_i = 2 C q_i sum_k w_k (A_k sin(k.r_i) - B_k cos(k.r_i)) k.
+- slab, U = C (2 pi / V) M_z^2: F_i,z = -C (4 pi / V) M_z q_i.
+"""
+
+import math
+
+import torch
+
+from thrifty.md.torch_engine import ewald as ew
+from thrifty.md.torch_engine.pairs import distances
+from thrifty.md.torch_engine.replicas import Replicas
+from thrifty.md.torch_engine.short_range import WCA_REACH
+
+
+def _wca(r: torch.Tensor, s: torch.Tensor, kt: float, inside: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(U, -dU/dr / r): WCA energy and its radial force over r, 0 outside `inside` or past the cut."""
+    x = (s * s / (r * r)) ** 3
+    inside = inside & (r < WCA_REACH * s)
+    zero = torch.zeros_like(r)
+    return (torch.where(inside, 4 * kt * (x * x - x) + kt, zero),
+            torch.where(inside, 24 * kt * (2 * x * x - x) / (r * r), zero))
+
+
+def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
+               terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """((R,) energy, (R, N, 3) forces) of the ion-ion WCA (if "wca" in terms) and the real-space
+    Coulomb sum (if "coulomb"), one dense all-pairs pass with the minimum image."""
+    delta, r, pairs = distances(positions_nm, batch.box_nm, batch.mask)
+    r2 = r * r
+    energy = torch.zeros_like(r)
+    over_r = torch.zeros_like(r)  # -dU/dr / r of each pair
+    if "wca" in terms:
+        s = (batch.diameters_nm[:, :, None] + batch.diameters_nm[:, None, :]) / 2
+        u, f = _wca(r, s, batch.kt_kj_mol, pairs)
+        energy, over_r = energy + u, over_r + f
+    if "coulomb" in terms:
+        inside = pairs & (r < setup.reach_nm[:, None, None])
+        alpha = setup.alpha_per_nm[:, None, None]
+        qq = ew.COULOMB * batch.charges_e[:, :, None] * batch.charges_e[:, None, :]
+        erfc_over_r = torch.special.erfc(alpha * r) / r
+        gauss = 2 * alpha / math.sqrt(math.pi) * torch.exp(-alpha * alpha * r2)
+        zero = torch.zeros_like(r)
+        energy = energy + torch.where(inside, qq * erfc_over_r, zero)
+        over_r = over_r + torch.where(inside, qq * (erfc_over_r + gauss) / r2, zero)
+    forces = (over_r[..., None] * delta).sum(2)
+    return 0.5 * energy.sum((1, 2)), forces
+
+
+def wall_term(batch: Replicas, positions_nm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """((R,) energy, (R, N, 3) forces) of the two walls (padding is masked)."""
+    z = positions_nm[..., 2]
+    s = batch.diameters_nm / 2
+    energy = torch.zeros_like(z)
+    push_up = torch.zeros_like(z)
+    for r, sign in ((z - batch.walls_nm[:, :1], 1.0), (batch.walls_nm[:, 1:] - z, -1.0)):
+        r = torch.where(batch.mask, r, torch.ones_like(r))
+        u, f = _wca(r, s, batch.kt_kj_mol, batch.mask)
+        energy, push_up = energy + u, push_up + sign * f * r
+    forces = torch.zeros_like(positions_nm)
+    forces[..., 2] = push_up
+    return energy.sum(1), forces
+
+
+def reciprocal_term(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """((R,) energy, (R, N, 3) forces) of the reciprocal sum plus the self term (ewald)."""
+    phase = positions_nm @ setup.k_per_nm.transpose(1, 2)  # (R, N, K)
+    cos, sin = torch.cos(phase), torch.sin(phase)
+    q = batch.charges_e
+    a = (q[:, None, :] @ cos)[:, 0]  # (R, K)
+    b = (q[:, None, :] @ sin)[:, 0]
+    energy = ew.COULOMB * (setup.weight_nm * (a * a + b * b)).sum(-1) + ew.self_kj_mol(batch, setup)
+    weighted_k = setup.weight_nm[..., None] * setup.k_per_nm  # (R, K, 3); the sum over k as two matmuls
+    forces = 2 * ew.COULOMB * q[..., None] * (sin @ (a[..., None] * weighted_k) - cos @ (b[..., None] * weighted_k))
+    return energy, forces
+
+
+def slab_term(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """((R,) energy, (R, N, 3) forces) of the Yeh-Berkowitz correction."""
+    dipole = (batch.charges_e * positions_nm[..., 2]).sum(-1)
+    factor = ew.COULOMB * 2 * math.pi / setup.volume_nm3
+    forces = torch.zeros_like(positions_nm)
+    forces[..., 2] = -2 * factor[:, None] * dipole[:, None] * batch.charges_e
+    return factor * dipole ** 2, forces
+
+
+def _all_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
+               terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    parts = []
+    if "wca" in terms or "coulomb" in terms:
+        parts.append(pair_terms(batch, setup, positions_nm, terms))
+    if "wall" in terms:
+        parts.append(wall_term(batch, positions_nm))
+    if "coulomb" in terms:
+        parts.append(reciprocal_term(batch, setup, positions_nm))
+    if "slab" in terms:
+        parts.append(slab_term(batch, setup, positions_nm))
+    return sum(e for e, _ in parts), sum(f for _, f in parts)
+
+
+def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
+                      terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """((R,) energy of `terms`, (R, N, 3) forces), zero forces on padding; each of setup.groups
+    (replicas of similar size, ewald.size_groups) is evaluated on its own, cut to its own padding."""
+    if len(setup.groups) <= 1:
+        return _all_terms(batch, setup, positions_nm, terms)
+    energy = positions_nm.new_zeros(positions_nm.shape[0])
+    forces = torch.zeros_like(positions_nm)
+    for group in setup.groups:
+        index, n, k = group.index, group.ions, group.k_vectors
+        part = Replicas(batch.charges_e[index, :n], batch.diameters_nm[index, :n], batch.masses_amu[index, :n],
+                        batch.mask[index, :n], batch.box_nm[index], batch.walls_nm[index], batch.kt_kj_mol,
+                        group.models)
+        part_setup = ew.Ewald(setup.alpha_per_nm[index], setup.k_per_nm[index, :k], setup.weight_nm[index, :k],
+                              setup.volume_nm3[index], setup.reach_nm[index])
+        energy[index], forces[index, :n] = _all_terms(part, part_setup, positions_nm[index, :n], terms)
+    return energy, forces
