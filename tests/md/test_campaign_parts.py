@@ -49,11 +49,33 @@ def test_a_bad_space_file_is_one_line_and_exit_2(tmp_path, capsys, text, reason)
     (["--model", "nope"], "unknown lifetime model"),
     (["--ckpt-cost", "5h", "--job-hours", "1"], "checkpoint cost"),
     (["--address", "127.0.0.1:1", "--emulate-preemptions"], "not both"),
+    (["--tolerance", "0.1"], "apply to --simulation nanoconfinement only, not standin"),
 ])
 def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, capsys, extra, reason):
     space = tmp_path / "space.toml"
     space.write_text(SPACE)
     code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"), *extra])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and reason in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize("text, extra, reason", [
+    ("[h]\nvalues = [2.0]\n", [], "nanoconfinement has no parameter h: the space may name h_nm"),
+    ("[h_nm]\nmin = 0.3\nmax = 3.0\n", [], "the space reaches a point the model refuses (h_nm = 0.3)"),
+    ("[c_molar]\nvalues = [0.5, 2.0]\n[h_nm]\nvalues = [2.0]\n", ["--box-nm", "3.0"],
+     "refuses (c_molar = 0.5, h_nm = 2): the box side 3.0 nm is too small for the cutoff 2.500 nm"),
+    ("[h_nm]\nvalues = [2.0]\n", ["--cap-steps", "1000"], "--equilibrate 20000 leaves no steps to sample"),
+    ("[h_nm]\nvalues = [2.0]\n", ["--tolerance", "0"], "must be positive"),
+])
+def test_a_nanoconfinement_space_or_run_setting_the_model_refuses_is_one_line_before_ray_starts(
+        tmp_path, capsys, text, extra, reason):
+    # mutations caught: check_space not called (Ray starts and the first run fails), corners not checked,
+    # the settings' checks removed
+    space = tmp_path / "space.toml"
+    space.write_text(text)
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"),
+                 "--simulation", "nanoconfinement", *extra])
     err = capsys.readouterr().err.strip()
     assert code == 2 and reason in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "c.db").exists()

@@ -156,8 +156,8 @@ CLI_SWEEP = """
 import sys
 from thrifty.cli.app import main
 from thrifty.md.torch_engine.batch_job import TorchBatchRun
-# the sweep's batches at test size: the defaults of the TorchBatchRun the CLI makes (test-only)
-TorchBatchRun.__init__.__defaults__ = (20, 40, 3, 1e-9, 200, 2.4, 1.0, 0, "float64", "cpu")
+# chunk and block size at test size (no CLI options): the defaults of the TorchBatchRun the CLI makes (test-only)
+TorchBatchRun.__init__.__defaults__ = (20, 20_000, 3, 0.02, 200_000, None, 2.5, 0, "float64", "cpu")
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -165,16 +165,18 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.timeout(90)
 def test_the_cli_runs_a_torch_sweep_as_batches_of_replicas(tmp_path):
     # mutations caught: --replicas not passed to the campaign (two tasks of one point: two batch folders);
-    # --dtype not passed to the batch (float64 runs)
+    # --dtype not passed to the batch (float64 runs); the run settings not passed (a 200,000-step cap)
     space = tmp_path / "space.toml"
     space.write_text("[h_nm]\nvalues = [2.0, 2.4]\n[c_molar]\nvalues = [0.8]\n")
     done = subprocess.run([sys.executable, "-c", CLI_SWEEP, "md", "sweep", "--space", str(space), "--budget-runs", "2",
                            "--db", str(tmp_path / "c.db"), "--work-dir", str(tmp_path / "runs"), "--pool", "spot:1",
-                           "--simulation", "nanoconfinement", "--engine", "torch", "--replicas", "2", "--dtype", "float32", "--json"],
+                           "--simulation", "nanoconfinement", "--engine", "torch", "--replicas", "2", "--dtype", "float32", "--equilibrate", "40",
+                           "--tolerance", "1e-9", "--cap-steps", "200", "--box-nm", "2.4", "--cutoff-nm", "1.0", "--json"],
                           capture_output=True, text=True, timeout=80, env={**os.environ, "PYTHONPATH": SRC})
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout[done.stdout.index("{"):])
     assert report["completed"] == 2 and report["stored_now"] == 2 and report["duplicates"] == 0
     assert len(list((tmp_path / "runs").glob("batch-*"))) == 1
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/summary.json")]
-    assert len(summaries) == 2 and all(s["replicas"] == 2 and s["dtype"] == "float32" for s in summaries)
+    assert len(summaries) == 2 and all(s["replicas"] == 2 and s["dtype"] == "float32" and s["steps"] == 200
+                                       for s in summaries)

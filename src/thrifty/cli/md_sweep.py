@@ -55,6 +55,27 @@ def _check_engine(engine: str, replicas: int, simulation: str, dtype: str, devic
                                "of a Ray cluster with GPU nodes")
 
 
+def _run_settings(simulation: str, equilibrate: int | None, tolerance: float | None, cap_steps: int | None,
+                  box_nm: float | None, cutoff_nm: float | None) -> dict:
+    """The nanoconfinement runs' settings the options give (field names of md.nanoconfinement_run's and
+    md.torch_engine.batch_job's run classes); one line for a bad value or another simulation."""
+    given = {"equilibration_steps": equilibrate, "tolerance_molar": tolerance, "cap_steps": cap_steps,
+             "box_nm": box_nm, "cutoff_nm": cutoff_nm}
+    given = {k: v for k, v in given.items() if v is not None}
+    if given and simulation != "nanoconfinement":
+        raise ThriftyError("--equilibrate, --tolerance, --cap-steps, --box-nm and --cutoff-nm apply to "
+                           f"--simulation nanoconfinement only, not {simulation}")
+    if any(not v > 0 for k, v in given.items() if k != "equilibration_steps") or given.get("equilibration_steps", 0) < 0:
+        raise ThriftyError("--tolerance, --cap-steps, --box-nm and --cutoff-nm must be positive, --equilibrate at least 0")
+    if given:
+        from thrifty.md.nanoconfinement_run import NanoconfinementRun
+        run = NanoconfinementRun(**given)
+        if run.equilibration_steps >= run.cap_steps:
+            raise ThriftyError(f"--equilibrate {run.equilibration_steps} leaves no steps to sample: give less than "
+                               f"--cap-steps ({run.cap_steps})")
+    return given
+
+
 def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min = 3.0 max = 4.0, [zp] values = [1, 2]")],
           budget_runs: Annotated[int, typer.Option(help="Completed runs to reach (counting those already stored)")],
           db: Annotated[Path, typer.Option(help="SQLite database of the campaign (a restart continues it)")] = Path("campaign.db"),
@@ -87,6 +108,17 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
           dtype: Annotated[str, typer.Option(help="--engine torch: float64 or float32")] = "float64",
           device: Annotated[str, typer.Option(
               help="--engine torch: cpu, or cuda (each task then asks Ray for one GPU)")] = "cpu",
+          equilibrate: Annotated[Optional[int], typer.Option(
+              help="--simulation nanoconfinement: steps before sampling (default 20000)")] = None,
+          tolerance: Annotated[Optional[float], typer.Option(
+              help="--simulation nanoconfinement: a run has converged when every error bar is at most this, mol/L "
+                   "(default 0.02)")] = None,
+          cap_steps: Annotated[Optional[int], typer.Option(
+              help="--simulation nanoconfinement: most steps of a run (default 200000)")] = None,
+          box_nm: Annotated[Optional[float], typer.Option(
+              help="--simulation nanoconfinement: box side, nm (default the model's: 15 up to 0.5 M, 10 above)")] = None,
+          cutoff_nm: Annotated[Optional[float], typer.Option(
+              help="--simulation nanoconfinement: real-space Coulomb cutoff, nm (default 2.5)")] = None,
           emulate_preemptions: Annotated[bool, typer.Option(
               help="Run on Ray's multi-node test cluster here, killing spot nodes at lifetimes drawn from --model")] = False,
           json_out: JsonOpt = False) -> None:
@@ -106,7 +138,11 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
     if address and emulate_preemptions:
         raise ThriftyError("give --address or --emulate-preemptions, not both")
     _check_engine(engine, replicas, simulation, dtype, device, joins=address is not None)
+    run_settings = _run_settings(simulation, equilibrate, tolerance, cap_steps, box_nm, cutoff_nm)
     parameter_space = load_space(space)
+    if simulation == "nanoconfinement":
+        from thrifty.md.nanoconfinement_run import check_space
+        check_space(parameter_space, run_settings.get("box_nm"), run_settings.get("cutoff_nm", 2.5))
     if sampler == "active":
         from thrifty.md.active_sweep import check_active
         if simulation == "standin":
@@ -125,7 +161,10 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
     plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
     if engine == "torch":
         from thrifty.md.torch_engine.batch_job import TorchBatchRun
-        simulate = TorchBatchRun(dtype=dtype, device=device)
+        simulate = TorchBatchRun(dtype=dtype, device=device, **run_settings)
+    elif simulation == "nanoconfinement":
+        from thrifty.md.nanoconfinement_run import NanoconfinementRun
+        simulate = NanoconfinementRun(**run_settings)
     else:
         simulate = resolve_simulation(simulation)
     work = work_dir or db.with_suffix(".runs")
@@ -136,6 +175,8 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
             request["dtype"] = dtype
     if sampler == "active":
         request["initial_runs"] = initial_runs
+    if run_settings:  # a campaign's runs share their length and system size
+        request["run"] = run_settings
     with CampaignStore(db, campaign) as store:
         resumed = store.begin(request)
         if sampler == "active":

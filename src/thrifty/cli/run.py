@@ -158,8 +158,10 @@ def md_run(system: Annotated[str, typer.Option(
     if json_out:
         print_json(summary)
     elif system == "nanoconfinement":
+        error = summary["max_error_molar"]
+        bars = "no complete block yet" if error is None else f"largest error bar {error:.3f} M"
         stdout.print(f"{summary['system']}: {summary['steps']} steps ({summary['stopped']}), {summary['particles']} "
-                     f"ions, largest error bar {summary['max_error_molar']} M; profiles.csv, profiles.png in {out}")
+                     f"ions, {bars}; profiles.csv, profiles.png in {out}")
     else:
         stdout.print(f"{summary['system']}: {summary['steps']} steps, {summary['particles']} particles, "
                      f"final {summary['temperature_k']:.1f} K; density profile and thermo.csv in {out}")

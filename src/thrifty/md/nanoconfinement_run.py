@@ -9,6 +9,7 @@ model's (md.params.PARAMETERS: h_nm, z_plus, z_minus, c_molar, d_plus_nm, d_minu
 may leave any of them to the model's default.
 """
 
+import itertools
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -19,6 +20,7 @@ from thrifty.md.job import MDSettings, run_md
 from thrifty.md.nanoconfinement import NanoconfinementModel
 from thrifty.md.params import INTEGER_PARAMETERS, PARAMETERS
 from thrifty.md.runs import PARAMS_FILE
+from thrifty.md.space import ParameterSpace
 from thrifty.transient.protocol import JobCheckpoints
 
 
@@ -32,6 +34,20 @@ def model_at(params: dict, box_nm: float | None = None, cutoff_nm: float = 2.5) 
     model = NanoconfinementModel(**values, box_nm=box_nm, cutoff_nm=cutoff_nm)
     model.check()
     return model
+
+
+def check_space(space: ParameterSpace, box_nm: float | None = None, cutoff_nm: float = 2.5) -> None:
+    """Refuse, before a campaign starts, a space naming no model parameter or reaching a point the
+    model refuses: every corner of the box (each parameter's least and largest value) is checked."""
+    model_at({name: 0 for name in space.names if name not in PARAMETERS})  # unknown names: one line
+    extremes = [sorted({min(p.values), max(p.values)}) if p.values else [p.low, p.high] for p in space.parameters]
+    for corner in itertools.product(*extremes):
+        point = dict(zip(space.names, corner))
+        try:
+            model_at(point, box_nm, cutoff_nm)
+        except ThriftyError as error:
+            where = ", ".join(f"{k} = {v:g}" for k, v in point.items())
+            raise ThriftyError(f"the space reaches a point the model refuses ({where}): {error}") from None
 
 
 def write_params(model: NanoconfinementModel, work_dir: Path) -> None:
