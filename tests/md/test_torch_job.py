@@ -114,6 +114,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     (["--system", "nanoconfinement", "--engine", "torch", "--dtype", "float16"], "unknown --dtype 'float16'"),
     (["--system", "nanoconfinement", "--dtype", "float32"], "--dtype and --device apply to --engine torch"),
     (["--system", "nanoconfinement", "--engine", "torch", "--platform", "CPU"], "--platform applies to --engine openmm"),
+    (["--system", "nanoconfinement", "--engine", "torch", "--platform", "Reference"], "--platform applies to --engine openmm"),
 ])
 def test_bad_engine_options_are_refused_in_one_line(tmp_path, args, fragment):
     done = _cli(*args, "--out", str(tmp_path / "out"))

@@ -70,8 +70,9 @@ def md_run(system: Annotated[str, typer.Option(
            out: Annotated[Path, typer.Option(help="Output directory")] = Path(".thrifty/md"),
            checkpoint_dir: Annotated[Optional[Path], typer.Option(
                help="Checkpoints (default: $THRIFTY_CHECKPOINT_DIR, else OUT/checkpoints)")] = None,
-           platform: Annotated[str, typer.Option(
-               help="OpenMM platform: Reference (bit-reproducible), CPU, CUDA or OpenCL (where OpenMM has it)")] = "Reference",
+           platform: Annotated[Optional[str], typer.Option(
+               help="OpenMM platform: Reference (bit-reproducible; the default), CPU, CUDA or OpenCL (where OpenMM "
+                    "has it)")] = None,
            seed: Annotated[int, typer.Option()] = 0,
            engine: Annotated[str, typer.Option(
                help="openmm, or torch (md.torch_engine, batched and differentiable; nanoconfinement only)")] = "openmm",
@@ -107,7 +108,7 @@ def md_run(system: Annotated[str, typer.Option(
     if engine == "torch":
         if system != "nanoconfinement":
             raise ThriftyError(f"--engine torch runs --system nanoconfinement only, not {system}")
-        if platform != "Reference":
+        if platform is not None:
             raise ThriftyError("--platform applies to --engine openmm; the torch engine takes --device cpu or cuda")
         if dtype not in ("float64", "float32"):
             raise ThriftyError(f"unknown --dtype {dtype!r}; choose float64 or float32")
@@ -115,6 +116,7 @@ def md_run(system: Annotated[str, typer.Option(
             raise ThriftyError(f"unknown --device {device!r}; choose cpu or cuda")
     elif (dtype, device) != ("float64", "cpu"):
         raise ThriftyError("--dtype and --device apply to --engine torch; OpenMM takes --platform")
+    platform = platform or "Reference"
     if platform not in PLATFORMS:
         raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose {', '.join(PLATFORMS)}")
     model, run_length = None, {}
