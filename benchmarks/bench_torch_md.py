@@ -1,7 +1,7 @@
 """Throughput of the torch engine (md.torch_engine) against OpenMM for R small nanoconfinement replicas.
 
-R replicas with different parameters (h 2-3 nm, z+ 1-3, c 0.5-1 M, a 4 nm box, cutoff 1.2 nm: 18 to
-about 60 ions each) run `--steps` Langevin steps: all R at once as one batched torch program, and on
+R replicas with different parameters (h 2-3 nm, z+ 1-3, c 0.5-1 M, a 4 nm box, cutoff 1.2 nm: 12 to
+56 ions each) run `--steps` Langevin steps: all R at once as one batched torch program, and on
 OpenMM's CPU platform one replica after another (PME as md.nanoconfinement builds it; the torch
 engine sums Ewald at the same tolerance, 5e-4, with its own splitting: ewald.real_space_reach_nm).
 The figure of merit is ion-steps per second, sum_i N_i * steps / wall time; building the systems and

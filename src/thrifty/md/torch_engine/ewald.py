@@ -12,7 +12,7 @@ periodic images along z (Yeh & Berkowitz, J. Chem. Phys. 111, 3155 (1999)). Ewal
 The splitting is the engine's own: the dense all-pairs real-space sum (pairs) costs the same at any
 cutoff, so rc is the longest the minimum image allows, min(lx/2, ly/2, Lz - h) (an ion's nearest z
 image is at least Lz - h away), not the model's cutoff (what OpenMM's neighbour list wants); the k-space
-sum, the dear part, then needs (cutoff / rc)^3 as many k-vectors (the campaign's 4 nm box, cutoff 1.2 nm:
+sum, the dear part, then needs (cutoff / rc)^3 as many k-vectors (bench_torch_md's 4 nm box, cutoff 1.2 nm:
 rc 2 nm, 0.22x). The total is the same Ewald sum at the same tolerance. Parameters from the tolerance
 delta (the model's ewald_tolerance): alpha = sqrt(-ln(2 delta)) / rc, OpenMM's choice, so that
 erfc(alpha rc) ~ delta; k_max = 2 alpha sqrt(-ln delta), so the neglected
