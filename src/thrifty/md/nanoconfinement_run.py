@@ -24,12 +24,17 @@ from thrifty.md.space import ParameterSpace
 from thrifty.transient.protocol import JobCheckpoints
 
 
-def model_at(params: dict, box_nm: float | None = None, cutoff_nm: float = 2.5) -> NanoconfinementModel:
-    """The model at a campaign point; an unknown parameter name is one error naming the known ones."""
-    unknown = sorted(set(params) - set(PARAMETERS))
+def check_names(names) -> None:
+    """One error naming the model's parameters if any of `names` is not one of them."""
+    unknown = sorted(set(names) - set(PARAMETERS))
     if unknown:
         raise ThriftyError(f"nanoconfinement has no parameter {', '.join(unknown)}: "
                            f"the space may name {', '.join(PARAMETERS)}")
+
+
+def model_at(params: dict, box_nm: float | None = None, cutoff_nm: float = 2.5) -> NanoconfinementModel:
+    """The model at a campaign point; an unknown parameter name is one error naming the known ones."""
+    check_names(params)
     values = {k: int(round(float(v))) if k in INTEGER_PARAMETERS else float(v) for k, v in params.items()}
     model = NanoconfinementModel(**values, box_nm=box_nm, cutoff_nm=cutoff_nm)
     model.check()
@@ -39,7 +44,7 @@ def model_at(params: dict, box_nm: float | None = None, cutoff_nm: float = 2.5) 
 def check_space(space: ParameterSpace, box_nm: float | None = None, cutoff_nm: float = 2.5) -> None:
     """Refuse, before a campaign starts, a space naming no model parameter or reaching a point the
     model refuses: every corner of the box (each parameter's least and largest value) is checked."""
-    model_at({name: 0 for name in space.names if name not in PARAMETERS})  # unknown names: one line
+    check_names(space.names)
     extremes = [sorted({min(p.values), max(p.values)}) if p.values else [p.low, p.high] for p in space.parameters]
     for corner in itertools.product(*extremes):
         point = dict(zip(space.names, corner))

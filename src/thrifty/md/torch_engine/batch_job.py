@@ -37,7 +37,6 @@ from thrifty.md.thermo import ThermoLog
 from thrifty.md.torch_engine import integrator as it
 from thrifty.md.torch_engine.ewald import prepare_ewald
 from thrifty.md.torch_engine.job import DTYPES, identity, thermo_rows
-from thrifty.md.torch_engine.potential import energy_and_forces
 from thrifty.md.torch_engine.replicas import replicas
 from thrifty.transient.protocol import JobCheckpoints
 
@@ -122,9 +121,6 @@ def _run(run: TorchBatchRun, points: list[dict], work_dirs: list[Path], checkpoi
     def profiles(blocks: list[np.ndarray], samples: int) -> list[prof.Profiles]:
         return [prof.profiles(b, samples, per_block, e, a) for b, e, a in zip(blocks, edges, areas)]
 
-    def rows(state: it.State, step: int) -> list[dict]:
-        return thermo_rows(batch, state, step, counts)
-
     with contextlib.ExitStack() as stack:
         logs = [stack.enter_context(ThermoLog(w / "thermo.csv", None if saved is None else saved[0]))
                 for w in work_dirs]
@@ -132,14 +128,13 @@ def _run(run: TorchBatchRun, points: list[dict], work_dirs: list[Path], checkpoi
             state = it.start(batch, setup, positions, generator)
             step, samples = 0, 0
             blocks = [np.zeros((0, len(md.species_names), len(e) - 1)) for md, e in zip(systems, edges)]
-            for log, row in zip(logs, rows(state, 0)):
+            for log, row in zip(logs, thermo_rows(batch, state, 0)):
                 log.append(row)
         else:
             step, samples, blocks, arrays = saved
             to = dict(dtype=DTYPES[run.dtype], device=run.device)
-            x = torch.as_tensor(arrays["positions"], **to)
-            energy, forces = energy_and_forces(batch, setup, x)  # what the step that made x computed
-            state = it.State(x, torch.as_tensor(arrays["velocities"], **to), forces, energy)
+            state = it.restore(batch, setup, torch.as_tensor(arrays["positions"], **to),
+                               torch.as_tensor(arrays["velocities"], **to))
             generator.set_state(torch.from_numpy(arrays["rng_state"]))
         while any(stop_reason(s, step, p) is None for s, p in zip(settings, profiles(blocks, samples))):
             n = min(run.chunk, run.cap_steps - step)
@@ -152,13 +147,13 @@ def _run(run: TorchBatchRun, points: list[dict], work_dirs: list[Path], checkpoi
                                           samples, per_block)
                           for i, (b, k, md, e) in enumerate(zip(blocks, counts, systems, edges))]
                 samples += 1
-            for log, row in zip(logs, rows(state, step)):
+            for log, row in zip(logs, thermo_rows(batch, state, step)):
                 log.append(row)
             if checkpoints.due():
                 for log in logs:
                     log.sync()
                 checkpoints.save(_pack(this, step, samples, blocks, state, generator))
-    final = rows(state, step)
+    final = thermo_rows(batch, state, step)
     summaries = []
     for i, (md, s, p, work) in enumerate(zip(systems, settings, profiles(blocks, samples), work_dirs)):
         k = counts[i]

@@ -38,6 +38,13 @@ def start(batch: Replicas, setup: Ewald, positions_nm: torch.Tensor, generator: 
     return State(positions_nm, noise * scale * batch.mask[..., None], forces, energy)
 
 
+def restore(batch: Replicas, setup: Ewald, positions_nm: torch.Tensor, velocities_nm_ps: torch.Tensor) -> State:
+    """A state from checkpointed positions and velocities; its forces recomputed (what the step that made
+    the positions computed, so a resumed run continues bit for bit)."""
+    energy, forces = energy_and_forces(batch, setup, positions_nm)
+    return State(positions_nm, velocities_nm_ps, forces, energy)
+
+
 def kinetic_kj_mol(batch: Replicas, state: State) -> torch.Tensor:
     return 0.5 * (batch.masses_amu[..., None] * state.velocities_nm_ps ** 2).sum((1, 2))
 

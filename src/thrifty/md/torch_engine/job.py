@@ -32,10 +32,9 @@ from thrifty.md.checkpoint import START_OVER, TORCH_PREFIX, check_continuation
 from thrifty.md.job import MDSettings, stop_reason, write_final_state, write_profiles
 from thrifty.md.nanoconfinement import NanoconfinementModel, nanoconfinement_system
 from thrifty.md.systems import MDSystem
-from thrifty.md.thermo import GAS_CONSTANT_KJ_MOL_K, ThermoLog
+from thrifty.md.thermo import ThermoLog
 from thrifty.md.torch_engine import integrator as it
 from thrifty.md.torch_engine.ewald import prepare_ewald
-from thrifty.md.torch_engine.potential import energy_and_forces
 from thrifty.md.torch_engine.replicas import Replicas, replicas
 from thrifty.transient.protocol import PREEMPTED_EXIT, JobCheckpoints
 
@@ -102,14 +101,12 @@ def check_resume(saved: TorchCheckpoint, this: dict, seed: int, steps: int, samp
     check_continuation(saved.seed, seed, saved.sampling, sampling, saved.step, steps, where)
 
 
-def thermo_rows(batch: Replicas, state: it.State, step: int, counts: list[int]) -> list[dict[str, float]]:
-    """One thermo.csv row per replica; `counts` the replicas' ion numbers."""
-    kinetic = it.kinetic_kj_mol(batch, state).tolist()
-    return [{"step": step, "time_ps": step * it.TIMESTEP_PS, "potential_energy_kj_mol": float(u),
-             "kinetic_energy_kj_mol": k,
-             # equipartition: KE = dof R T / 2 with dof = 3 n (md.thermo; no constraints, no centre-of-mass removal)
-             "temperature_k": 2 * k / (3 * n * GAS_CONSTANT_KJ_MOL_K)}
-            for u, k, n in zip(state.potential_kj_mol.tolist(), kinetic, counts)]
+def thermo_rows(batch: Replicas, state: it.State, step: int) -> list[dict[str, float]]:
+    """One thermo.csv row per replica (temperature: integrator.temperature_k, 3 N degrees of freedom)."""
+    return [{"step": step, "time_ps": step * it.TIMESTEP_PS, "potential_energy_kj_mol": u, "kinetic_energy_kj_mol": k,
+             "temperature_k": t}
+            for u, k, t in zip(state.potential_kj_mol.tolist(), it.kinetic_kj_mol(batch, state).tolist(),
+                               it.temperature_k(batch, state).tolist())]
 
 
 def run_torch_md(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype: str = "float64",
@@ -138,17 +135,16 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype
     generator = torch.Generator(device=device).manual_seed(settings.seed)
     edges = prof.edges_nm(md.slit_nm, True)
     area = model.side_nm ** 2
-    per_block, ions = settings.samples_per_block, [len(md.species)]
+    per_block = settings.samples_per_block
     with ThermoLog(out_dir / "thermo.csv", None if saved is None else saved.step) as thermo:
         if saved is None:
             state = it.start(batch, setup, positions, generator)
             step, samples, blocks = 0, 0, np.zeros((0, len(md.species_names), len(edges) - 1))
-            thermo.append(thermo_rows(batch, state, 0, ions)[0])
+            thermo.append(thermo_rows(batch, state, 0)[0])
         else:
             to = dict(dtype=DTYPES[dtype], device=device)
-            x = torch.as_tensor(saved.positions_nm, **to)[None]
-            energy, forces = energy_and_forces(batch, setup, x)  # what the step that made x computed
-            state = it.State(x, torch.as_tensor(saved.velocities_nm_ps, **to)[None], forces, energy)
+            state = it.restore(batch, setup, torch.as_tensor(saved.positions_nm, **to)[None],
+                               torch.as_tensor(saved.velocities_nm_ps, **to)[None])
             generator.set_state(torch.from_numpy(saved.rng_state))
             step, samples, blocks = saved.step, saved.samples, saved.histogram
         while (stopped := stop_reason(settings, step, prof.profiles(blocks, samples, per_block, edges, area))) is None:
@@ -161,7 +157,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype
                 blocks = prof.add_sample(blocks, prof.histogram(z, md.species, len(md.species_names), edges),
                                          samples, per_block)
                 samples += 1
-            thermo.append(thermo_rows(batch, state, step, ions)[0])
+            thermo.append(thermo_rows(batch, state, step)[0])
             if checkpoints.due():
                 thermo.sync()
                 checkpoints.save(pack(TorchCheckpoint(
@@ -169,7 +165,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype
                     state.velocities_nm_ps[0].cpu().numpy(), generator.get_state().numpy(), settings.sampling)))
                 if checkpoints.notice:
                     sys.exit(PREEMPTED_EXIT)
-    final = thermo_rows(batch, state, step, ions)[0]
+    final = thermo_rows(batch, state, step)[0]
     digest = write_final_state(md, step, samples, blocks.sum(axis=0), edges, area,
                                state.positions_nm[0].double().cpu().numpy(),
                                state.velocities_nm_ps[0].double().cpu().numpy(), out_dir)
