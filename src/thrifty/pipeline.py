@@ -61,11 +61,13 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     workload takes its steps from a published recipe, or calibration is off). Returns the
     Profile, with what planning needs from the workload itself in its meta, and the calibration."""
     from thrifty.train.config import global_batch_for
+    from thrifty.train.dryrun import dry_run
     from thrifty.train.loop import train_to_target
     from thrifty.train.profiler import profile_workload
     from thrifty.train.workcount import count_workload
     from thrifty.workloads import load_workload
     workload = load_workload(workload_spec)
+    dry_run(workload)  # a broken workload fails here in seconds, not after the profile
     batches, steps = settings.local_batches, settings.steps
     work = count_workload(workload)
     if batches is None or steps is None:

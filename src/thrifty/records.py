@@ -40,6 +40,7 @@ class StepRow:
     small_grad_sq: float = NAN
     big_batch: int = 0  # ... and over the aggregated batch
     big_grad_sq: float = NAN
+    update_skipped: int = 0  # 1: amp's loss scaler skipped this step's update (its gradients overflowed)
 
     @property
     def has_noise(self) -> bool:

@@ -79,6 +79,11 @@ def train(
     resume: Annotated[bool, typer.Option(help="Continue from the newest intact checkpoint (implied under thrifty run)")] = False,
     sync_bn: Annotated[bool, typer.Option(help="Count-weighted synchronised BatchNorm")] = True,
     seed: Annotated[int, typer.Option()] = 0,
+    device: Annotated[Optional[str], typer.Option(
+        help="cpu, cuda or cuda:N (default: cuda:LOCAL_RANK where CUDA is, else cpu)")] = None,
+    precision: Annotated[str, typer.Option(help="fp32, tf32, amp (float16 autocast + loss scaler) or bf16")] = "fp32",
+    loader_workers: Annotated[int, typer.Option(
+        help="Worker processes per rank that prefetch an item-by-item data set")] = 2,
     step_stream: Annotated[Optional[Path], typer.Option(
         help="Append one JSON line per step to this file as steps end (for a supervisor such as thrifty search)")] = None,
     db: DbOpt = DEFAULT_DB,
@@ -101,10 +106,15 @@ def train(
         raise ThriftyError(f"unknown --b-max-rule {b_max_rule!r}; choose memory or throughput")
     if resume and mode == "asp":
         raise ThriftyError("--resume is for --mode bsp")
+    if mode == "asp" and (precision != "fp32" or device not in (None, "cpu")):
+        raise ThriftyError("--mode asp trains in fp32 on the CPU; --device and --precision are for --mode bsp")
     from thrifty.store import Store
     with Store(db):  # a database that cannot be opened fails now, not after the training
         pass
     loaded = load_workload(workload)
+    from thrifty.train.dryrun import dry_run
+    from thrifty.train.runtime import Runtime
+    dry_run(loaded, Runtime.for_rank(device, precision))  # a broken workload: one line, now
     batch = global_batch_for(global_batch, loaded)
     if batch < 1:
         raise ThriftyError(f"--global-batch must be positive, got {batch}")
@@ -115,7 +125,8 @@ def train(
         controller=ControllerSettings(dead_band=dead_band, every=adjust_every),
         eval_every=eval_every, until_target=until_target, target=target,
         checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, run_dir=run_dir, resume=resume, sync_bn=sync_bn,
-        seed=seed, progress=not json_out, step_stream=step_stream)
+        seed=seed, progress=not json_out, step_stream=step_stream, device=device, precision=precision,
+        loader_workers=loader_workers)
     hint = total_steps(config, loaded.train_size, batch)
     config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
     from thrifty.train.launcher import exit_without_teardown, launched_by_torchrun

@@ -44,7 +44,7 @@ def allreduce_mean_gradients(model: nn.Module, extras: torch.Tensor | None = Non
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         return flat, extras
     world = dist.get_world_size(group)
-    buffer = flat if extras is None else torch.cat([flat, extras.to(flat.dtype)])
+    buffer = flat if extras is None else torch.cat([flat, extras.to(device=flat.device, dtype=flat.dtype)])
     dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
     averaged = buffer[: flat.numel()] / world
     for grad, synced in zip(grads, _unflatten_dense_tensors(averaged, grads)):

@@ -220,7 +220,7 @@ def _server_report(config: TrainConfig) -> dict:
     wall = ps.updates[-1].time_s if ps.updates else 0.0
     counts = np.bincount(staleness.astype(int)) if staleness.size else np.array([])
     target = ps.workload.target_metric if config.target is None else config.target
-    reached = next((e for e in ps.log.evals if e.metric >= target), None)
+    reached = next((e for e in ps.log.evals if ps.workload.reached(e.metric, target)), None)
     write_text_atomic(config.run_dir / "updates.csv", "update,worker,local_batch,staleness,lr,compute_s,time_s\n"
                       + "".join(",".join(str(v) for v in astuple(u)) + "\n" for u in ps.updates))
     return {

@@ -2,8 +2,10 @@
 `ckpt-000001.bin`, ... (checksummed, temp name, fsync, rename), the newest `keep_checkpoints`
 kept, in $THRIFTY_CHECKPOINT_DIR under the runner and in the run directory otherwise.
 
-Rank 0 writes model, optimizer, batch policy (the controller's state), sampler position and every
-rank's RNG state, after the run's CSV log. A run resumes from the newest intact checkpoint (a
+Rank 0 writes model, optimizer, batch policy (the controller's state), sampler position, samples
+seen (the learning-rate schedule's position), amp's loss-scaler state and every rank's RNG state
+(the CPU's and its GPU's), after the run's CSV log. Tensors are read onto the CPU and then loaded
+into the model and optimizer where they live, so a checkpoint from a GPU resumes on a CPU and back. A run resumes from the newest intact checkpoint (a
 damaged newer one is skipped and logged in fallbacks.log, as a lost checkpoint): rank 0 reads it
 and sends it to every rank, so the ranks cannot disagree and need no shared storage. With the
 same world size and global batch the run continues bit for bit. A run may also move to another
@@ -13,8 +15,8 @@ world size and global batch (checkpoint, relaunch with other --nproc / --global-
 - the optimizer is the workload's for the new B (`make_optimizer(params, B)`); its saved state
   (momentum buffers, Adam moments, step counts) is loaded, and then every param group's
   hyperparameters (lr, momentum, weight decay, ...) are set back to the new B's, so a batch-scaled
-  learning rate follows the new B. Workloads keep no LR scheduler (make_optimizer returns the
-  optimizer alone), so there is no schedule position to carry or rescale;
+  learning rate follows the new B. The schedule's position is the samples seen (saved), so the
+  workload's schedule (workloads.schedules) continues where it was, at the new B's base rate;
 - the controller (batch policy) starts fresh, splitting B among the ranks from B / n, as the old
   ranks' speeds at the old split say nothing about the new one;
 - the step counter and the log continue (see train.config.total_steps for the run length).
@@ -88,13 +90,18 @@ def choose_checkpoint(config: TrainConfig) -> Path | None:
 
 
 def rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()  # the current device's (the rank's GPU)
+    return state
 
 
 def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():  # a GPU checkpoint resumed on the CPU skips it
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int,
@@ -112,7 +119,9 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         "format": CHECKPOINT_FORMAT, "workload": canonical_name(config.workload), "world_size": world,
         "global_batch": state.policy.global_batch, "model": state.model.state_dict(),
         "optimizer": state.optimizer.state_dict(), "policy": state.policy.state_dict(), "step": state.step,
-        "epoch": state.epoch, "sample_offset": state.sample_offset,
+        "epoch": state.epoch, "sample_offset": state.sample_offset, "samples_seen": state.samples_seen,
+        "skipped_updates": state.skipped_updates,
+        "scaler": state.scaler.state_dict() if state.scaler is not None else None,
         "train_time_s": state.train_time_s, "rng": rngs}))
 
 
@@ -165,6 +174,10 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
     load_optimizer(state.optimizer, saved["optimizer"], moved)
     state.step, state.epoch = saved["step"], saved["epoch"]
     state.sample_offset = saved_offset(saved)
+    state.samples_seen = saved.get("samples_seen", saved["step"] * saved["global_batch"])  # older: one B
+    state.skipped_updates = saved.get("skipped_updates", 0)
+    if state.scaler is not None and saved.get("scaler"):  # amp continues at its scale
+        state.scaler.load_state_dict(saved["scaler"])
     state.end_epoch_if_done()  # the new B may not fit in what is left of the epoch
     state.train_time_s = saved["train_time_s"]
     if saved["world_size"] == world and not moved:

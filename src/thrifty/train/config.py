@@ -8,6 +8,7 @@ from pathlib import Path
 from thrifty.errors import ThriftyError
 from thrifty.train.hetero import SlowdownSchedule
 from thrifty.train.policies import ControllerSettings
+from thrifty.train.runtime import PRECISIONS, resolve_device
 from thrifty.workloads import DEFAULT_WORKLOAD, load_workload
 
 
@@ -41,6 +42,9 @@ class TrainConfig:
     seed: int = 0
     progress: bool = True
     timeout_s: float = 3600.0
+    device: str | None = None  # None: cuda:LOCAL_RANK where CUDA is, else cpu (train.runtime)
+    precision: str = "fp32"  # fp32, tf32, amp or bf16 (train.runtime)
+    loader_workers: int = 2  # worker processes per rank prefetching an item-by-item data set
 
     def __post_init__(self) -> None:
         """The checks that need nothing but the numbers: a bad option fails before any work."""
@@ -50,7 +54,8 @@ class TrainConfig:
         for value, low, option in ((self.workers, 1, "--nproc"), (self.global_batch, 1, "--global-batch"),
                                    (self.steps, 1, "--steps"), (self.b_min, 1, "--b-min"),
                                    (self.b_max, 1, "--b-max"), (self.eval_every, 1, "--eval-every"),
-                                   (self.checkpoint_every, 0, "--checkpoint-every")):
+                                   (self.checkpoint_every, 0, "--checkpoint-every"),
+                                   (self.loader_workers, 0, "--loader-workers")):
             at_least(value, low, option)
         if self.epochs is not None and not (math.isfinite(self.epochs) and self.epochs > 0):
             raise ThriftyError(f"--epochs must be a positive number, got {self.epochs}")
@@ -58,6 +63,8 @@ class TrainConfig:
             raise ThriftyError(f"--target must be a finite number, got {self.target}")
         if self.b_max is not None and self.b_min > self.b_max:
             raise ThriftyError(f"--b-min {self.b_min} is above --b-max {self.b_max}")
+        if self.precision not in PRECISIONS:
+            raise ThriftyError(f"unknown --precision {self.precision!r}; choose from {', '.join(PRECISIONS)}")
 
 
 def global_batch_for(global_batch: int | None, workload) -> int:
@@ -114,6 +121,7 @@ def check_config(config: TrainConfig, max_workers: int) -> TrainConfig:
         config.slowdown.check_workers(config.workers)
     if config.keep_checkpoints < 1:
         raise ThriftyError(f"--keep-checkpoints must be at least 1, got {config.keep_checkpoints}")
+    resolve_device(config.device, 0)  # a device this machine does not have fails here
     check_writable_dir(config.run_dir, "the run directory")
     if config.step_stream is not None:
         check_writable_file(config.step_stream, "--step-stream")

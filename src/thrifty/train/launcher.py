@@ -1,8 +1,8 @@
 """Process groups, in one place: n local worker processes joined on loopback
 (`run_local_workers`), or this process as one rank of a torchrun launch (`torchrun_group`).
 
-Gloo on CPU (`GLOO_SOCKET_IFNAME=lo`, `MASTER_ADDR=127.0.0.1` locally), NCCL when every rank has a
-GPU. Every local run has a hard timeout; a rank that raises stops the run with its error message
+Gloo on CPU (`GLOO_SOCKET_IFNAME=lo`, `MASTER_ADDR=127.0.0.1` locally), NCCL when the ranks train
+on GPUs (the backend follows the rank's device, train.runtime). Every local run has a hard timeout; a rank that raises stops the run with its error message
 (once, without a rank, when every rank stopped with the same ThriftyError: a collective decision).
 Local workers die with the launcher (train.lifeline), so killing it leaves none behind.
 """
@@ -26,6 +26,7 @@ import torch.multiprocessing as mp
 
 from thrifty.errors import ThriftyError, WorkloadError
 from thrifty.train.lifeline import die_with_parent
+from thrifty.train.runtime import backend_for, resolve_device
 
 RankFunction = Callable[..., Any]
 
@@ -34,10 +35,6 @@ def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def _backend() -> str:
-    return "nccl" if torch.cuda.is_available() else "gloo"
 
 
 def launched_by_torchrun() -> bool:
@@ -53,15 +50,23 @@ def exit_without_teardown(code: int) -> None:
     os._exit(code)
 
 
+def _join_group(device: str | None, local_rank: int, **init) -> None:
+    """Join the process group with the backend for this rank's device (train.runtime): NCCL for
+    a GPU (made this process's current device first), gloo for the CPU."""
+    where = resolve_device(device, local_rank)
+    if where.type == "cuda":
+        torch.cuda.set_device(where)
+    dist.init_process_group(backend_for(where), **init)
+
+
 @contextlib.contextmanager
-def torchrun_group():
+def torchrun_group(device: str | None = None):
     """(rank, world size) of this torchrun process, inside its process group when world > 1 (the
-    rendezvous comes from torchrun's environment); the group is destroyed on the way out."""
+    rendezvous comes from torchrun's environment); the group is destroyed on the way out.
+    `device` as `thrifty train --device` (None: cuda:LOCAL_RANK where CUDA is)."""
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     if world > 1:
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-        dist.init_process_group(_backend())
+        _join_group(device, int(os.environ.get("LOCAL_RANK", 0)))
     try:
         yield rank, world
     finally:
@@ -70,19 +75,17 @@ def torchrun_group():
 
 
 def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bool, out_dir: str,
-               parent_pid: int, fn: RankFunction, kwargs: dict[str, Any]) -> None:
+               parent_pid: int, device: str | None, fn: RankFunction, kwargs: dict[str, Any]) -> None:
     die_with_parent(parent_pid)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    os.environ["LOCAL_RANK"], os.environ["LOCAL_WORLD_SIZE"] = str(rank), str(world)  # as torchrun sets them
     torch.set_num_threads(threads)
     result_file = Path(out_dir) / f"rank{rank}.json"
     try:
         if world > 1 and process_group:
-            if torch.cuda.is_available():
-                torch.cuda.set_device(rank % torch.cuda.device_count())
-            dist.init_process_group(_backend(), init_method=f"tcp://127.0.0.1:{port}",
-                                    rank=rank, world_size=world)
+            _join_group(device, rank, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
         result = fn(rank=rank, world_size=world, **kwargs)
         payload = {"ok": True, "result": result}
     except Exception as exc:
@@ -117,16 +120,18 @@ def _exit_reason(exitcode: int) -> str:
 
 
 def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
-                      threads_per_rank: int = 1, process_group: bool = True, **kwargs: Any) -> list[Any]:
+                      threads_per_rank: int = 1, process_group: bool = True, device: str | None = None,
+                      **kwargs: Any) -> list[Any]:
     """Run fn(rank=, world_size=, **kwargs) on world_size spawned processes; return rank results.
 
     With process_group=False the ranks get MASTER_ADDR/MASTER_PORT but set up their own
-    communication (torch.distributed.rpc)."""
+    communication (torch.distributed.rpc). `device` picks each rank's device and with it the
+    backend (train.runtime: None = cuda:rank where CUDA is)."""
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="thrifty-ranks-") as out_dir:
         port = free_loopback_port()
         procs = [ctx.Process(target=_rank_main, args=(r, world_size, port, threads_per_rank, process_group,
-                                                      out_dir, os.getpid(), fn, kwargs), daemon=False)
+                                                      out_dir, os.getpid(), device, fn, kwargs), daemon=False)
                  for r in range(world_size)]
         for p in procs:
             p.start()

@@ -11,13 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from torch.amp import GradScaler
 
 from thrifty.perf.noise import noise_due
 from thrifty.records import NOISE_FIELDS, RunLog, StepRow, TrainResult
+from thrifty.train.batches import PrefetchingLoader
 from thrifty.train.emulation import Slowdown
+from thrifty.train.runtime import Runtime
 from thrifty.train.sampler import GlobalBatchSampler
 from thrifty.train.step import Exchange, distributed, train_step
 from thrifty.workloads.base import Workload
+from thrifty.workloads.schedules import Constant, LRSchedule
 
 
 @dataclass
@@ -37,7 +41,10 @@ class FixedSplit:
 
 @dataclass
 class RankState:
-    """What one rank carries from step to step (and what a checkpoint saves)."""
+    """What one rank carries from step to step (and what a checkpoint saves).
+
+    The learning rate of every step is base_lrs (the workload's for the current global batch)
+    times lr_schedule(samples_seen, total_samples), set before the step."""
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer | None
@@ -48,15 +55,43 @@ class RankState:
     sample_offset: int = 0  # samples of this epoch's permutation used: the sampler's position
     train_time_s: float = 0.0
     log: RunLog = field(default_factory=RunLog)
+    runtime: Runtime = field(default_factory=Runtime)
+    scaler: GradScaler | None = None  # amp's loss scaler (its scale is checkpointed)
+    lr_schedule: LRSchedule = field(default_factory=Constant)
+    total_samples: float = 0.0  # the run's length in samples, the schedule's horizon
+    samples_seen: int = 0  # since the run began, across epochs and moves: the schedule's position
+    base_lrs: list[float] = field(default_factory=list)
+    loader: PrefetchingLoader | None = None  # real data sets' prefetching workers (train.batches)
+    skipped_updates: int = 0
 
     def indices(self, rank: int) -> torch.Tensor:
         """This rank's samples of the current global batch, cut by the current split."""
         return self.sampler.offset_indices(rank, self.epoch, self.sample_offset, self.policy.split)
 
-    def advance(self, step_time_s: float) -> None:
+    def upcoming(self, rank: int, count: int) -> list[torch.Tensor]:
+        """This rank's samples of the next `count` steps at the current split, within this epoch."""
+        batch, offsets = self.sampler.global_batch, []
+        for k in range(count):
+            offset = self.sample_offset + k * batch
+            if self.sampler.epoch_done(offset):
+                break
+            offsets.append(offset)
+        return [self.sampler.offset_indices(rank, self.epoch, o, self.policy.split) for o in offsets]
+
+    def set_learning_rate(self) -> None:
+        """base lr x the schedule's factor at this point of the run, in every param group."""
+        if self.optimizer is None:
+            return
+        factor = self.lr_schedule(self.samples_seen, self.total_samples)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = base * factor
+
+    def advance(self, step_time_s: float, skipped: bool = False) -> None:
         self.step += 1
         self.train_time_s += step_time_s
+        self.skipped_updates += int(skipped)
         if self.sampler is not None:
+            self.samples_seen += self.sampler.global_batch
             self.sample_offset += self.sampler.global_batch
             self.end_epoch_if_done()
 
@@ -67,15 +102,24 @@ class RankState:
 
 
 def fresh_state(workload: Workload, split: list[int], *, seed: int = 0, policy=None,
-                model: torch.nn.Module | None = None) -> RankState:
-    """Identical initial model on every rank (seeded), the workload's optimizer for B, a sampler."""
+                model: torch.nn.Module | None = None, runtime: Runtime = Runtime(),
+                total_samples: float | None = None, loader: PrefetchingLoader | None = None) -> RankState:
+    """Identical initial model on every rank (seeded), on the runtime's device, the workload's
+    optimizer for B over its parameters there, a sampler. With `total_samples` (the run's
+    length) the workload's learning-rate schedule applies; without, the rate stays constant
+    (profiling and calibration measure at the workload's base rate)."""
     if model is None:
         torch.manual_seed(seed)
         model = workload.make_model()
+    model = model.to(runtime.device)
     global_batch = sum(split)
-    return RankState(model, workload.make_optimizer(model.parameters(), global_batch),
-                     policy if policy is not None else FixedSplit(list(split)),
-                     GlobalBatchSampler(workload.train_size, split, seed=seed))
+    optimizer = workload.make_optimizer(model.parameters(), global_batch)
+    return RankState(model, optimizer, policy if policy is not None else FixedSplit(list(split)),
+                     GlobalBatchSampler(workload.train_size, split, seed=seed), runtime=runtime,
+                     scaler=runtime.make_scaler(),
+                     lr_schedule=workload.lr_schedule if total_samples is not None else Constant(),
+                     total_samples=total_samples or 0.0, loader=loader,
+                     base_lrs=[group["lr"] for group in optimizer.param_groups])
 
 
 def run_steps(state: RankState, workload: Workload, *, steps: int = sys.maxsize,
@@ -89,10 +133,15 @@ def run_steps(state: RankState, workload: Workload, *, steps: int = sys.maxsize,
     rank, _ = world or distributed()
     while state.step < steps:
         indices = batches() if batches is not None else state.indices(rank)
+        fetch = None
+        if state.loader is not None and batches is None:
+            fetch = lambda idx: state.loader.get(idx, lambda count: state.upcoming(rank, count))  # noqa: E731
+        state.set_learning_rate()
         rows = train_step(state.model, state.optimizer, workload, indices, state.policy.global_batch,
                           step=state.step, epoch=state.epoch, measure_noise=measure_noise(state.step),
-                          slowdown=slowdown, policy=state.policy, exchange=exchange, world=world)
-        state.advance(rows[rank].step_time_s)
+                          slowdown=slowdown, policy=state.policy, exchange=exchange, world=world,
+                          runtime=state.runtime, scaler=state.scaler, fetch=fetch)
+        state.advance(rows[rank].step_time_s, skipped=bool(rows[rank].update_skipped))
         if on_step is not None and on_step(rows):
             break
 
@@ -124,7 +173,7 @@ def train_to_target(workload: Workload, local_batches: list[int], *, max_steps: 
         result.steps, result.final_metric = state.step, metric
         if on_eval is not None:
             on_eval(state.step, metric)
-        result.reached_target = metric >= target
+        result.reached_target = workload.reached(metric, target)
         return result.reached_target
 
     start = time.perf_counter()

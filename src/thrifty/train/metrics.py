@@ -41,7 +41,7 @@ def noise_estimates(rows: list[StepRow]) -> tuple[float, float]:
 
 def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[int],
               adjustments: int, target: float, wall_time_s: float, policy: str,
-              workload: str, metric_name: str) -> dict:
+              workload: str, metric_name: str, higher_is_better: bool = True) -> dict:
     """The `--json` summary of a run (keys documented in the README)."""
     by_step: dict[int, list[StepRow]] = {}
     for row in log.steps:
@@ -49,7 +49,7 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
     train_time = sum(rows[0].step_time_s for rows in by_step.values())
     waits = sum(r.wait_time_s for r in log.steps)
     busy = sum(r.step_time_s for r in log.steps)
-    reached = next((e for e in log.evals if e.metric >= target), None)
+    reached = next((e for e in log.evals if (e.metric >= target if higher_is_better else e.metric <= target)), None)
     controller = [rows[0].controller_time_s / rows[0].step_time_s for rows in by_step.values() if rows[0].step_time_s > 0]
     epochs = {r.epoch for r in log.steps}
     return {
@@ -58,7 +58,7 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
         "wall_time_s": wall_time_s, "train_time_s": train_time,
         "samples_per_s": len(by_step) * global_batch / train_time if train_time else 0.0,
         "time_per_epoch_s": train_time / len(by_step) * _steps_per_epoch(log) if by_step else 0.0,
-        "metric_name": metric_name, "target_metric": target,
+        "metric_name": metric_name, "target_metric": target, "higher_is_better": higher_is_better,
         "final_metric": log.evals[-1].metric if log.evals else float("nan"),
         "time_to_target_s": reached.train_time_s if reached else None,
         "steps_to_target": reached.step if reached else None,

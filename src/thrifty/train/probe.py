@@ -14,20 +14,25 @@ import time
 import torch
 from torch import nn
 
+from thrifty.train.runtime import Runtime
 from thrifty.workloads.base import Workload
 
 MEMORY_FRACTION = 0.8  # of this rank's share of MemAvailable, leaving room for everything else
 RULES = ("memory", "throughput")
 
 
-def _training_step(model: nn.Module, workload: Workload, batch: int) -> None:
+def _training_step(model: nn.Module, workload: Workload, batch: int, runtime: Runtime) -> None:
     indices = torch.arange(batch) % workload.train_size
-    inputs, targets = workload.batch(indices)
+    samples = runtime.move(workload.batch(indices, runtime.device))
     model.zero_grad(set_to_none=True)
-    workload.loss_fn(model(inputs), targets).backward()
+    with runtime.autocast():
+        loss = workload.loss(model, samples)
+    loss.backward()
+    runtime.synchronize()
 
 
-def activation_bytes_per_sample(model: nn.Module, workload: Workload, batch: int = 4) -> float:
+def activation_bytes_per_sample(model: nn.Module, workload: Workload, batch: int = 4,
+                                runtime: Runtime = Runtime()) -> float:
     total = 0
 
     def count(_module, _inputs, output):
@@ -38,9 +43,8 @@ def activation_bytes_per_sample(model: nn.Module, workload: Workload, batch: int
     leaves = [m for m in model.modules() if not list(m.children())]
     handles = [m.register_forward_hook(count) for m in leaves]
     try:
-        with torch.no_grad():
-            inputs, _ = workload.batch(torch.arange(batch) % workload.train_size)
-            model(inputs)
+        with torch.no_grad(), runtime.autocast():
+            workload.loss(model, runtime.move(workload.batch(torch.arange(batch) % workload.train_size)))
     finally:
         for h in handles:
             h.remove()
@@ -58,17 +62,18 @@ def available_memory_bytes() -> float:
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 
-def cpu_memory_b_max(model: nn.Module, workload: Workload, ranks_on_machine: int) -> int:
+def cpu_memory_b_max(model: nn.Module, workload: Workload, ranks_on_machine: int,
+                     runtime: Runtime = Runtime()) -> int:
     state_bytes = sum(p.numel() * p.element_size() for p in model.parameters()) * 4  # w, grad, 2 moments
     share = available_memory_bytes() / max(ranks_on_machine, 1) * MEMORY_FRACTION - state_bytes
-    return max(1, int(share / max(activation_bytes_per_sample(model, workload), 1.0)))
+    return max(1, int(share / max(activation_bytes_per_sample(model, workload, runtime=runtime), 1.0)))
 
 
-def gpu_memory_b_max(model: nn.Module, workload: Workload, limit: int) -> int:
+def gpu_memory_b_max(model: nn.Module, workload: Workload, limit: int, runtime: Runtime) -> int:
     batch, fits = 1, 0
     while batch <= limit:
         try:
-            _training_step(model, workload, batch)
+            _training_step(model, workload, batch, runtime)
             fits = batch
             batch *= 2
         except torch.cuda.OutOfMemoryError:
@@ -80,13 +85,13 @@ def gpu_memory_b_max(model: nn.Module, workload: Workload, limit: int) -> int:
 
 
 def throughput_b_max(model: nn.Module, workload: Workload, limit: int, *, start: int = 8,
-                     steps: int = 3, tolerance: float = 0.05) -> int:
+                     steps: int = 3, tolerance: float = 0.05, runtime: Runtime = Runtime()) -> int:
     best_rate, best_batch, batch = 0.0, min(start, limit), min(start, limit)
     while batch <= limit:
-        _training_step(model, workload, batch)  # warm-up for this shape
+        _training_step(model, workload, batch, runtime)  # warm-up for this shape
         begin = time.perf_counter()
         for _ in range(steps):
-            _training_step(model, workload, batch)
+            _training_step(model, workload, batch, runtime)
         rate = steps * batch / (time.perf_counter() - begin)
         if rate < best_rate * (1 - tolerance):
             break
@@ -98,10 +103,11 @@ def throughput_b_max(model: nn.Module, workload: Workload, limit: int, *, start:
 
 
 def probe_b_max(model: nn.Module, workload: Workload, *, rule: str, limit: int,
-                ranks_on_machine: int) -> int:
-    """b_max for this rank by `rule`, never above `limit` (the global batch)."""
+                ranks_on_machine: int, runtime: Runtime = Runtime()) -> int:
+    """b_max for this rank by `rule`, never above `limit` (the global batch), in the runtime's
+    device and precision (the model is there already)."""
     if rule == "throughput":
-        return min(throughput_b_max(model, workload, limit), limit)
-    if torch.cuda.is_available() and next(model.parameters()).is_cuda:
-        return min(gpu_memory_b_max(model, workload, limit), limit)
-    return min(cpu_memory_b_max(model, workload, ranks_on_machine), limit)
+        return min(throughput_b_max(model, workload, limit, runtime=runtime), limit)
+    if runtime.device.type == "cuda":
+        return min(gpu_memory_b_max(model, workload, limit, runtime), limit)
+    return min(cpu_memory_b_max(model, workload, ranks_on_machine, runtime), limit)

@@ -18,6 +18,7 @@ from thrifty.perf.work import COUNT_VERSION, StepWork
 from thrifty.records import Profile, StepRow
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.loop import fresh_state, run_steps
+from thrifty.train.runtime import Runtime
 from thrifty.train.sampler import GlobalBatchSampler
 from thrifty.perf.noise import noise_due
 from thrifty.train.workcount import count_workload
@@ -30,13 +31,14 @@ def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches:
     (other tenants, frequency scaling) spreads over all batch sizes instead of biasing one.
     Each round starts with `warmup` unrecorded steps; rows are numbered by the setting's step."""
     workload = load_workload(workload_spec)
-    states = [fresh_state(workload, [b] * world_size, seed=seed) for b in sorted(local_batches)]
+    runtime = Runtime.for_rank(None, "fp32")  # this machine's device, as the launcher chose its backend
+    runtime.activate()
+    states = [fresh_state(workload, [b] * world_size, seed=seed, runtime=runtime) for b in sorted(local_batches)]
     per_round = [steps // rounds + (1 if r < steps % rounds else 0) for r in range(rounds)]
     records: list[dict] = []
     for round_steps in per_round:
         for state in states:  # ascending batch, so the peak RSS is reached by the largest
-            if torch.cuda.is_available():
-                torch.cuda.reset_peak_memory_stats()
+            runtime.reset_peak_memory()
             measured_from = state.step + warmup
             run_steps(state, workload, steps=measured_from + round_steps,
                       measure_noise=lambda step: noise_due(step, world_size),
@@ -62,9 +64,9 @@ def _thread_scaling_rank(rank: int, world_size: int, workload_spec: str, local_b
             torch.set_num_threads(threads)
             indices = next(sampler)[:local_batch]
             started = time.perf_counter()
-            inputs, targets = workload.batch(indices)
+            batch = workload.batch(indices)
             fetched = time.perf_counter()
-            loss = workload.loss_fn(model(inputs), targets)
+            loss = workload.loss(model, batch)
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=False)

@@ -33,6 +33,7 @@ from thrifty.train.checkpoint import (check_resumable, checkpoint_dir, checkpoin
                                       restore, save_checkpoint, under_runner)
 from thrifty.train.config import TrainConfig, check_config, global_batch_for, total_steps
 from thrifty.train.emulation import Slowdown, remove_cgroups
+from thrifty.train.batches import batch_source
 from thrifty.train.launcher import run_local_workers, torchrun_group
 from thrifty.train.loop import RankState, fresh_state, run_steps
 from thrifty.perf.noise import noise_due
@@ -41,6 +42,7 @@ from thrifty.train.policies import make_policy
 from thrifty.train.preemption import AgreedSignals, Preempted, RelayedSignals, shared_signals
 from thrifty.train.probe import probe_b_max
 from thrifty.train.runlock import hold_run_dir, join_run_dir
+from thrifty.train.runtime import Runtime
 from thrifty.train.split import even_split
 from thrifty.train.syncbn import convert_sync_batchnorm, has_batchnorm
 from thrifty.workloads import load_workload
@@ -48,10 +50,10 @@ from thrifty.workloads import load_workload
 __all__ = ["Preempted", "TrainConfig", "check_config", "run_training", "total_steps", "train_rank"]
 
 
-def _all_gather_values(values: list[float], rank: int, world: int) -> list[list[float]]:
+def _all_gather_values(values: list[float], rank: int, world: int, device: torch.device) -> list[list[float]]:
     """Every rank's `values` on every rank (a SUM all-reduce of slots, cheap and order-free)."""
-    buffer = torch.zeros(world, len(values), dtype=torch.float64)
-    buffer[rank] = torch.tensor(values, dtype=torch.float64)
+    buffer = torch.zeros(world, len(values), dtype=torch.float64, device=device)
+    buffer[rank] = torch.tensor(values, dtype=torch.float64, device=device)
     if world > 1:
         dist.all_reduce(buffer)
     return buffer.tolist()
@@ -59,29 +61,36 @@ def _all_gather_values(values: list[float], rank: int, world: int) -> list[list[
 
 def _setup(config: TrainConfig, rank: int, world: int, workload, resume_from: Path | None) -> RankState:
     global_batch = global_batch_for(config.global_batch, workload)
+    runtime = Runtime.for_rank(config.device, config.precision)
+    runtime.activate()
     torch.manual_seed(config.seed)  # identical initial model on every rank
-    model = workload.make_model()
+    model = workload.make_model().to(runtime.device)
     if config.b_max is not None:
         limits = [config.b_max] * world
     else:  # probe the plain model: each rank alone, before any layer needs its peers
         mine = probe_b_max(model, workload, rule=config.b_max_rule, limit=global_batch,
-                           ranks_on_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world)))
-        limits = [int(row[0]) for row in _all_gather_values([float(mine)], rank, world)]
+                           ranks_on_machine=int(os.environ.get("LOCAL_WORLD_SIZE", world)), runtime=runtime)
+        limits = [int(row[0]) for row in _all_gather_values([float(mine)], rank, world, runtime.device)]
     if config.sync_bn and has_batchnorm(model):
         model = convert_sync_batchnorm(model)
     policy = make_policy(config.policy, global_batch, world, b_min=config.b_min, b_max=limits,
                          capacities=config.capacities, settings=config.controller)
     state = fresh_state(workload, even_split(global_batch, world), seed=config.seed, policy=policy,
-                        model=model)
+                        model=model, runtime=runtime, total_samples=0.0,
+                        loader=batch_source(workload, runtime, config.loader_workers))
     restore(state, config, rank, world, resume_from)
     return state
 
 
 def _evaluate(state: RankState, workload, rank: int, world: int) -> float:
-    """Rank 0 evaluates; the metric reaches every rank so all stop at the same step."""
-    metric = workload.evaluate(state.model, workload.eval_data) if rank == 0 else 0.0
+    """Rank 0 evaluates (in the run's precision); the metric reaches every rank so all stop at
+    the same step."""
+    metric = 0.0
+    if rank == 0:
+        with state.runtime.autocast():
+            metric = float(workload.evaluate(state.model, workload.eval_data))
     if world > 1:
-        shared = torch.tensor([metric], dtype=torch.float64)
+        shared = torch.tensor([metric], dtype=torch.float64, device=state.runtime.device)
         dist.broadcast(shared, src=0)
         metric = float(shared[0])
     return metric
@@ -112,6 +121,9 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     target = workload.target_metric if config.target is None else config.target
     steps = total_steps(config, workload.train_size, state.policy.global_batch,
                         at=(state.step, state.epoch, state.sample_offset) if resume_from is not None else None)
+    # the schedule's horizon: the samples seen so far and those of the steps still to go (a fresh
+    # run: steps x B; a resume without a move: the same; after a move, at the new B)
+    state.total_samples = float(state.samples_seen + max(steps - state.step, 0) * state.policy.global_batch)
     eval_every = config.eval_every or max(1, state.sampler.steps_per_epoch // 4)
     slowdown = Slowdown(config.slowdown, rank, config.emulate, tag=os.environ.get("THRIFTY_RUN_TAG"))
     progress = (ProgressBar("train", steps, completed=state.step, fields=("rate", "split"))
@@ -132,7 +144,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         if state.step % eval_every == 0 or last:
             metric = _evaluate(state, workload, rank, world_size)
             state.log.evals.append(EvalRow(state.step - 1, state.train_time_s, metric))
-            last = last or (config.until_target and metric >= target)
+            last = last or (config.until_target and workload.reached(metric, target))
         periodic = config.checkpoint_every and state.step % config.checkpoint_every == 0
         if last or periodic or agreed.checkpoint_due():  # the same decision on every rank
             save_checkpoint(state, config, rank, world_size, store)
@@ -159,8 +171,13 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     summary = summarise(state.log, world_size=world_size, global_batch=state.policy.global_batch,
                         split=state.policy.split, adjustments=state.policy.adjustments, target=target,
                         wall_time_s=time.perf_counter() - wall_start, policy=config.policy,
-                        workload=workload.name, metric_name=workload.metric_name)
+                        workload=workload.name, metric_name=workload.metric_name,
+                        higher_is_better=workload.higher_is_better)
     summary["run_dir"] = str(config.run_dir)
+    summary["device"] = str(state.runtime.device)
+    summary["precision"] = state.runtime.precision
+    summary["skipped_updates"] = state.skipped_updates
+    summary["final_lr"] = [group["lr"] for group in state.optimizer.param_groups]
     summary["resumed_at_step"] = resumed_at
     summary["parameter_digests"] = digests
     write_summary(config.run_dir, summary)
@@ -197,7 +214,7 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
             stack.callback(relay.close)
         try:
             results = run_local_workers(_local_rank, config.workers, timeout_s=config.timeout_s, config=config,
-                                        resume_from=resume_from, signals=signals)
+                                        resume_from=resume_from, signals=signals, device=config.device)
         finally:
             if config.slowdown is not None and config.emulate == "cgroup":
                 remove_cgroups(tag)
@@ -209,7 +226,7 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
 def train_torchrun_rank(config: TrainConfig) -> dict | None:
     """This process as one rank of a torchrun launch (single- or multi-node); rank 0's summary.
     Rank 0 holds its run directory and chooses the checkpoint to resume from."""
-    with torchrun_group() as (rank, world):
+    with torchrun_group(config.device) as (rank, world):
         config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
                               max_workers=max(world, 1))
         if rank == 0:

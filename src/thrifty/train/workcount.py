@@ -7,7 +7,7 @@ BERT-large); otherwise on the CPU at the two small batch sizes. Two batch sizes 
 fixed and per-sample work (perf.work.linear_work).
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ from torch.utils.flop_counter import flop_registry
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork, linear_work
-from thrifty.workloads.base import Workload
+from thrifty.workloads.base import Workload, call_model, move_batch
 
 aten = torch.ops.aten
 MATMUL_OPS = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_dot_product_efficient_attention,
@@ -134,7 +134,8 @@ def count_model_step(make_model: Callable[[], nn.Module],
                      *, device: str = "meta", batches: tuple[int, int] = (2, 4)) -> StepWork:
     """Work of forward + backward + optimizer step of a model on `device` (meta: shapes only).
 
-    make_batch(b, device) returns (inputs, targets); inputs may be a tuple of model arguments."""
+    make_batch(b, device) returns (inputs, targets); inputs may be a tuple of model arguments or a
+    mapping of keyword arguments (workloads.base.call_model)."""
     dev = torch.device(device)
     with dev:
         model = make_model()
@@ -144,8 +145,7 @@ def count_model_step(make_model: Callable[[], nn.Module],
 
     def run_step(b: int, recorder: KernelRecorder | None) -> None:
         inputs, targets = make_batch(b, dev)
-        outputs = model(*inputs) if isinstance(inputs, tuple) else model(inputs)
-        loss = loss_fn(outputs, targets)
+        loss = loss_fn(call_model(model, inputs), targets)
         if recorder is not None:
             recorder.forward = False
         loss.backward()
@@ -170,8 +170,8 @@ def count_model_step(make_model: Callable[[], nn.Module],
 def count_workload(workload: Workload, *, batches: tuple[int, int] = (2, 4)) -> StepWork:
     """Counted step work of a workload: on `meta` if its model and loss allow it, else on the CPU."""
     def make_batch(b: int, device: torch.device) -> tuple:
-        inputs, targets = workload.batch(torch.arange(b) % workload.train_size)
-        return inputs.to(device), targets.to(device)
+        batch = move_batch(workload.batch(torch.arange(b) % workload.train_size), device)
+        return (batch, batch) if isinstance(batch, Mapping) else tuple(batch)  # a mapping: model(**batch), loss_fn(out, batch)
 
     def make_optimizer(params):
         return workload.make_optimizer(params, workload.default_global_batch)

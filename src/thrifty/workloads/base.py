@@ -1,13 +1,23 @@
-"""The training-job protocol every part of thrifty runs: model, data, loss, optimizer, metric."""
+"""The training-job protocol every part of thrifty runs: model, data, loss, optimizer, metric.
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+A batch is either a pair (inputs, targets) or a mapping (a Hugging Face-style dict):
+- (inputs, targets): the model is called as model(inputs) for a tensor, model(*inputs) for a
+  tuple or list, model(**inputs) for a mapping; the loss is loss_fn(outputs, targets);
+- a mapping: the model is called as model(**batch) (labels included, as Hugging Face models take
+  them) and the loss is loss_fn(outputs, batch), e.g. `lambda out, batch: out.loss`.
+"""
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+from thrifty.workloads.schedules import Constant, LRSchedule
+
+Batch = tuple[Any, Any] | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -29,10 +39,12 @@ class Recipe:
 
 @dataclass
 class Workload:
-    """A training job. `evaluate` returns a metric where higher is better (e.g. accuracy).
+    """A training job. `evaluate` returns its metric: higher is better (accuracy) unless
+    `higher_is_better` is False (perplexity, error rate); every target check honours it.
 
     make_optimizer receives the parameters and the *global* batch size, so the job decides how its
-    learning rate scales with batch size. loss_fn must return the mean loss over the batch.
+    learning rate scales with batch size; `lr_schedule` then scales that rate with the run's
+    progress in samples (workloads.schedules). loss_fn must return the mean loss over the batch.
     """
 
     name: str
@@ -47,37 +59,86 @@ class Workload:
     default_global_batch: int = 64
     description: str = ""
     recipe: Recipe | None = None  # set when steps to target come from a recipe, not a calibration run
+    higher_is_better: bool = True
+    lr_schedule: LRSchedule = field(default_factory=Constant)
 
     @property
     def train_size(self) -> int:
         return len(self.train_data)  # type: ignore[arg-type]
 
-    def batch(self, indices: torch.Tensor) -> Batch:
-        """Gather one batch; TensorDatasets are sliced directly, others collated item by item."""
-        return fetch_batch(self.train_data, indices)
+    def reached(self, metric: float, target: float) -> bool:
+        """Whether `metric` meets `target` in this workload's direction."""
+        return metric >= target if self.higher_is_better else metric <= target
+
+    def batch(self, indices: torch.Tensor, device: torch.device | None = None) -> Batch:
+        """Gather one batch; TensorDatasets are sliced directly, others collated item by item.
+        Data sets that make whole batches (synthetic tensors) make them on `device`."""
+        return fetch_batch(self.train_data, indices, device)
+
+    def loss(self, model: nn.Module, batch: Batch) -> torch.Tensor:
+        """The mean loss of `batch` (module docstring: how pairs and mappings reach the model)."""
+        if isinstance(batch, Mapping):
+            return self.loss_fn(model(**batch), batch)
+        inputs, targets = batch
+        return self.loss_fn(call_model(model, inputs), targets)
 
 
-def fetch_batch(data: Dataset, indices: torch.Tensor) -> Batch:
+def call_model(model: nn.Module, inputs: Any) -> Any:
+    """model(inputs), model(*inputs) for a tuple or list, model(**inputs) for a mapping."""
+    if isinstance(inputs, Mapping):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def fetch_batch(data: Dataset, indices: torch.Tensor, device: torch.device | None = None) -> Batch:
     if hasattr(data, "get_batch"):  # data sets that make a whole batch at once (synthetic tensors)
-        return data.get_batch(indices)
+        return data.get_batch(indices, device=device)
     if isinstance(data, TensorDataset):
         inputs, targets = data.tensors[0], data.tensors[1]
         return inputs[indices], targets[indices]
-    items = [data[int(i)] for i in indices]
-    inputs, targets = default_collate(items)
-    return inputs, targets
+    return collate([data[int(i)] for i in indices])
+
+
+def collate(items: list) -> Batch:
+    """torch's default_collate, with a pair of (inputs, targets) items kept a tuple."""
+    batch = default_collate(items)
+    return tuple(batch) if isinstance(batch, list) else batch
+
+
+def move_batch(batch: Any, device: torch.device) -> Any:
+    """`batch` (a tensor, or tuples, lists and mappings of them) on `device`: from pinned memory
+    with a non-blocking copy to a GPU, unchanged on the CPU."""
+    if isinstance(batch, torch.Tensor):
+        if batch.device == device:
+            return batch
+        if device.type == "cuda" and batch.device.type == "cpu":
+            return batch.pin_memory().to(device, non_blocking=True)
+        return batch.to(device)
+    if isinstance(batch, Mapping):
+        return {key: move_batch(value, device) for key, value in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(move_batch(item, device) for item in batch)
+    return batch
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where the model's parameters are (the CPU for a model without any)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
 def classification_accuracy(model: nn.Module, data: Dataset, batch_size: int = 1024) -> float:
     """Top-1 accuracy of `model` on `data`, in eval mode, without gradients."""
     was_training = model.training
     model.eval()
+    device = model_device(model)
     correct, total = 0, 0
     with torch.no_grad():
         for start in range(0, len(data), batch_size):  # type: ignore[arg-type]
             idx = torch.arange(start, min(start + batch_size, len(data)))  # type: ignore[arg-type]
-            inputs, targets = fetch_batch(data, idx)
-            correct += int((model(inputs).argmax(dim=1) == targets).sum())
+            inputs, targets = move_batch(fetch_batch(data, idx, device), device)
+            correct += int((call_model(model, inputs).argmax(dim=1) == targets).sum())
             total += len(idx)
     model.train(was_training)
     return correct / max(total, 1)

@@ -2,7 +2,8 @@
 
 Each sample is a deterministic function of its index (seeded noise image, label = index mod
 classes), so every rank and every run sees the same data, and a batch costs what generating it
-costs: the input pipeline is not free, and the profiler measures it.
+costs: the input pipeline is not free, and the profiler measures it. On a GPU the batch is made
+there, as a real pipeline's decoded batch would arrive.
 """
 
 import torch
@@ -20,7 +21,9 @@ class SyntheticImages(Dataset):
         images, labels = self.get_batch(torch.tensor([index]))
         return images[0], labels[0]
 
-    def get_batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + int(indices[0]))
-        images = torch.randn((len(indices), *self.shape), generator=generator)
-        return images, (indices % self.num_classes).long()
+    def get_batch(self, indices: torch.Tensor, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch made on `device` (a GPU's generator draws other noise than the CPU's)."""
+        device = torch.device("cpu") if device is None else torch.device(device)
+        generator = torch.Generator(device=device).manual_seed(self.seed * 1_000_003 + int(indices[0]))
+        images = torch.randn((len(indices), *self.shape), generator=generator, device=device)
+        return images, (indices.to(device) % self.num_classes).long()

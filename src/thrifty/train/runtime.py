@@ -1,0 +1,114 @@
+"""Where and how a rank computes: its device and its precision.
+
+- device: `cuda:LOCAL_RANK` where CUDA is, else `cpu`; `--device` overrides (`cpu`, `cuda`,
+  `cuda:N`). Model, buffers, optimizer state and every batch live there; batches arrive by
+  non-blocking copies from pinned memory.
+- precision (`--precision`, the plan's values plus bf16):
+  fp32  full float32; TF32 tensor-core matmuls and convolutions switched off
+  tf32  float32 storage, TF32 matmuls and convolutions on Ampere and later GPUs
+        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32); as fp32 on CPU
+  amp   torch.autocast to float16 with a dynamic loss scaler (torch.amp.GradScaler; Micikevicius et
+        al. 2018, "Mixed Precision Training"): a step whose gradients overflow is skipped, not
+        applied, and the scale halves; runs on CPU too (float16 autocast on CPU), slowly
+  bf16  torch.autocast to bfloat16, no scaler (bfloat16 has float32's exponent range); runs on CPU
+- timers: CUDA runs asynchronously, so a timer reads the clock after `synchronize()`; without
+  it the controller would see kernel launch times, not compute times.
+"""
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from thrifty.errors import ThriftyError
+from thrifty.workloads.base import move_batch
+
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+_AUTOCAST_DTYPES = {"amp": torch.float16, "bf16": torch.bfloat16}
+
+
+def resolve_device(requested: str | None, local_rank: int | None = None) -> torch.device:
+    """The device a rank trains on: `requested` (checked), else cuda:LOCAL_RANK where CUDA is."""
+    local_rank = int(os.environ.get("LOCAL_RANK", 0)) if local_rank is None else local_rank
+    if requested is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda", local_rank % torch.cuda.device_count())
+        return torch.device("cpu")
+    try:
+        device = torch.device(requested)
+    except (RuntimeError, ValueError):
+        raise ThriftyError(f"--device {requested!r} is not a device; use cpu, cuda or cuda:N") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise ThriftyError(f"--device {requested!r}: thrifty trains on cpu or cuda")
+    if not torch.cuda.is_available():
+        raise ThriftyError(f"--device {requested}: no CUDA device on this machine")
+    if device.index is None:
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    if device.index >= torch.cuda.device_count():
+        raise ThriftyError(f"--device {requested}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ThriftyError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+
+
+def backend_for(device: torch.device) -> str:
+    """NCCL between GPUs, gloo between CPU processes."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A rank's device and precision, and what follows from them."""
+
+    device: torch.device = torch.device("cpu")
+    precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        check_precision(self.precision)
+
+    @classmethod
+    def for_rank(cls, device: str | None, precision: str, local_rank: int | None = None) -> "Runtime":
+        return cls(resolve_device(device, local_rank), precision)
+
+    def activate(self) -> None:
+        """Process-wide settings: this rank's current CUDA device, the TF32 flags."""
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        tf32 = self.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The forward pass's precision context: autocast for amp and bf16, nothing otherwise."""
+        dtype = _AUTOCAST_DTYPES.get(self.precision)
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    def make_scaler(self) -> "torch.amp.GradScaler | None":
+        """The dynamic loss scaler amp needs (None for the other precisions)."""
+        return torch.amp.GradScaler(self.device.type) if self.precision == "amp" else None
+
+    def move(self, batch: Any) -> Any:
+        return move_batch(batch, self.device)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def clock(self) -> float:
+        """perf_counter after the device's queued work is done (a synchronised timer)."""
+        self.synchronize()
+        return time.perf_counter()
+
+    def reset_peak_memory(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
