@@ -32,16 +32,20 @@ def needs_loader(data: Dataset) -> bool:
 
 
 class _PlannedBatches(Sampler[list[int]]):
-    """The index lists the loader is to prepare next (replaced when the plan changes)."""
+    """The index lists the loader is to prepare next, handed out as the loader asks; steps planned
+    later are appended (an iterator that may end and then yield again, which the DataLoader's
+    index feeding allows: it asks once per batch it receives)."""
 
     def __init__(self) -> None:
-        self.batches: list[list[int]] = []
+        self.pending: deque[list[int]] = deque()
 
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches)
+    def __iter__(self) -> "_PlannedBatches":
+        return self
 
-    def __len__(self) -> int:
-        return len(self.batches)
+    def __next__(self) -> list[int]:
+        if not self.pending:
+            raise StopIteration
+        return self.pending.popleft()
 
 
 class PrefetchingLoader:
@@ -61,14 +65,23 @@ class PrefetchingLoader:
         """This step's batch of `indices` on the device; `upcoming` names the steps after it."""
         wanted = indices.tolist()
         if not self._ahead or self._ahead[0] != wanted:
-            planned = [wanted] + [ahead.tolist() for ahead in upcoming(self.depth)[1:]]
-            self._plan.batches = planned
-            self._ahead = deque(planned)
-            self._batches = iter(self._loader)
-            self.restarts += 1
+            self._start(wanted, upcoming)
         self._ahead.popleft()
         self._top_up(upcoming)
-        return self.runtime.move(next(self._batches))
+        try:
+            batch = next(self._batches)
+        except StopIteration:  # the loader had drained its plan before the steps were appended
+            self._start(wanted, upcoming)
+            self._ahead.popleft()
+            batch = next(self._batches)
+        return self.runtime.move(batch)
+
+    def _start(self, wanted: list[int], upcoming: Upcoming) -> None:
+        planned = [wanted] + [ahead.tolist() for ahead in upcoming(self.depth)[1:]]
+        self._plan.pending = deque(planned)
+        self._ahead = deque(planned)
+        self._batches = iter(self._loader)
+        self.restarts += 1
 
     def _top_up(self, upcoming: Upcoming) -> None:
         """Keep `depth` steps planned: append the steps after the plan while it still agrees with
@@ -77,7 +90,7 @@ class PrefetchingLoader:
         if future[:len(self._ahead)] != list(self._ahead):
             return  # the split changed: the next step finds a mismatch and plans anew
         for planned in future[len(self._ahead):]:
-            self._plan.batches.append(planned)
+            self._plan.pending.append(planned)
             self._ahead.append(planned)
 
 
