@@ -204,6 +204,12 @@ def _cases() -> list[tuple[str, str, str]]:
     numbers("train", "--checkpoint-every", ("-1", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
     add("train --resume nothing to resume", f"{train} --resume")
     add("train --resume asp", f"{train} --resume --mode asp")
+    add("train --precision fp8", f"{train} --precision fp8", "precision")
+    add("train --device gpu0", f"{train} --device gpu0", "not a device")
+    add("train --device tpu", f"{train} --device xla", "cpu or cuda")
+    add("train --device cuda:99", f"{train} --device cuda:99", "cuda")
+    add("train --precision bf16 asp", f"{train} --precision bf16 --mode asp", "--mode asp")
+    numbers("train", "--loader-workers", ("-1", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
     for name, path in UNWRITABLE_DIRS.items():
         add(f"train --run-dir {name}", f"train --steps 2 --db {{w}}/t.db --run-dir {path}", "run directory")
     for name, spec in BAD_WORKLOADS.items():

@@ -43,6 +43,10 @@ def _show(summary: dict) -> None:
             ("final split", ",".join(map(str, summary["final_batch_sizes"]))),
             ("adjustments", str(summary["adjustments"])),
             ("wait fraction", f"{summary['wait_fraction']:.1%}")]
+    if "device" in summary:
+        rows.append(("device, precision", f"{summary['device']}, {summary['precision']}"))
+    if summary.get("skipped_updates"):
+        rows.append(("updates skipped (amp overflow)", str(summary["skipped_updates"])))
     if "staleness_mean" in summary:
         rows.append(("staleness mean / p90 / max",
                      f"{summary['staleness_mean']:.2f} / {summary['staleness_p90']:.0f} / {summary['staleness_max']}"))
