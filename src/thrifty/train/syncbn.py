@@ -25,7 +25,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         channels = x.shape[1]
         dims = [d for d in range(x.dim()) if d != 1]
         x64 = x.double()
-        stats = torch.cat([torch.tensor([x.numel() / channels], dtype=torch.float64),
+        stats = torch.cat([torch.tensor([x.numel() / channels], dtype=torch.float64, device=x.device),
                            x64.sum(dims), (x64 * x64).sum(dims)])
         dist.all_reduce(stats, group=group)
         count = stats[0]
