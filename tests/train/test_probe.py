@@ -28,7 +28,7 @@ class FakeClock:
     def __init__(self, samples_per_s: dict[int, float]) -> None:
         self.samples_per_s, self.now, self.batches = samples_per_s, 0.0, []
 
-    def step(self, _model, _workload, batch: int) -> None:
+    def step(self, _model, _workload, batch: int, _runtime) -> None:
         self.batches.append(batch)
         self.now += batch / self.samples_per_s[batch]
 
@@ -58,9 +58,9 @@ def test_throughput_rule_on_a_real_model_measures_doubling_batches_and_clears_gr
     measured = []
     real_step = probe._training_step
 
-    def recording_step(model, workload, batch):
+    def recording_step(model, workload, batch, runtime):
         measured.append(batch)
-        real_step(model, workload, batch)
+        real_step(model, workload, batch, runtime)
     monkeypatch.setattr(probe, "_training_step", recording_step)
     workload = load_workload("builtin:digits")
     torch.manual_seed(0)
