@@ -1,18 +1,33 @@
 # thrifty: `make demo` sets up and plans for the built-in default workload; `make test` sets up and tests.
+#
+# Installs are reproducible: every package comes at the version pinned in requirements/lock.txt (pip -c),
+# thrifty itself is built by the pinned setuptools (--no-build-isolation), and torch is the CPU wheel
+# (found through pip's find-links, PIP_FIND_LINKS; pyproject keeps torch>=2.4 so a bare install never
+# pins a build). `make lock` refreshes the lock on purpose: after a change to pyproject's dependencies
+# or requirements/lock.in it keeps the other pins and adds what is new; `make lock LOCK_FLAGS=--upgrade`
+# moves every package to its newest allowed release. Both run unattended; commit the result.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCK := requirements/lock.txt
+PIP_INSTALL := $(BIN)/pip install -q -c $(LOCK) --no-build-isolation
 
-# torch is pinned here (a CPU wheel); pyproject keeps torch>=2.4 so a bare install never pulls a CUDA build.
-$(STAMP): pyproject.toml
+# The lock is for CPython 3.11 on x86_64 Linux with glibc 2.36 (Debian 12, our machines); OpenMM 8.6's
+# wheels need glibc 2.34.
+LOCK_VENV := .venv-lock
+UV := uv==0.13.9
+LOCK_PLATFORM := --python-version 3.11 --python-platform x86_64-manylinux_2_36
+WHEELS ?= $(or $(PIP_FIND_LINKS),/opt/wheels)
+LOCK_FLAGS ?=
+
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0 numpy
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -c $(LOCK) pip setuptools
+	$(PIP_INSTALL) -e '.[all,test]'
 	touch $(STAMP)
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench lock clean
 install: $(STAMP)
 
 demo: $(STAMP)
@@ -22,8 +37,14 @@ test: $(STAMP)
 	GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 $(BIN)/python -m pytest -q -n 2 tests
 
 bench: $(STAMP)
-	$(BIN)/pip install -q -e '.[bench]'
+	$(PIP_INSTALL) -e '.[all,test,bench]'
 	$(BIN)/python benchmarks/run_all.py
 
+lock:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install -q $(UV)
+	$(LOCK_VENV)/bin/uv pip compile pyproject.toml requirements/lock.in --extra all --extra test --extra bench \
+		$(LOCK_PLATFORM) --find-links $(WHEELS) --quiet --custom-compile-command "make lock" $(LOCK_FLAGS) -o $(LOCK)
+
 clean:
-	rm -rf $(VENV) .thrifty build *.egg-info
+	rm -rf $(VENV) $(LOCK_VENV) .thrifty build *.egg-info

@@ -32,8 +32,10 @@ class ProgressBar:
 
 
 def spinner():
-    """A transient spinner with a description and elapsed time (a rich Progress; use `with`)."""
+    """A transient spinner with a description and elapsed time (a rich Progress; use `with`), shown
+    only on a terminal: elsewhere it would leave an empty line on stderr, before an error's line too."""
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    console = Console(stderr=True)
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
+                    console=console, transient=True, disable=not console.is_terminal)

@@ -363,7 +363,6 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(folder.rglob("*"))}
 
 
-@pytest.mark.timeout(120)
 @pytest.mark.parametrize("argv, expect", [case[1:] for case in CASES], ids=[case[0] for case in CASES])
 def test_a_bad_input_gets_one_line_and_exit_code_2(folders, capsys, argv, expect):
     inputs, work = folders

@@ -1,38 +1,17 @@
-"""The planning side of thrifty never imports torch, OpenMM or Ray: `thrifty --help`, `catalog`,
-`preempt` and `plan` from a stored profile run in a process where importing them fails."""
+"""The planning side of thrifty never imports torch, OpenMM, Ray or scikit-learn: `thrifty --help`,
+`catalog`, `preempt` and `plan` from a stored profile run in a process where importing them fails."""
 
 import json
-import subprocess
-import sys
-import textwrap
 
 import pytest
-
-HEAVY = ("torch", "openmm", "ray")
-
-# A meta-path finder that refuses the heavy packages (sys.modules[name] = None would also break
-# scipy.stats, which probes for torch itself and expects an ImportError it can catch).
-BLOCKER = textwrap.dedent(f"""
-    import sys
-    class Blocker:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in {HEAVY!r}:
-                raise ImportError(f"{{name}} is blocked in this test")
-            return None
-    sys.meta_path.insert(0, Blocker())
-""")
-
-
-def _run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", BLOCKER + textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120)
+from module_blocker import HEAVY, cli_without, run_without
 
 
 def test_core_packages_import_without_torch():
-    done = _run("""
+    done = run_without(HEAVY, """
         import thrifty.cli, thrifty.cli.app, thrifty.plan, thrifty.perf, thrifty.transient
         import thrifty.catalog, thrifty.store, thrifty.pipeline, thrifty.plan.launch, thrifty.plan.plot
-        print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "openmm", "ray")))
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "openmm", "ray", "sklearn")))
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -40,7 +19,7 @@ def test_core_packages_import_without_torch():
 
 def test_the_blocker_blocks():
     """Without this, a broken blocker would make the other tests pass vacuously."""
-    done = _run("import torch")
+    done = run_without(HEAVY, "import torch")
     assert done.returncode != 0 and "blocked in this test" in done.stderr
 
 
@@ -53,13 +32,13 @@ def test_the_blocker_blocks():
     ["md", "sweep", "--help"],
 ])
 def test_commands_run_without_torch(args):
-    done = _run(f"from thrifty.cli.app import main; sys.exit(main({args!r}))")
+    done = cli_without(HEAVY, args)
     assert done.returncode == 0, done.stderr
 
 
 def test_plan_from_a_stored_profile_runs_without_torch(profiled_db, tmp_path):
     args = ["plan", "--db", str(profiled_db), "--json", "--plot", str(tmp_path / "plan.png"), "--cloud", "aws"]
-    done = _run(f"from thrifty.cli.app import main; sys.exit(main({args!r}))")
+    done = cli_without(HEAVY, args)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["profile_reused"] is True
 
@@ -99,5 +78,5 @@ def test_more_commands_run_without_torch(tmp_path):
                   "--on-demand-price", "1", "--runs", "500", "--json"],
                  ["model", "fit", "--samples", str(samples), "--out", str(model), "--json"],
                  ["model", "predict", "--model", str(model), "--configs", str(configs)]):
-        done = _run(f"from thrifty.cli.app import main; sys.exit(main({args!r}))")
+        done = cli_without(HEAVY, args)
         assert done.returncode == 0, (args, done.stderr)

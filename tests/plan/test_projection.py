@@ -206,6 +206,7 @@ def builtins_db(tmp_path_factory):
 
 
 @pytest.mark.parametrize("workload", ["builtin:tabular", "builtin:resnet18-cifar10", "builtin:resnet50-imagenet"])
+@pytest.mark.timeout(900)  # the first to use builtins_db profiles three workloads: 160-400 s loaded
 def test_every_builtin_plans_with_every_objective(builtins_db, run_cli, tmp_path, workload):
     catalog = load_catalog()
     for objective in ("cost", "time", "knee"):
@@ -246,6 +247,7 @@ def test_only_the_profiled_cpu_type_is_measured_not_its_gpu_variants(profiled_db
     assert step[cpu] == pytest.approx(float(job.step_time.predict(1, 1, 32.0)))
 
 
+@pytest.mark.timeout(900)  # the first to use builtins_db profiles three workloads: 160-400 s loaded
 def test_epochs_are_taken_at_the_workloads_own_default_batch(builtins_db):
     from thrifty.pipeline import job_model
     from thrifty.store import Store
@@ -269,6 +271,7 @@ def test_an_edited_workload_file_gets_a_new_profile_key(tmp_path):
     assert workload_key("builtin:digits").startswith("builtin:digits#sha256:")
 
 
+@pytest.mark.timeout(900)  # the first to use builtins_db profiles three workloads: 160-400 s loaded
 def test_recipe_batch_range_and_gpu_memory_are_enforced(builtins_db):
     from thrifty.errors import PlanError
     from thrifty.pipeline import job_model

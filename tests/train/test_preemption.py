@@ -24,7 +24,7 @@ def _times(report, event: str) -> list[float]:
     return [e["t_s"] for e in report.events if e["event"] == event]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(1200)  # over 300 s in a loaded suite, 330 s alone at load average 12
 def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path, scripted_lifetimes):
     reference = Runner(_train(tmp_path / "ref"), tmp_path / "ck-ref", intervals_s=[0.25]).run()
     assert reference.exit_code == 0
@@ -39,7 +39,7 @@ def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path, 
     life_s = startup_s + 0.3 * work_s
     report = Runner(_train(tmp_path / "inj"), tmp_path / "ck-inj", intervals_s=[0.25], notice_s=20.0,
                     lifetimes=scripted_lifetimes([life_s, life_s, float("inf")]), kill="mixed",
-                    timeout_s=250).run()
+                    timeout_s=700).run()
     assert report.exit_code == 0 and report.preemptions == 2 and report.notices == 1
     ref = json.loads((tmp_path / "ref" / "summary.json").read_text())
     inj = json.loads((tmp_path / "inj" / "summary.json").read_text())

@@ -11,7 +11,7 @@ from thrifty.train.profiler import profile_workload
 from thrifty.workloads.names import workload_key
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)  # 140 s in a loaded suite
 def test_profile_two_processes_and_store(tmp_path):
     profile = profile_workload("builtin:digits", [1, 2], [8, 32], steps=10, warmup=1)
     assert {(s.num_workers, s.local_batch) for s in profile.samples} == {(1, 8), (1, 32), (2, 8), (2, 32)}

@@ -15,7 +15,7 @@ BASE = TrainConfig(workers=2, global_batch=64, policy="uniform", b_max=64, progr
                    eval_every=1000)
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # 121 s in a loaded suite
 def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before_and_ends_bit_identical(tmp_path):
     config = replace(BASE, steps=40, checkpoint_every=10, run_dir=tmp_path)
     whole = run_training(config)
@@ -28,7 +28,7 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before_and_ends_bit
     assert (tmp_path / FALLBACK_LOG).read_text().split() == [files[-1].name]  # recorded as lost
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # 160 s in a loaded suite
 def test_a_two_worker_run_resumes_on_three_workers_at_the_same_sample(tmp_path):
     config = replace(BASE, steps=40, checkpoint_every=20)
     run_training(replace(config, run_dir=tmp_path / "whole"))

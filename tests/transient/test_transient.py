@@ -118,12 +118,25 @@ def test_kaplan_meier_by_hand():
     assert survival == pytest.approx([4 / 5, 4 / 5 * 3 / 4, 4 / 5 * 3 / 4 * 1 / 2])
 
 
+# How closely a fresh fit reproduces the bundled parameters: what the optimisers resolve, not the last
+# bits (numpy/scipy releases move those: tau1 moves 2.6e-6 relative with numpy 2.4.6, scipy 1.17.1). The
+# bathtub MLE stops once L-BFGS-B's relative decrease falls under ftol = 2.2e-9 (scipy's default), so
+# within about 2.2e-9 * |log L| = 2e-6 to 2e-5 nats of the optimum. Its flattest parameter is tau1:
+# +1% costs 0.002-0.03 nats across the pooled and per-type fits, so that slack leaves tau1 uncertain by
+# 1-4e-4 relative (sqrt(slack / cost) * 1%). The Weibull (Nelder-Mead, xatol 1e-8 on log parameters)
+# and least-squares (xtol 1e-8) fits are tighter, the exponential closed form exact. A stale bundle,
+# one parameter 1% off, fails at 1e-3.
+FIT_REL_TOLERANCE = 1e-3
+
+
 def test_bundled_models_match_a_fresh_fit(google):
+    """Mutation caught (tried): one bundled parameter (gcp-2019-n1-highcpu-4's tau1_s, the flattest)
+    1% off in data/preemption/models.json."""
     fresh, stored = build_bundle(google), bundled()
     assert set(fresh) == set(stored)
     for name in fresh:
         for key, value in fresh[name]["params"].items():
-            assert stored[name]["params"][key] == pytest.approx(value, rel=1e-6), (name, key)
+            assert stored[name]["params"][key] == pytest.approx(value, rel=FIT_REL_TOLERANCE), (name, key)
     assert load_model("gcp-2019")[1].name == "bathtub"
 
 

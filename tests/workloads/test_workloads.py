@@ -5,12 +5,17 @@ from thrifty.train.loop import train_to_target
 from thrifty.workloads import load_workload
 
 
-@pytest.mark.parametrize("name", ["digits", "tabular"])
+# Steps within which each built-in reaches its target at its default batch (it takes 65 and 12 with
+# torch 2.13): about 9 and 4 epochs, what keeps a calibration run short; seconds depend on the machine.
+STEPS_TO_TARGET = {"digits": 200, "tabular": 60}
+
+
+@pytest.mark.parametrize("name", sorted(STEPS_TO_TARGET))
 def test_builtins_reach_their_target(name):
+    """Mutation caught (tried): digits' learning rate divided by 10 (not reached in 200 steps)."""
     workload = load_workload(f"builtin:{name}")
-    result = train_to_target(workload, [workload.default_global_batch], max_steps=2000)
+    result = train_to_target(workload, [workload.default_global_batch], max_steps=STEPS_TO_TARGET[name])
     assert result.reached_target and result.final_metric >= workload.target_metric
-    assert result.wall_time_s < 60
 
 
 def test_user_workload_file(tmp_path):

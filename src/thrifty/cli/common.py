@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from thrifty.errors import ThriftyError
+from thrifty.extras import missing_extra
 from thrifty.store import DEFAULT_DB
 from thrifty.workloads.names import DEFAULT_WORKLOAD
 
@@ -175,16 +176,33 @@ def error_line(message: str) -> None:
     stderr.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
 
+def _command_path(app: typer.Typer, argv: list[str] | None, prog_name: str) -> str:
+    """'thrifty md sweep': the program and the (sub)command names that lead argv."""
+    command, words = typer.main.get_command(app), [prog_name]
+    for word in sys.argv[1:] if argv is None else argv:
+        command = getattr(command, "commands", {}).get(word)
+        if command is None:
+            break
+        words.append(word)
+    return " ".join(words)
+
+
 def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty") -> int:
     """Run a Typer app; every failure the user can cause ends as one line on stderr and exit code 2:
     a ThriftyError, a usage error (unknown option, a value that does not parse or is out of range),
-    an OSError that escaped a command (a path that cannot be read or written), a file that is not
-    UTF-8 text. Bugs still show their traceback."""
+    a package of an extra that is not installed, an OSError that escaped a command (a path that
+    cannot be read or written), a file that is not UTF-8 text. Bugs still show their traceback."""
     click_error, no_args_help = _usage_error_types()
     try:
         result = app(args=argv, prog_name=prog_name, standalone_mode=False)
     except ThriftyError as exc:
         error_line(str(exc))
+        return 2
+    except ModuleNotFoundError as exc:
+        missing = missing_extra(exc, _command_path(app, argv, prog_name))
+        if missing is None:
+            raise
+        error_line(str(missing))
         return 2
     except click_error as exc:
         if no_args_help is not None and isinstance(exc, no_args_help):

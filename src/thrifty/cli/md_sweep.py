@@ -138,6 +138,9 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
     if address and emulate_preemptions:
         raise ThriftyError("give --address or --emulate-preemptions, not both")
     _check_engine(engine, replicas, simulation, dtype, device, joins=address is not None)
+    from thrifty.extras import require
+    # met only after the store is written (Ray) or after the first runs (the active sampler's surrogate)
+    require("ray", *(["torch"] if sampler == "active" else []))
     run_settings = _run_settings(simulation, equilibrate, tolerance, cap_steps, box_nm, cutoff_nm)
     parameter_space = load_space(space)
     if simulation == "nanoconfinement":

@@ -94,6 +94,7 @@ def md_run(system: Annotated[str, typer.Option(
            cap_steps: Annotated[int, typer.Option(help=f"Without --steps, stop here if not converged ({NANO})")] = 200_000,
            json_out: JsonOpt = False) -> None:
     """Run a simulation (OpenMM, or --engine torch) that checkpoints on request and resumes where it stopped."""
+    from thrifty.extras import require
     from thrifty.md.job import MDSettings, run_md
     from thrifty.io import check_writable_dir
     from thrifty.md.nanoconfinement import NanoconfinementModel
@@ -106,6 +107,7 @@ def md_run(system: Annotated[str, typer.Option(
     if engine not in ENGINES:
         raise ThriftyError(f"unknown --engine {engine!r}; choose {', '.join(ENGINES)}")
     if engine == "torch":
+        require("torch")  # before the output folders are made (it is imported after them)
         if system != "nanoconfinement":
             raise ThriftyError(f"--engine torch runs --system nanoconfinement only, not {system}")
         if platform is not None:
