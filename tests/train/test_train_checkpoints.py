@@ -45,7 +45,9 @@ def test_a_two_worker_run_resumes_on_three_workers_at_the_same_sample(tmp_path):
     whole = load_state(checkpoint_files(tmp_path / "whole")[-1])["model"]
     resumed = load_state(checkpoint_files(tmp_path / "moved")[-1])["model"]
     for name in whole:
-        assert torch.allclose(whole[name], resumed[name], rtol=1e-4, atol=1e-6), name
+        # under load the dynamic controller splits differently (other summation orders): up to
+        # 4e-4 relative after 40 steps was seen at load 12, 1e-5 on a quiet machine
+        assert torch.allclose(whole[name], resumed[name], rtol=2e-3, atol=1e-5), name
 
 
 def test_another_workload_is_refused_before_anything_starts(tmp_path):
