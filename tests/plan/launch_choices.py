@@ -22,7 +22,7 @@ def fake_bin(tmp_path: Path, *, quiet: bool = False) -> Path:
     """`torchrun` and `conda` stand-ins that print what they were called with (nothing when
     quiet: the real torchrun then runs, and a quiet conda leaves its JSON output alone)."""
     bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True, exist_ok=True)
     for name in ("conda",) if quiet else ("torchrun", "conda"):
         script = bin_dir / name
         script.write_text("#!/bin/sh\n" if quiet else f'#!/bin/sh\necho "{name} OMP_NUM_THREADS=$OMP_NUM_THREADS $*"\n')
