@@ -195,6 +195,16 @@ def test_a_training_vm_installs_the_core_and_the_train_extra_only(monkeypatch):
     assert not {"openmm", "ray", "pytest"} & {arg.split("<")[0].split(">")[0] for arg in thrifty_install}
 
 
+def test_a_planning_install_without_torch_still_writes_a_task(monkeypatch):
+    """Mutation caught: the torch pin read from an installed torch unguarded (a planning-only
+    install of thrifty, which has no torch, would fail to print any task)."""
+    def version(name):
+        raise launch.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(launch.metadata, "version", version)
+    installs = _pip_installs(skypilot_task(plan_choice(**CPU_ONE_NODE), "builtin:digits")["setup"])
+    assert ["torch", "numpy", "--index-url", launch.CPU_TORCH_INDEX] in installs
+
+
 def test_skypilot_run_section_runs_with_skypilots_variables(tmp_path):
     outside = tmp_path / "my_net.py"
     outside.write_text("def make_workload(): ...\n")

@@ -122,7 +122,12 @@ def _synced_workload(workload: str) -> tuple[str, dict[str, str]]:
 
 
 def _torch_pin() -> str:
-    return "torch==" + metadata.version("torch").split("+")[0]  # the version that was profiled
+    """The torch version that profiled the job; any torch where thrifty plans without one (its
+    planning core, from a profile stored elsewhere)."""
+    try:
+        return "torch==" + metadata.version("torch").split("+")[0]
+    except metadata.PackageNotFoundError:
+        return "torch"
 
 
 def training_requirements() -> list[str]:
@@ -230,10 +235,10 @@ def _header(task: dict) -> list[str]:
         return ["# SkyPilot task from `thrifty plan`; launch with: sky launch -c thrifty task.yaml"]
     bucket = task["file_mounts"][MOUNT_PATH]["name"]
     return ["# SkyPilot managed job from `thrifty plan`; launch with: sky jobs launch -n thrifty task.yaml",
-            "# Spot VMs: after a preemption SkyPilot starts the job again, and training resumes from the",
-            f"# newest checkpoint in {ENV_DIR} (envs, below), in bucket {bucket}, which",
-            f"# outlives the job (remove it: sky storage delete {bucket}). For a fresh run in another",
-            f"# folder, launch with --env {ENV_DIR}={MOUNT_PATH}/OTHER"]
+            "# Spot VMs: after a preemption SkyPilot starts the job again, and training resumes from",
+            f"# the newest checkpoint in {ENV_DIR} (envs, below) on bucket {bucket},",
+            f"# which outlives the job (delete it with: sky storage delete {bucket}).",
+            f"# A fresh run in another folder: sky jobs launch --env {ENV_DIR}={MOUNT_PATH}/OTHER ..."]
 
 
 def skypilot_yaml(choice: dict, workload: str, root: Path | None = None, bucket: str | None = None) -> str:
