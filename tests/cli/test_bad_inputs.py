@@ -163,6 +163,8 @@ def _cases() -> list[tuple[str, str, str]]:
         add(f"plan --startup {value}", f"{plan} --startup {value}")
     add("plan --spot", f"{plan} --spot sometimes")
     add("plan --precision", f"{plan} --precision fp7")
+    for value in ("My_Ckpts", "ab", "a--b"):
+        add(f"plan --bucket {value}", f"{plan} --bucket {value}", "bucket name")
     add("plan --gpu --cpu", f"{plan} --gpu --cpu", "not both")
     add("plan --cloud unknown", f"{plan} --cloud nosuch")
     add("plan --region unknown", f"{plan} --region mars-north-1")

@@ -200,6 +200,21 @@ def test_every_candidate_matches_brute_force(request_):
         assert d["predicted_cost_usd"] == pytest.approx(row["cost_usd"], rel=rel), key
 
 
+def test_the_planned_precision_reaches_the_launch_line_of_every_gpu_candidate():
+    """Mutations caught: describe() without the request's precision, or with it on CPU VMs (their
+    step time is the fp32 profile's), or the launch line not passing it on."""
+    from thrifty.plan.launch import torchrun_command
+    result = plan(VMArrays.build(VMS, Hardware.load()), _job(), PlanRequest(max_workers=4, precision="amp"))
+    gpu_lines = 0
+    for i in range(len(result.candidates)):
+        d = result.describe(i)
+        assert d["precision"] == ("amp" if d["accelerator"] else "fp32"), d["instance_type"]
+        line = torchrun_command(d, "builtin:digits")
+        assert ("--precision amp" in line) == bool(d["accelerator"]) and "--precision fp32" not in line
+        gpu_lines += bool(d["accelerator"])
+    assert 0 < gpu_lines < len(result.candidates)
+
+
 @pytest.mark.parametrize("request_", REQUESTS)
 def test_best_choice_and_pareto_front_match_brute_force(request_):
     result = plan(VMArrays.build(VMS, Hardware.load()), _job(), request_)

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -69,6 +70,8 @@ def plan(
     precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32 or amp (GPU projection)")] = "fp32",
     startup: Annotated[Optional[str], typer.Option(
         help="VM start-up + setup time before training, e.g. 3m (default: per cloud)")] = None,
+    bucket: Annotated[Optional[str], typer.Option(
+        help="Spot plans: the bucket the SkyPilot task keeps its checkpoints in (default: thrifty-ckpt-USER-HASH)")] = None,
     reprofile: Annotated[bool, typer.Option(help="Profile again even if a profile is stored")] = False,
     top: Annotated[int, typer.Option(help="Rows in the top-k table")] = 10,
     plot: Annotated[Optional[Path], typer.Option(help="PNG of cost vs time")] = Path("thrifty-plan.png"),
@@ -81,6 +84,7 @@ def plan(
     from thrifty.io import check_writable_file
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan import plan as run_plan
+    from thrifty.plan.bucket import check_bucket_name
     from thrifty.plan.launch import skypilot_yaml, torchrun_command
     from thrifty.plan.plot import plot_plan
     from thrifty.store import Store
@@ -93,6 +97,8 @@ def plan(
                                                                 allow_zero=True),
         deadline_s=None if deadline is None else parse_duration_s(deadline, what="deadline", bare_unit="h"),
         budget_usd=None if budget is None else parse_money_usd(budget, what="budget"))
+    if bucket is not None:
+        check_bucket_name(bucket)
     if plot is not None:
         check_writable_file(plot, "the plot")
     vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)
@@ -110,7 +116,7 @@ def plan(
         store.save_decision(key, {
             "objective": objective, "deadline_s": request.deadline_s,
             "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best)
-    launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload)}
+    launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload, bucket=bucket)}
     summary = {
         "workload": workload, "objective": objective, "profile_reused": reused,
         "recommended": best,
@@ -151,5 +157,6 @@ def plan(
         title="recommended"))
     stdout.print(f"{len(result.candidates):,} candidates evaluated in {elapsed * 1000:.0f} ms "
                  f"({summary['candidates_per_s']:,.0f}/s); plot: {plot}")
-    stdout.print("[bold]launch[/] (on every node):\n  " + launch["torchrun"], soft_wrap=True)
-    stdout.print("[bold]SkyPilot task[/]:\n" + launch["skypilot_yaml"], soft_wrap=True)
+    # escaped: `pip install -e '.[train]'` is not rich markup
+    stdout.print("[bold]launch[/] (on every node):\n  " + escape(launch["torchrun"]), soft_wrap=True)
+    stdout.print("[bold]SkyPilot task[/]:\n" + escape(launch["skypilot_yaml"]), soft_wrap=True)

@@ -135,8 +135,13 @@ def train(
     config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
     from thrifty.train.launcher import exit_without_teardown, launched_by_torchrun
     if launched_by_torchrun():
-        from thrifty.train.trainer import train_torchrun_rank
-        summary = train_torchrun_rank(config)
+        from thrifty.train.trainer import Preempted, train_torchrun_rank
+        try:
+            summary = train_torchrun_rank(config)
+        except Preempted as notice:  # rank 0 after a SIGTERM: saved; a SkyPilot managed job restarts it
+            from thrifty.transient.protocol import PREEMPTED_EXIT
+            stderr.print(str(notice), soft_wrap=True)
+            exit_without_teardown(PREEMPTED_EXIT)
         if summary is None:
             exit_without_teardown(0)
     elif mode == "asp":

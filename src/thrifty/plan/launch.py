@@ -1,10 +1,19 @@
 """Commands that launch a chosen configuration: a torchrun line and a SkyPilot task YAML.
 
 Both run `python -m thrifty.train` (= `thrifty train`) with the plan's global batch, its epochs,
-`--until-target` only where the workload has a real target, and OMP_NUM_THREADS set to the threads
-per rank that the step-time prediction assumed. torchrun sets it only for several ranks a node and
-only where the shell has not: here, 2 ranks on 2 vCPUs in a shell with OMP_NUM_THREADS=2 ran at
-0.08-0.19 of the profiled samples/s (tests/test_launch.py).
+`--until-target` only where the workload has a real target, on GPUs the precision the prediction
+assumed (`--precision`), and OMP_NUM_THREADS set to the threads per rank that the step-time
+prediction assumed. torchrun sets it only for several ranks a node and only where the shell has
+not: here, 2 ranks on 2 vCPUs in a shell with OMP_NUM_THREADS=2 ran at 0.08-0.19 of the profiled
+samples/s (tests/test_launch.py).
+
+A spot plan's task is a SkyPilot managed job (`sky jobs launch`): SkyPilot starts it again on new
+VMs after a preemption (`resources.job_recovery`), setup and run included. Its checkpoints go to
+a bucket that every node mounts (plan.bucket), in the plan's own folder, named by
+THRIFTY_CHECKPOINT_DIR: there `thrifty train` writes its checkpoints (rank 0) and resumes from the
+newest intact one when the folder holds one, so the restarted task continues where the last
+checkpoint, or the last SIGTERM notice (train.preemption), left it. An on-demand plan's task is a
+plain cluster (`sky launch`) that checkpoints to its run directory on the head node.
 
 `choice` is `PlanResult.describe(i)`; a missing key is a bug and raises KeyError.
 """
@@ -19,6 +28,8 @@ from pathlib import Path
 
 import thrifty
 from thrifty.errors import PlanError
+from thrifty.plan.bucket import MOUNT_PATH, bucket_mount, default_bucket_name, run_folder
+from thrifty.transient.protocol import ENV_DIR
 from thrifty.workloads.names import canonical_name
 
 TRAIN_MODULE = "thrifty.train"
@@ -30,6 +41,14 @@ RDZV_PORT = 29500
 WORKLOAD_MOUNT = "~/thrifty-workload"
 CONDA_ENV = "thrifty"
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+TRAIN_EXTRA = "train"  # thrifty[train]: what a training VM installs besides the planning core
+# SkyPilot managed jobs (docs.skypilot.co, "Managed jobs"; `job_recovery` in sky/utils/schemas.py):
+# a preemption is always recovered; FAILOVER retries the same region (the plan's price is that
+# region's) before others; a run that fails while its VMs are up (a node's crash, or a notice whose
+# checkpoint-and-exit beat the cloud's report of the preemption) is started again at most
+# MAX_RESTARTS_ON_ERRORS times, each from the newest checkpoint, before the job counts as failed.
+RECOVERY_STRATEGY = "FAILOVER"
+MAX_RESTARTS_ON_ERRORS = 3
 
 
 def epochs_text(epochs: float) -> str:
@@ -51,9 +70,12 @@ def _ranks_per_node(choice: dict) -> int:
 
 
 def _train_args(choice: dict, workload_arg: str) -> str:
-    """`-m thrifty.train ...`; workload_arg is already shell-quoted."""
+    """`-m thrifty.train ...`; workload_arg is already shell-quoted. CPUs train at thrifty train's
+    default precision, fp32, what their step time was measured at."""
     args = (f"-m {TRAIN_MODULE} --workload {workload_arg} --global-batch {choice['global_batch']} "
             f"--epochs {epochs_text(choice['epochs'])}")
+    if choice["accelerator"]:
+        args += f" --precision {choice['precision']}"
     return args + " --until-target" if choice["until_target"] else args
 
 
@@ -100,7 +122,25 @@ def _synced_workload(workload: str) -> tuple[str, dict[str, str]]:
 
 
 def _torch_pin() -> str:
-    return "torch==" + metadata.version("torch").split("+")[0]  # the version that was profiled
+    """The torch version that profiled the job; any torch where thrifty plans without one (its
+    planning core, from a profile stored elsewhere)."""
+    try:
+        return "torch==" + metadata.version("torch").split("+")[0]
+    except metadata.PackageNotFoundError:
+        return "torch"
+
+
+def training_requirements() -> list[str]:
+    """thrifty's requirements that a training VM installs: the core's and the `train` extra's,
+    not those of the other extras (MD, campaigns); the extra's marker is dropped."""
+    kept = []
+    for requirement in metadata.requires("thrifty") or []:
+        spec, _, marker = requirement.partition(";")
+        if "extra ==" not in marker:
+            kept.append(requirement)
+        elif marker.strip() == f'extra == "{TRAIN_EXTRA}"':
+            kept.append(spec.strip())
+    return kept
 
 
 def _setup_script(choice: dict, root: Path | None) -> list[str]:
@@ -115,26 +155,29 @@ def _setup_script(choice: dict, root: Path | None) -> list[str]:
         lines.append("# CPU VM: the CPU-only torch wheel (no CUDA libraries to download)")
         lines.append(f"pip install '{_torch_pin()}' numpy --index-url {CPU_TORCH_INDEX}")
     if root is not None:
-        lines.append("pip install -e .  # thrifty from the synced source (workdir)")
+        lines.append(f"pip install -e '.[{TRAIN_EXTRA}]'  # thrifty from the synced source (workdir)")
     else:  # an installed wheel: its package directory is mounted, its requirements installed here
-        requirements = " ".join(shlex.quote(r) for r in metadata.requires("thrifty") or []
-                                if "extra ==" not in r)
-        lines.append(f"pip install {requirements}")
+        lines.append("pip install " + " ".join(shlex.quote(r) for r in training_requirements()))
     return lines
 
 
-def skypilot_task(choice: dict, workload: str, root: Path | None = None) -> dict:
+def skypilot_task(choice: dict, workload: str, root: Path | None = None, bucket: str | None = None) -> dict:
     """The SkyPilot task as a dict (keys of SkyPilot's YAML spec); `root` defaults to the
-    checkout thrifty runs from."""
+    checkout thrifty runs from, `bucket` (a spot plan's checkpoints) to default_bucket_name()."""
     root = root if root is not None else project_root()
     workload_arg, mounts = _synced_workload(workload)
     if root is None:  # no checkout: mount the installed package and import it from there
         mounts["~/thrifty-src/thrifty"] = str(Path(thrifty.__file__).resolve().parent)
+    spot = bool(choice["spot"])
+    if spot:
+        mounts[MOUNT_PATH] = bucket_mount(choice["cloud"], bucket or default_bucket_name())
     resources = {"cloud": choice["cloud"], "region": choice["region"],
                  "instance_type": choice["instance_type"]}
     if choice["accelerator"] and choice["cloud"] == "gcp":  # GCP attaches GPUs to a host type
         resources["accelerators"] = f"{choice['accelerator']}:{choice['accelerator_count']}"
-    resources["use_spot"] = bool(choice["spot"])
+    resources["use_spot"] = spot
+    if spot:
+        resources["job_recovery"] = {"strategy": RECOVERY_STRATEGY, "max_restarts_on_errors": MAX_RESTARTS_ON_ERRORS}
     nproc = _ranks_per_node(choice)
     per_node = "$SKYPILOT_NUM_GPUS_PER_NODE" if choice["accelerator"] and \
         nproc == choice["accelerator_count"] else str(nproc)
@@ -151,8 +194,10 @@ def skypilot_task(choice: dict, workload: str, root: Path | None = None) -> dict
         task["workdir"] = str(root)
     if mounts:
         task["file_mounts"] = mounts
-    task.update({"resources": resources, "num_nodes": choice["nodes"],
-                 "setup": "\n".join(_setup_script(choice, root)) + "\n", "run": "\n".join(run) + "\n"})
+    task.update({"resources": resources, "num_nodes": choice["nodes"]})
+    if spot:  # sky jobs launch --env THRIFTY_CHECKPOINT_DIR=... gives the run another folder
+        task["envs"] = {ENV_DIR: f"{MOUNT_PATH}/{run_folder(choice, workload)}"}
+    task.update({"setup": "\n".join(_setup_script(choice, root)) + "\n", "run": "\n".join(run) + "\n"})
     return task
 
 
@@ -171,21 +216,33 @@ def _scalar(value) -> str:
     return json.dumps(text)  # a JSON string is a YAML double-quoted scalar
 
 
-def _render(task: dict) -> list[str]:
+def _render(mapping: dict, indent: str = "") -> list[str]:
     lines = []
-    for key, value in task.items():
+    for key, value in mapping.items():
         if isinstance(value, dict):
-            lines.append(f"{key}:")
-            lines += [f"  {_scalar(k)}: {_scalar(v)}" for k, v in value.items()]
+            lines.append(f"{indent}{_scalar(key)}:")
+            lines += _render(value, indent + "  ")
         elif isinstance(value, str) and "\n" in value:
-            lines.append(f"{key}: |")
-            lines += [f"  {line}" for line in value.rstrip("\n").split("\n")]
+            lines.append(f"{indent}{_scalar(key)}: |")
+            lines += [f"{indent}  {line}" for line in value.rstrip("\n").split("\n")]
         else:
-            lines.append(f"{key}: {_scalar(value)}")
+            lines.append(f"{indent}{_scalar(key)}: {_scalar(value)}")
     return lines
 
 
-def skypilot_yaml(choice: dict, workload: str, root: Path | None = None) -> str:
-    """A SkyPilot task (https://docs.skypilot.co): `sky launch -c thrifty task.yaml`."""
-    header = ["# SkyPilot task from `thrifty plan`; launch with: sky launch -c thrifty task.yaml"]
-    return "\n".join(header + _render(skypilot_task(choice, workload, root))) + "\n"
+def _header(task: dict) -> list[str]:
+    if not task["resources"]["use_spot"]:
+        return ["# SkyPilot task from `thrifty plan`; launch with: sky launch -c thrifty task.yaml"]
+    bucket = task["file_mounts"][MOUNT_PATH]["name"]
+    return ["# SkyPilot managed job from `thrifty plan`; launch with: sky jobs launch -n thrifty task.yaml",
+            "# Spot VMs: after a preemption SkyPilot starts the job again, and training resumes from",
+            f"# the newest checkpoint in {ENV_DIR} (envs, below) on bucket {bucket},",
+            f"# which outlives the job (delete it with: sky storage delete {bucket}).",
+            f"# A fresh run in another folder: sky jobs launch --env {ENV_DIR}={MOUNT_PATH}/OTHER ..."]
+
+
+def skypilot_yaml(choice: dict, workload: str, root: Path | None = None, bucket: str | None = None) -> str:
+    """A SkyPilot task (https://docs.skypilot.co), a managed job for a spot plan; its header comment
+    says how to launch it."""
+    task = skypilot_task(choice, workload, root, bucket)
+    return "\n".join(_header(task) + _render(task)) + "\n"

@@ -40,6 +40,9 @@ class PlanResult:
             # the upper end of their interval as a cap (the run stops at the target before it)
             "epochs": float(self._epochs_cap(i)),
             "until_target": self.job.recipe is None,
+            # what the step time assumed: the requested precision on GPUs (the roofline projects
+            # it), fp32 on CPUs (their step time is the fp32 profile's)
+            "precision": self.request.precision if vm.is_gpu else "fp32",
             "startup_s": self.request.startup_s_for(vm.cloud),
             "predicted_time_s": float(c.time_s[i]),
             "predicted_time_interval_s": [float(c.time_low_s[i]), float(c.time_high_s[i])],

@@ -43,7 +43,8 @@ CHECKPOINT_FORMAT = "thrifty.train/2"
 
 
 def under_runner() -> bool:
-    """Started by `thrifty run` (which sets the checkpoint directory in the environment)."""
+    """Started by `thrifty run`, or by a task that names its checkpoint directory the same way (a
+    spot plan's SkyPilot task: a folder of its bucket), in the environment."""
     return bool(os.environ.get(ENV_DIR))
 
 

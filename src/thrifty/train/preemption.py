@@ -1,17 +1,26 @@
-"""`thrifty train` under `thrifty run`: checkpoint when the runner asks, stop when warned.
+"""`thrifty train` under `thrifty run` or torchrun: checkpoint when asked, stop when warned.
 
 The runner signals the process it started, the launcher: SIGUSR1 = a checkpoint is due, SIGTERM
 = preemption notice (transient.protocol). The workers must act on it together, at one step
 boundary, since saving gathers every rank's RNG state and stopping must not leave a rank waiting
 in an all-reduce. So the launcher does not forward the signals (a signal lands at a different
 point of each rank's step, and in the middle of a gloo call); its handlers count them into shared
-memory (`RelayedSignals`), rank 0 reads that memory just before each step's gradient all-reduce,
-and the two numbers ride along in it (`AgreedSignals.exchange`, the train loop's gradient
-exchange). After the all-reduce every rank holds rank 0's numbers: all checkpoint, and all stop,
-after the same step, at no cost beyond two more floats in a collective that runs anyway.
+memory (`RelayedSignals`), the ranks read that memory just before each step's gradient
+all-reduce, and the two numbers ride along in it (`AgreedSignals.exchange`, the train loop's
+gradient exchange). After the all-reduce every rank holds the same numbers: all checkpoint, and
+all stop, after the same step, at no cost beyond two more floats in a collective that runs anyway.
+
+Under torchrun (a SkyPilot task) there is no runner: the spot VM's termination notice is a SIGTERM
+(GCP about 30 s before the VM stops, AWS at its shutdown after the 2-minute warning), which
+torchrun forwards to the ranks of its node, then waits 30 s before SIGKILL. Each rank counts its
+own SIGTERM (`notice_on_sigterm`); the notice of any rank rides along the same way, so a node that
+goes away, rank 0's or another, stops every rank after the same step with a checkpoint saved.
 """
 
+import contextlib
 import multiprocessing as mp
+import signal
+from collections.abc import Iterator
 from ctypes import Array
 from pathlib import Path
 
@@ -55,19 +64,37 @@ class RelayedSignals(JobCheckpoints):
         self.flags[NOTICE] = 1
 
 
+@contextlib.contextmanager
+def notice_on_sigterm() -> Iterator[Array]:
+    """This torchrun rank's counters, its SIGTERM counted as a notice, for the block's duration."""
+    flags = shared_signals()
+
+    def on_notice(*_) -> None:
+        flags[NOTICE] = 1
+    previous = signal.signal(signal.SIGTERM, on_notice)
+    try:
+        yield flags
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class AgreedSignals:
-    """A rank's side: what every rank agreed on after the last step's all-reduce."""
+    """A rank's side: what every rank agreed on after the last step's all-reduce. Requests are
+    rank 0's count (local workers share one count: the others add zeros, else one request would
+    count once per rank as their reads fall on different steps); a notice is any rank's."""
 
     def __init__(self, flags: Array | None, rank: int) -> None:
-        self.flags = flags if rank == 0 else None  # only rank 0 reads; the others add zeros
+        self.flags = flags
+        self.rank = rank
         self.requests = self.handled = 0
         self.notice = False
 
     def exchange(self, model: nn.Module, extras: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The gradient all-reduce with rank 0's counters riding along (train.step's Exchange)."""
+        """The gradient all-reduce with the counters riding along (train.step's Exchange)."""
         mine = torch.zeros(2, dtype=extras.dtype)
         if self.flags is not None:
-            mine[0], mine[1] = float(self.flags[REQUESTS]), float(self.flags[NOTICE])
+            mine[0] = float(self.flags[REQUESTS]) if self.rank == 0 else 0.0
+            mine[1] = float(self.flags[NOTICE])
         averaged, summed = allreduce_mean_gradients(model, torch.cat([extras, mine]))
         self.requests, self.notice = round(float(summed[-2])), float(summed[-1]) > 0
         return averaged, summed[:-2]

@@ -13,7 +13,8 @@ torchrun (`train_rank` with the environment's rank and world size). A run holds 
 for its life (train.runlock). Under `thrifty run` the local launcher relays the runner's checkpoint
 requests and preemption notice to the ranks (train.preemption); on a notice every rank saves and
 stops after the same step, and `run_training` raises `Preempted` (the CLI exits with
-PREEMPTED_EXIT, and the runner starts it again, which resumes).
+PREEMPTED_EXIT, and the runner starts it again, which resumes). Under torchrun every rank takes
+its own SIGTERM as the notice (a spot VM going away), and rank 0 raises `Preempted`.
 """
 
 import contextlib
@@ -39,7 +40,7 @@ from thrifty.train.loop import RankState, fresh_state, run_steps
 from thrifty.perf.noise import noise_due
 from thrifty.train.metrics import plot_run, step_line, summarise, write_summary
 from thrifty.train.policies import make_policy
-from thrifty.train.preemption import AgreedSignals, Preempted, RelayedSignals, shared_signals
+from thrifty.train.preemption import AgreedSignals, Preempted, RelayedSignals, notice_on_sigterm, shared_signals
 from thrifty.train.probe import probe_b_max
 from thrifty.train.runlock import hold_run_dir, join_run_dir
 from thrifty.train.runtime import Runtime
@@ -225,13 +226,18 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
 
 def train_torchrun_rank(config: TrainConfig) -> dict | None:
     """This process as one rank of a torchrun launch (single- or multi-node); rank 0's summary.
-    Rank 0 holds its run directory and chooses the checkpoint to resume from."""
-    with torchrun_group(config.device) as (rank, world):
+    Rank 0 holds its run directory and chooses the checkpoint to resume from. After a SIGTERM
+    to any rank every rank saves and stops after the same step, and rank 0 raises Preempted."""
+    with torchrun_group(config.device) as (rank, world), notice_on_sigterm() as signals:
         config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
                               max_workers=max(world, 1))
         if rank == 0:
             check_resumable(config)
         with hold_run_dir(config.run_dir) if rank == 0 else contextlib.nullcontext():
             resume_from = choose_checkpoint(config) if rank == 0 else None
-            summary = train_rank(rank, world, config, resume_from)
-    return summary if rank == 0 else None
+            summary = train_rank(rank, world, config, resume_from, signals)
+    if rank != 0:
+        return None
+    if "preempted_at_step" in summary:
+        raise Preempted(summary["preempted_at_step"])
+    return summary
