@@ -64,9 +64,8 @@ def _train_arguments(text: str) -> list[str]:
 
 @pytest.mark.parametrize("changes", [
     CPU_ONE_NODE, {**CPU_ONE_NODE, "until_target": True, "nodes": 2, "workers": 4, "spot": False},
-    pytest.param({}, marks=pytest.mark.xfail(strict=True, reason=(
-        "thrifty train gets --precision from the device branch (issue #21); drop this mark then")))],
-    ids=["cpu-1-node-spot", "cpu-2-nodes-target", "gpu-amp"])
+    {}, {"precision": "tf32"}, {"precision": "fp32"}],
+    ids=["cpu-1-node-spot", "cpu-2-nodes-target", "gpu-amp", "gpu-tf32", "gpu-fp32"])
 def test_thrifty_train_itself_parses_the_launch_lines(changes):
     """The launch lines' train arguments, parsed by the `thrifty train` command itself: every
     option exists and every value parses to what the plan chose. Mutation caught: an option that
