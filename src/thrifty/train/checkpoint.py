@@ -3,11 +3,14 @@
 kept, in $THRIFTY_CHECKPOINT_DIR under the runner and in the run directory otherwise.
 
 Rank 0 writes model, optimizer, batch policy (the controller's state), sampler position and every
-rank's RNG state, after the run's CSV log. A run resumes from the newest intact checkpoint (a
-damaged newer one is skipped and logged in fallbacks.log, as a lost checkpoint): rank 0 reads it
-and sends it to every rank, so the ranks cannot disagree and need no shared storage. With the
-same world size and global batch the run continues bit for bit. A run may also move to another
-world size and global batch (checkpoint, relaunch with other --nproc / --global-batch, resume):
+rank's RNG state, after appending the rows since the last checkpoint to the run's CSV log; the
+checkpoint records the log files' lengths, and a resumed run cuts them back to those (rows of
+steps after the checkpoint go), so no checkpoint reads or rewrites the whole log. A run resumes
+from the newest intact checkpoint (a damaged newer one is skipped and logged in fallbacks.log, as
+a lost checkpoint): rank 0 reads it and sends it to every rank, so the ranks cannot disagree and
+need no shared storage. With the same world size and global batch the run continues bit for bit.
+A run may also move to another world size and global batch (checkpoint, relaunch with other
+--nproc / --global-batch, resume):
 - the sampler continues the same epoch's permutation at the saved sample offset, so no sample of
   the epoch is seen twice or skipped (checkpoints without an offset: step-in-epoch x saved B);
 - the optimizer is the workload's for the new B (`make_optimizer(params, B)`); its saved state
@@ -30,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from thrifty.checkpoint_file import CheckpointError, decode, dumps, loads
-from thrifty.records import RunLog
+from thrifty.records import RunLog, check_log_bytes
 from thrifty.train.config import TrainConfig
 from thrifty.train.loop import RankState
 from thrifty.train.policies import BatchPolicy
@@ -69,7 +72,9 @@ def check_resumable(config: TrainConfig) -> None:
     if found is None:
         raise CheckpointError(f"every checkpoint in {directory} is truncated or corrupt "
                               f"({', '.join(p.name for p in files)})")
-    _read(found[0], found[1], config)  # the bytes read: a live run may prune the file
+    saved = _read(found[0], found[1], config)  # the bytes read: a live run may prune the file
+    if "log_bytes" in saved:
+        check_log_bytes(config.run_dir, saved["log_bytes"])
 
 
 def choose_checkpoint(config: TrainConfig) -> Path | None:
@@ -107,13 +112,13 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         rngs = [rng_state()]
     if rank != 0:
         return
-    state.log.write(config.run_dir)  # first: a kill between the two leaves the log ahead, never behind
+    log_bytes = state.log.append(config.run_dir)  # first: a kill between the two leaves the log ahead
     store.save(dumps({
         "format": CHECKPOINT_FORMAT, "workload": canonical_name(config.workload), "world_size": world,
         "global_batch": state.policy.global_batch, "model": state.model.state_dict(),
         "optimizer": state.optimizer.state_dict(), "policy": state.policy.state_dict(), "step": state.step,
         "epoch": state.epoch, "sample_offset": state.sample_offset,
-        "train_time_s": state.train_time_s, "rng": rngs}))
+        "train_time_s": state.train_time_s, "rng": rngs, "log_bytes": log_bytes}))
 
 
 def _read(path: Path, payload: bytes, config: TrainConfig) -> dict:
@@ -179,6 +184,8 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
         torch.manual_seed(seed)
         np.random.seed(seed % 2**32)
         random.seed(seed)
-    if rank == 0:
+    if rank == 0 and "log_bytes" in saved:  # the log's files cut back to the checkpoint's lengths
+        state.log = RunLog.resume(config.run_dir, saved["log_bytes"])
+    elif rank == 0:  # a checkpoint of an older version: its rows, rewritten at the next checkpoint
         state.log = RunLog.read(config.run_dir)
         state.log.truncate(state.step - 1)
