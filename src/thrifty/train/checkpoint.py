@@ -26,6 +26,7 @@ Another workload is refused; a global batch above the data set is refused by che
 
 import os
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -104,7 +105,9 @@ def set_rng_state(state: dict) -> None:
 
 def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int,
                     store: JobCheckpoints | None) -> None:
-    """Every rank calls it (the RNG states are gathered); rank 0 writes into `store`."""
+    """Every rank calls it (the RNG states are gathered); rank 0 writes into `store`, which reports
+    the checkpoint's cost from here: the gather, the log's append, serialising and writing."""
+    began = time.monotonic()
     rngs = [None] * world
     if world > 1:
         dist.all_gather_object(rngs, rng_state())
@@ -118,7 +121,7 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         "global_batch": state.policy.global_batch, "model": state.model.state_dict(),
         "optimizer": state.optimizer.state_dict(), "policy": state.policy.state_dict(), "step": state.step,
         "epoch": state.epoch, "sample_offset": state.sample_offset,
-        "train_time_s": state.train_time_s, "rng": rngs, "log_bytes": log_bytes}))
+        "train_time_s": state.train_time_s, "rng": rngs, "log_bytes": log_bytes}), began_s=began)
 
 
 def _read(path: Path, payload: bytes, config: TrainConfig) -> dict:

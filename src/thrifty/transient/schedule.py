@@ -86,8 +86,6 @@ class Job:
                 raise ScheduleError(f"{name} must be a non-negative number, got {value}")
         if self.work_s <= 0:
             raise ScheduleError("the job length must be positive")
-        if self.restart_ages_vm and self.restart_cost_s <= 0:
-            raise ScheduleError("a restart that runs on the new VM needs a positive restart cost")
         if self.checkpoint_cost_s >= self.work_s:
             raise ScheduleError(f"the checkpoint cost ({self.checkpoint_cost_s:g} s) is not smaller than "
                                 f"the job ({self.work_s:g} s)")
