@@ -3,10 +3,12 @@ runs, and a run's log with its CSV files. No torch: the store, the fitters and t
 without loading the training runtime.
 
 One step of one rank is one `StepRow`, whoever ran it: the profiler stores them in
-`step_samples`, `thrifty train` writes them to `steps.csv` and `train_steps`, with the same field
-names everywhere.
+`step_samples`, `thrifty train` appends them to `steps.csv` and stores them in `train_steps`, with
+the same field names everywhere.
 """
 
+import csv
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -58,6 +60,9 @@ class EvalRow:
     metric: float
 
 
+EVAL_FIELDS = tuple(f.name for f in fields(EvalRow))
+
+
 @dataclass
 class Profile:
     """Everything one `thrifty profile` run measured, ready for the store and the fitters."""
@@ -84,27 +89,85 @@ class TrainResult:
     noise: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in NOISE_FIELDS})
 
 
+STEPS_CSV, EVALS_CSV = "steps.csv", "evals.csv"
+
+
 @dataclass
 class RunLog:
-    """A training run's rows; rank 0 keeps them and writes steps.csv and evals.csv."""
+    """A training run's rows; rank 0 keeps them and appends them to steps.csv and evals.csv.
+
+    `written` counts the rows of each file already on disk (None: the files are not this log's
+    yet, and the next `append` writes them whole). A checkpoint records the files' lengths in
+    bytes, which `resume` cuts them back to: the log always reaches at least the newest
+    checkpoint, and a resumed run continues exactly where that checkpoint stood."""
 
     steps: list[StepRow] = field(default_factory=list)
     evals: list[EvalRow] = field(default_factory=list)
+    written: dict[str, int] | None = None
 
     def truncate(self, after_step: int) -> None:
-        """Forget rows of steps after `after_step` (they were not checkpointed)."""
+        """Forget rows of steps after `after_step` (they were not checkpointed); the next
+        `append` rewrites the files whole."""
         self.steps = [r for r in self.steps if r.step <= after_step]
         self.evals = [r for r in self.evals if r.step <= after_step]
+        self.written = None
 
-    def write(self, run_dir: Path) -> None:
-        write_csv(Path(run_dir) / "steps.csv", STEP_FIELDS, [asdict(r) for r in self.steps])
-        write_csv(Path(run_dir) / "evals.csv", [f.name for f in fields(EvalRow)],
-                  [asdict(r) for r in self.evals])
+    def append(self, run_dir: Path) -> dict[str, int]:
+        """Write the rows not on disk yet (fsynced) and return each file's length in bytes. The
+        first call writes header and rows to fresh files, replacing any a previous run left."""
+        run_dir = Path(run_dir)
+        lengths = {}
+        for name, columns, rows in ((STEPS_CSV, STEP_FIELDS, self.steps),
+                                    (EVALS_CSV, EVAL_FIELDS, self.evals)):
+            done = None if self.written is None else self.written[name]
+            lengths[name] = _append_rows(run_dir / name, columns, [asdict(r) for r in rows[done or 0:]],
+                                         fresh=done is None)
+        self.written = {STEPS_CSV: len(self.steps), EVALS_CSV: len(self.evals)}
+        return lengths
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunLog":
-        return cls(steps=_rows(StepRow, Path(run_dir) / "steps.csv"),
-                   evals=_rows(EvalRow, Path(run_dir) / "evals.csv"))
+        return cls(steps=_rows(StepRow, Path(run_dir) / STEPS_CSV),
+                   evals=_rows(EvalRow, Path(run_dir) / EVALS_CSV))
+
+    @classmethod
+    def resume(cls, run_dir: Path, log_bytes: dict[str, int]) -> "RunLog":
+        """The log as a checkpoint left it: each file cut back to the length in bytes that the
+        checkpoint recorded (rows written after it, and a line half-written by a kill, go), then
+        read."""
+        run_dir = Path(run_dir)
+        check_log_bytes(run_dir, log_bytes)
+        for name, length in log_bytes.items():
+            if (run_dir / name).stat().st_size > length:
+                os.truncate(run_dir / name, length)
+        log = cls.read(run_dir)
+        log.written = {STEPS_CSV: len(log.steps), EVALS_CSV: len(log.evals)}
+        return log
+
+
+def check_log_bytes(run_dir: Path, log_bytes: dict[str, int]) -> None:
+    """A log file shorter than its checkpoint recorded belongs to another run: a one-line error."""
+    for name, length in log_bytes.items():
+        path = Path(run_dir) / name
+        size = path.stat().st_size if path.is_file() else 0
+        if size < length:
+            raise ThriftyError(f"{path} holds {size} bytes, fewer than the {length} its checkpoint recorded: "
+                               f"resume with the --run-dir of the run that wrote the checkpoint")
+
+
+def _append_rows(path: Path, columns: tuple[str, ...], rows: list[dict], *, fresh: bool) -> int:
+    """Rows appended to `path` (a new file with its header when `fresh`), fsynced; its length."""
+    if fresh:
+        write_csv(path, columns, rows)  # atomic: header and rows at once
+        return path.stat().st_size
+    try:
+        with path.open("a", newline="") as handle:  # csv.writer's "\r\n" lines, as write_csv's
+            csv.writer(handle).writerows([row[c] for c in columns] for row in rows)
+            handle.flush()
+            os.fsync(handle.fileno())
+            return os.fstat(handle.fileno()).st_size
+    except OSError as exc:
+        raise ThriftyError(f"cannot append to {path}: {exc.strerror or exc}") from None
 
 
 def _rows(kind, path: Path) -> list:

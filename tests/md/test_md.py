@@ -55,13 +55,13 @@ def test_fault_injection_with_real_processes(tmp_path, scripted_lifetimes):
     command = [sys.executable, "-m", "thrifty.cli", "md", "run", "--steps", "1500", "--chunk", "50", "--json"]
     reference = Runner([*command, "--out", str(tmp_path / "ref")], tmp_path / "ck-ref").run()
     assert reference.exit_code == 0
-    # Two VMs that each live for 25% of an undisturbed run (one warned, one killed outright), then one
-    # that lives on: the job is preempted exactly twice however slow this machine gets, and unless it
-    # runs twice as fast as during the reference (a loaded suite's neighbours gone), since two lives
-    # would then hold the whole run and a restart.
+    # Two VMs that each live for 25% of an undisturbed run (one warned a quarter of its life before
+    # the end, one killed outright), then one that lives on: the job is preempted exactly twice
+    # however slow this machine gets, and unless it runs twice as fast as during the reference (a
+    # loaded suite's neighbours gone), since two lives would then hold the whole run and a restart.
     life_s = 0.25 * reference.wall_s
     runner = Runner([*command, "--out", str(tmp_path / "inj")], tmp_path / "ck-inj", intervals_s=[0.5],
-                    notice_s=5.0, lifetimes=scripted_lifetimes([life_s, life_s, float("inf")]), kill="mixed",
+                    notice_s=0.25 * life_s, lifetimes=scripted_lifetimes([life_s, life_s, float("inf")]), kill="mixed",
                     seed=2, timeout_s=350)
     report = runner.run()
     assert report.exit_code == 0 and report.preemptions == 2 and report.checkpoints >= 2

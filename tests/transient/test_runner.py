@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -11,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from thrifty.checkpoint_file import encode
+from thrifty.checkpoint_file import decode, encode
+from thrifty.transient.adaptive import NEVER_S, AdaptiveSchedule
 from thrifty.transient.lifetimes import Exponential
-from thrifty.transient.protocol import PREEMPTED_EXIT, JobCheckpoints, checkpoint_files
+from thrifty.transient.protocol import PREEMPTED_EXIT, REPORTS, JobCheckpoints, checkpoint_files
+from thrifty.transient.registry import load_model
 from thrifty.transient.runner import Runner, RunnerError
+from thrifty.transient.schedule import Job, plan_schedule
 
 COUNTER_JOB = textwrap.dedent("""
     import hashlib, sys, time
@@ -35,6 +39,29 @@ COUNTER_JOB = textwrap.dedent("""
                 sys.exit(PREEMPTED_EXIT)
     ckpt.close()
     out.write_text(f"{step} {digest.decode()}")
+""")
+
+
+MEASURED_JOB = textwrap.dedent("""
+    import sys, time
+    from thrifty.transient.protocol import JobCheckpoints
+    startup_s, checkpoint_s, wanted = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+    time.sleep(startup_s)                       # the restart: imports, reading the checkpoint
+    ckpt = JobCheckpoints.from_environment()
+    ckpt.latest()
+    ckpt.working()
+    def checkpoint():
+        began = time.monotonic()
+        time.sleep(checkpoint_s)                # what this job's checkpoints cost
+        ckpt.save(b"state", began_s=began)
+    checkpoint()                                # one unasked, at once: the first measurement
+    served = 0
+    while served < wanted:                      # done after `wanted` requests
+        time.sleep(0.01)
+        if ckpt.due():
+            checkpoint()
+            served += 1
+    ckpt.close()
 """)
 
 
@@ -114,3 +141,55 @@ def test_run_cli_errors(tmp_path):
     assert done.returncode == 2 and "exit code 5" in done.stderr
     done = cli("md", "run", "--system", "water", "--out", tmp_path)
     assert done.returncode == 2 and "unknown MD system" in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_runner_plans_again_with_the_checkpoint_and_restart_costs_the_job_measured(tmp_path):
+    """A job that takes 0.6 s to start and 0.05 s per checkpoint, against an assumed 5 s checkpoint
+    and 0.1 s restart: on the assumed costs the DP asks for no checkpoint in the 8 s job (a
+    24 h VM lives 10 s here), so the job, which stops after its third request, finishes only on
+    the intervals planned from what it measured. Mutations caught: the reported checkpoint cost
+    ignored, or the restart's; the job's reports not read; intervals planned but not used."""
+    _, model = load_model("gcp-2019")
+    scale = 86_400 / 10
+    job = tmp_path / "job.py"
+    job.write_text(MEASURED_JOB)
+    schedule = AdaptiveSchedule(model, checkpoint_cost_s=5.0, restart_cost_s=0.1, work_s=8.0, time_scale=scale)
+    report = Runner([sys.executable, str(job), "0.6", "0.05", "3"], tmp_path / "ck", schedule=schedule,
+                    timeout_s=60).run()
+    assert report.exit_code == 0
+    reported = [json.loads(line)["cost_s"] for line in (tmp_path / "ck" / REPORTS).read_text().splitlines()
+                if json.loads(line)["event"] == "checkpoint"]
+    assert report.checkpoint_costs_s == reported and min(reported) >= 0.05  # the job's own numbers
+    assert len(report.restart_costs_s) == 1 and report.restart_costs_s[0] >= 0.6
+    plans = [e for e in report.events if e["event"] == "plan"]
+    assert (plans[0]["checkpoint_cost_s"], plans[0]["restart_cost_s"]) == (5.0, 0.1)
+    medians = [statistics.median(reported[:n]) for n in range(1, len(reported) + 1)]
+    assert plans[-1]["checkpoint_cost_s"] in medians
+    for plan in plans[1:]:  # each from the medians of what was measured by then (the restart first)
+        assert plan["checkpoint_cost_s"] in [5.0, *medians]
+        assert plan["restart_cost_s"] == report.restart_costs_s[0]
+        dp = plan_schedule(model, Job(8.0 * scale, plan["checkpoint_cost_s"] * scale, plan["restart_cost_s"] * scale,
+                                      restart_ages_vm=True), "dp")
+        assert plan["intervals_s"] == ([i / scale for i in dp.intervals_s[:-1]] or [NEVER_S])
+    assert sum(e["event"] == "checkpoint_request" for e in report.events) == 3
+
+
+@pytest.mark.timeout(120)
+def test_an_injected_notice_comes_before_the_vms_end_and_the_vm_lives_it_out(tmp_path, job, scripted_lifetimes):
+    """A VM that lives 3 s gives its notice 1 s before the end, as a cloud warns before it takes a
+    VM back: the job saves and stops, and the restart waits for the VM's end. Mutations caught:
+    the notice sent when the VM ends (the job then saves after the preemption); the next attempt
+    started as soon as the warned job stopped."""
+    out = tmp_path / "result.txt"
+    report = Runner([sys.executable, str(job), "400", str(out)], tmp_path / "ck", intervals_s=[1000.0],
+                    notice_s=1.0, lifetimes=scripted_lifetimes([3.0, float("inf")]), kill="sigterm",
+                    timeout_s=100).run()
+    assert report.exit_code == 0 and out.read_text() == _expected(400)
+    assert (report.preemptions, report.notices, report.checkpoints) == (1, 1, 1)
+    kinds = ("start", "preemption_notice", "checkpoint", "preemption")
+    first = [e for e in report.events if e.get("attempt") == 1 and e["event"] in kinds]
+    assert [e["event"] for e in first] == list(kinds)
+    assert first[-1]["t_s"] - first[0]["t_s"] >= 3.0  # the whole life, though the job left at the notice
+    step = int(decode((tmp_path / "ck" / "ckpt-000001.bin").read_bytes()).split(b":")[0])
+    assert 0 < step < 400  # saved on the notice, and the second VM went on from there

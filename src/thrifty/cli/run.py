@@ -20,8 +20,9 @@ def run(ctx: typer.Context,
         model: Annotated[str, typer.Option(help="Lifetime model for the checkpoint schedule")] = "gcp-2019",
         job_hours: Annotated[Optional[float], typer.Option(
             help="Expected work, hours: DP schedule (else Young)", callback=positive)] = None,
-        ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, e.g. 60s")] = "60s",
-        restart_cost: Annotated[str, typer.Option()] = "60s",
+        ckpt_cost: Annotated[str, typer.Option(
+            help="Checkpoint cost, e.g. 60s, until the job reports measured ones")] = "60s",
+        restart_cost: Annotated[str, typer.Option(help="Restart cost, until the job reports measured ones")] = "60s",
         notice: Annotated[str, typer.Option(help="Preemption notice (wall time)")] = "30s",
         time_scale: Annotated[float, typer.Option(
             help="Model seconds per wall second (compressed clock)", callback=positive)] = 1.0,
@@ -30,29 +31,32 @@ def run(ctx: typer.Context,
         seed: Annotated[int, typer.Option()] = 0,
         json_out: JsonOpt = False) -> None:
     """Run CMD (after --), checkpointing on the model's schedule and restarting it after preemptions."""
+    from thrifty.transient.adaptive import AdaptiveSchedule
     from thrifty.transient.registry import load_model
     from thrifty.transient.runner import Runner
-    from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
     command = list(ctx.args)
     if not command:
         raise ThriftyError("no command to run: give it after --, e.g. thrifty run -- python job.py")
     _, lifetime = load_model(model)
     delta = parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s")
     restart = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
-    if job_hours is not None:
-        intervals = plan_schedule(lifetime, Job(job_hours * 3600, delta, restart), "dp").intervals_s[:-1]
-    else:
-        intervals = [young_interval_s(delta, lifetime.mean())]
-    runner = Runner(command, checkpoint_dir, [i / time_scale for i in intervals] or [1e12],
-                    notice_s=parse_duration_s(notice, what="--notice", bare_unit="s"),
-                    lifetimes=lifetime if inject else None, time_scale=time_scale, kill=kill, seed=seed)
+    # costs are model time (like --job-hours); the job's measured ones replace them as they come
+    schedule = AdaptiveSchedule(lifetime, delta / time_scale, restart / time_scale,
+                                None if job_hours is None else job_hours * 3600 / time_scale, time_scale)
+    runner = Runner(command, checkpoint_dir, notice_s=parse_duration_s(notice, what="--notice", bare_unit="s"),
+                    lifetimes=lifetime if inject else None, time_scale=time_scale, kill=kill, seed=seed,
+                    schedule=schedule)
     report = runner.run()
     if json_out:
         print_json(report.summary())
     else:
+        measured = report.summary()
+        costs = "".join(f", {what} {measured[key]:.3g} s (median)" for what, key in (
+            ("checkpoints took", "checkpoint_cost_median_s"), ("restarts", "restart_cost_median_s"))
+            if measured[key] is not None)
         stdout.print(f"exit {report.exit_code} after {report.wall_s:.1f} s: {report.attempts} attempt(s), "
                      f"{report.preemptions} preemption(s), {report.checkpoints} checkpoint(s), "
-                     f"{report.lost_work_s:.1f} s of work lost; events in {checkpoint_dir / 'events.jsonl'}")
+                     f"{report.lost_work_s:.1f} s of work lost{costs}; events in {checkpoint_dir / 'events.jsonl'}")
     if report.exit_code:
         raise typer.Exit(report.exit_code)
 

@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +118,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> di
             context.loadCheckpoint(saved.openmm_state)
             step, samples, blocks = saved.step, saved.samples, saved.histogram
         integrator = context.getIntegrator()
+        checkpoints.working()  # restored: under `thrifty run`, the restart's cost ends here
         while (stopped := stop_reason(settings, step, prof.profiles(blocks, samples, per_block, edges, area))) is None:
             n = min(settings.chunk, settings.last_step - step)
             integrator.step(n)
@@ -127,9 +129,11 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints) -> di
                 samples += 1
             thermo.append(thermo_row(state, step, md.timestep_ps, dof))
             if checkpoints.due():
+                began = time.monotonic()  # the checkpoint's cost, reported to the runner
                 thermo.sync()  # the log's rows reach the disk before the checkpoint that covers them
                 checkpoints.save(pack(MDCheckpoint(identity, settings.platform, settings.seed, step, samples,
-                                                   blocks, context.createCheckpoint(), settings.sampling)))
+                                                   blocks, context.createCheckpoint(), settings.sampling)),
+                                 began_s=began)
                 if checkpoints.notice:
                     sys.exit(PREEMPTED_EXIT)
     summary = _write_outputs(md, context, settings, step, samples, blocks.sum(axis=0), edges, out_dir)

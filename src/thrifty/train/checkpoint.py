@@ -4,10 +4,13 @@ kept, in $THRIFTY_CHECKPOINT_DIR under the runner and in the run directory other
 
 Rank 0 writes model, optimizer, batch policy (the controller's state), sampler position, samples
 seen (the learning-rate schedule's position), amp's loss-scaler state and every rank's RNG state
-(the CPU's and its GPU's), after the run's CSV log. Tensors are read onto the CPU and then loaded
-into the model and optimizer where they live, so a checkpoint from a GPU resumes on a CPU and back. A run resumes from the newest intact checkpoint (a
-damaged newer one is skipped and logged in fallbacks.log, as a lost checkpoint): rank 0 reads it
-and sends it to every rank, so the ranks cannot disagree and need no shared storage. With the
+(the CPU's and its GPU's), after appending the rows since the last checkpoint to the run's CSV
+log; the checkpoint records the log files' lengths, and a resumed run cuts them back to those
+(rows of steps after the checkpoint go), so no checkpoint reads or rewrites the whole log.
+Tensors are read onto the CPU and then loaded into the model and optimizer where they live, so a
+checkpoint from a GPU resumes on a CPU and back. A run resumes from the newest intact checkpoint
+(a damaged newer one is skipped and logged in fallbacks.log, as a lost checkpoint): rank 0 reads
+it and sends it to every rank, so the ranks cannot disagree and need no shared storage. With the
 same world size and global batch the run continues bit for bit. A run may also move to another
 world size and global batch (checkpoint, relaunch with other --nproc / --global-batch, resume):
 - the sampler continues the same epoch's permutation at the saved sample offset, so no sample of
@@ -25,6 +28,7 @@ Another workload is refused; a global batch above the data set is refused by che
 
 import os
 import random
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 from thrifty.checkpoint_file import CheckpointError, decode, dumps, loads
-from thrifty.records import RunLog
+from thrifty.records import RunLog, check_log_bytes
 from thrifty.train.config import TrainConfig
 from thrifty.train.loop import RankState
 from thrifty.train.policies import BatchPolicy
@@ -72,7 +76,9 @@ def check_resumable(config: TrainConfig) -> None:
     if found is None:
         raise CheckpointError(f"every checkpoint in {directory} is truncated or corrupt "
                               f"({', '.join(p.name for p in files)})")
-    _read(found[0], found[1], config)  # the bytes read: a live run may prune the file
+    saved = _read(found[0], found[1], config)  # the bytes read: a live run may prune the file
+    if "log_bytes" in saved:
+        check_log_bytes(config.run_dir, saved["log_bytes"])
 
 
 def choose_checkpoint(config: TrainConfig) -> Path | None:
@@ -107,7 +113,9 @@ def set_rng_state(state: dict) -> None:
 
 def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int,
                     store: JobCheckpoints | None) -> None:
-    """Every rank calls it (the RNG states are gathered); rank 0 writes into `store`."""
+    """Every rank calls it (the RNG states are gathered); rank 0 writes into `store`, which reports
+    the checkpoint's cost from here: the gather, the log's append, serialising and writing."""
+    began = time.monotonic()
     rngs = [None] * world
     if world > 1:
         dist.all_gather_object(rngs, rng_state())
@@ -115,7 +123,7 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         rngs = [rng_state()]
     if rank != 0:
         return
-    state.log.write(config.run_dir)  # first: a kill between the two leaves the log ahead, never behind
+    log_bytes = state.log.append(config.run_dir)  # first: a kill between the two leaves the log ahead
     store.save(dumps({
         "format": CHECKPOINT_FORMAT, "workload": canonical_name(config.workload), "world_size": world,
         "global_batch": state.policy.global_batch, "model": state.model.state_dict(),
@@ -123,7 +131,7 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         "epoch": state.epoch, "sample_offset": state.sample_offset, "samples_seen": state.samples_seen,
         "skipped_updates": state.skipped_updates,
         "scaler": state.scaler.state_dict() if state.scaler is not None else None,
-        "train_time_s": state.train_time_s, "rng": rngs}))
+        "train_time_s": state.train_time_s, "rng": rngs, "log_bytes": log_bytes}), began_s=began)
 
 
 def _read(path: Path, payload: bytes, config: TrainConfig) -> dict:
@@ -193,6 +201,8 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
         torch.manual_seed(seed)
         np.random.seed(seed % 2**32)
         random.seed(seed)
-    if rank == 0:
+    if rank == 0 and "log_bytes" in saved:  # the log's files cut back to the checkpoint's lengths
+        state.log = RunLog.resume(config.run_dir, saved["log_bytes"])
+    elif rank == 0:  # a checkpoint of an older version: its rows, rewritten at the next checkpoint
         state.log = RunLog.read(config.run_dir)
         state.log.truncate(state.step - 1)

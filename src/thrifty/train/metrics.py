@@ -2,9 +2,9 @@
 the plot of a run's log (thrifty.records.RunLog).
 
 Rank 0 keeps the rows (every rank's compute time reaches it inside the gradient all-reduce) and
-writes, under the run directory: steps.csv (one row per step and rank), evals.csv (metric over
-training time), summary.json and training.png. Files are rewritten whole, atomically, at every
-checkpoint (just before it) and at the end; a resumed run drops rows after its checkpoint.
+writes, under the run directory: steps.csv (one row per step and rank) and evals.csv (metric over
+training time), appended at every checkpoint (just before it; records.RunLog, and a resumed run
+cuts them back to its checkpoint), then summary.json and training.png at the end.
 """
 
 import json

@@ -118,6 +118,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     resumed_at = state.step if resume_from is not None else None  # rank 0 writes the summary
     agreed = AgreedSignals(signals, rank)
     store = checkpoint_store(config) if rank == 0 else None
+    if store is not None:
+        store.working()  # restored: under `thrifty run`, the restart's cost ends here
     finished = False
     target = workload.target_metric if config.target is None else config.target
     steps = total_steps(config, workload.train_size, state.policy.global_batch,

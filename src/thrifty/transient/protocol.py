@@ -5,6 +5,7 @@ and SIGTERM as a preemption notice. A job does:
 
     ckpt = JobCheckpoints.from_environment()
     state = ckpt.latest()              # bytes of the newest intact checkpoint, or None
+    ckpt.working()                     # restored: the restart's cost ends here
     while work remains:
         ...one chunk of work...
         if ckpt.due():                 # SIGUSR1 or SIGTERM arrived
@@ -15,10 +16,19 @@ and SIGTERM as a preemption notice. A job does:
 Files are `ckpt-000001.bin`, ... (thrifty.checkpoint_file: checksummed, temp name, fsync,
 rename); the newest `keep` are kept (KEEP unless the job says), and a damaged newest file falls
 back to the one before.
+
+Under a runner the job reports what its checkpoints and restarts cost, one JSON line each in
+`job_reports.jsonl`: `{"event": "working"}` once restored (the runner takes the time since it
+started the process as the restart's cost, and times its checkpoint requests from there), and
+`{"event": "checkpoint", "file": ..., "cost_s": ...}` per checkpoint, from `began_s` (when the job
+stopped working to save: gathering its state, flushing its logs) to the file's rename. The runner
+plans its checkpoint schedule again with them (transient.adaptive).
 """
 
+import json
 import os
 import signal
+import time
 from pathlib import Path
 
 from thrifty.checkpoint_file import CheckpointError, decode, encode
@@ -28,6 +38,7 @@ ENV_DIR = "THRIFTY_CHECKPOINT_DIR"
 PREEMPTED_EXIT = 75  # EX_TEMPFAIL: "try again", i.e. restart me
 KEEP = 3  # the MD job's; `thrifty train` keeps --keep-checkpoints
 FALLBACK_LOG = "fallbacks.log"
+REPORTS = "job_reports.jsonl"
 
 
 def ready_file(directory: Path, pid: int) -> Path:
@@ -59,6 +70,8 @@ class JobCheckpoints:
         self.requested = False
         self.notice = False
         self.skipped: list[str] = []
+        runner_dir = os.environ.get(ENV_DIR)  # a runner reads the reports there
+        self.reporting = bool(runner_dir) and Path(runner_dir).resolve() == self.directory.resolve()
         if handle_signals:
             signal.signal(signal.SIGUSR1, self._on_request)
             signal.signal(signal.SIGTERM, self._on_notice)
@@ -86,6 +99,16 @@ class JobCheckpoints:
     def due(self) -> bool:
         return self.requested
 
+    def working(self) -> None:
+        """Restored and about to work: under a runner, the restart's cost ends now."""
+        self._report({"event": "working"})
+
+    def _report(self, record: dict) -> None:
+        """One line for the runner; no fsync (a report lost with the machine costs a measurement)."""
+        if self.reporting:
+            with (self.directory / REPORTS).open("a") as handle:
+                handle.write(json.dumps(record) + "\n")
+
     def latest(self) -> bytes | None:
         """The newest intact checkpoint's payload (see `latest_file`)."""
         found = self.latest_file()
@@ -104,7 +127,10 @@ class JobCheckpoints:
             path.unlink(missing_ok=True)
         return found
 
-    def save(self, payload: bytes) -> Path:
+    def save(self, payload: bytes, *, began_s: float | None = None) -> Path:
+        """Write the next checkpoint; its cost, from `began_s` (time.monotonic() when the job
+        began this checkpoint; default now) to the rename, is reported to the runner."""
+        began = time.monotonic() if began_s is None else began_s
         files = checkpoint_files(self.directory)
         number = int(files[-1].stem.split("-")[1]) + 1 if files else 1
         path = self.directory / f"ckpt-{number:06d}.bin"
@@ -112,4 +138,5 @@ class JobCheckpoints:
         for old in files[:len(files) - (self.keep - 1)]:
             old.unlink(missing_ok=True)
         self.requested = False
+        self._report({"event": "checkpoint", "file": path.name, "cost_s": time.monotonic() - began})
         return path

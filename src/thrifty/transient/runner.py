@@ -5,21 +5,27 @@ The runner starts the job (THRIFTY_CHECKPOINT_DIR set, transient.protocol), asks
 `notice_s` to checkpoint, then it is killed), restarts the job whenever it dies from a
 preemption, and logs every event with its time to `events.jsonl` in the checkpoint directory.
 
+The schedule's intervals are work between checkpoints: a request is due an interval after the
+latest of the attempt's start (or, for a job that reports it, the end of its restart), the last
+request and the last checkpoint. The job's reports (transient.protocol) give what its checkpoints
+and restarts cost; with an AdaptiveSchedule the intervals are planned again from them.
+
 Fault injection: with a lifetime source, every attempt is a fresh VM whose lifetime is drawn
 from it on a compressed clock (`time_scale` model seconds per wall second); when it runs out the
-job gets SIGKILL, or SIGTERM and SIGKILL after the notice (`kill="sigterm"`, or alternating with
-`"mixed"`). Lost work is the running time since the last checkpoint (or the attempt's start) at
-each preemption.
+job gets SIGKILL, after a SIGTERM `notice_s` before (`kill="sigterm"`, or every other preemption
+with `"mixed"`), as a cloud warns before it reclaims a VM: a job that stops on the notice leaves
+its VM idle until the end. Lost work is the running time since the last checkpoint (or the
+attempt's start) until the job stopped, at each preemption.
 """
 
-import itertools
 import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import time
-from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,7 +33,8 @@ import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.io import check_writable_dir
-from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, checkpoint_files, ready_file
+from thrifty.transient.adaptive import AdaptiveSchedule
+from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, REPORTS, checkpoint_files, ready_file
 from thrifty.transient.simulation import LifetimeSampler
 
 KILL_MODES = ("sigkill", "sigterm", "mixed")
@@ -47,10 +54,28 @@ class RunReport:
     notices: int
     checkpoints: int
     lost_work_s: float
+    checkpoint_costs_s: list[float] = field(default_factory=list)  # as the job measured them
+    restart_costs_s: list[float] = field(default_factory=list)  # start to "working", per attempt
     events: list[dict] = field(default_factory=list)
 
     def summary(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "events"}
+        costs = {"checkpoint_costs_s", "restart_costs_s", "events"}
+        out = {k: v for k, v in self.__dict__.items() if k not in costs}
+        for name in ("checkpoint_costs_s", "restart_costs_s"):
+            values = getattr(self, name)
+            out[name.replace("costs_s", "cost_median_s")] = statistics.median(values) if values else None
+        return out
+
+
+@dataclass
+class _Attempt:
+    """One start of the job, and when the runner may next ask it for a checkpoint."""
+
+    number: int
+    began: float
+    working_at: float | None = None  # when the job reported the end of its restart
+    last_request: float = float("-inf")
+    requests: int = 0
 
 
 @dataclass
@@ -65,12 +90,15 @@ class Runner:
     kill: str = "sigkill"
     seed: int = 0
     timeout_s: float = 86_400.0
+    schedule: AdaptiveSchedule | None = None  # when given: its intervals, planned again from measured costs
 
     def __post_init__(self) -> None:
         if not self.command:
             raise RunnerError("no command to run: put it after --")
         if self.kill not in KILL_MODES:
             raise RunnerError(f"unknown kill mode {self.kill!r}; choose one of {', '.join(KILL_MODES)}")
+        if self.schedule is not None and self.intervals_s:
+            raise RunnerError("give checkpoint intervals or an adaptive schedule, not both")
         if any(not (x > 0) for x in self.intervals_s):
             raise RunnerError("checkpoint intervals must be positive")
         executable = shutil.which(self.command[0])
@@ -99,8 +127,18 @@ class Runner:
         env = {**os.environ, ENV_DIR: str(self.checkpoint_dir)}
         self._seen = {p.name for p in checkpoint_files(self.checkpoint_dir)}
         self._checkpoints = 0
+        reports = self.checkpoint_dir / REPORTS
+        self._reports_read = reports.stat().st_size if reports.exists() else 0  # an earlier run's: not ours
+        self._reports_working = False  # the job reports the end of its restarts
+        self._checkpoint_costs: list[float] = []
+        self._restart_costs: list[float] = []
+        self._planning: tuple[tuple[float, float], Future] | None = None
+        self._planner = ThreadPoolExecutor(1, thread_name_prefix="thrifty-plan")
+        if self.schedule is not None:
+            self._event("plan", **self._plan_detail())
         attempts = preemptions = notices = 0
         lost = 0.0
+        proc = None
         try:
             while True:
                 attempts += 1
@@ -109,16 +147,19 @@ class Runner:
                 life = (float(self.lifetimes.sample(rng, 1)[0]) / self.time_scale
                         if self.lifetimes is not None else float("inf"))
                 proc = subprocess.Popen(self.command, env=env)
-                began = self._last_save = time.monotonic()
+                attempt = _Attempt(attempts, time.monotonic())
+                began = self._last_save = attempt.began
+                # a warned preemption: SIGTERM notice_s before the VM's end, SIGKILL at it
+                warn = self.kill == "sigterm" or (self.kill == "mixed" and (preemptions + 1) % 2 == 0)
+                notice_at = began + max(life - self.notice_s, 0.0) if warn else float("inf")
+                warned = False
                 self._event("start", attempt=attempts, pid=proc.pid,
                             vm_lifetime_s=None if life == float("inf") else life)
-                requests = self._request_times(began)
-                next_request = next(requests, float("inf"))
                 outcome = None
                 while outcome is None:
                     time.sleep(POLL_S)
                     now = time.monotonic()
-                    self._collect(attempts)
+                    self._collect(attempt)
                     code = proc.poll()
                     if code is not None:
                         outcome = ("exit", code)
@@ -126,14 +167,19 @@ class Runner:
                         outcome = ("notice", None)
                     elif now - began >= life:
                         outcome = ("preempt", None)
-                    elif now >= next_request and ready_file(self.checkpoint_dir, proc.pid).exists():
-                        next_request = next(requests, float("inf"))
+                    elif now >= notice_at and not warned:
+                        warned = True
+                        notices += 1
+                        proc.send_signal(signal.SIGTERM)
+                        self._event("preemption_notice", attempt=attempts, vm_left_s=began + life - now)
+                    elif now >= self._next_request(attempt) and ready_file(self.checkpoint_dir, proc.pid).exists():
+                        attempt.last_request, attempt.requests = now, attempt.requests + 1
                         proc.send_signal(signal.SIGUSR1)
                         self._event("checkpoint_request", attempt=attempts)
                     elif now - self._start > self.timeout_s:
-                        proc.kill()
                         raise RunnerError(f"the job did not finish within {self.timeout_s:.0f} s")
                 kind, code = outcome
+                stopped = time.monotonic()
                 ready_file(self.checkpoint_dir, proc.pid).unlink(missing_ok=True)
                 if kind == "exit" and code == 0:
                     self._event("finished", attempt=attempts)
@@ -145,27 +191,39 @@ class Runner:
                     notices += 1
                     self._event("preemption_notice", attempt=attempts)
                     self._terminate(proc, warn=True)
-                    self._collect(attempts)
+                    self._collect(attempt)
                     return self._report(PREEMPTED_EXIT, attempts, preemptions, notices, lost)
+                if kind == "exit" and warned:  # it stopped on the notice; the VM lives to its end
+                    while time.monotonic() - began < life:
+                        time.sleep(POLL_S)
+                        self._collect(attempt)
+                    kind = "preempt"
                 if kind == "preempt":
                     preemptions += 1
-                    warn = self.kill == "sigterm" or (self.kill == "mixed" and preemptions % 2 == 0)
-                    notices += int(warn)
-                    self._event("preemption", attempt=attempts, notice=warn)
-                    self._terminate(proc, warn=warn)
-                    self._collect(attempts)
-                    lost += max(time.monotonic() - max(self._last_save, began), 0.0)
+                    self._event("preemption", attempt=attempts, notice=warned)
+                    self._terminate(proc, warn=False)
+                    self._collect(attempt)
+                    lost += max(stopped - max(self._last_save, began), 0.0)
                 self._event("restart", attempt=attempts + 1)
         finally:
             signal.signal(signal.SIGTERM, previous)
+            self._planner.shutdown(wait=False, cancel_futures=True)
+            if proc is not None and proc.poll() is None:  # the runner failed: no job left behind
+                proc.kill()
+                proc.wait()
 
-    def _request_times(self, began: float) -> Iterator[float]:
-        """When to ask for checkpoints: the schedule, then its last interval again and again."""
-        t = began
-        for interval in itertools.chain(self.intervals_s, itertools.repeat(self.intervals_s[-1])
-                                        if self.intervals_s else ()):
-            t += interval
-            yield t
+    def _intervals(self) -> list[float]:
+        return self.schedule.intervals_s if self.schedule is not None else self.intervals_s
+
+    def _next_request(self, attempt: _Attempt) -> float:
+        """An interval of work (the schedule's next, then its last again) after the latest of the
+        attempt's start, the last request and the last checkpoint. A job that reports the end
+        of its restarts is asked nothing before it."""
+        intervals = self._intervals()
+        if not intervals or (attempt.working_at is None and self._reports_working):
+            return float("inf")
+        start = attempt.began if attempt.working_at is None else attempt.working_at
+        return max(start, attempt.last_request, self._last_save) + intervals[min(attempt.requests, len(intervals) - 1)]
 
     def _terminate(self, proc: subprocess.Popen, *, warn: bool) -> None:
         if warn and proc.poll() is None:
@@ -178,15 +236,72 @@ class Runner:
             proc.kill()
         proc.wait()
 
-    def _collect(self, attempt: int) -> None:
-        """Log checkpoints the job has written since the last look."""
+    def _collect(self, attempt: _Attempt) -> None:
+        """Log checkpoints the job has written since the last look, and what it reported."""
         for path in checkpoint_files(self.checkpoint_dir):
             if path.name not in self._seen:
                 self._seen.add(path.name)
                 self._checkpoints += 1
                 self._last_save = time.monotonic()
-                self._event("checkpoint", file=path.name, attempt=attempt)
+                self._event("checkpoint", file=path.name, attempt=attempt.number)
+        measured = False
+        for record in self._new_reports():
+            if record.get("event") == "working" and attempt.working_at is None:
+                attempt.working_at = time.monotonic()
+                self._reports_working = measured = True
+                self._restart_costs.append(attempt.working_at - attempt.began)
+                self._event("working", attempt=attempt.number, restart_s=self._restart_costs[-1])
+            elif record.get("event") == "checkpoint" and isinstance(record.get("cost_s"), (int, float)):
+                self._checkpoint_costs.append(float(record["cost_s"]))
+                measured = True
+                self._event("checkpoint_cost", attempt=attempt.number, file=record.get("file"),
+                            cost_s=self._checkpoint_costs[-1])
+        if self.schedule is not None:
+            self._plan_again(measured)
+
+    def _plan_again(self, measured: bool) -> None:
+        """Adopt a plan made in the background, and start one when a measured cost has moved: a
+        DP solve takes 0.1-2 s, which must not hold up the kills and requests of a compressed clock."""
+        if self._planning is not None and self._planning[1].done():
+            costs, future = self._planning
+            self._planning = None
+            try:
+                self.schedule.adopt(*costs, future.result())
+                self._event("plan", **self._plan_detail())
+            except ThriftyError as exc:  # e.g. no VM survives the measured restart: keep the last plan
+                self._event("plan_failed", checkpoint_cost_s=costs[0], restart_cost_s=costs[1], error=str(exc))
+            measured = True
+        if measured and self._planning is None:
+            costs = self.schedule.moved(self._checkpoint_costs, self._restart_costs)
+            if costs is not None:
+                self._planning = (costs, self._planner.submit(self.schedule.intervals_for, *costs))
+
+    def _new_reports(self) -> list[dict]:
+        """Whole lines the job appended to its reports since the last look (a line garbled by a
+        kill is skipped)."""
+        try:
+            with (self.checkpoint_dir / REPORTS).open("rb") as handle:
+                handle.seek(self._reports_read)
+                data = handle.read()
+        except FileNotFoundError:
+            return []
+        whole = data[:data.rfind(b"\n") + 1]
+        self._reports_read += len(whole)
+        records = []
+        for line in whole.splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
+
+    def _plan_detail(self) -> dict:
+        return {"checkpoint_cost_s": self.schedule.checkpoint_cost_s, "restart_cost_s": self.schedule.restart_cost_s,
+                "intervals_s": self.schedule.intervals_s}
 
     def _report(self, code: int, attempts: int, preemptions: int, notices: int, lost: float) -> RunReport:
         return RunReport(code, time.monotonic() - self._start, attempts, preemptions, notices,
-                         self._checkpoints, lost, list(self._events))
+                         self._checkpoints, lost, list(self._checkpoint_costs), list(self._restart_costs),
+                         list(self._events))

@@ -12,6 +12,11 @@ so the expected remaining time V(W, a) with W work left on a VM of age a satisfi
 
   V(W, a) = min_w  E[attempt] + p V(W - w, a + c) + (1 - p) (R + V(W, 0)).
 
+A restart that runs on the new VM (`Job.restart_ages_vm`: the job's process starts there, loads
+its checkpoint, and the VM ages meanwhile, as under `thrifty run`) costs a fresh VM E[min(T, R)]
+/ S(R) (restarts until one survives it) and resumes the work at age R, so R + V(W, 0) becomes
+I(R) / S(R) + V(W, R); the job's first start pays it too.
+
 Minimising over w at every (W, a) is the model-aware dynamic programme of Kadupitiya, Jadhao &
 Sharma (HPDC 2020): intervals are short while the VM is young (early preemptions), long in the
 quiet middle, and the job avoids straddling the 24-hour wall. Fixing w gives the expected makespan
@@ -72,6 +77,7 @@ class Job:
     work_s: float
     checkpoint_cost_s: float = 60.0
     restart_cost_s: float = 60.0
+    restart_ages_vm: bool = False  # the restart runs on the new VM (and the first start pays it too)
 
     def check(self) -> None:
         for name, value in (("job length", self.work_s), ("checkpoint cost", self.checkpoint_cost_s),
@@ -95,6 +101,7 @@ class Solver:
         interpolation reads one index further), and a restart begins at age 0 <= start age."""
         job.check()
         self.model, self.job = model, job
+        self.resume_age_s = job.restart_cost_s if job.restart_ages_vm else 0.0  # work resumes at this VM age
         top = max(max_work_s or job.work_s, job.work_s)
         self.grid_s = grid_s or max(top / 240.0, 60.0)
         self.steps = int(math.ceil(top / self.grid_s - 1e-9))
@@ -102,7 +109,8 @@ class Solver:
         ages = np.arange(0.0, horizon + self.grid_s, self.grid_s)
         self.max_age_s = math.inf  # ages beyond the table: the VM is dead (S = 0 past t_end)
         if start_age_s is not None:
-            reach = start_age_s + self.steps * (job.checkpoint_cost_s // self.grid_s + 2) * self.grid_s
+            work_from = start_age_s + self.resume_age_s
+            reach = work_from + self.steps * (job.checkpoint_cost_s // self.grid_s + 2) * self.grid_s
             if reach + self.grid_s < ages[-1]:
                 ages = ages[ages <= reach + self.grid_s]
                 self.max_age_s = float(ages[-1])  # beyond: not solved, an error to ask about
@@ -112,6 +120,16 @@ class Solver:
         self._fine, self._survival_fine = fine, survival
         self._integral = np.concatenate([[0.0], np.cumsum(0.5 * (survival[1:] + survival[:-1]) * np.diff(fine))])
         self.mttf_s = float(self._integral[-1])  # S = 0 past t_end, so this is the mean lifetime
+        if job.restart_ages_vm and not float(self.survival(job.restart_cost_s)) > 1e-12:
+            raise ScheduleError(f"no VM survives a restart of {job.restart_cost_s / 3600:.2f} h under this model")
+
+    def restart_penalty_s(self) -> float:
+        """What a preemption costs before work resumes at `resume_age_s`: R on a VM it does not age,
+        else E[min(T, R)] / S(R) = I(R) / S(R) (fresh VMs until one survives the restart)."""
+        restart = self.job.restart_cost_s
+        if not self.job.restart_ages_vm:
+            return restart
+        return float(self.integral(restart) / self.survival(restart))
 
     def survival(self, t) -> np.ndarray:
         return np.interp(t, self._fine, self._survival_fine, right=0.0)
@@ -129,54 +147,84 @@ class Solver:
         Vectorised over segments k and ages: a checkpointed segment ends at age a_i + k g + delta,
         i.e. at grid index i + k + m plus a fixed fraction f (delta = (m + f) g), so the future
         value V[j - k] there is a shifted read of its row (linear interpolation, 0 past the
-        model's last age, as np.interp(..., right=0) gives)."""
+        model's last age, as np.interp(..., right=0) gives). A preemption continues at
+        restart_penalty_s() + V(W, a0), a0 = resume_age_s, which depends on itself: V(W, a0) is
+        the fixed point min_k (E[attempt] + p V(W - k, .) + (1 - p) penalty) / p at age a0."""
         steps, n_age, g = self.steps, len(self.ages), self.grid_s
-        restart = self.job.restart_cost_s
-        s_age = self.survival(self.ages)
-        alive = s_age > 1e-12
-        safe = np.where(alive, s_age, 1.0)
-        i_age = self.integral(self.ages)
+        delta = self.job.checkpoint_cost_s
+        penalty, resume_age = self.restart_penalty_s(), self.resume_age_s
 
-        def attempt(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            """P(success) and E[attempt] of segments of wall length cost[k] at every age."""
-            end = self.ages[None, :] + cost[:, None]
+        def attempt(cost: np.ndarray, at: np.ndarray = self.ages) -> tuple[np.ndarray, np.ndarray]:
+            """P(success) and E[attempt] of segments of wall length cost[k] at every age `at`."""
+            s_at = self.survival(at)
+            alive = s_at > 1e-12
+            safe = np.where(alive, s_at, 1.0)
+            end = at[None, :] + cost[:, None]
             p = np.where(alive, self.survival(end) / safe, 0.0)
-            return p, np.where(alive, (self.integral(end) - i_age) / safe, 0.0)
+            return p, np.where(alive, (self.integral(end) - self.integral(at)) / safe, 0.0)
 
         ks_all = np.arange(1, steps + 1)
-        p_ck, a_ck = attempt(ks_all * g + self.job.checkpoint_cost_s)  # segments followed by a checkpoint
+        p_ck, a_ck = attempt(ks_all * g + delta)  # segments followed by a checkpoint
         p_last, a_last = attempt(ks_all * g)  # the final segment (no checkpoint)
-        m, f = divmod(self.job.checkpoint_cost_s / g, 1.0)
+        m, f = divmod(delta / g, 1.0)
         m = int(m)
-        value = np.zeros((steps + 1, n_age + steps + m + 2))  # zero-padded beyond the last age
+        # from the resume age (a0 = 0 is column 0; a restart on the VM: anywhere between columns)
+        p0_ck, a0_ck = attempt(ks_all * g + delta, np.array([resume_age]))
+        p0_last, a0_last = attempt(ks_all * g, np.array([resume_age]))
+        m0, f0 = divmod((resume_age + delta) / g, 1.0)
+        m0 = int(m0)
+        value = np.zeros((steps + 1, n_age + steps + max(m, m0) + 2))  # zero-padded beyond the last age
         choice = np.zeros((steps + 1, n_age), dtype=np.int32)
         cols = np.arange(n_age)
+
+        def shifted(rows: np.ndarray, at: np.ndarray, frac: float) -> np.ndarray:
+            return (1 - frac) * value[rows, at] + (frac * value[rows, at + 1] if frac else 0.0)
+
         for j in range(1, steps + 1):
             if fixed_steps is None:
                 ks, last = np.arange(1, j), True
             else:
                 ks, last = np.arange(fixed_steps, fixed_steps + 1 if fixed_steps < j else fixed_steps), fixed_steps >= j
             rows_p, rows_partial = ([p_last[j - 1][None, :]], [a_last[j - 1][None, :]]) if last else ([], [])
+            rows_p0, rows_partial0 = ([p0_last[j - 1]], [a0_last[j - 1]]) if last else ([], [])
             if ks.size:
-                at = cols[None, :] + ks[:, None] + m
-                future = (1 - f) * value[(j - ks)[:, None], at] + (f * value[(j - ks)[:, None], at + 1] if f else 0.0)
+                future = shifted((j - ks)[:, None], cols[None, :] + ks[:, None] + m, f)
                 p = p_ck[ks - 1]
                 rows_p.insert(0, p)
                 rows_partial.insert(0, a_ck[ks - 1] + p * future)
+                p0 = p0_ck[ks - 1, 0]
+                rows_p0.insert(0, p0)
+                rows_partial0.insert(0, a0_ck[ks - 1, 0] + p0 * shifted(j - ks, ks + m0, f0))
             k_all = np.concatenate([ks, [j]]) if last else ks
             p, partial = np.concatenate(rows_p), np.concatenate(rows_partial)
+            p0, partial0 = np.concatenate(rows_p0), np.concatenate(rows_partial0)
             with np.errstate(divide="ignore", invalid="ignore"):
-                fresh = np.where(p[:, 0] > 0, (partial[:, 0] + (1 - p[:, 0]) * restart) / p[:, 0], np.inf)
+                fresh = np.where(p0 > 0, (partial0 + (1 - p0) * penalty) / p0, np.inf)
             best = int(np.argmin(fresh))
             if not math.isfinite(fresh[best]):
                 raise ScheduleError(f"no segment of this job can finish on a fresh VM (the model's "
                                     f"longest lifetime is {self.model.t_end / 3600:.2f} h)")
-            total = partial + (1 - p) * (restart + fresh[best])
+            total = partial + (1 - p) * (penalty + fresh[best])
             pick = np.argmin(total, axis=0)
             value[j, :n_age] = total[pick, cols]
             choice[j] = k_all[pick]
-            value[j, 0], choice[j, 0] = fresh[best], k_all[best]
+            if resume_age == 0.0:  # column 0 is the resume age: its fixed point exactly
+                value[j, 0], choice[j, 0] = fresh[best], k_all[best]
         return value[:, :n_age], choice
+
+    def expected_s(self, value: np.ndarray, vm_age_s: float) -> float:
+        """E[makespan] of the whole job from a VM of age `vm_age_s` (solve's `value`); a restart on
+        the VM is paid at the first start too: E[min(T, a + R) - a | T > a] then V(W, a + R), or
+        a preemption during it."""
+        whole = value[self.steps]
+        if not self.job.restart_ages_vm:
+            return float(np.interp(vm_age_s, self.ages, whole))
+        restart = self.job.restart_cost_s
+        alive = float(self.survival(vm_age_s))
+        through = float(self.survival(vm_age_s + restart)) / alive  # P(the first start completes)
+        during = float(self.integral(vm_age_s + restart) - self.integral(vm_age_s)) / alive
+        resumed = self.restart_penalty_s() + float(np.interp(self.resume_age_s, self.ages, whole))
+        return during + through * float(np.interp(vm_age_s + restart, self.ages, whole)) + (1 - through) * resumed
 
 
 @dataclass(frozen=True)
@@ -214,7 +262,8 @@ def fixed_interval_steps(policy: str, solver: Solver, mttf_s: float | None = Non
 def plan_schedule(model: LifetimeModel, job: Job, policy: str = "dp", vm_age_s: float = 0.0,
                   grid_s: float | None = None, mttf_s: float | None = None) -> Schedule:
     """Expected makespan of `job` started on a VM of age `vm_age_s` under `policy` (Young and
-    Daly computed with `mttf_s`, default the model's mean lifetime)."""
+    Daly computed with `mttf_s`, default the model's mean lifetime); with a restart that ages the
+    VM, the first start pays it too and the intervals begin after it."""
     if policy not in CHECKPOINT_POLICIES:
         raise ScheduleError(f"unknown checkpoint policy {policy!r}; choose one of {', '.join(CHECKPOINT_POLICIES)}")
     if vm_age_s < 0 or not math.isfinite(vm_age_s):
@@ -226,8 +275,9 @@ def plan_schedule(model: LifetimeModel, job: Job, policy: str = "dp", vm_age_s: 
                             f"at most {model.t_end / 3600:.2f} h under this model")
     solver = Solver(model, job, grid_s=grid_s, start_age_s=vm_age_s)
     value, choice = solver.solve(fixed_interval_steps(policy, solver, mttf_s))
-    expected = float(np.interp(vm_age_s, solver.ages, value[solver.steps]))
-    return Schedule(policy, first_vm_intervals(solver, choice, vm_age_s), expected,
+    expected = solver.expected_s(value, vm_age_s)
+    work_from = vm_age_s + (job.restart_cost_s if job.restart_ages_vm else 0.0)
+    return Schedule(policy, first_vm_intervals(solver, choice, work_from), expected,
                     expected / job.work_s - 1.0, solver.grid_s, solver.mttf_s, choice, solver)
 
 

@@ -1,12 +1,13 @@
 """Monte Carlo execution of a checkpoint schedule: VMs with drawn lifetimes run the schedule's
-decisions (segment lengths by work left and VM age), are preempted, restart, and finish. It checks
-the DP's expected makespan (tests), and runs the spot and reuse policies on recorded lifetimes."""
+decisions (segment lengths by work left and VM age), are preempted, restart (on a VM the restart
+does not age, or on the new VM itself), and finish. It checks the DP's expected makespan (tests),
+and runs the spot and reuse policies on recorded lifetimes."""
 
 from typing import Protocol
 
 import numpy as np
 
-from thrifty.transient.schedule import Schedule, age_index
+from thrifty.transient.schedule import Job, Schedule, age_index
 
 
 class LifetimeSampler(Protocol):
@@ -40,11 +41,29 @@ def run_job(schedule: Schedule, age: np.ndarray, death: np.ndarray, draw, leave=
         elapsed[done] += cost[ok]
         age[done] += cost[ok]
         remaining[done] -= k[ok]
-        elapsed[lost] += death[lost] - age[lost] + job.restart_cost_s
+        elapsed[lost] += death[lost] - age[lost]
         age[lost] = 0.0
         death[lost] = draw(lost.size)
+        restart(job, lost, age, death, elapsed, draw)
         active &= remaining > 0
     return elapsed, remaining
+
+
+def restart(job: Job, idx: np.ndarray, age: np.ndarray, death: np.ndarray, elapsed: np.ndarray, draw) -> None:
+    """Runs `idx` start again, in place: R on a VM it does not age; or R on the VM itself, with
+    fresh VMs (drawn) for as long as one dies during it (Job.restart_ages_vm)."""
+    if not job.restart_ages_vm:
+        elapsed[idx] += job.restart_cost_s
+        return
+    while idx.size:
+        dies = age[idx] + job.restart_cost_s > death[idx]
+        ok, again = idx[~dies], idx[dies]
+        elapsed[ok] += job.restart_cost_s
+        age[ok] += job.restart_cost_s
+        elapsed[again] += death[again] - age[again]
+        age[again] = 0.0
+        death[again] = draw(again.size)
+        idx = again
 
 
 def simulate(schedule: Schedule, rng: np.random.Generator, runs: int = 20_000, vm_age_s: float = 0.0,
@@ -55,4 +74,8 @@ def simulate(schedule: Schedule, rng: np.random.Generator, runs: int = 20_000, v
     source = source or schedule.solver.model
     age = np.full(runs, float(vm_age_s))
     death = source.sample(rng, runs, age=vm_age_s)
-    return run_job(schedule, age, death, lambda n: source.sample(rng, n))[0]
+    draw = lambda n: source.sample(rng, n)  # noqa: E731
+    elapsed = np.zeros(runs)
+    if schedule.solver.job.restart_ages_vm:  # the first start pays the restart on its VM too
+        restart(schedule.solver.job, np.arange(runs), age, death, elapsed, draw)
+    return elapsed + run_job(schedule, age, death, draw)[0]

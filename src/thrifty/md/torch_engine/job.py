@@ -17,6 +17,7 @@ device, system, seed or sampling is refused in one line.
 import io
 import json
 import sys
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +148,7 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype
                                torch.as_tensor(saved.velocities_nm_ps, **to)[None])
             generator.set_state(torch.from_numpy(saved.rng_state))
             step, samples, blocks = saved.step, saved.samples, saved.histogram
+        checkpoints.working()  # restored: under `thrifty run`, the restart's cost ends here
         while (stopped := stop_reason(settings, step, prof.profiles(blocks, samples, per_block, edges, area))) is None:
             n = min(settings.chunk, settings.last_step - step)
             for _ in range(n):
@@ -159,10 +161,12 @@ def _run(settings: MDSettings, out_dir: Path, checkpoints: JobCheckpoints, dtype
                 samples += 1
             thermo.append(thermo_rows(batch, state, step)[0])
             if checkpoints.due():
+                began = time.monotonic()  # the checkpoint's cost, reported to the runner
                 thermo.sync()
                 checkpoints.save(pack(TorchCheckpoint(
                     this, settings.seed, step, samples, blocks, state.positions_nm[0].cpu().numpy(),
-                    state.velocities_nm_ps[0].cpu().numpy(), generator.get_state().numpy(), settings.sampling)))
+                    state.velocities_nm_ps[0].cpu().numpy(), generator.get_state().numpy(), settings.sampling)),
+                    began_s=began)
                 if checkpoints.notice:
                     sys.exit(PREEMPTED_EXIT)
     final = thermo_rows(batch, state, step)[0]

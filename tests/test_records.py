@@ -1,0 +1,62 @@
+"""A run's CSV log is appended at each checkpoint and cut back to the checkpoint on resume, and it
+ends as the file a whole rewrite of its rows would have written."""
+
+from dataclasses import asdict
+
+import pytest
+
+from thrifty.errors import ThriftyError
+from thrifty.io import write_csv
+from thrifty.records import EVAL_FIELDS, STEP_FIELDS, EvalRow, RunLog, StepRow
+
+
+def _steps(first: int, last: int) -> list[StepRow]:
+    return [StepRow(step=s, rank=k, num_workers=2, local_batch=32, global_batch=64, step_time_s=0.01 + s / 7)
+            for s in range(first, last) for k in range(2)]
+
+
+def _rewritten(tmp_path, log: RunLog) -> tuple[bytes, bytes]:
+    """What rewriting the whole log (the former RunLog.write) puts in steps.csv and evals.csv."""
+    write_csv(tmp_path / "steps-whole.csv", STEP_FIELDS, [asdict(r) for r in log.steps])
+    write_csv(tmp_path / "evals-whole.csv", EVAL_FIELDS, [asdict(r) for r in log.evals])
+    return (tmp_path / "steps-whole.csv").read_bytes(), (tmp_path / "evals-whole.csv").read_bytes()
+
+
+def test_an_appended_log_resumed_after_a_kill_is_the_log_a_rewrite_writes(tmp_path):
+    """Mutations caught: resume without cutting the files back (rows 10-14 twice, and the half
+    line); append writing every row again, or the header again; a fresh log appending to the
+    files a previous run left instead of replacing them."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "steps.csv").write_text("left,by,another,run\r\n1,2,3,4\r\n")
+    log = RunLog(steps=_steps(0, 5), evals=[EvalRow(4, 0.5, 0.25)])
+    log.append(run)
+    log.steps += _steps(5, 10)
+    at_checkpoint = log.append(run)  # the checkpoint at step 9 records these lengths
+    log.steps += _steps(10, 15)
+    log.evals.append(EvalRow(14, 1.5, 0.5))
+    log.append(run)  # appended, then killed before its checkpoint was renamed into place
+    with (run / "steps.csv").open("a") as handle:
+        handle.write("15,0,2,3")  # and a row half-written by a kill
+    resumed = RunLog.resume(run, at_checkpoint)
+    assert [(r.step, r.rank) for r in resumed.steps] == [(s, k) for s in range(10) for k in range(2)]
+    assert resumed.evals == [EvalRow(4, 0.5, 0.25)]
+    resumed.steps += _steps(10, 20)
+    resumed.evals.append(EvalRow(19, 2.0, 0.75))
+    resumed.append(run)
+    whole = RunLog(steps=_steps(0, 20), evals=[EvalRow(4, 0.5, 0.25), EvalRow(19, 2.0, 0.75)])
+    assert repr(RunLog.read(run)) == repr(whole)  # NaN fields: compare the rows' reprs
+    assert ((run / "steps.csv").read_bytes(), (run / "evals.csv").read_bytes()) == _rewritten(tmp_path, whole)
+
+
+def test_a_log_shorter_than_its_checkpoint_recorded_is_refused(tmp_path):
+    """Mutation caught: a resume that accepts a log missing rows the checkpoint covers (it would go
+    on appending after a gap, or to a file without a header)."""
+    log = RunLog(steps=_steps(0, 3))
+    lengths = log.append(tmp_path)
+    (tmp_path / "steps.csv").write_bytes((tmp_path / "steps.csv").read_bytes()[:-5])
+    with pytest.raises(ThriftyError, match="fewer than the .* its checkpoint recorded: resume with the --run-dir"):
+        RunLog.resume(tmp_path, lengths)
+    (tmp_path / "evals.csv").unlink()
+    with pytest.raises(ThriftyError, match="evals.csv holds 0 bytes"):
+        RunLog.resume(tmp_path, {"evals.csv": lengths["evals.csv"]})
