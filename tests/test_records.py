@@ -60,3 +60,14 @@ def test_a_log_shorter_than_its_checkpoint_recorded_is_refused(tmp_path):
     (tmp_path / "evals.csv").unlink()
     with pytest.raises(ThriftyError, match="evals.csv holds 0 bytes"):
         RunLog.resume(tmp_path, {"evals.csv": lengths["evals.csv"]})
+
+
+def test_a_run_directory_without_any_log_resumes_with_a_fresh_one(tmp_path):
+    """A spot job recovered on a new VM: the checkpoint comes from the bucket, the run directory
+    is new. Mutation caught: refusing it (the recovered job would never start)."""
+    lengths = RunLog(steps=_steps(0, 3)).append(tmp_path / "old")
+    resumed = RunLog.resume(tmp_path / "new", lengths)
+    assert resumed.steps == [] and resumed.written is None
+    resumed.steps = _steps(3, 5)
+    resumed.append(tmp_path / "new")
+    assert sorted({r.step for r in RunLog.read(tmp_path / "new").steps}) == [3, 4]

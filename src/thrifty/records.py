@@ -136,6 +136,8 @@ class RunLog:
         checkpoint recorded (rows written after it, and a line half-written by a kill, go), then
         read."""
         run_dir = Path(run_dir)
+        if not any((run_dir / name).exists() for name in (STEPS_CSV, EVALS_CSV)):
+            return cls()  # a new machine (a spot job recovered elsewhere): its log starts afresh
         check_log_bytes(run_dir, log_bytes)
         for name, length in log_bytes.items():
             if (run_dir / name).stat().st_size > length:
@@ -146,7 +148,11 @@ class RunLog:
 
 
 def check_log_bytes(run_dir: Path, log_bytes: dict[str, int]) -> None:
-    """A log file shorter than its checkpoint recorded belongs to another run: a one-line error."""
+    """A log file shorter than its checkpoint recorded belongs to another run: a one-line error.
+    A run directory without any log (a new machine resuming from a bucket's checkpoint) passes:
+    its log starts afresh with the steps after the checkpoint."""
+    if not any((Path(run_dir) / name).exists() for name in (STEPS_CSV, EVALS_CSV)):
+        return
     for name, length in log_bytes.items():
         path = Path(run_dir) / name
         size = path.stat().st_size if path.is_file() else 0

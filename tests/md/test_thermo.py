@@ -35,11 +35,11 @@ def test_each_checkpoint_finds_its_rows_already_in_the_file(tmp_path, flaky):
     seen: list[str] = []
 
     class Watching(flaky):
-        def save(self, payload: bytes):
+        def save(self, payload: bytes, *, began_s: float | None = None):
             step = unpack(payload, self.directory).step
             seen.append((tmp_path / "out" / "thermo.csv").read_text().splitlines()[-1].split(",")[0])
             assert seen[-1] == str(step)
-            return super().save(payload)
+            return super().save(payload, began_s=began_s)
 
     run_md(MDSettings(system="lj", steps=150, chunk=50), tmp_path / "out", Watching(tmp_path / "ck", 1, None))
     assert seen == ["50", "100", "150"]
