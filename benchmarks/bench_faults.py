@@ -15,8 +15,8 @@ newest checkpoint: the jobs log every such fallback).
 
 The MD job's clock is fixed (1 wall s = 24 model h) and its W is the uninterrupted run's time
 after its start-up. A restart of `thrifty train` costs seconds of imports (torch in the launcher
-and in each rank), so its clock is set from the start-up S of a short probe run: a VM that lives
-the full 24 h lives 2.5 S. The restart is paid on the VM, so the makespan moves with it (about 7%
+and in each rank), so its clock is set from the start-up S (the shorter of a short probe run's and
+the uninterrupted run's): a VM that lives the full 24 h lives 2.5 S. The restart is paid on the VM, so the makespan moves with it (about 7%
 per 10% of S at 2.5 S, 18% at the 1.6 S used before); at 2.5 S and W = 18 S a single run lands
 within 20% of the expected overhead 96 times in 100 (Monte Carlo), with about 20 preemptions. The
 shared machine's speed drifts by tens of percent between runs minutes apart, so the train job's
@@ -156,12 +156,13 @@ def md_part(seed: int) -> dict:
 def train_part(seed: int) -> dict:
     with TemporaryDirectory(prefix="thrifty-bench-faults-train-") as tmp:
         tmp = Path(tmp)
-        # a short run first: the start-up on a warm page cache sets the clock (a full VM life = 2.5 of it)
+        # the clock: a full VM life is 2.5 start-ups, the shorter of a short probe's and the
+        # uninterrupted run's (a start after a pause can take twice as long on this shared machine)
         probe = Runner(_train_command(tmp, "probe", TRAIN_PROBE_STEPS), tmp / "ck-probe").run()
-        time_scale = 86_400.0 / (TRAIN_LIFE_STARTUPS * probe.restart_costs_s[0])
         # the uninterrupted run: no checkpoint but the final one
         reference = Runner(_train_command(tmp, "ref", TRAIN_STEPS), tmp / "ck-ref").run()
         startup = reference.restart_costs_s[0]
+        time_scale = 86_400.0 / (TRAIN_LIFE_STARTUPS * min(probe.restart_costs_s[0], startup))
         _, model = load_model("gcp-2019")
         schedule = AdaptiveSchedule(model, TRAIN_CHECKPOINT_S, startup, reference.wall_s - startup, time_scale)
         report, checks = _inject(_train_command(tmp, "inj", TRAIN_STEPS), tmp, schedule, TRAIN_NOTICE_S, seed)
