@@ -136,7 +136,7 @@ class RunLog:
         checkpoint recorded (rows written after it, and a line half-written by a kill, go), then
         read."""
         run_dir = Path(run_dir)
-        if not any((run_dir / name).exists() for name in (STEPS_CSV, EVALS_CSV)):
+        if not has_log(run_dir):
             return cls()  # a new machine (a spot job recovered elsewhere): its log starts afresh
         check_log_bytes(run_dir, log_bytes)
         for name, length in log_bytes.items():
@@ -147,11 +147,16 @@ class RunLog:
         return log
 
 
+def has_log(run_dir: Path) -> bool:
+    """Whether the run directory holds any of a training log's files."""
+    return any((Path(run_dir) / name).exists() for name in (STEPS_CSV, EVALS_CSV))
+
+
 def check_log_bytes(run_dir: Path, log_bytes: dict[str, int]) -> None:
     """A log file shorter than its checkpoint recorded belongs to another run: a one-line error.
     A run directory without any log (a new machine resuming from a bucket's checkpoint) passes:
     its log starts afresh with the steps after the checkpoint."""
-    if not any((Path(run_dir) / name).exists() for name in (STEPS_CSV, EVALS_CSV)):
+    if not has_log(run_dir):
         return
     for name, length in log_bytes.items():
         path = Path(run_dir) / name
