@@ -1,7 +1,7 @@
 """The optional extras (pyproject's [project.optional-dependencies]) and the packages they bring.
 
-The core install plans (numpy, scipy, typer, rich, matplotlib). `thrifty[train]` adds torch and
-scikit-learn (the built-in digits and tabular data), `thrifty[md]` OpenMM and torch (the torch
+The core install plans (numpy, scipy, typer, rich, matplotlib). `thrifty[train]` adds torch,
+`thrifty[md]` OpenMM and torch (the torch
 engine, the surrogate), `thrifty[campaign]` Ray, `thrifty[all]` all three. A command that meets a
 missing one says which extra to install, in one line (`missing_extra`, used by the CLI's runner).
 """
@@ -13,7 +13,7 @@ from thrifty.errors import ThriftyError
 __all__ = ["PACKAGES", "MissingExtra", "extra_for", "missing_extra", "require"]
 
 # top-level module -> the name users know the package by
-PACKAGES = {"torch": "PyTorch", "sklearn": "scikit-learn", "openmm": "OpenMM", "ray": "Ray"}
+PACKAGES = {"torch": "PyTorch", "openmm": "OpenMM", "ray": "Ray"}
 
 
 class MissingExtra(ThriftyError):
@@ -22,10 +22,10 @@ class MissingExtra(ThriftyError):
 
 def extra_for(module: str, command: str) -> str:
     """The extra that brings `module` to `command`: torch comes with [md] to the md commands and
-    with [train] to the others; scikit-learn with [train], OpenMM with [md], Ray with [campaign]."""
+    with [train] to the others; OpenMM with [md], Ray with [campaign]."""
     if module == "torch":
         return "md" if "md" in command.split() else "train"
-    return {"sklearn": "train", "openmm": "md", "ray": "campaign"}[module]
+    return {"openmm": "md", "ray": "campaign"}[module]
 
 
 def _installed(module: str) -> bool:

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 # the packages of the extras train, md and campaign (thrifty.extras.PACKAGES)
-HEAVY = ("torch", "openmm", "ray", "sklearn")
+HEAVY = ("torch", "openmm", "ray")
 
 
 def blocker(modules: tuple[str, ...]) -> str:

@@ -14,7 +14,7 @@ from thrifty.cli.common import run_app
 from thrifty.extras import PACKAGES, extra_for, missing_extra
 
 PYPROJECT = Path(__file__).parents[2] / "pyproject.toml"
-DISTRIBUTION = {"torch": "torch", "sklearn": "scikit-learn", "openmm": "openmm", "ray": "ray"}
+DISTRIBUTION = {"torch": "torch", "openmm": "openmm", "ray": "ray"}
 CAMPAIGN_NOTE = " (a campaign's runs also need an engine: 'thrifty[md]')"
 
 
@@ -27,12 +27,12 @@ def _project() -> dict:
 
 
 def test_the_core_install_is_the_planning_packages():
-    """Mutation caught (tried): torch, scikit-learn, OpenMM or Ray back in [project] dependencies;
+    """Mutation caught (tried): torch, OpenMM or Ray back in [project] dependencies;
     [all] without one of the three extras."""
     project = _project()
     assert _names(project["dependencies"]) == {"numpy", "scipy", "typer", "rich", "matplotlib"}
     extras = project["optional-dependencies"]
-    assert _names(extras["train"]) == {"torch", "scikit-learn"}
+    assert _names(extras["train"]) == {"torch"}
     assert _names(extras["md"]) == {"openmm", "torch"}
     assert _names(extras["campaign"]) == {"ray"}
     assert extras["all"] == ["thrifty[train,md,campaign]"]
@@ -41,7 +41,7 @@ def test_the_core_install_is_the_planning_packages():
 @pytest.mark.parametrize("command", ["thrifty train", "thrifty plan", "thrifty md run", "thrifty md sweep",
                                      "python -m thrifty.train"])
 def test_the_extra_a_message_names_brings_the_package(command):
-    """Mutation caught (tried): extra_for naming an extra that lacks the package (scikit-learn -> [md])."""
+    """Mutation caught (tried): extra_for naming an extra that lacks the package (OpenMM -> [train])."""
     extras = _project()["optional-dependencies"]
     for module in PACKAGES:
         assert DISTRIBUTION[module] in _names(extras[extra_for(module, command)]), (module, command)
@@ -63,8 +63,6 @@ def places(tmp_path) -> dict[str, Path]:
 CASES = [  # (packages missing, thrifty ARGS, the message, what must not exist afterwards)
     (HEAVY, ["train", "--db", "{db}", "--run-dir", "{out}"], "thrifty train needs PyTorch: pip install 'thrifty[train]'",
      ["db", "out"]),
-    (("sklearn",), ["train", "--workload", "builtin:tabular", "--db", "{db}", "--run-dir", "{out}"],
-     "thrifty train needs scikit-learn: pip install 'thrifty[train]'", ["out"]),
     (HEAVY, ["plan", "--db", "{db}", "--plot", "{png}"], "thrifty plan needs PyTorch: pip install 'thrifty[train]'",
      ["png"]),
     (HEAVY, ["md", "run", "--steps", "10", "--out", "{out}"], "thrifty md run needs OpenMM: pip install 'thrifty[md]'",
@@ -84,7 +82,7 @@ CASES = [  # (packages missing, thrifty ARGS, the message, what must not exist a
 
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("missing, args, message, untouched", CASES, ids=[
-    "train", "train-sklearn", "plan-profiles", "md-run-openmm", "md-run-torch", "md-sweep-ray", "md-sweep-active",
+    "train", "plan-profiles", "md-run-openmm", "md-run-torch", "md-sweep-ray", "md-sweep-active",
     "md-train-surrogate"])
 def test_a_command_names_the_extra_it_misses(places, missing, args, message, untouched):
     """Mutations caught (each tried): run_app without its ModuleNotFoundError clause (a traceback, exit 1);

@@ -180,13 +180,12 @@ def test_without_a_source_checkout_the_installed_package_is_mounted(monkeypatch)
 
 def test_a_training_vm_installs_the_core_and_the_train_extra_only(monkeypatch):
     """Mutation caught: keeping every extra's requirements (OpenMM and Ray on every training VM),
-    or dropping the train extra's (no torch, no scikit-learn)."""
+    or dropping the train extra's (no torch)."""
     declared = ["numpy>=1.24", 'tomli>=2; python_version < "3.11"', 'torch>=2.4; extra == "train"',
-                'scikit-learn>=1.3; extra == "train"', 'openmm>=8.1; extra == "md"',
+                'openmm>=8.1; extra == "md"',
                 'ray<3,>=2.9; extra == "campaign"', 'pytest>=8; extra == "test"']
     monkeypatch.setattr(launch.metadata, "requires", lambda name: declared if name == "thrifty" else None)
-    assert training_requirements() == ["numpy>=1.24", 'tomli>=2; python_version < "3.11"', "torch>=2.4",
-                                       "scikit-learn>=1.3"]
+    assert training_requirements() == ["numpy>=1.24", 'tomli>=2; python_version < "3.11"', "torch>=2.4"]
     monkeypatch.setattr(launch, "project_root", lambda: None)
     (thrifty_install,) = [args for args in _pip_installs(skypilot_task(plan_choice(), "builtin:digits")["setup"])
                           if "numpy>=1.24" in args]

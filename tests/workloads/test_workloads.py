@@ -1,8 +1,9 @@
+import numpy as np
 import pytest
 
 from thrifty.errors import WorkloadError
 from thrifty.train.loop import train_to_target
-from thrifty.workloads import load_workload
+from thrifty.workloads import datasets, load_workload
 
 
 # Steps within which each built-in reaches its target at its default batch (it takes 65 and 12 with
@@ -44,3 +45,15 @@ def test_unknown_workloads():
         load_workload("builtin:nope")
     with pytest.raises(WorkloadError, match="neither a built-in"):
         load_workload("missing.py")
+
+
+def test_the_bundled_data_sets_are_the_published_tables():
+    """Mutations caught: a truncated or re-ordered copy (counts, class balance and first rows are the
+    UCI files'), the label column read as a feature, pixels not on the 0..16 scale."""
+    pixels, digits = datasets.digits()
+    assert pixels.shape == (1797, 8, 8) and pixels.min() == 0 and pixels.max() == 16
+    assert np.bincount(digits).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+    assert pixels[0, 0].tolist() == [0, 0, 5, 13, 9, 1, 0, 0] and digits[:3].tolist() == [0, 1, 2]
+    features, classes = datasets.breast_cancer()
+    assert features.shape == (569, 30) and np.bincount(classes).tolist() == [212, 357]  # malignant, benign
+    assert features[0, :4].tolist() == [17.99, 10.38, 122.8, 1001.0]

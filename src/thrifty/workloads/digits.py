@@ -1,5 +1,5 @@
-"""Built-in `digits`: a small CNN on scikit-learn's handwritten digits (UCI optdigits, 1,797 8x8
-images, shipped inside scikit-learn, so it runs offline). Target: 95% test accuracy.
+"""Built-in `digits`: a small CNN on the UCI handwritten digits (optdigits, 1,797 8x8 images,
+shipped in the package, so it runs offline). Target: 95% test accuracy.
 
 `digits-bn` is the same job with BatchNorm after each convolution: the built-in that runs the
 count-weighted synchronised BatchNorm (thrifty.train.syncbn) end to end."""
@@ -7,10 +7,10 @@ count-weighted synchronised BatchNorm (thrifty.train.syncbn) end to end."""
 import math
 
 import torch
-from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import TensorDataset
 
+from thrifty.workloads import datasets
 from thrifty.workloads.base import Workload, classification_accuracy
 from thrifty.workloads.splits import train_test_split_indices
 
@@ -39,9 +39,9 @@ def _optimizer(params, global_batch: int) -> torch.optim.Optimizer:
 
 
 def make_workload() -> Workload:
-    digits = load_digits()
-    images = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)
-    labels = torch.tensor(digits.target, dtype=torch.long)
+    pixels, digits = datasets.digits()
+    images = torch.tensor(pixels / 16.0, dtype=torch.float32).unsqueeze(1)
+    labels = torch.tensor(digits, dtype=torch.long)
     train_idx, test_idx = train_test_split_indices(len(labels), test_fraction=0.2, seed=0)
     return Workload(
         name="digits",
@@ -54,7 +54,7 @@ def make_workload() -> Workload:
         metric_name="accuracy",
         target_metric=0.95,
         default_global_batch=64,
-        description="CNN on scikit-learn's 8x8 handwritten digits (1,437 train / 360 test images)",
+        description="CNN on the UCI 8x8 handwritten digits (1,437 train / 360 test images)",
     )
 
 
