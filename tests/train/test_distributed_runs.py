@@ -5,6 +5,7 @@ torchrun "nodes"."""
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 from dataclasses import replace
@@ -14,6 +15,8 @@ import pytest
 import torch
 
 from thrifty.checkpoint_file import load_state
+from thrifty.io import read_csv
+from thrifty.records import STEPS_CSV
 from thrifty.train.launcher import free_loopback_port
 from thrifty.train.trainer import TrainConfig, run_training
 from thrifty.transient.protocol import checkpoint_files
@@ -84,6 +87,12 @@ def test_two_torchrun_nodes_end_with_identical_parameters(tmp_path):
     assert [p.returncode for p in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
     summary = json.loads(outputs[0][0])  # node 0 holds rank 0
     assert summary["workers"] == 2 and summary["steps"] == 30
-    assert summary["adjustments"] >= 1 and summary["final_batch_sizes"][1] < 32  # the split moved
+    # the split moved toward the fast rank: over the second half rank 1 (4x slower) mostly gets
+    # less than its even 32. Not the last split alone: on a loaded machine one window's times can
+    # be dominated by a descheduled rank 0 (CI saw a final [24, 40] after 6 adjustments)
+    assert summary["adjustments"] >= 1
+    slow_rank = [int(row["local_batch"]) for row in read_csv(tmp_path / "node0" / STEPS_CSV, AssertionError, "steps")
+                 if int(row["rank"]) == 1 and int(row["step"]) >= 15]
+    assert len(slow_rank) == 15 and statistics.median(slow_rank) < 32, slow_rank
     digests = summary["parameter_digests"]
     assert len(digests) == 2 and digests[0] == digests[1]
