@@ -65,7 +65,9 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     from thrifty.train.loop import train_to_target
     from thrifty.train.profiler import profile_workload
     from thrifty.train.workcount import count_workload
+    from thrifty.train.launcher import start_worker_server
     from thrifty.workloads import load_workload
+    start_worker_server()  # the profile's ranks fork from it; its imports overlap the dry run
     workload = load_workload(workload_spec)
     dry_run(workload)  # a broken workload fails here in seconds, not after the profile
     batches, steps = settings.local_batches, settings.steps

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from processes import local_ranks
 
 from thrifty.checkpoint_file import CheckpointError, load_state
 from thrifty.train.hetero import SlowdownSchedule, parse_slowdown
@@ -72,11 +73,6 @@ def test_resume_continues_from_the_checkpoint_with_the_controller_state(tmp_path
     assert _newest(tmp_path)["policy"]["adjustments"] >= saved["policy"]["adjustments"]
 
 
-def _children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
 def _wait_for_checkpoint(run_dir: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not checkpoint_files(run_dir):
@@ -125,12 +121,12 @@ def test_a_dying_worker_stops_the_run_and_leaves_the_last_checkpoint(tmp_path):
     run = _cli([*TRAIN_ARGS, "--steps", "100000", "--run-dir", tmp_path, "--db", tmp_path / "db"],
                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for_checkpoint(tmp_path, 120)
-    ranks = _children(run.pid)
+    ranks = local_ranks(run.pid)
     deadline = time.monotonic() + 30
     while len(ranks) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-        ranks = _children(run.pid)
-    os.kill(max(ranks), signal.SIGKILL)  # the second spawned rank
+        ranks = local_ranks(run.pid)
+    os.kill(max(ranks), signal.SIGKILL)  # the second forked rank
     _, err = run.communicate(timeout=120)
     assert run.returncode == 2
     assert "died (killed by SIGKILL)" in err and "Traceback" not in err

@@ -115,6 +115,9 @@ def train(
     from thrifty.store import Store
     with Store(db):  # a database that cannot be opened fails now, not after the training
         pass
+    from thrifty.train.launcher import launched_by_torchrun, start_worker_server
+    if not launched_by_torchrun():
+        start_worker_server()  # its imports overlap the dry run
     loaded = load_workload(workload)
     from thrifty.train.dryrun import dry_run
     from thrifty.train.runtime import Runtime
@@ -133,7 +136,7 @@ def train(
         loader_workers=loader_workers)
     hint = total_steps(config, loaded.train_size, batch)
     config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
-    from thrifty.train.launcher import exit_without_teardown, launched_by_torchrun
+    from thrifty.train.launcher import exit_without_teardown
     if launched_by_torchrun():
         from thrifty.train.trainer import Preempted, train_torchrun_rank
         try:

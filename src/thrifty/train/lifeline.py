@@ -1,15 +1,17 @@
-"""Worker processes that die with their parent.
+"""Worker processes that die with their launcher.
 
-A `thrifty train` parent killed outright (SIGKILL from a preemption, `kill -9`) cannot stop its
+A `thrifty train` launcher killed outright (SIGKILL from a preemption, `kill -9`) cannot stop its
 workers, and orphaned workers would train on to the end and race a restarted run for the run
-directory. On Linux the kernel does it: PR_SET_PDEATHSIG asks for SIGKILL when the parent dies
-(checked once after the call, in case the parent died first). Elsewhere a daemon thread polls the
-parent's pid and ends the process when it changes.
+directory. The workers are forked by a forkserver (train.launcher), not by the launcher, so the
+kernel's parent-death signal would follow the wrong process; each worker instead watches the
+launcher itself: on Linux a pidfd (readable the moment that process exits, no polling, and it names
+that process, not a later one with its pid), elsewhere a daemon thread that polls the pid.
 """
 
 import ctypes
 import ctypes.util
 import os
+import select
 import signal
 import sys
 import threading
@@ -18,12 +20,20 @@ import time
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def die_with_parent(parent_pid: int, *, poll_s: float = 0.2) -> None:
-    """End this process as soon as `parent_pid` (the process that started it) is gone."""
-    if not parent_death_signal(signal.SIGKILL):
-        watch_parent(parent_pid, poll_s=poll_s)
-    if os.getppid() != parent_pid:  # the parent died before the signal was set up
+def die_with(pid: int, *, poll_s: float = 0.2) -> threading.Thread:
+    """End this process as soon as process `pid` (the launcher) is gone; returns the watching thread."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:  # gone already
         os._exit(1)
+    except (AttributeError, OSError):  # no pidfd here (not Linux >= 5.3)
+        return watch_process(pid, poll_s=poll_s)
+
+    def wait() -> None:
+        select.select([handle], [], [])  # a pidfd turns readable when its process exits
+        os._exit(1)
+
+    return _daemon(wait)
 
 
 def parent_death_signal(sig: int) -> bool:
@@ -43,14 +53,27 @@ def notice_when_parent_dies() -> None:
     parent_death_signal(signal.SIGTERM)
 
 
-def watch_parent(parent_pid: int, *, poll_s: float = 0.2) -> threading.Thread:
-    """The portable fallback: a daemon thread that ends the process once its parent changes
-    (an orphan is adopted by init or a subreaper)."""
+def watch_process(pid: int, *, poll_s: float = 0.2) -> threading.Thread:
+    """The portable fallback: a daemon thread that ends this process once `pid` is gone."""
     def watch() -> None:
-        while os.getppid() == parent_pid:
+        while _exists(pid):
             time.sleep(poll_s)
         os._exit(1)
 
-    thread = threading.Thread(target=watch, name="thrifty-watch-parent", daemon=True)
+    return _daemon(watch)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _daemon(target) -> threading.Thread:
+    thread = threading.Thread(target=target, name="thrifty-watch-launcher", daemon=True)
     thread.start()
     return thread

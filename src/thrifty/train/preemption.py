@@ -43,8 +43,8 @@ class Preempted(ThriftyError):
 
 
 def shared_signals() -> Array:
-    """The launcher's and workers' shared counters (passed to spawned workers by handle)."""
-    return mp.get_context("spawn").RawArray("q", 2)
+    """The launcher's and workers' shared counters (passed to the forked workers by handle)."""
+    return mp.get_context("forkserver").RawArray("q", 2)
 
 
 class RelayedSignals(JobCheckpoints):
