@@ -1,8 +1,11 @@
 """Shared by the benchmark scripts: where results go and how they are written."""
 
 import json
+import os
 import platform
+import subprocess
 import time
+from importlib import metadata
 from pathlib import Path
 
 import matplotlib
@@ -14,10 +17,34 @@ from thrifty.io import write_text_atomic  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+# the libraries whose versions a result records (those installed)
+LIBRARIES = ("torch", "numpy", "scipy", "openmm", "ray", "matplotlib")
+
+
+def provenance() -> dict:
+    """The code and libraries a result came from: git revision (with '+changes' for a dirty tree),
+    library versions, machine."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        revision = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
+                                  text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks"],
+                               cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        revision += "+changes" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        revision = "unknown (not a git checkout)"
+    versions = {}
+    for library in LIBRARIES:
+        try:
+            versions[library] = metadata.version(library)
+        except metadata.PackageNotFoundError:
+            pass
+    return {"revision": revision, "versions": versions,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
+
+
 def write_result(name: str, data: dict) -> Path:
-    data = {"benchmark": name, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, {platform.python_version()}",
-            **data}
+    data = {"benchmark": name, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), **provenance(), **data}
     path = RESULTS / f"{name}.json"
     write_text_atomic(path, json.dumps(data, indent=2))
     return path

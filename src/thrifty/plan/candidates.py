@@ -116,9 +116,6 @@ class Candidates:
     def __len__(self) -> int:
         return int(self.vm_index.size)
 
-    def take(self, index: np.ndarray) -> "Candidates":
-        return Candidates(*(getattr(self, f)[index] for f in self.__dataclass_fields__))
-
 
 def batch_grid(job: JobModel, request: PlanRequest) -> np.ndarray:
     """Global batches: the user's list, else powers of two in the job's allowed range."""

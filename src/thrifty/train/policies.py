@@ -173,10 +173,6 @@ class BatchPolicy:
         return [max(noise_spread(column), pooled) for column in zip(*self.jitter)] if self.jitter \
             else [0.0] * len(self.split)
 
-    def imbalance(self) -> float:
-        """max_k |db_k| / b_k on the robust estimate."""
-        return max(relative_changes(self.estimate())) if self.ratios else float("nan")
-
     def significant_imbalance(self) -> float:
         """max_k of |db_k| / b_k less `confidence` standard errors; the dead-band applies to this.
         NaN before MIN_SAMPLES samples (and NaN never passes the dead-band)."""

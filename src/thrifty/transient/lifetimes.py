@@ -52,12 +52,6 @@ class LifetimeModel(ABC):
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(s > 0, self.pdf(t) / np.where(s > 0, s, 1.0), np.inf)
 
-    def conditional_survival(self, age, duration) -> np.ndarray:
-        """P(lifetime > age + duration | lifetime > age)."""
-        s_age = self.survival(age)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(s_age > 0, self.survival(np.asarray(age) + duration) / np.where(s_age > 0, s_age, 1), 0.0)
-
     def mean(self) -> float:
         upper = self.t_end if math.isfinite(self.t_end) else np.inf
         value, _ = integrate.quad(lambda t: float(self.survival(t)), 0.0, upper, limit=200)
