@@ -160,3 +160,33 @@ def test_the_loop_bounds_multi_node_candidates_by_their_measured_one_node_twin(r
     twin = search.measured()[Config("small", 1, 1, 64)]
     at = search.candidates.index(Config("small", 2, 2, 128))
     assert o.floor[at] == pytest.approx(np.log(twin.mean_s) - Z90 * twin.rel_se)
+
+
+def test_a_job_without_a_stated_noise_scale_takes_the_start_batch_as_its_prior(rows):
+    # mutation caught: the pooled estimate alone (after a one-rank profile it rests on a handful
+    # of measured steps, 0 or infinite: the job settled on the largest batch for good)
+    sc = scenario(rows, "cost")
+    search = Search(sc.backend(0), sc.settings())
+    start = default_start(rows)
+    search.start_batch = start.global_batch
+    for config in search.profile_configs(start):
+        search.window(config, cut=False, noise_precision=False)
+    assert search.noise.steps < 50
+    assert search.noise_scale() == start.global_batch
+
+
+def test_a_settled_window_never_outlasts_its_segment(rows):
+    # mutation caught: the settled window's 3,200 steps uncapped (at batch 1,024 they are the
+    # whole of this job: no re-check would ever run)
+    sc = Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, 2e6), Objective("time"))
+    best = oracle(sc)
+    search = Search(sc.backend(0), sc.settings())
+    at, segment = [], search.settled_segment
+
+    def recording(decide: bool) -> None:
+        at.append(search.backend.progress / search.backend.target)
+        segment(decide)
+
+    search.settled_segment = recording
+    search.run(best.final_config)
+    assert len(at) >= 19 and max(np.diff(at)) < 0.052  # a segment ends on a whole step
