@@ -74,11 +74,14 @@ def test_a_probe_without_a_feasible_incumbent_does_not_wait_for_the_noise(rows):
     assert search.probes[-1].steps < 3 * search.settings.min_window_steps
 
 
-def _settled_moves(search: Search) -> list[Config]:
-    """Record the configurations the search moves to after it first settled."""
+def _settled_moves(search: Search, first: list[Config] | None = None) -> list[Config]:
+    """Record the configurations the search moves to after it first settled (and, in `first`,
+    the one it first settled on)."""
     moves, launch = [], search.launch
 
     def recording(config: Config) -> None:
+        if search.settled and first is not None and not first:
+            first.append(config)
         if search.settled and search.backend.current not in (None, config):
             moves.append(config)
         launch(config)
@@ -93,12 +96,12 @@ def test_a_growing_noise_scale_is_followed_to_a_larger_global_batch(rows):
     for seed in range(3):
         sc = drifting(rows)
         search = Search(sc.backend(seed), sc.settings())
-        moves = _settled_moves(search)
+        first_settled: list[Config] = []
+        moves = _settled_moves(search, first_settled)
         outcome = search.run(default_start(rows))
         assert search.noise.value == pytest.approx(sc.schedule.at(TARGET), rel=0.35)
-        first_settled = moves[0] if moves else None
-        assert first_settled is not None
-        assert outcome.final_config.global_batch > first_settled.global_batch
+        assert moves  # it moved after settling
+        assert outcome.final_config.global_batch > first_settled[0].global_batch
         fixed = Search(sc.backend(seed), replace(sc.settings(), recheck_every=None)).run(default_start(rows))
         assert outcome.time_s < fixed.time_s
 

@@ -1,13 +1,17 @@
 """Behaviour of the search on synthetic traces. Each test names the mutation of the code it
 catches (checked by applying the mutation by hand and watching the test fail)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
-from conftest import scenario
+from conftest import NOISE_SCALE, scenario
 
 from thrifty.search.belief import Measured
-from thrifty.search.harness import default_start, oracle, run_strategy
+from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.harness import Scenario, default_start, oracle, run_strategy
 from thrifty.search.loop import Search
+from thrifty.search.rule import Objective
 
 SEEDS = range(4)
 
@@ -49,10 +53,45 @@ def test_the_search_probes_few_configurations_and_beats_exhaustive_profiling(row
 
 
 def test_a_move_dearer_than_any_gain_is_never_probed(rows):
-    # mutation caught: ignore the move's cost in the probe's price
+    # mutation caught: ignore the move's cost in the probe's price (the profile's own recoup check
+    # is off here: test_a_profile_that_cannot_recoup_its_moves_is_skipped covers it)
+    sc = scenario(rows, "cost", restart_cost_s=5 * 3600)
+    settings = replace(sc.settings(), profile_budget=np.inf)
+    search = Search(sc.backend(0), settings).run(default_start(rows))
+    assert len(search.probes) == 3  # the initial profile only
+
+
+def test_a_profile_that_cannot_recoup_its_moves_is_skipped(rows):
+    # mutation caught: the profile's recoup check removed (three windows, two 5-hour restarts)
     sc = scenario(rows, "cost", restart_cost_s=5 * 3600)
     search = run_strategy(sc, "search", 0, default_start(rows))
-    assert len(search.probes) == 3  # the initial profile only
+    assert len(search.probes) == 1 and search.moves == 0
+    assert search.final_config == default_start(rows)
+
+
+def _short_job(rows, kind: str, settings=None):
+    """1e6 samples (a 14-38 minute job), started on the oracle's configuration."""
+    sc = Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, 1e6), Objective(kind))
+    best = oracle(sc)
+    runs = [Search(sc.backend(s), settings or sc.settings()).run(best.final_config) for s in SEEDS]
+    return best, runs
+
+
+@pytest.mark.parametrize("kind", ["cost", "time"])
+def test_a_short_job_started_on_the_best_stays_there(rows, kind):
+    # mutation caught: the profile's recoup check removed (3-4 moves, +21% over the oracle)
+    best, runs = _short_job(rows, kind)
+    assert np.median([r.moves for r in runs]) == 0
+    value = [r.cost_usd / best.cost_usd if kind == "cost" else r.time_s / best.time_s for r in runs]
+    assert np.median(value) - 1 < 0.02
+
+
+def test_a_probe_must_expect_to_recoup_its_price_with_a_margin(rows):
+    # mutation caught: the recoup factor removed (gain > price alone: a short job whose profile
+    # ran goes on to probe, 6-8 moves instead of at most 4)
+    sc = Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, 1e6), Objective("cost"))
+    _, runs = _short_job(rows, "cost", replace(sc.settings(), profile_budget=np.inf))
+    assert max(r.moves for r in runs) <= 4
 
 
 def test_a_probe_is_cut_short_once_its_interval_excludes_it(rows):
@@ -121,3 +160,33 @@ def test_the_loop_bounds_multi_node_candidates_by_their_measured_one_node_twin(r
     twin = search.measured()[Config("small", 1, 1, 64)]
     at = search.candidates.index(Config("small", 2, 2, 128))
     assert o.floor[at] == pytest.approx(np.log(twin.mean_s) - Z90 * twin.rel_se)
+
+
+def test_a_job_without_a_stated_noise_scale_takes_the_start_batch_as_its_prior(rows):
+    # mutation caught: the pooled estimate alone (after a one-rank profile it rests on a handful
+    # of measured steps, 0 or infinite: the job settled on the largest batch for good)
+    sc = scenario(rows, "cost")
+    search = Search(sc.backend(0), sc.settings())
+    start = default_start(rows)
+    search.start_batch = start.global_batch
+    for config in search.profile_configs(start):
+        search.window(config, cut=False, noise_precision=False)
+    assert search.noise.steps < 50
+    assert search.noise_scale() == start.global_batch
+
+
+def test_a_settled_window_never_outlasts_its_segment(rows):
+    # mutation caught: the settled window's 3,200 steps uncapped (at batch 1,024 they are the
+    # whole of this job: no re-check would ever run)
+    sc = Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, 2e6), Objective("time"))
+    best = oracle(sc)
+    search = Search(sc.backend(0), sc.settings())
+    at, segment = [], search.settled_segment
+
+    def recording(decide: bool) -> None:
+        at.append(search.backend.progress / search.backend.target)
+        segment(decide)
+
+    search.settled_segment = recording
+    search.run(best.final_config)
+    assert len(at) >= 19 and max(np.diff(at)) < 0.052  # a segment ends on a whole step

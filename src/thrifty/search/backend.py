@@ -57,6 +57,9 @@ class Backend(Protocol):
     def train_until(self, progress: float) -> None:
         """Train on the current configuration, unmeasured, until `progress` (or the target)."""
 
+    def steps_to(self, progress: float) -> int:
+        """Steps the current configuration needs from here to `progress` (or the target)."""
+
     def finish(self) -> None:
         """Train on the current configuration until the target is reached."""
 
@@ -111,3 +114,7 @@ class ScheduledJob:
     @property
     def target(self) -> float:
         return float(self.schedule.progress[-1])
+
+    def steps_to(self, progress: float) -> int:
+        batch = self._current.global_batch if self._current is not None else 1
+        return int(np.ceil(self.schedule.steps(self._progress, min(progress, self.target), batch) - 1e-9))

@@ -33,6 +33,20 @@ a constant B_noise set off a spurious probe in 1 of 8 seeds of the tests' trace;
 about 3x, and B_noise grows several-fold over a job). Otherwise the job stays: the rule re-run on
 the estimate's noise alone (a constant B_noise known to +-20%) finds probes its earlier run
 declined, and pays for them. `recheck_every` None: train to the end once settled.
+Recoup: a move is taken only if the job still to run can pay it back. A probe needs, beyond
+gain > price (search.rule), its expected gain weighted by its chance of winning to exceed
+`recoup_factor` (4) times its price: a long shot whose expected gain is mostly one unlikely big win
+loses its moves in most runs (tuned on benchmarks/irregular_traces.TUNE_SEEDS, 3-hour jobs: the
+worst median over the oracle was +18% at 1, +10% at 3, +9.7% at 4). The profile, before any model
+exists, goes on after the start only while its remaining moves (a restart each, and back to the
+start) cost at most `profile_budget` (5%) of the objective still to pay at the start's measured
+pace (steps left counted as (P - p) / B while B_noise is not yet known: a few measured steps of one
+rank put it anywhere); otherwise there is no model and the job trains where it started (a short
+job started on a good configuration stays there). A job that states no noise scale takes the
+start's global batch as its prior B_noise (search.noise_estimate.with_prior): after the profile
+the pooled estimate rests on a handful of one-rank steps and had been 0 or infinite, which settled
+jobs on the largest batch for good; and a settled window never outlasts its segment (one of 3,200
+steps at batch 4,096 had trained 62% of a job before the first re-check).
 A probe is cut short as soon as its measured 90% interval excludes it: even the interval's fast
 end costs more per unit of progress than the incumbent, or misses the deadline.
 The initial profile is `profile_configs` windows on the start's VM type at distinct local
@@ -78,6 +92,8 @@ class SearchSettings:
     recheck_every: float | None = 0.05  # settled: segments of this fraction of the target
     max_settled_window_steps: int = 3200  # 8 x 400: one rank measures the noise every 8th step
     profile_configs: int = 3
+    recoup_factor: float = 4.0  # a probe's expected gain, weighted by its chance of winning, must be this x its price
+    profile_budget: float = 0.05  # the profile's moves may cost at most this share of the remaining objective
     explore: bool = True  # False: `thrifty plan` alone, the profile's model and no probes
     belief: BeliefSettings = BeliefSettings()
     noise_prior: NoiseSchedule | None = None  # a stated B_noise(progress): the prior (search.noise_estimate)
@@ -120,20 +136,27 @@ class Search:
         self.prediction: Prediction | None = None  # from the latest decision, for observers
         self._belief_of: set[Config] | None = None  # the configurations the cached fit saw
         self._belief: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
+        self.stay = False  # the profile could not recoup its moves: no model, train where it started
+        self.start_batch: int | None = None  # the prior B_noise of a job that states none (noise_scale)
 
     def run(self, start: Config) -> Outcome:
         """Train to the target from `start`, or from where a restored search (search.checkpoint)
         stopped: profile windows it already measured are skipped, and the rule never probes a
         measured configuration again."""
-        for config in self.profile_configs(start)[len(self.probes):]:
-            if not self.backend.done:
-                self.window(config, noise_precision=False)
+        profile = self.profile_configs(start)
+        self.start_batch = start.global_batch
+        for config in profile[len(self.probes):]:
+            if self.backend.done or (self.probes and not self.profile_recoups(profile)):
+                break
+            self.window(config, noise_precision=False)
+        # a profile that cannot recoup its moves leaves no model: the job stays where it started
+        self.stay = len(self.probes) < len(profile)
         probed = True  # a (restored) search continues after a window: decide
         while not self.backend.done:
             decide = probed or not self.settled or self.drifted()
             if decide:
                 self.noise_decided = (self.noise.value, self.noise.rel_se)
-            choice = self.next_probe() if self.settings.explore and decide else None
+            choice = self.next_probe() if self.settings.explore and decide and not self.stay else None
             if choice is not None:
                 self.window(choice)
             else:
@@ -181,15 +204,16 @@ class Search:
     def settled_segment(self, decide: bool) -> None:
         """Settle on the best measured configuration (with `decide`; else stay) and train one
         segment there (module docstring), or to the end without re-checks."""
-        config = self.best_measured() if decide or self.backend.current is None else self.backend.current
+        config = self.backend.current if self.stay or not decide else self.best_measured()
         self.settled = True
         self.launch(config)
         if self.settings.recheck_every is None:
             self.backend.finish()
             return
         end = self.backend.progress + self.settings.recheck_every * self.backend.target
+        segment_steps = self.backend.steps_to(end)  # a window never outlasts its segment
         self.measure_window(config, None, chunk_steps=SETTLED_CHUNK_STEPS,
-                            max_steps=self.settings.max_settled_window_steps,
+                            max_steps=max(min(self.settings.max_settled_window_steps, segment_steps), 1),
                             noise_target=self.settings.settled_noise_target_rel_se)
         self.backend.train_until(end)
 
@@ -260,6 +284,8 @@ class Search:
             return with_prior(self.noise, prior.at(self.backend.progress))
         if self.noise.steps == 0:
             raise ThriftyError("the backend measured no gradient noise yet")
+        if self.start_batch is not None:  # no stated B_noise: the start's global batch, the user's guess
+            return with_prior(self.noise, self.start_batch)
         return self.noise.value
 
     def per_progress(self, config: Config, step_time_s: float) -> float:
@@ -324,7 +350,23 @@ class Search:
                             back_s * o.rate[inc], home, move_in_s=move_s, billed_floor_s=np.where(new_vms, floor, 0.0))
         net = np.where(is_measured, -np.inf, gain - price)
         best = int(np.argmax(net))
-        return self.candidates[best] if net[best] > 0 else None
+        recoups = gain[best] * win[best] > self.settings.recoup_factor * price[best]
+        return self.candidates[best] if net[best] > 0 and recoups else None
+
+    def profile_recoups(self, profile: list[Config]) -> bool:
+        """Whether the rest of the profile's moves (one restart each, and back to the start) cost
+        at most `profile_budget` of the objective still to pay at the start's measured pace."""
+        start = profile[0]
+        rate = float(self.settings.objective.rate(self.backend.price_per_hour(start)))
+        # steps left >= (P - p) / B: B_noise counts only once known to its target (a few measured
+        # steps of one rank put it anywhere, 1.7 for a true 635, and the job would look 300x longer)
+        known = self.noise.rel_se <= self.settings.noise_target_rel_se
+        steps_left = (self.backend.target - self.backend.progress) * (
+            1 / start.global_batch + (1 / self.noise_scale() if known else 0.0))
+        left = rate * steps_left * Measured.of(np.concatenate(self.times[start])).mean_s
+        rest = profile[len(self.probes):]
+        moves_s = sum(self.backend.move_cost_s(a, b) for a, b in zip([self.backend.current] + rest, rest + [start]))
+        return bool(moves_s * rate <= self.settings.profile_budget * left)
 
     def best_measured(self) -> Config:
         """Where to settle: least remaining objective including the move there."""

@@ -1,0 +1,99 @@
+"""The online search on irregular cluster-like traces (irregular_traces.py), before and after
+the recoup check, side by side in one run.
+
+Six held-out workloads (HELD_OUT_SEEDS) and the three the recoup check was tuned on (TUNE_SEEDS),
+each under the cost and the time objective: a 3-hour job (the target sized so the objective's
+oracle trains 3 h) started where a user would start (the cheapest $/h configuration at the middle
+global batch), and a short job (1e7 samples) started on the oracle's configuration. The sim: 3%
+per-step noise, 60 s restart, 60 s start-up for new VMs. "before": the rule without the recoup
+check (recoup_factor 0, no profile budget: any probe whose expected gain exceeds its price);
+"after": the defaults (search.loop.SearchSettings). Overheads are objective / oracle's - 1 over
+SEEDS sim seeds: median and worst. Run:
+    PYTHONPATH=src python benchmarks/bench_search_real.py [--seeds 10]
+"""
+
+import argparse
+from dataclasses import replace
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from common import save_figure, write_result
+from irregular_traces import HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
+from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.harness import Scenario, default_start, oracle, with_overheads
+from thrifty.search.loop import Search, SearchSettings
+from thrifty.search.rule import Objective
+
+JOB_S, SHORT_TARGET = 3 * 3600.0, 1e7
+VARIANTS = {"before": dict(recoup_factor=0.0, profile_budget=np.inf), "after": {}}
+
+
+def scenarios(seed: int) -> dict:
+    """(scenario, start) per job: the 3-hour and the short job under each objective."""
+    trace = irregular_trace(seed)
+    out = {}
+    for kind in ("cost", "time"):
+        probe = Scenario(trace.rows, NoiseSchedule.constant(trace.noise_scale, 1e8), Objective(kind))
+        target = 1e8 * JOB_S / oracle(probe).time_s  # time is linear in the target, but for the start-up
+        long_ = Scenario(trace.rows, NoiseSchedule.constant(trace.noise_scale, target), Objective(kind))
+        short = Scenario(trace.rows, NoiseSchedule.constant(trace.noise_scale, SHORT_TARGET), Objective(kind))
+        out[f"3 h, {kind}"] = (long_, default_start(trace.rows))
+        out[f"short, {kind}"] = (short, oracle(short).final_config)
+    return out
+
+
+def run_row(scenario: Scenario, start, seeds: int) -> dict:
+    best, metric = oracle(scenario), f"overhead_{scenario.objective.kind}"
+    row = {"oracle_config": best.final_config.to_dict(), "oracle_time_s": best.time_s,
+           "oracle_cost_usd": best.cost_usd, "start": start.to_dict()}
+    for name, knobs in VARIANTS.items():
+        settings = replace(SearchSettings(objective=scenario.objective), **knobs)
+        runs = [with_overheads(Search(scenario.backend(s), settings).run(start), best) for s in range(seeds)]
+        overheads = [r[metric] for r in runs]
+        row[name] = {"median": float(np.median(overheads)), "worst": float(np.max(overheads)),
+                     "moves": float(np.median([r["moves"] for r in runs])),
+                     "max_moves": int(max(r["moves"] for r in runs)), "per_seed": overheads}
+    return row
+
+
+def main(seeds: int = 10) -> dict:
+    results = {}
+    for group, trace_seeds in (("held out", HELD_OUT_SEEDS), ("tuned on", TUNE_SEEDS)):
+        for seed in trace_seeds:
+            for job, (scenario, start) in scenarios(seed).items():
+                key = f"{group} {seed} | {job}"
+                results[key] = row = run_row(scenario, start, seeds)
+                print(f"{key:28s} before {row['before']['median']:+7.1%} / {row['before']['worst']:+7.1%} "
+                      f"({row['before']['moves']:.0f} moves)  after {row['after']['median']:+7.1%} / "
+                      f"{row['after']['worst']:+7.1%} ({row['after']['moves']:.0f} moves)", flush=True)
+    plot(results)
+    write_result("search_real", {"seeds": seeds, "job_s": JOB_S, "short_target_samples": SHORT_TARGET,
+                                 "tune_seeds": TUNE_SEEDS, "held_out_seeds": HELD_OUT_SEEDS,
+                                 "variants": {k: {n: float(v) for n, v in knobs.items()} for k, knobs in VARIANTS.items()},
+                                 "results": results})
+    return results
+
+
+def plot(results: dict) -> None:
+    fig, ax = plt.subplots(figsize=(18, 5))
+    x = np.arange(len(results))
+    for j, name in enumerate(VARIANTS):
+        med = np.array([r[name]["median"] for r in results.values()])
+        worst = np.array([r[name]["worst"] for r in results.values()])
+        ax.bar(x + 0.4 * j, 1 + med, 0.4, label=name)
+        ax.errorbar(x + 0.4 * j, 1 + med, yerr=[np.zeros(len(x)), worst - med], fmt="none", ecolor="k", elinewidth=0.6)
+    ax.axhline(1.05, color="k", linestyle="--", linewidth=0.8, label="oracle + 5%")
+    ax.axhline(1.10, color="k", linestyle=":", linewidth=0.8, label="oracle + 10%")
+    ax.set_xticks(x + 0.2)
+    ax.set_xticklabels([k.replace(" | ", "\n") for k in results], fontsize=6, rotation=90)
+    ax.set_ylabel("objective / oracle's (median; whisker: worst)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, "search_real")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", type=int, default=10)
+    main(parser.parse_args().seeds)
