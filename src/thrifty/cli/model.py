@@ -64,8 +64,10 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
         if stored is None:
             raise ThriftyError(f"no stored profile of {workload} in {db}: run `thrifty profile` first")
         c = config_times([asdict(s) for s in stored[0].samples])
+        from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR
         model = fit_step_time(c.num_nodes, c.num_workers, c.local_batch, c.step_time_s,
-                              c.compute_time_s, c.sync_time_s)
+                              c.compute_time_s, c.sync_time_s,
+                              launch_sigma_log=stored[0].meta.get("launch_sigma_log", LAUNCH_SIGMA_LOG_FLOOR))
     if out is not None:
         model.save(out)
     data = model.to_dict()
