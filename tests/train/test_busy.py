@@ -104,3 +104,29 @@ def test_the_profile_command_refuses_a_busy_machine_with_exit_2_and_stores_nothi
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "the machine is busy: load 3.9 on 2 cores" in lines[0]
     assert not db.exists()
+
+
+def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(monkeypatch):
+    # mutations caught: "busy load not added to the launch spread", "round spread not added"
+    # (the pipeline's combination; the profile itself is injected, so nothing is timed)
+    import math
+
+    import thrifty.train.busy as busy
+    import thrifty.train.profiler as profiler
+    from thrifty.perf.uncertainty import busy_sigma_log
+    from thrifty.pipeline import ProfileSettings, run_profile
+    from thrifty.records import Profile, StepRow
+    monkeypatch.setattr(busy, "read_before_profile", lambda: Readings(2, 6.0, 0.0, None))
+    times = {8: [0.010, 0.010, 0.012, 0.012], 32: [0.030, 0.030, 0.033, 0.033]}  # 2 rounds of 2 steps
+
+    def fake_profile(*args, **kwargs):
+        rows = [StepRow(step=i, rank=0, num_workers=1, local_batch=b, global_batch=b, step_time_s=t)
+                for b, ts in times.items() for i, t in enumerate(ts)]
+        return Profile("digits", rows, 1, 1797, 1, meta={"steps": 4, "rounds": 2})
+    monkeypatch.setattr(profiler, "profile_workload", fake_profile)
+    profile, _ = run_profile("builtin:digits", ProfileSettings(workers=(1,), local_batches=(8, 32), steps=4,
+                                                              calibrate=False, allow_busy=True))
+    rounds = math.sqrt((math.log(1.2) ** 2 / 2 + math.log(1.1) ** 2 / 2) / 2)  # pooled sd of 2 rounds
+    assert profile.meta["run_sigma_log"] == pytest.approx(rounds)
+    assert profile.meta["launch_sigma_log"] == pytest.approx(math.hypot(rounds, busy_sigma_log(6.0, 2)))
+    assert profile.meta["machine"]["before"]["busy"] and profile.meta["run_spread"] == pytest.approx(0.15)
