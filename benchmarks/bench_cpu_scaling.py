@@ -26,9 +26,11 @@ def main() -> dict:
         scaling = ThreadScaling.from_dict(measured["thread_scaling"])
         times = measured["thread_times"]
         rows[workload] = {
-            "local_batch": list(batches), "one_thread_s": times["one_thread_s"],
-            "two_threads_s": times["two_threads_s"],
+            "local_batch": list(batches),
+            "one_thread_s": [float(np.mean(t)) for t in times["one_thread_steps_s"]],
+            "two_threads_s": [float(np.mean(t)) for t in times["two_threads_steps_s"]],
             "serial_fraction": scaling.serial_fraction.tolist(),
+            "serial_fraction_sd": scaling.serial_fraction_sd.tolist(),
             "projected_speedup": {str(p): (1.0 / scaling.slowdown(np.array(batches, float), p)).tolist()
                                   for p in VCPUS},
             "input_s_per_sample": measured["input_s_per_sample"]}

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.jobmodel import JobModel, build_job_model
+from thrifty.perf.samples import round_means
+from thrifty.perf.uncertainty import busy_sigma_log, launch_sigma_log, relative_spread
 from thrifty.perf.work import COUNT_VERSION
 from thrifty.store import Store
 from thrifty.workloads.names import workload_key
@@ -37,6 +39,7 @@ class ProfileSettings:
     calibrate: bool = True
     calibration_batch: int | None = None
     instance_type: str = "local"
+    allow_busy: bool = False  # profile on a busy machine anyway (train.busy); intervals widen
 
 
 def default_batches_and_steps(workload, workers: Sequence[int],
@@ -60,6 +63,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     """Profile all settings, then train once to the target to calibrate S_min (unless the
     workload takes its steps from a published recipe, or calibration is off). Returns the
     Profile, with what planning needs from the workload itself in its meta, and the calibration."""
+    from thrifty.train.busy import measure_quietly, read_before_profile
     from thrifty.train.config import global_batch_for
     from thrifty.train.dryrun import dry_run
     from thrifty.train.loop import train_to_target
@@ -67,6 +71,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     from thrifty.train.workcount import count_workload
     from thrifty.train.launcher import start_worker_server
     from thrifty.workloads import load_workload
+    before = read_before_profile()  # before our own work loads the machine
     start_worker_server()  # the profile's ranks fork from it; its imports overlap the dry run
     workload = load_workload(workload_spec)
     dry_run(workload)  # a broken workload fails here in seconds, not after the profile
@@ -76,9 +81,20 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
         chosen = default_batches_and_steps(workload, settings.workers, float(work.flops_per_sample.sum()))
         batches = chosen[0] if batches is None else batches
         steps = chosen[1] if steps is None else steps
-    profile = profile_workload(workload_spec, settings.workers, batches,
-                               steps=steps, max_workers=max_local_workers(), step_work=work,
-                               on_setting=lambda n: on_progress(f"profiled {n} worker(s)"))
+
+    def measure():
+        measured = profile_workload(workload_spec, settings.workers, batches,
+                                    steps=steps, max_workers=max_local_workers(), step_work=work,
+                                    on_setting=lambda n: on_progress(f"profiled {n} worker(s)"))
+        runs = round_means([asdict(s) for s in measured.samples], measured.meta["steps"], measured.meta["rounds"])
+        measured.meta["run_spread"] = relative_spread(runs)
+        measured.meta["run_sigma_log"] = launch_sigma_log(runs)
+        return measured, measured.meta["run_spread"]
+    profile, readings = measure_quietly(measure, settings.allow_busy, before=lambda: before)
+    # launch-to-launch spread: what the rounds differed by, and the load beside the profile
+    profile.meta["machine"] = readings
+    profile.meta["launch_sigma_log"] = math.hypot(profile.meta["run_sigma_log"], busy_sigma_log(
+        readings["before"]["others_load"], readings["before"]["cores"]))
     profile.instance_type = settings.instance_type
     profile.meta.update(_workload_facts(workload))
     calibration = None
@@ -119,8 +135,8 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
     """
     key = workload_key(workload_spec)  # fails fast on an unknown name or a missing file
     stored = None if reprofile else store.latest_profile(key)
-    if stored is not None and "thread_scaling" not in stored[0].meta:
-        stored = None  # a profile from before thread-scaling measurements: profile again
+    if stored is not None and "serial_fraction_sd" not in stored[0].meta.get("thread_scaling", {}):
+        stored = None  # a profile from before thread scaling with its uncertainty: profile again
     reused = stored is not None
     if stored is None:
         profile_and_store(store, workload_spec, settings, on_progress)

@@ -28,6 +28,11 @@ INPUT_FILES: dict[str, bytes | str] = {
     "samples_zero_workers.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,0,32,0.1\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
     "samples_two.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,0.1\n1,2,32,0.12\n",
     "samples_inf.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,inf\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
+    "samples_huge.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,1e300\n1,2,32,2e300\n1,1,64,3e300\n1,2,64,4e308\n",
+    "samples_huge_batch.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,1e300,0.1\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
+    "samples_huge_workers.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1e300,32,0.1\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
+    "samples_huge_compute.csv": "num_nodes,num_workers,local_batch,step_time_s,compute_time_s\n1,1,32,0.1,1e308\n"
+                                "1,2,32,0.1,0.05\n1,1,64,0.2,0.1\n1,2,64,0.2,0.1\n",
     "configs_nan.csv": "num_nodes,num_workers,local_batch\n1,nan,32\n",
     "configs_zero.csv": "num_nodes,num_workers,local_batch\n1,1,0\n",
     "configs_negative.csv": "num_nodes,num_workers,local_batch\n-1,1,32\n",
@@ -123,6 +128,8 @@ def _cases() -> list[tuple[str, str, str]]:
                        "two_rows": "{in}/samples_two.csv", "inf": "{in}/samples_inf.csv",
                        "header_only": "{in}/header_only.csv"}.items():
         add(f"model fit --samples {name}", f"model fit --samples {path}")
+    for name in ("huge", "huge_batch", "huge_workers", "huge_compute"):  # a fit or a traceback, before
+        add(f"model fit --samples {name}", f"model fit --samples {{in}}/samples_{name}.csv --out {{w}}/m.json")
     add("model fit nothing", "model fit")
     add("model fit both", "model fit --samples {in}/samples_two.csv --workload builtin:digits")
     add("model fit --workload unprofiled", "model fit --workload builtin:digits --db {w}/t.db")

@@ -148,3 +148,18 @@ def test_bare_numbers_are_seconds_for_costs_and_hours_for_ages(run_cli):
         return json.loads(out)
     assert overhead("--restart-cost", "60", "--ckpt-cost", "60") == overhead("--restart-cost", "60s", "--ckpt-cost", "1m")
     assert overhead("--vm-age", "5")["expected_makespan_s"] == overhead("--vm-age", "5h")["expected_makespan_s"]
+
+
+def test_model_fit_of_a_stored_profile_keeps_its_launch_spread(profiled_db, run_cli, tmp_path):
+    # mutation caught: "spread not added" on this path (the fit from the database took the floor)
+    import shutil
+    db = tmp_path / "spread.db"
+    shutil.copy(profiled_db, db)
+    with sqlite3.connect(db) as conn:
+        (meta_json,) = conn.execute("SELECT meta_json FROM profiles ORDER BY id DESC LIMIT 1").fetchone()
+        meta = json.loads(meta_json)
+        assert meta["machine"]["before"]["cores"] >= 1 and "serial_fraction_sd" in meta["thread_scaling"]
+        conn.execute("UPDATE profiles SET meta_json = ?", (json.dumps({**meta, "launch_sigma_log": 0.5}),))
+    code, out, err = run_cli("model", "fit", "--workload", "builtin:digits", "--db", db, "--json")
+    assert code == 0, err
+    assert json.loads(out)["launch_sigma_log"] == 0.5

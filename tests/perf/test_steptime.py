@@ -5,6 +5,8 @@ import pytest
 
 from thrifty.errors import ModelError
 from thrifty.perf.steptime import StepTimeModel, fit_step_time, mdape, predict_step_time
+from thrifty.perf.uncertainty import (EXACT_FIT_SIGMA_LOG, EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
+                                      LAUNCH_SIGMA_LOG_FLOOR, Z90)
 
 TRUE = np.array([0.002, 1e-4, 1.0, 0.004, 5e-4, 0.02, 2e-3, 0.1, 2.0])
 
@@ -78,18 +80,21 @@ def test_json_roundtrip_and_corrupt_files(tmp_path):
         StepTimeModel.load(tmp_path / "missing.json")
 
 
-def test_version_one_model_files_load_without_contention(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_model_files_are_refused_since_their_intervals_would_be_too_narrow(tmp_path, version):
+    # mutation caught: loading a file without launch spread and profiled configurations
     n, w, b = _grid()
     data = fit_step_time(n, w, b, predict_step_time(TRUE, n, w, b)).to_dict()
-    del data["params"]["contention_per_rank"], data["params"]["compute_exponent"]
-    data["version"] = 1
-    path = tmp_path / "v1.json"
+    del data["launch_sigma_log"], data["profiled_configs"]
+    data["version"] = version
+    path = tmp_path / "old.json"
     path.write_text(json.dumps(data))
-    params = StepTimeModel.load(path).params
-    assert params[2] == 1.0 and params[7] == 0.0  # linear compute, no contention
+    with pytest.raises(ModelError, match=f"version {version} .*fit it again"):
+        StepTimeModel.load(path)
 
 
-@pytest.mark.parametrize("times, message", [([0.1, -1.0], "positive"), ([0.1, float("nan")], "positive")])
+@pytest.mark.parametrize("times, message", [([0.1, -1.0], "positive"), ([0.1, float("nan")], "positive"),
+                                            ([1e300, 2e300], "between"), ([1e-12, 0.1], "between")])
 def test_fit_rejects_bad_samples(times, message):
     with pytest.raises(ModelError, match=message):
         fit_step_time([1, 1], [1, 1], [8, 16], times)
@@ -103,3 +108,60 @@ def test_two_batch_sizes_fix_the_exponent_at_linear():
 def test_fit_needs_two_batch_sizes():
     with pytest.raises(ModelError, match="two different"):
         fit_step_time([1, 1], [1, 2], [8, 8], [0.1, 0.2])
+
+
+def _one_node_samples():
+    """The issue's case: 8 noiseless samples, 1 and 2 workers on one node x 4 local batches."""
+    w = np.repeat([1.0, 2.0], 4)
+    b = np.tile([16.0, 32.0, 64.0, 128.0], 2)
+    n = np.ones_like(w)
+    return n, w, b, predict_step_time(TRUE, n, w, b)
+
+
+def _half_width_log(model, *config):
+    low, high = model.interval(*config)
+    return float(np.log(high / low) / 2)
+
+
+def test_extrapolated_intervals_widen_with_distance_from_the_profile():
+    # mutation caught: "interval not widened with distance" (doublings_away ignored): the
+    # 8-sample fit gave 4 nodes x 8 workers an interval of 1e-5 relative width
+    model = fit_step_time(*_one_node_samples())
+    at_sample, far = _half_width_log(model, 1, 2, 64), _half_width_log(model, 4, 8, 64)
+    assert far > 2 * at_sample
+    # 2 doublings of nodes and 2 of workers away: at least the stated widening
+    assert far >= Z90 * EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * np.hypot(2, 2) * 0.999
+    assert _half_width_log(model, 1, 2, 256) < _half_width_log(model, 1, 2, 1024)  # batch too
+
+
+def test_every_interval_holds_the_launch_spread():
+    # mutation caught: "spread not added to the interval": a noiseless fit at its own samples
+    # would give a zero-width interval, and a measured spread would change nothing
+    n, w, b, t = _one_node_samples()
+    quiet = fit_step_time(n, w, b, t)
+    assert quiet.launch_sigma_log == LAUNCH_SIGMA_LOG_FLOOR  # the floor, never less
+    assert fit_step_time(n, w, b, t, launch_sigma_log=0.0).launch_sigma_log == LAUNCH_SIGMA_LOG_FLOOR
+    assert _half_width_log(quiet, 1, 1, 32) >= Z90 * LAUNCH_SIGMA_LOG_FLOOR * 0.999
+    spread = fit_step_time(n, w, b, t, launch_sigma_log=0.3)
+    assert _half_width_log(spread, 1, 1, 32) >= Z90 * 0.3 * 0.999
+    again = StepTimeModel.from_dict(json.loads(json.dumps(spread.to_dict())))
+    assert _half_width_log(again, 4, 8, 64) == pytest.approx(_half_width_log(spread, 4, 8, 64))
+
+
+def test_an_exact_fit_gets_an_assumed_error_not_a_zero_width_interval():
+    # mutation caught: "exact fit uses its own zero residual sd" (no EXACT_FIT_SIGMA_LOG)
+    model = fit_step_time([1, 1, 1, 1], [1, 1, 2, 2], [8, 64, 8, 64], [0.01, 0.05, 0.02, 0.06])
+    assert model.exact and model.to_dict()["exact_fit"] and model.sigma_log < 1e-6
+    expected = Z90 * np.hypot(EXACT_FIT_SIGMA_LOG, LAUNCH_SIGMA_LOG_FLOOR)
+    assert _half_width_log(model, 1, 1, 8) == pytest.approx(expected, rel=1e-6)
+
+
+def test_parameters_the_fit_left_on_a_bound_are_flagged():
+    # mutation caught: "at_bound not reported" (an empty list): here the samples say the 2-rank
+    # network costs nothing, so a_intra_s ends on its lower bound 0
+    w = np.repeat([1.0, 2.0], 4)
+    b = np.tile([16.0, 32.0, 64.0, 128.0], 2)
+    model = fit_step_time(np.ones_like(w), w, b, 0.002 + b * w * 1e-4 + 0.001 * (w > 1))
+    assert "a_intra_s" in model.at_bound and model.to_dict()["at_bound"] == model.at_bound
+    assert StepTimeModel.from_dict(model.to_dict()).at_bound == model.at_bound
+    assert fit_step_time(*_one_node_samples()).at_bound == []  # an honest fit inside its ranges

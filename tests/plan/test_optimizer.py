@@ -40,7 +40,7 @@ WORK = StepWork(kind=np.array([0, 1, 2]), flops_fixed=np.array([0.0, 0.0, 1e6]),
                 flops_per_sample=np.array([2e7, 5e7, 1e5]), bytes_fixed=np.array([4e6, 1e6, 4e6]),
                 bytes_per_sample=np.array([1e5, 4e5, 8e5]), param_count=1_000_000, gradient_bytes=4e6,
                 activation_bytes_per_sample=1.5659e8, state_bytes=1e9)
-SCALING = ThreadScaling(np.array([16.0, 64.0]), np.array([0.3, 0.1]))
+SCALING = ThreadScaling(np.array([16.0, 64.0]), np.array([0.3, 0.1]), np.array([0.02, 0.02]), np.zeros(2, bool))
 INPUT_S = 2e-5
 MEMORY_BASE, MEMORY_PER_SAMPLE = 1e8, 1.0018e8
 STARTUP_S = 120.0
@@ -255,3 +255,20 @@ def test_pareto_and_knee():
     c = np.array([10.0, 3.0, 2.5, 2.4, 5.0])
     assert list(pareto_front(t, c)) == [0, 1, 2, 3]
     assert knee_index(t[:4], c[:4]) == 1
+
+
+def test_a_cpu_projection_interval_holds_the_serial_fractions_sd_and_the_launch_spread():
+    # mutations caught: "serial sd not propagated", "launch spread left out of CPU projections"
+    import dataclasses
+
+    from thrifty.plan.candidates import CPU_PROJECTION_SIGMA_LOG, predict_step_times
+    vmx = VMArrays.build(VMS[:1], Hardware.load())  # c5.2xlarge: 8 vCPUs, projected
+    job = _job()
+    one = (np.zeros(1, int), np.ones(1), np.ones(1), np.full(1, 16.0), PlanRequest())
+    step, low, high, measured, _ = predict_step_times(vmx, job, *one)
+    half = float(np.log(high / step)[0]) / 1.6448536269514722
+    serial = (1 - 1 / 8) / (0.3 + 0.7 / 8) * 0.02  # d log T / ds x sd at b = 16, 8 threads
+    assert not measured[0]
+    assert half == pytest.approx(np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + job.step_time.launch_sigma_log**2 + serial**2))
+    wider = dataclasses.replace(job, step_time=dataclasses.replace(job.step_time, launch_sigma_log=0.5))
+    assert predict_step_times(vmx, wider, *one)[2][0] > high[0]

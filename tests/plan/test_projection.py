@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from thrifty.catalog import Hardware, load_catalog
+from thrifty.errors import ModelError
 from thrifty.perf.cpu import ThreadScaling
 from thrifty.perf.gpu_calibration import fit_roofline, load_published
 from thrifty.perf.roofline import GPUSpec, RooflineParams, compute_time_s, load_params
@@ -127,10 +128,35 @@ def test_bundled_calibration_equals_a_fresh_fit_and_states_its_error():
 
 
 def test_amdahl_serial_fraction_from_one_and_two_threads():
-    scaling = ThreadScaling.from_measurements([8, 64], [1.0, 8.0], [0.6, 4.4])
+    scaling = ThreadScaling.from_measurements([8, 64], [[1.0, 1.0], [8.0, 8.0]], [[0.6, 0.6], [4.4, 4.4]])
     assert scaling.serial_fraction == pytest.approx([0.2, 0.1])
     assert scaling.slowdown(8, 96) == pytest.approx(0.2 + 0.8 / 96)
     assert scaling.serial_at(np.sqrt(8 * 64)) == pytest.approx(0.15)  # halfway in log batch
+    assert scaling.serial_fraction_sd == pytest.approx([0.0, 0.0]) and not scaling.at_bound.any()
+
+
+def test_the_serial_fraction_comes_with_its_bootstrap_sd_and_a_bound_flag():
+    # mutations caught: "sd not computed" (zeros), "clipping not flagged"
+    rng = np.random.default_rng(3)
+    t1 = 1.0 + rng.normal(0, 0.1, 12)
+    noisy = ThreadScaling.from_measurements([16], [t1], [0.6 + rng.normal(0, 0.1, 12)])
+    # s = 2 T2 / T1 - 1: sd about 2 x 0.6 x sqrt((0.1/0.6)^2 + 0.1^2) / sqrt(12) = 0.067
+    assert 0.03 < noisy.serial_fraction_sd[0] < 0.12
+    busy = ThreadScaling.from_measurements([16, 64], [[1.0, 1.1], [2.0, 2.1]], [[1.2, 1.3], [1.5, 1.6]])
+    assert busy.serial_fraction[0] == 1.0 and list(busy.at_bound) == [True, False]
+    assert ThreadScaling.from_dict(busy.to_dict()).to_dict() == busy.to_dict()
+    with pytest.raises(ModelError, match="at least two"):
+        ThreadScaling.from_measurements([16], [[1.0]], [[0.6]])
+
+
+def test_the_serial_fractions_sd_widens_the_projection_to_a_big_cpu_vm():
+    # mutation caught: "serial sd not propagated" (slowdown_sd_log left out of the CPU sigma);
+    # a VM with many vCPUs is the most sensitive to s: d log T / ds = (1 - 1/p) / (s + (1 - s)/p)
+    sure = ThreadScaling(np.array([16.0]), np.array([0.15]), np.array([0.0]), np.array([False]))
+    unsure = dataclasses.replace(sure, serial_fraction_sd=np.array([0.05]))
+    assert sure.slowdown_sd_log(16, 96) == 0.0
+    assert unsure.slowdown_sd_log(16, 96) == pytest.approx((1 - 1 / 96) / (0.15 + 0.85 / 96) * 0.05)
+    assert unsure.slowdown_sd_log(16, 96) > 3 * unsure.slowdown_sd_log(16, 2)
 
 
 def test_bigger_cpu_vms_are_faster_but_not_linearly_and_cost_more(profiled_db):
@@ -142,7 +168,8 @@ def test_bigger_cpu_vms_are_faster_but_not_linearly_and_cost_more(profiled_db):
         job, _ = job_model(store, "builtin:digits")
     # the measured serial fraction depends on how busy this 2-core machine was while profiling
     # (other tests run beside it): fix it, the formula is what is under test here
-    job = dataclasses.replace(job, thread_scaling=ThreadScaling(np.array([16.0, 256.0]), np.array([0.2, 0.1])))
+    job = dataclasses.replace(job, thread_scaling=ThreadScaling(np.array([16.0, 256.0]), np.array([0.2, 0.1]),
+                                                                np.array([0.0, 0.0]), np.zeros(2, bool)))
     vms = [vm for vm in load_catalog() if vm.instance_type in ("c5.2xlarge", "c5.24xlarge")]
     vmx = VMArrays.build(vms, Hardware.load())
     step, low, high, measured, threads = predict_step_times(

@@ -57,3 +57,58 @@ def test_a_store_that_stored_nothing_leaves_no_file(tmp_path):
     with pytest.raises(RuntimeError), Store(tmp_path / "t.db"):
         raise RuntimeError("the command failed")
     assert not (tmp_path / "t.db").exists()
+
+
+def _profile_intervals(allow_busy: bool):
+    """A small real profile through the pipeline: the fitted model's 90% interval at a profiled
+    setting, and the projection's on a 96-vCPU VM (the issue's 1 vs 2 thread trouble)."""
+    import numpy as np
+
+    from thrifty.catalog import Hardware, load_catalog
+    from thrifty.pipeline import ProfileSettings, run_profile
+    from thrifty.plan import PlanRequest, VMArrays
+    from thrifty.plan.candidates import predict_step_times
+    settings = ProfileSettings(workers=(1,), local_batches=(8, 32), steps=4, calibrate=False, allow_busy=allow_busy)
+    profile, _ = run_profile("builtin:digits", settings)
+    job = build_job_model([s.__dict__ for s in profile.samples], param_count=profile.param_count,
+                          train_size=profile.train_size, calibration=None, meta=profile.meta,
+                          recipe={"epochs": 3, "batch": 32, "min_batch": 1, "max_batch": 1024, "source": "test"})
+    vmx = VMArrays.build([vm for vm in load_catalog() if vm.instance_type == "c5.24xlarge"][:1], Hardware.load())
+    _, low, high, _, _ = predict_step_times(vmx, job, np.zeros(1, int), np.ones(1), np.ones(1), np.full(1, 32.0),
+                                            PlanRequest())
+    model_low, model_high = job.step_time.interval(1, 1, 32)
+    return (float(model_low), float(model_high)), (float(low[0]), float(high[0])), profile.meta
+
+
+def _overlap(a, b) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+@pytest.mark.timeout(900)
+def test_two_profiles_under_different_load_overlap_or_one_is_refused(monkeypatch):
+    # mutations caught: "busy check skipped" together with "busy load not added to the launch
+    # spread" (then the loaded profile's interval sits above the other's); the loops are ours
+    import subprocess
+
+    from thrifty.perf.uncertainty import busy_sigma_log
+    from thrifty.train.busy import ALLOW_BUSY_ENV, BusyMachineError, cores
+    monkeypatch.delenv(ALLOW_BUSY_ENV, raising=False)
+    first = _profile_intervals(allow_busy=True)  # this machine as it is (CI may load it too)
+    loops = [subprocess.Popen(["timeout", "300", "sh", "-c", "while :; do :; done"]) for _ in range(cores() + 1)]
+    try:
+        try:
+            strict = _profile_intervals(allow_busy=False)
+        except BusyMachineError as refused:
+            assert "the machine is busy" in str(refused)
+        else:
+            assert _overlap(first[0], strict[0]) and _overlap(first[1], strict[1])
+        loaded = _profile_intervals(allow_busy=True)
+    finally:
+        for loop in loops:
+            loop.terminate()  # timeout passes TERM on to its loop
+            loop.wait()
+    before = loaded[2]["machine"]["before"]
+    assert before["busy"] and before["others_load"] >= cores()  # the loops, and whatever else ran
+    assert loaded[2]["launch_sigma_log"] >= busy_sigma_log(before["others_load"], before["cores"]) * 0.999
+    assert _overlap(first[0], loaded[0]), (first[0], loaded[0])
+    assert _overlap(first[1], loaded[1]), (first[1], loaded[1])

@@ -64,8 +64,10 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
         if stored is None:
             raise ThriftyError(f"no stored profile of {workload} in {db}: run `thrifty profile` first")
         c = config_times([asdict(s) for s in stored[0].samples])
+        from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR
         model = fit_step_time(c.num_nodes, c.num_workers, c.local_batch, c.step_time_s,
-                              c.compute_time_s, c.sync_time_s)
+                              c.compute_time_s, c.sync_time_s,
+                              launch_sigma_log=stored[0].meta.get("launch_sigma_log", LAUNCH_SIGMA_LOG_FLOOR))
     if out is not None:
         model.save(out)
     data = model.to_dict()
@@ -74,12 +76,17 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
         return
     table = Table(title="step-time model", show_header=False)
     for name, value in data["params"].items():
-        table.add_row(name, f"{value:.4g}" + ("  (fixed: not identifiable)" if name in model.fixed else ""))
+        note = ("  (fixed: not identifiable)" if name in model.fixed else
+                "  (at its bound: the samples push it past its range)" if name in model.at_bound else "")
+        table.add_row(name, f"{value:.4g}" + note)
     table.add_row("samples", str(model.n_samples))
-    exact = model.n_samples <= len(model.free_indices)
+    from thrifty.perf.uncertainty import EXACT_FIT_SIGMA_LOG
     table.add_row("in-sample MdAPE", f"- (an exact fit of {model.n_samples} samples to {len(model.free_indices)} "
-                  "parameters has no error estimate)" if exact else f"{model.train_mdape:.2f} % (in-sample)")
+                  f"parameters has no error estimate: intervals assume sd {EXACT_FIT_SIGMA_LOG} in log)"
+                  if model.exact else f"{model.train_mdape:.2f} % (in-sample)")
     table.add_row("residual sd (log)", f"{model.sigma_log:.4f}")
+    table.add_row("launch spread sd (log)", f"{model.launch_sigma_log:.4f} (added to every interval; "
+                  "intervals also widen with the distance from the samples)")
     stdout.print(table)
     if out is not None:
         stdout.print(f"wrote {out}")

@@ -73,6 +73,7 @@ def plan(
     bucket: Annotated[Optional[str], typer.Option(
         help="Spot plans: the bucket the SkyPilot task keeps its checkpoints in (default: thrifty-ckpt-USER-HASH)")] = None,
     reprofile: Annotated[bool, typer.Option(help="Profile again even if a profile is stored")] = False,
+    allow_busy: Annotated[bool, typer.Option("--allow-busy", help="When it profiles: even on a busy machine")] = False,
     top: Annotated[int, typer.Option(help="Rows in the top-k table")] = 10,
     plot: Annotated[Optional[Path], typer.Option(help="PNG of cost vs time")] = Path("thrifty-plan.png"),
     db: DbOpt = DEFAULT_DB,
@@ -104,7 +105,8 @@ def plan(
     vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)
     vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
     with Store(db) as store:
-        job, reused = workload_job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs)
+        job, reused = workload_job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
+                                         allow_busy=allow_busy)
         key = workload_key(workload)
         probes = store.workload_probes(key)  # what `thrifty search` measured
         started = time.perf_counter()
@@ -137,9 +139,10 @@ def plan(
         steps_from = (f"B_noise ~ {job.noise_scale:.0f} samples (90%: {job.noise_scale_interval[0]:.0f}-"
                       f"{job.noise_scale_interval[1]:.0f}), S_min {job.s_min:.0f} steps")
     fit = job.step_time
-    fit_note = (f"exact fit of {fit.n_samples} configurations, no error estimate"
-                if fit.n_samples <= len(fit.free_indices) else
-                f"in-sample MdAPE {fit.train_mdape:.1f}% over {fit.n_samples} configurations")
+    fit_note = (f"exact fit of {fit.n_samples} configurations, no error estimate (intervals assume one)"
+                if fit.exact else f"in-sample MdAPE {fit.train_mdape:.1f}% over {fit.n_samples} configurations")
+    if fit.at_bound:
+        fit_note += f"; [yellow]at a bound: {', '.join(fit.at_bound)}[/]"
     stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit: {fit_note} "
                  f"({'stored profile' if reused else 'new profile'})")
     stdout.print(_table(result, result.ranked[:top], f"top {top} by {objective}"))

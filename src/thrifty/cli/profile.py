@@ -19,6 +19,9 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
             instance_type: Annotated[str, typer.Option(
                 help="Catalog instance type this machine is (makes its predictions 'measured'), "
                      "or 'local'")] = "local",
+            allow_busy: Annotated[bool, typer.Option(
+                "--allow-busy", help="Profile even when the machine is busy (intervals widen with the load); "
+                                     "also THRIFTY_ALLOW_BUSY=1")] = False,
             catalog: CatalogOpt = None, db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
     """Measure a workload on local worker processes and store the samples."""
     check_instance_type(instance_type, catalog or [])
@@ -29,7 +32,7 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     settings = ProfileSettings(workers=int_list(workers, "--workers"),
                                local_batches=None if batch is None else int_list(batch, "--batch"),
                                steps=steps,
-                               calibrate=calibrate, instance_type=instance_type)
+                               calibrate=calibrate, instance_type=instance_type, allow_busy=allow_busy)
     with Store(db) as store, spinner() as bar:
         task = bar.add_task(f"profiling {workload}", total=None)
         profile_id = profile_and_store(store, workload, settings,
@@ -44,7 +47,9 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
         for n, b, t, c, s in zip(configs.num_workers, configs.local_batch, configs.step_time_s,
                                  configs.compute_time_s, configs.sync_time_s)],
         "calibration": None if calibration is None else
-        {k: calibration[k] for k in ("global_batch", "steps", "final_metric", "wall_time_s")}}
+        {k: calibration[k] for k in ("global_batch", "steps", "final_metric", "wall_time_s")},
+        "thread_scaling": profile_.meta["thread_scaling"], "machine": profile_.meta["machine"],
+        "run_spread": profile_.meta["run_spread"], "launch_sigma_log": profile_.meta["launch_sigma_log"]}
     if json_out:
         print_json(summary)
         return
@@ -56,6 +61,17 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
                       fmt_duration(row["compute_time_s"]), fmt_duration(row["sync_time_s"]),
                       f"{row['samples_per_s']:.0f}")
     stdout.print(table)
+    scaling = summary["thread_scaling"]
+    stdout.print("serial fraction (Amdahl, 1 vs 2 threads; +- bootstrap sd): " + ", ".join(
+        f"b {b:g}: {s:.2f} +- {sd:.2f}" + (" [yellow](at its bound)[/]" if edge else "")
+        for b, s, sd, edge in zip(scaling["local_batch"], scaling["serial_fraction"],
+                                  scaling["serial_fraction_sd"], scaling["at_bound"])))
+    machine = summary["machine"]
+    busy = machine["before"]["busy"] or machine["during"]["busy"]
+    stdout.print(f"machine: load {machine['before']['others_load']:.1f} on {machine['before']['cores']} cores "
+                 f"before, {machine['during']['steal_fraction']:.1%} steal during; runs of one setting differ "
+                 f"by {summary['run_spread']:.0%} (median); launch spread sd {summary['launch_sigma_log']:.3f} "
+                 "in log, added to every interval" + (" [yellow](busy: measured anyway, --allow-busy)[/]" if busy else ""))
     if calibration:
         stdout.print(f"calibration: batch {calibration['global_batch']} reached the target in "
                      f"{calibration['steps']} steps ({calibration['wall_time_s']:.1f} s)")

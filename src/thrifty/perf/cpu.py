@@ -6,41 +6,77 @@ fraction measured on the profiling machine at 1 and 2 threads.
 The serial fraction depends on the batch: small batches leave threads idle. It is measured per
 profiled batch and interpolated in log batch (held constant outside the measured range). Threads
 are the VM's vCPUs, as on the machine that measured it (1 and 2 vCPUs).
+
+Its uncertainty: the sd of s over a bootstrap of the measured steps (1- and 2-thread steps
+resampled apart, Efron & Tibshirani 1993), computed before s is clipped to [0, 1], and at most
+that of s uniform on [0, 1]; a clipped s is flagged `at_bound` (1: two threads gained nothing, as
+on a busy machine). On a VM with p threads
+  d log T(p) / ds = (1 - 1/p) / (s + (1 - s) / p)     (delta method for the projection's interval)
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from thrifty.errors import ModelError
 
+BOOTSTRAP_DRAWS = 400
+UNKNOWN_SD = 12**-0.5  # the sd of s uniform on [0, 1]: a serial fraction known to be no more than that
+
 
 @dataclass(frozen=True)
 class ThreadScaling:
     local_batch: np.ndarray  # increasing
     serial_fraction: np.ndarray  # s in [0, 1] at each batch
+    serial_fraction_sd: np.ndarray  # bootstrap sd of s at each batch
+    at_bound: np.ndarray  # bool: s was clipped to 0 or 1
 
     @classmethod
-    def from_measurements(cls, local_batch, one_thread_s, two_threads_s) -> "ThreadScaling":
-        b, t1, t2 = (np.asarray(x, float) for x in (local_batch, one_thread_s, two_threads_s))
-        if b.size == 0 or np.any(~np.isfinite(t1 * t2)) or np.any(t1 <= 0) or np.any(t2 <= 0):
-            raise ModelError("thread scaling needs positive 1- and 2-thread compute times")
+    def from_measurements(cls, local_batch: Sequence[float], one_thread_steps_s: Sequence[Sequence[float]],
+                          two_threads_steps_s: Sequence[Sequence[float]], seed: int = 0) -> "ThreadScaling":
+        """From the compute times of every measured step (at least two per batch and thread count)."""
+        b = np.asarray(local_batch, float)
+        steps = [[np.asarray(x, float) for x in per_batch] for per_batch in (one_thread_steps_s, two_threads_steps_s)]
+        if b.size == 0 or any(len(per_batch) != b.size for per_batch in steps):
+            raise ModelError("thread scaling needs the 1- and 2-thread step times of every batch")
+        if any(x.size < 2 or not np.all(np.isfinite(x)) or np.any(x <= 0) for per_batch in steps for x in per_batch):
+            raise ModelError("thread scaling needs at least two positive 1- and 2-thread step times per batch")
+        rng = np.random.default_rng(seed)
+        serial, sd = np.empty(b.size), np.empty(b.size)
+        for i, (t1, t2) in enumerate(zip(*steps)):
+            serial[i] = 2.0 * t2.mean() / t1.mean() - 1.0  # Amdahl solved for s with p = 2
+            draws = (2.0 * rng.choice(t2, (BOOTSTRAP_DRAWS, t2.size)).mean(axis=1)
+                     / rng.choice(t1, (BOOTSTRAP_DRAWS, t1.size)).mean(axis=1) - 1.0)
+            sd[i] = min(draws.std(ddof=1), UNKNOWN_SD)
         order = np.argsort(b)
-        serial = np.clip(2.0 * t2 / t1 - 1.0, 0.0, 1.0)  # Amdahl solved for s with p = 2
-        return cls(b[order], serial[order])
+        clipped = np.clip(serial, 0.0, 1.0)
+        return cls(b[order], clipped[order], sd[order], (clipped != serial)[order])
 
     def serial_at(self, local_batch) -> np.ndarray:
-        return np.interp(np.log(np.asarray(local_batch, float)), np.log(self.local_batch),
-                         self.serial_fraction)
+        return self._interp(local_batch, self.serial_fraction)
+
+    def serial_sd_at(self, local_batch) -> np.ndarray:
+        return self._interp(local_batch, self.serial_fraction_sd)
+
+    def _interp(self, local_batch, values: np.ndarray) -> np.ndarray:
+        return np.interp(np.log(np.asarray(local_batch, float)), np.log(self.local_batch), values)
 
     def slowdown(self, local_batch, threads) -> np.ndarray:
         """T(p) / T(1) = s + (1 - s) / p."""
         s = self.serial_at(local_batch)
         return s + (1.0 - s) / np.asarray(threads, float)
 
+    def slowdown_sd_log(self, local_batch, threads) -> np.ndarray:
+        """sd of log T(p) from the serial fraction's sd (delta method, module docstring)."""
+        p = np.asarray(threads, float)
+        return (1.0 - 1.0 / p) / self.slowdown(local_batch, p) * self.serial_sd_at(local_batch)
+
     def to_dict(self) -> dict:
-        return {"local_batch": self.local_batch.tolist(), "serial_fraction": self.serial_fraction.tolist()}
+        return {"local_batch": self.local_batch.tolist(), "serial_fraction": self.serial_fraction.tolist(),
+                "serial_fraction_sd": self.serial_fraction_sd.tolist(), "at_bound": self.at_bound.tolist()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ThreadScaling":
-        return cls(np.asarray(data["local_batch"], float), np.asarray(data["serial_fraction"], float))
+        return cls(*(np.asarray(data[k], float) for k in ("local_batch", "serial_fraction", "serial_fraction_sd")),
+                   np.asarray(data["at_bound"], bool))

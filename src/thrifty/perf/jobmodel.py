@@ -17,6 +17,7 @@ from thrifty.perf.efficiency import calibrate_s_min, steps_to_target
 from thrifty.perf.noise import bootstrap_noise_scale_interval, noise_scale_from_samples
 from thrifty.perf.samples import config_times
 from thrifty.perf.steptime import StepTimeModel, compute_time, fit_step_time
+from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR
 from thrifty.perf.work import StepWork
 
 BYTES_PER_PARAMETER = 4  # fp32 gradients
@@ -133,14 +134,16 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
 
     Steps come from (first that applies) the user's `epochs_to_target` at `epochs_batch`, the
     workload's published `recipe`, or the calibration run with the measured noise scale. `meta`
-    is the profile's: counted work, thread scaling and input cost (older profiles lack them).
+    is the profile's: counted work, thread scaling, input cost and launch-to-launch spread (older
+    profiles lack them).
     """
     configs = config_times(samples)
     if len(configs.step_time_s) == 0:
         raise ModelError("the profile holds no samples")
-    step_model = fit_step_time(configs.num_nodes, configs.num_workers, configs.local_batch,
-                               configs.step_time_s, configs.compute_time_s, configs.sync_time_s)
     meta = meta or {}
+    step_model = fit_step_time(configs.num_nodes, configs.num_workers, configs.local_batch,
+                               configs.step_time_s, configs.compute_time_s, configs.sync_time_s,
+                               launch_sigma_log=float(meta.get("launch_sigma_log", LAUNCH_SIGMA_LOG_FLOOR)))
     if epochs_to_target is not None and not (np.isfinite(epochs_to_target) and epochs_to_target > 0):
         raise ModelError(f"epochs to target must be a positive number, got {epochs_to_target}")
     if epochs_to_target is not None and recipe is not None:

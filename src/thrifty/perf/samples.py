@@ -43,3 +43,25 @@ def config_times(samples: Iterable[Mapping]) -> ConfigTimes:
             float(max(r["peak_memory_bytes"] for ranks in per_step for r in ranks))))
     columns = list(zip(*rows)) if rows else [()] * 7
     return ConfigTimes(*(np.asarray(c, float) for c in columns))
+
+
+def steps_per_round(steps: int, rounds: int) -> list[int]:
+    """How the profiler splits a setting's `steps` measured steps over its interleaved rounds."""
+    rounds = max(1, min(rounds, steps))
+    return [steps // rounds + (1 if r < steps % rounds else 0) for r in range(rounds)]
+
+
+def round_means(samples: Iterable[Mapping], steps: int, rounds: int) -> dict[tuple, list[float]]:
+    """Mean step time (slowest rank per step) of each round of each (nodes, workers, local batch):
+    a setting's measured steps in step order, cut as steps_per_round cuts them."""
+    steps_of: dict[tuple, dict[int, float]] = defaultdict(dict)
+    for s in samples:
+        key = (int(s["num_nodes"]), int(s["num_workers"]), int(s["local_batch"]))
+        step = int(s["step"])
+        steps_of[key][step] = max(steps_of[key].get(step, 0.0), float(s["step_time_s"]))
+    out = {}
+    for key, times in steps_of.items():
+        ordered = [times[step] for step in sorted(times)]
+        cuts = np.cumsum([0] + steps_per_round(steps, rounds))
+        out[key] = [float(np.mean(ordered[a:b])) for a, b in zip(cuts[:-1], cuts[1:]) if b > a and a < len(ordered)]
+    return out

@@ -12,8 +12,16 @@
   overlap   T             = (T_c^g + T_n^g)^(1/g), g in [1, 10]  (Pollux: g = 1 no overlap)
 Parameters the samples cannot identify (across-node terms without multi-node samples, the slope in
 n without samples at n > 2, k without co-located ranks, p with fewer than three batch sizes) are held
-fixed and reported as such. The planner applies k only to the profiled machine: projected cloud VMs
-run one rank per VM or per GPU.
+fixed and reported as such; free parameters that end on a bound are reported too (`at_bound`).
+The planner applies k only to the profiled machine: projected cloud VMs run one rank per VM or per GPU.
+
+Prediction interval, in log step time, a sum of variances (perf.uncertainty gives the constants):
+  fit       residual scatter + parameter covariance (delta method); an exact fit, whose residuals
+            say nothing, takes EXACT_FIT_SIGMA_LOG instead
+  launch    the launch-to-launch spread: what repeated rounds of one setting differed by in the
+            profile, never below LAUNCH_SIGMA_LOG_FLOOR
+  distance  EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING x the distance (in doublings of nodes, workers and
+            local batch) to the nearest profiled configuration
 """
 
 import json
@@ -26,12 +34,17 @@ from scipy.special import ndtri
 
 from thrifty.errors import ModelError
 from thrifty.io import read_json, write_text_atomic
+from thrifty.perf.uncertainty import (EXACT_FIT_SIGMA_LOG, EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
+                                      LAUNCH_SIGMA_LOG_FLOOR, doublings_away)
 
 PARAM_NAMES = ("a_compute_s", "b_compute_s_per_sample", "compute_exponent", "a_intra_s", "b_intra_s",
                "a_inter_s", "b_inter_s", "contention_per_rank", "overlap_g")
 LOWER = np.array([1e-9, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
 UPPER = np.array([np.inf, np.inf, 2.0, np.inf, np.inf, np.inf, np.inf, 2.0, 10.0])
-OPTIONAL_PARAMS = {"compute_exponent": 1.0, "contention_per_rank": 0.0}  # absent in version 1 files
+MODEL_VERSION = 3  # 3: launch spread, profiled configurations and parameters at a bound stored
+# what a fit can stand on: a step of 1 us to 11 days, batches and worker counts a cluster can hold
+STEP_TIME_RANGE_S = (1e-6, 1e6)
+MAX_LOCAL_BATCH, MAX_WORKERS = 1e7, 1e5
 
 
 def compute_time(params: np.ndarray, local_batch) -> np.ndarray:
@@ -64,12 +77,20 @@ class StepTimeModel:
     covariance: np.ndarray | None = None  # of the free parameters, in the order of PARAM_NAMES
     n_samples: int = 0
     train_mdape: float = float("nan")
+    launch_sigma_log: float = LAUNCH_SIGMA_LOG_FLOOR  # launch-to-launch spread of log step time
+    profiled: np.ndarray | None = None  # (k, 3): nodes, workers, local batch fitted; None: no widening
+    at_bound: list[str] = field(default_factory=list)  # free parameters the fit left on a bound
 
     def predict(self, nodes, workers, local_batch, compute_slowdown=1.0) -> np.ndarray:
         return predict_step_time(self.params, nodes, workers, local_batch, compute_slowdown)
 
-    def interval(self, nodes, workers, local_batch, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
-        """Prediction interval: residual scatter plus parameter uncertainty, both in log space."""
+    @property
+    def exact(self) -> bool:
+        """Fitted to no more samples than free parameters: the residuals carry no error estimate."""
+        return 0 < self.n_samples <= len(self.free_indices)
+
+    def fit_sd_log(self, nodes, workers, local_batch) -> np.ndarray:
+        """The fit's own deviation of log step time: residual scatter plus parameter uncertainty."""
         centre = np.log(self.predict(nodes, workers, local_batch))
         variance = np.full_like(centre, self.sigma_log**2)
         free = self.free_indices
@@ -85,8 +106,20 @@ class StepTimeModel:
                              / (up[i] - down[i]))
             jac = np.stack(grads, axis=-1)
             variance = variance + np.einsum("...i,ij,...j->...", jac, self.covariance, jac)
-        z = ndtri(0.5 + level / 2)  # the standard normal quantile
-        spread = z * np.sqrt(variance)
+        return np.sqrt(variance)
+
+    def sd_log(self, nodes, workers, local_batch) -> np.ndarray:
+        """Deviation of log step time of a new launch: the fit's (or EXACT_FIT_SIGMA_LOG for an
+        exact fit), the launch-to-launch spread, and the distance to the profiled configurations."""
+        fit = np.full(np.shape(self.predict(nodes, workers, local_batch)), EXACT_FIT_SIGMA_LOG) \
+            if self.exact else self.fit_sd_log(nodes, workers, local_batch)
+        away = 0.0 if self.profiled is None else doublings_away(self.profiled, nodes, workers, local_batch)
+        return np.sqrt(fit**2 + self.launch_sigma_log**2 + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2)
+
+    def interval(self, nodes, workers, local_batch, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+        """Prediction interval of a new launch's step time (sd_log, normal in log space)."""
+        centre = np.log(self.predict(nodes, workers, local_batch))
+        spread = ndtri(0.5 + level / 2) * self.sd_log(nodes, workers, local_batch)  # normal quantile
         return np.exp(centre - spread), np.exp(centre + spread)
 
     @property
@@ -94,26 +127,33 @@ class StepTimeModel:
         return [i for i, name in enumerate(PARAM_NAMES) if name not in self.fixed]
 
     def to_dict(self) -> dict:
-        return {"kind": MODEL_KIND, "version": 2,
+        return {"kind": MODEL_KIND, "version": MODEL_VERSION,
                 "params": dict(zip(PARAM_NAMES, map(float, self.params))), "fixed": self.fixed,
-                "sigma_log": self.sigma_log, "n_samples": self.n_samples,
-                "train_mdape": self.train_mdape,
+                "at_bound": self.at_bound, "sigma_log": self.sigma_log, "n_samples": self.n_samples,
+                "train_mdape": self.train_mdape, "exact_fit": self.exact,
+                "launch_sigma_log": self.launch_sigma_log,
+                "profiled_configs": None if self.profiled is None else self.profiled.tolist(),
                 "covariance": None if self.covariance is None else self.covariance.tolist()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "StepTimeModel":
         if not isinstance(data, dict) or data.get("kind") != MODEL_KIND:
             raise ModelError("not a thrifty step-time model (missing kind 'thrifty.steptime')")
+        if data.get("version") in (1, 2):
+            raise ModelError(f"step-time model version {data['version']} (an older thrifty): without its "
+                             "profiled configurations and launch spread its interval would be too narrow; fit it again")
         try:
-            params = np.array([float(data["params"].get(name, OPTIONAL_PARAMS.get(name))
-                                     if name in OPTIONAL_PARAMS else data["params"][name])
-                               for name in PARAM_NAMES])
+            params = np.array([float(data["params"][name]) for name in PARAM_NAMES])
             cov = data["covariance"]  # required: without it the interval would be silently narrower
+            profiled = data["profiled_configs"]
             model = cls(params=params, fixed=list(data.get("fixed", [])),
                         sigma_log=float(data["sigma_log"]),
                         covariance=None if cov is None else np.array(cov, float),
                         n_samples=int(data.get("n_samples", 0)),
-                        train_mdape=float(data.get("train_mdape", float("nan"))))
+                        train_mdape=float(data.get("train_mdape", float("nan"))),
+                        launch_sigma_log=float(data["launch_sigma_log"]),
+                        profiled=None if profiled is None else np.array(profiled, float).reshape(-1, 3),
+                        at_bound=list(data.get("at_bound", [])))
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"step-time model is incomplete or malformed: {exc}") from None
         if not np.all(np.isfinite(params)) or np.any(params < LOWER) or np.any(params > UPPER):
@@ -125,8 +165,11 @@ class StepTimeModel:
         if model.covariance is not None and (model.covariance.shape != (free, free)
                                              or not np.all(np.isfinite(model.covariance))):
             raise ModelError(f"step-time model's covariance must be a finite {free}x{free} matrix")
-        if not (math.isfinite(model.sigma_log) and model.sigma_log >= 0):
-            raise ModelError("step-time model's sigma_log must be a number >= 0")
+        for name, value in (("sigma_log", model.sigma_log), ("launch_sigma_log", model.launch_sigma_log)):
+            if not (math.isfinite(value) and value >= 0):
+                raise ModelError(f"step-time model's {name} must be a number >= 0")
+        if model.profiled is not None and (not np.all(np.isfinite(model.profiled)) or np.any(model.profiled < 1)):
+            raise ModelError("step-time model's profiled configurations must be positive numbers")
         return model
 
     def save(self, path: Path) -> None:
@@ -143,20 +186,39 @@ def mdape(predicted, observed) -> float:
     return float(np.median(np.abs(predicted - observed) / observed) * 100)
 
 
-def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
-                  sync_time_s=None) -> StepTimeModel:
-    """Fit the model to measured configurations (one row each, or one row per step)."""
-    from scipy.optimize import least_squares  # imported here, so that importing thrifty.perf stays light
-    nodes, workers, batch, observed = (np.asarray(x, float) for x in
-                                       (nodes, workers, local_batch, step_time_s))
+def _check_samples(nodes, workers, batch, observed, compute_time_s, sync_time_s) -> None:
     if observed.size == 0:
         raise ModelError("no samples to fit")
     if np.any(~np.isfinite(observed)) or np.any(observed <= 0):
         raise ModelError("step times must be positive numbers")
+    low, high = STEP_TIME_RANGE_S
+    if np.any(observed < low) or np.any(observed > high):
+        raise ModelError(f"step times must lie between {low:g} and {high:g} s (found {observed.min():.3g}-"
+                         f"{observed.max():.3g}): are they in seconds?")
+    if not all(np.all(np.isfinite(x)) for x in (nodes, workers, batch)) or np.any(batch > MAX_LOCAL_BATCH) \
+            or np.any(workers > MAX_WORKERS):
+        raise ModelError(f"need finite sizes: local_batch up to {MAX_LOCAL_BATCH:g} and num_workers up to "
+                         f"{MAX_WORKERS:g} in every sample")
     if np.any(workers < 1) or np.any(nodes < 1) or np.any(batch < 1) or np.any(nodes > workers):
         raise ModelError("need num_workers >= num_nodes >= 1 and local_batch >= 1 in every sample")
+    for name, column in (("compute_time_s", compute_time_s), ("sync_time_s", sync_time_s)):
+        if column is not None and (np.any(~np.isfinite(column)) or np.any(column < 0)
+                                   or np.any(column > high)):
+            raise ModelError(f"{name} must be numbers between 0 and {high:g} s")
     if len(np.unique(batch)) < 2:
         raise ModelError("samples need at least two different local batch sizes")
+
+
+def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
+                  sync_time_s=None, launch_sigma_log: float = LAUNCH_SIGMA_LOG_FLOOR) -> StepTimeModel:
+    """Fit the model to measured configurations (one row each, or one row per step).
+    `launch_sigma_log`: the launch-to-launch spread the samples showed (perf.uncertainty)."""
+    from scipy.optimize import least_squares  # imported here, so that importing thrifty.perf stays light
+    nodes, workers, batch, observed = (np.asarray(x, float) for x in
+                                       (nodes, workers, local_batch, step_time_s))
+    compute_time_s, sync_time_s = (None if x is None else np.asarray(x, float)
+                                   for x in (compute_time_s, sync_time_s))
+    _check_samples(nodes, workers, batch, observed, compute_time_s, sync_time_s)
 
     initial = _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s)
     fixed = [] if len(np.unique(batch)) >= 3 else ["compute_exponent"]
@@ -180,8 +242,12 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
         return np.log(predict_step_time(theta, nodes, workers, batch)) - np.log(observed)
 
     start = np.clip(initial[free], LOWER[free] + 1e-12, UPPER[free] - 1e-9)
-    result = least_squares(residuals, start, bounds=(LOWER[free], UPPER[free]),
-                           x_scale="jac", method="trf")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            result = least_squares(residuals, start, bounds=(LOWER[free], UPPER[free]),
+                                   x_scale="jac", method="trf")
+    except ValueError as exc:  # scipy: residuals not finite (the checks above should prevent it)
+        raise ModelError(f"the step-time model cannot be fitted to these samples: {exc}") from None
     params = initial.copy()
     params[free] = result.x
     if "a_inter_s" in fixed:  # no multi-node data: assume the network across nodes is as inside
@@ -190,10 +256,16 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
     sigma = math.sqrt(float(np.sum(result.fun**2)) / dof)
     jac = result.jac
     covariance = sigma**2 * np.linalg.pinv(jac.T @ jac) if observed.size > len(free) else None
+    if not (np.all(np.isfinite(params)) and math.isfinite(sigma)
+            and (covariance is None or np.all(np.isfinite(covariance)))):
+        raise ModelError("the step-time fit did not converge to finite values: check the samples' units")
     fitted = predict_step_time(params, nodes, workers, batch)
     return StepTimeModel(params=params, fixed=fixed, sigma_log=sigma, covariance=covariance,
                          n_samples=int(observed.size),  # an exact fit has no in-sample error to report
-                         train_mdape=mdape(fitted, observed) if covariance is not None else float("nan"))
+                         train_mdape=mdape(fitted, observed) if covariance is not None else float("nan"),
+                         launch_sigma_log=max(float(launch_sigma_log), LAUNCH_SIGMA_LOG_FLOOR),
+                         profiled=np.unique(np.stack([nodes, workers, batch], axis=1), axis=0),
+                         at_bound=[PARAM_NAMES[i] for i, active in zip(free, result.active_mask) if active])
 
 
 def _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s) -> np.ndarray:

@@ -6,7 +6,8 @@ per GPU, or one using all vCPUs of a CPU VM. Predictions:
              `thrifty search` window ran (same VM type, nodes, workers and global batch; spot or
              not alike): the windows' step-weighted mean ("measured", source "search");
              elsewhere ("projected")
-             CPU VMs: 1-thread compute x Amdahl over the VM's vCPUs / family speed (perf.cpu),
+             CPU VMs: 1-thread compute x Amdahl over the VM's vCPUs / family speed (perf.cpu;
+             the interval holds the serial fraction's sd and the profile's launch spread),
              GPU VMs: max(counted work on the calibrated roofline (perf.roofline), input cost
              spread over the host's vCPUs),
              both with a ring all-reduce over the VM's interconnect or network (perf.network)
@@ -209,8 +210,12 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     network = ring_allreduce_time_s(workers, job.gradient_bytes, bandwidth, latency)
     g = np.where(is_gpu, params.overlap_g, model.params[PARAM_NAMES.index("overlap_g")])
     projected = (compute**g + network**g) ** (1.0 / g)
-    # projections: the calibrated held-out error (GPU) or the stated CPU assumption, in log space
-    sigma = np.where(is_gpu, calibration["held_out_sigma_log"], CPU_PROJECTION_SIGMA_LOG)
+    # projections: the calibrated held-out error (GPU); on CPU VMs the stated family-factor
+    # assumption, the serial fraction's sd (delta method, perf.cpu) and the measured times' launch spread
+    sigma = np.full(v.shape, float(calibration["held_out_sigma_log"]))
+    if np.any(cpu):
+        serial = job.thread_scaling.slowdown_sd_log(local[cpu], vmx.vcpus_per_rank[v][cpu])
+        sigma[cpu] = np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + model.launch_sigma_log**2 + serial**2)
     z = float(ndtri(0.95))
     step, low, high = projected, projected * np.exp(-z * sigma), projected * np.exp(z * sigma)
     on = np.flatnonzero(measured)  # the profiled machine: the fitted model and its own interval

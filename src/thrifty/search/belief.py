@@ -205,11 +205,11 @@ def step_time_belief(candidates: Sequence[Config], measured: Mapping[Config, Mea
             log_speed, speed_sd = _speed(params, by_type.get(name, []), measured,
                                          np.log(worker_price[name] / worker_price[reference]), settings)
         model = _at_speed(replace(base, params=params), log_speed)
-        with np.errstate(over="ignore"):  # a far extrapolation's interval may be unbounded: capped below
-            low, high = model.interval(*_shape(configs), level=0.9)
+        with np.errstate(over="ignore", invalid="ignore"):  # a far extrapolation's sd may be unbounded: capped
+            fit_sd = np.nan_to_num(model.fit_sd_log(*_shape(configs)), nan=np.inf)
         rows = [index[c] for c in configs]
         mu[rows] = np.log(model.predict(*_shape(configs)))
-        sd[rows] = np.sqrt(np.minimum(np.log(high / low) / (2 * Z90), settings.max_sd) ** 2 + speed_sd**2
+        sd[rows] = np.sqrt(np.minimum(fit_sd, settings.max_sd) ** 2 + speed_sd**2
                            + _unmeasured_network_sd(model.params, configs, measured, settings) ** 2)
     seen = [c for c in candidates if c in measured]
     unseen = [index[c] for c in candidates if c not in measured]

@@ -9,11 +9,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 
-import numpy as np
 import torch
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.cpu import ThreadScaling
+from thrifty.perf.samples import steps_per_round
 from thrifty.perf.work import COUNT_VERSION, StepWork
 from thrifty.records import Profile, StepRow
 from thrifty.train.launcher import run_local_workers
@@ -34,7 +34,7 @@ def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches:
     runtime = Runtime.for_rank(None, "fp32")  # this machine's device, as the launcher chose its backend
     runtime.activate()
     states = [fresh_state(workload, [b] * world_size, seed=seed, runtime=runtime) for b in sorted(local_batches)]
-    per_round = [steps // rounds + (1 if r < steps % rounds else 0) for r in range(rounds)]
+    per_round = steps_per_round(steps, rounds)
     records: list[dict] = []
     for round_steps in per_round:
         for state in states:  # ascending batch, so the peak RSS is reached by the largest
@@ -75,20 +75,20 @@ def _thread_scaling_rank(rank: int, world_size: int, workload_spec: str, local_b
                 input_s, input_samples = input_s + fetched - started, input_samples + local_batch
     batches = sorted(local_batches)
     return {"local_batch": batches,
-            "one_thread_s": [float(np.mean(times[(b, 1)])) for b in batches],
-            "two_threads_s": [float(np.mean(times[(b, 2)])) for b in batches],
+            "one_thread_steps_s": [times[(b, 1)] for b in batches],
+            "two_threads_steps_s": [times[(b, 2)] for b in batches],
             "input_s_per_sample": input_s / max(input_samples, 1)}
 
 
 def measure_thread_scaling(workload_spec: str, local_batches: Sequence[int], *, steps: int = 6,
                            seed: int = 0, timeout_s: float = 600.0) -> dict:
-    """Profile meta entries for CPU projection: the Amdahl serial fraction per local batch
-    (perf.cpu) and the per-sample input cost, measured in one process allowed 2 threads."""
+    """Profile meta entries for CPU projection: the Amdahl serial fraction per local batch with its
+    bootstrap sd (perf.cpu) and the per-sample input cost, measured in one process allowed 2 threads."""
     measured = run_local_workers(_thread_scaling_rank, 1, timeout_s=timeout_s, threads_per_rank=2,
                                  workload_spec=workload_spec, local_batches=list(local_batches),
                                  steps=steps, seed=seed)[0]
-    scaling = ThreadScaling.from_measurements(measured["local_batch"], measured["one_thread_s"],
-                                              measured["two_threads_s"])
+    scaling = ThreadScaling.from_measurements(measured["local_batch"], measured["one_thread_steps_s"],
+                                              measured["two_threads_steps_s"], seed=seed)
     return {"thread_scaling": scaling.to_dict(), "thread_times": measured,
             "input_s_per_sample": measured["input_s_per_sample"]}
 
@@ -128,12 +128,12 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
     for n in sorted(set(workers)):
         results = run_local_workers(_profile_rank, n, timeout_s=timeout_s, workload_spec=workload_spec,
                                     local_batches=list(local_batches), steps=steps, warmup=warmup,
-                                    seed=seed, rounds=max(1, min(rounds, steps)))
+                                    seed=seed, rounds=len(steps_per_round(steps, rounds)))
         samples += [StepRow(**r) for rank_records in results for r in rank_records]
         if on_setting is not None:
             on_setting(n)
     param_count = sum(p.numel() for p in workload.make_model().parameters() if p.requires_grad)
-    meta = {"steps": steps, "warmup": warmup, "seed": seed, "rounds": rounds,
+    meta = {"steps": steps, "warmup": warmup, "seed": seed, "rounds": len(steps_per_round(steps, rounds)),
             "step_work": (step_work or count_workload(workload)).to_dict(),
             "step_work_version": COUNT_VERSION}
     meta.update(measure_thread_scaling(workload_spec, local_batches, steps=max(2, steps // 3),

@@ -1,0 +1,131 @@
+"""Is this machine quiet enough to profile on? Other tasks' load (the load average and the runnable
+tasks now, against the cores), CPU time the hypervisor stole (/proc/stat), and how much repeated
+runs of one setting differed. A profile wants every core (2 ranks, or 2 threads, on a 2-core
+machine): another task on one of them slows those runs up to 2x and the fit takes it as the job's.
+
+Thresholds (ours):
+  load    other runnable tasks > 0.5 per core: more than half a core busy elsewhere
+  steal   > 5% of CPU time stolen during the window
+  spread  runs of one setting differ by more than 20% (median over settings): two runs of a
+          quiet machine differ by sd 0.09 sqrt 2 = 0.13 in log (perf.uncertainty), 20% is
+          beyond their 90% quantile (0.21 in log, about 20%)
+"""
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from thrifty.errors import ThriftyError
+
+BUSY_LOAD_PER_CORE = 0.5
+BUSY_STEAL_FRACTION = 0.05
+BUSY_SPREAD = 0.20
+ALLOW_BUSY_ENV = "THRIFTY_ALLOW_BUSY"  # "1": as --allow-busy (the test suite runs on loaded machines)
+
+
+class BusyMachineError(ThriftyError):
+    """The profiling machine was too busy for measurements to be trusted."""
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """Cumulative CPU time of all cores from /proc/stat's first line, in clock ticks."""
+
+    total: float
+    steal: float
+
+    @classmethod
+    def read(cls, path: str = "/proc/stat") -> "CpuTimes":
+        try:
+            with open(path) as f:
+                fields = [float(x) for x in f.readline().split()[1:9]]  # user .. steal
+        except (OSError, ValueError):
+            return cls(0.0, 0.0)  # not Linux: no steal reading
+        return cls(sum(fields), fields[7] if len(fields) > 7 else 0.0)
+
+    def steal_since(self, earlier: "CpuTimes") -> float:
+        ticks = self.total - earlier.total
+        return (self.steal - earlier.steal) / ticks if ticks > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Readings:
+    """What the checks saw; `others_load` is None after a profile (its own ranks were the load)."""
+
+    cores: int
+    others_load: float | None
+    steal_fraction: float
+    run_spread: float | None  # median relative spread between runs of one setting
+
+    def reasons(self) -> list[str]:
+        out = []
+        if self.others_load is not None and self.others_load > BUSY_LOAD_PER_CORE * self.cores:
+            out.append(f"load {self.others_load:.1f} on {self.cores} cores")
+        if self.steal_fraction > BUSY_STEAL_FRACTION:
+            out.append(f"{self.steal_fraction:.0%} of CPU time stolen by the hypervisor")
+        if self.run_spread is not None and self.run_spread > BUSY_SPREAD:
+            out.append(f"runs of one setting differ by {self.run_spread:.0%}")
+        return out
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "busy": bool(self.reasons())}
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def runnable_others(samples: int = 10, interval_s: float = 0.1) -> float:
+    """Mean runnable tasks over `samples` reads of /proc/stat's procs_running, less this reader."""
+    counts = []
+    for i in range(samples):
+        try:
+            with open("/proc/stat") as f:
+                counts.extend(float(line.split()[1]) - 1.0 for line in f if line.startswith("procs_running"))
+        except OSError:
+            return 0.0
+        if i + 1 < samples:
+            time.sleep(interval_s)
+    return max(sum(counts) / len(counts), 0.0) if counts else 0.0
+
+
+def read_before_profile() -> Readings:
+    """Other tasks' load now: the larger of the 1-minute load average and the runnable tasks
+    sampled over a second (the average lags a load that just started), and steal over that second."""
+    start = CpuTimes.read()
+    now = runnable_others()
+    load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return Readings(cores(), max(load_average, now), CpuTimes.read().steal_since(start), None)
+
+
+def allowed(allow_busy: bool) -> bool:
+    return allow_busy or os.environ.get(ALLOW_BUSY_ENV) == "1"
+
+
+def check_quiet(readings: Readings, allow_busy: bool) -> None:
+    """Raise BusyMachineError in one line when the readings say busy, unless allowed."""
+    reasons = readings.reasons()
+    if reasons and not allowed(allow_busy):
+        raise BusyMachineError(f"the machine is busy: {', '.join(reasons)}; profile again when it is "
+                               f"quiet or pass --allow-busy ({ALLOW_BUSY_ENV}=1)")
+
+
+def measure_quietly(measure: Callable[[], tuple[object, float]], allow_busy: bool,
+                    before: Callable[[], Readings] = read_before_profile,
+                    attempts: int = 2) -> tuple[object, dict]:
+    """Check the machine, run `measure` (returns its result and the run spread it saw) and check
+    the steal and spread of that run; a busy run is measured again, up to `attempts` times, then
+    refused. Returns the result and the readings (before and during) for the profile's meta."""
+    first = before()
+    check_quiet(first, allow_busy)
+    attempt = 0
+    while True:
+        attempt += 1
+        start = CpuTimes.read()
+        result, spread = measure()
+        during = Readings(first.cores, None, CpuTimes.read().steal_since(start), spread)
+        if during.reasons() and not allowed(allow_busy) and attempt < attempts:
+            continue  # measure again: a burst of other work may have passed
+        check_quiet(during, allow_busy)
+        return result, {"before": first.to_dict(), "during": during.to_dict(), "attempts": attempt}
