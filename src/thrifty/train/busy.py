@@ -1,5 +1,5 @@
-"""Is this machine quiet enough to profile on? Other tasks' load (the load average and the runnable
-tasks now, against the cores), CPU time the hypervisor stole (/proc/stat), and how much repeated
+"""Is this machine quiet enough to profile on? Other tasks' load (the runnable tasks now, against
+the cores), CPU time the hypervisor stole (/proc/stat), and how much repeated
 runs of one setting differed. A profile wants every core (2 ranks, or 2 threads, on a 2-core
 machine): another task on one of them slows those runs up to 2x and the fit takes it as the job's.
 
@@ -91,12 +91,12 @@ def runnable_others(samples: int = 10, interval_s: float = 0.1) -> float:
 
 
 def read_before_profile() -> Readings:
-    """Other tasks' load now: the larger of the 1-minute load average and the runnable tasks
-    sampled over a second (the average lags a load that just started), and steal over that second."""
+    """Other tasks' load now: the runnable tasks sampled over a second, and steal over that second.
+    Not the 1-minute load average: it lags both ways, and a build that ended seconds ago (`make
+    demo` right after its install) would still read as a busy machine."""
     start = CpuTimes.read()
     now = runnable_others()
-    load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return Readings(cores(), max(load_average, now), CpuTimes.read().steal_since(start), None)
+    return Readings(cores(), now, CpuTimes.read().steal_since(start), None)
 
 
 def allowed(allow_busy: bool) -> bool:
