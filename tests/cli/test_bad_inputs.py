@@ -14,6 +14,7 @@ from thrifty.cli.app import main
 
 BAD_UTF8 = b"num_nodes,num_workers\n\xff\xfe\xfa,1\n"
 
+CATALOG_HEADER = "cloud,instance_type,region,vcpus,memory_gib,accelerator,accelerator_count,price_per_hour,spot_price_per_hour\n"
 INPUT_FILES: dict[str, bytes | str] = {
     "bad_utf8.csv": BAD_UTF8,
     "empty.csv": "",
@@ -38,10 +39,33 @@ INPUT_FILES: dict[str, bytes | str] = {
     "lifetimes_event.csv": "lifetime_s,event\n100,7\n200,1\n300,0\n",
     "lifetimes_two.csv": "lifetime_s,event\n100,1\n200,1\n",
     "lifetimes_censored.csv": "lifetime_s,event\n100,0\n200,0\n300,0\n400,0\n",
-    "catalog_nan_price.csv": "cloud,instance_type,region,vcpus,memory_gib,price_per_hour,spot_price_per_hour\n"
-                             "aws,x1.fake,us-east-1,4,16,nan,0.1\n",
-    "catalog_negative.csv": "cloud,instance_type,region,vcpus,memory_gib,price_per_hour,spot_price_per_hour\n"
-                            "aws,x1.fake,us-east-1,-4,16,0.2,0.1\n",
+    "catalog_nan_price.csv": CATALOG_HEADER +
+                             "aws,x1.fake,us-east-1,4,16,,,nan,0.1\n",
+    "catalog_negative.csv": CATALOG_HEADER +
+                            "aws,x1.fake,us-east-1,-4,16,,,0.2,0.1\n",
+    "catalog_inf_price.csv": CATALOG_HEADER +
+                             "aws,x1.fake,us-east-1,4,16,,,inf,0.1\n",
+    "catalog_inf_spot.csv": CATALOG_HEADER +
+                            "aws,x1.fake,us-east-1,4,16,,,0.2,inf\n",
+    "catalog_dear_spot.csv": CATALOG_HEADER +
+                             "aws,x1.fake,us-east-1,4,16,,,0.2,0.3\n",
+    "not_module.py": "from thrifty.workloads.digits import make_workload as digits\n\n"
+                     "def make_workload():\n    w = digits()\n    w.make_model = lambda: 'a string'\n    return w\n",
+    "forward_raises.py": "from thrifty.workloads.digits import make_workload as digits\nCALLS = [0]\n\n"
+                         "def make_workload():\n    w, base = digits(), None\n    base = w.loss_fn\n\n"
+                         "    def loss_fn(out, y):\n        CALLS[0] += 1\n        if CALLS[0] > 2:\n"
+                         "            raise RuntimeError('forward broke on batch 3')\n        return base(out, y)\n"
+                         "    w.loss_fn = loss_fn\n    return w\n",
+    "nan_loss.py": "from thrifty.workloads.digits import make_workload as digits\nCALLS = [0]\n\n"
+                   "def make_workload():\n    w = digits()\n    base = w.loss_fn\n\n"
+                   "    def loss_fn(out, y):\n        CALLS[0] += 1\n"
+                   "        return base(out, y) * (float('nan') if CALLS[0] > 2 else 1.0)\n"
+                   "    w.loss_fn = loss_fn\n    return w\n",
+    "evaluate_breaks.py": "from thrifty.workloads.digits import make_workload as digits\n\n"
+                          "def make_workload():\n    w = digits()\n    base = w.evaluate\n\n"
+                          "    def evaluate(model, data):\n        if len(data) > 4:\n"
+                          "            raise ValueError('evaluate broke on the full set')\n"
+                          "        return base(model, data)\n    w.evaluate = evaluate\n    return w\n",
     "model_no_cov.json": '{"kind": "thrifty.steptime", "theta": [0.01, 0.001, 0.0001, 0.0, 0.0]}\n',
     "schedule_bad.json": '{"steps": "many"}\n',
     "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
@@ -70,9 +94,10 @@ BAD_WORKLOADS = {"missing": "{in}/missing.py", "unknown_builtin": "builtin:nosuc
                  "exit_at_import": "{in}/exit_at_import.py", "syntax": "{in}/syntax.py",
                  "raises": "{in}/raises.py", "no_factory": "{in}/no_factory.py",
                  "returns_none": "{in}/returns_none.py", "not_python": "{in}/not_python.txt",
-                 "folder": "{in}/adir"}
+                 "folder": "{in}/adir", "not_module": "{in}/not_module.py"}
 BAD_DBS = {"under_file": "{in}/afile/t.db", "folder": "{in}/adir", "not_a_db": "{in}/not_a_db.db",
-           "proc": "/proc/thrifty-nowhere/t.db"}
+           "proc": "/proc/thrifty-nowhere/t.db", "sysfs": "/sys/thrifty.db", "empty_file": "{in}/empty.csv",
+           "foreign_sqlite": "{in}/foreign.db", "unwritable_beside": "{in}/locked/t.db"}
 NOT_NUMBERS = ("abc", "nan", "inf", "")
 NOT_POSITIVE = ("0", "-1")
 
@@ -92,8 +117,14 @@ def _cases() -> list[tuple[str, str, str]]:
     for name, path in BAD_CSV.items():
         add(f"catalog list --catalog {name}", f"catalog list --catalog {path}")
         add(f"catalog show --catalog {name}", f"catalog show n1-standard-4 --catalog {path}")
-    add("catalog list --catalog nan price", "catalog list --catalog {in}/catalog_nan_price.csv")
-    add("catalog list --catalog negative vcpus", "catalog list --catalog {in}/catalog_negative.csv")
+    add("catalog list --catalog nan price", "catalog list --catalog {in}/catalog_nan_price.csv", "finite")
+    add("catalog list --catalog negative vcpus", "catalog list --catalog {in}/catalog_negative.csv", "'vcpus' must be")
+    add("catalog list --catalog inf price", "catalog list --catalog {in}/catalog_inf_price.csv", "finite")
+    add("catalog list --catalog inf spot", "catalog list --catalog {in}/catalog_inf_spot.csv", "finite")
+    add("catalog list --catalog spot above on-demand", "catalog list --catalog {in}/catalog_dear_spot.csv",
+        "above the on-demand price")
+    add("catalog show bad cloud:type", "catalog show aws:", "CLOUD:TYPE")
+    add("catalog show cloud:type on another cloud", "catalog show gcp:p3.2xlarge", "not in the catalog")
     for option in ("--min-vcpus", "--min-memory", "--max-price"):
         numbers("catalog list", option, ("abc", "nan", "inf", "-1"))
     add("catalog list --max-price 0", "catalog list --max-price 0")
@@ -167,7 +198,9 @@ def _cases() -> list[tuple[str, str, str]]:
         add(f"plan --bucket {value}", f"{plan} --bucket {value}", "bucket name")
     add("plan --gpu --cpu", f"{plan} --gpu --cpu", "not both")
     add("plan --cloud unknown", f"{plan} --cloud nosuch")
-    add("plan --region unknown", f"{plan} --region mars-north-1")
+    add("plan --region unknown", f"{plan} --region mars-north-1", "us-central1")
+    add("plan --catalog inf price", f"{plan} --catalog {{in}}/catalog_inf_price.csv", "finite")
+    add("plan --catalog spot above on-demand", f"{plan} --catalog {{in}}/catalog_dear_spot.csv", "above the on-demand")
     for option in ("--catalog", "--hardware", "--network", "--gpus"):
         for name in ("missing", "bad_utf8", "wrong_columns", "empty", "binary"):
             add(f"plan {option} {name}", f"{plan} {option} {BAD_CSV[name]}")
@@ -204,6 +237,13 @@ def _cases() -> list[tuple[str, str, str]]:
     numbers("train", "--adjust-every", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
     numbers("train", "--eval-every", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
     numbers("train", "--checkpoint-every", ("-1", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    add("train --capacities not the ranks", f"{train} --nproc 2 --policy static --capacities 1,2,3", "3 capacities")
+    add("train forward raises", "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {w}/run --workload {in}/forward_raises.py",
+        "forward broke")
+    add("train nan loss", "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {w}/run --workload {in}/nan_loss.py",
+        "the loss is nan")
+    add("train evaluate breaks", "train --steps 2 --nproc 1 --db {w}/t.db --run-dir {w}/run "
+        "--workload {in}/evaluate_breaks.py", "evaluate broke")
     add("train --resume nothing to resume", f"{train} --resume")
     add("train --resume asp", f"{train} --resume --mode asp")
     add("train --precision fp8", f"{train} --precision fp8", "precision")
@@ -280,6 +320,9 @@ def _cases() -> list[tuple[str, str, str]]:
     numbers("md run", "--steps", ("0", "-1", "abc"), "--chunk 5 --out {w}/md")
     numbers("md run", "--chunk", ("0", "-1", "abc"), "--steps 10 --out {w}/md")
     add("md run --platform", f"{md} --platform Quantum")
+    add("md run --chunk longer than --steps", "md run --steps 10 --chunk 20 --out {w}/md", "longer than the run")
+    add("md run --checkpoint-dir of other files", f"{md} --checkpoint-dir {{in}}/garbage", "not checkpoints")
+    add("md run --checkpoint-dir of damaged checkpoints", f"{md} --checkpoint-dir {{in}}/damaged", "none is intact")
     for name, path in UNWRITABLE_DIRS.items():
         add(f"md run --out {name}", f"md run --steps 10 --chunk 5 --out {path}", "cannot write")
         add(f"md run --checkpoint-dir {name}", f"{md} --checkpoint-dir {path}", "cannot write")
@@ -341,6 +384,18 @@ def folders(tmp_path, monkeypatch):
     inputs.mkdir()
     work.mkdir()
     (inputs / "adir").mkdir()
+    (inputs / "garbage").mkdir()
+    (inputs / "garbage" / "notes.txt").write_text("not a checkpoint\n")
+    (inputs / "damaged").mkdir()
+    (inputs / "damaged" / "ckpt-000001.bin").write_bytes(b"THRIFTY1" + bytes(64))
+    import sqlite3
+    from thrifty.store import SCHEMA
+    with sqlite3.connect(inputs / "foreign.db") as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    (inputs / "locked").mkdir()
+    with sqlite3.connect(inputs / "locked" / "t.db") as conn:  # a thrifty database whose folder
+        conn.executescript(SCHEMA)                              # takes no journal (as if read-only)
+    (inputs / "locked" / "t.db-journal").mkdir()
     for name, content in INPUT_FILES.items():
         (inputs / name).write_bytes(content if isinstance(content, bytes) else content.encode())
     (inputs / "script.sh").chmod(0o755)

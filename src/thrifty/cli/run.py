@@ -1,5 +1,6 @@
 """`thrifty run -- CMD...` (preemption-tolerant runner) and `thrifty md run` (the MD job)."""
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -103,11 +104,15 @@ def md_run(system: Annotated[str, typer.Option(
     from thrifty.io import check_writable_dir
     from thrifty.md.nanoconfinement import NanoconfinementModel
     from thrifty.md.systems import PLATFORMS, SYSTEMS, get_platform
-    from thrifty.transient.protocol import JobCheckpoints
+    from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, check_checkpoint_folder
     if system not in SYSTEMS:
         raise ThriftyError(f"unknown MD system {system!r}; choose {', '.join(SYSTEMS)}")
     if (steps is not None and steps < 1) or chunk < 1 or cap_steps < 1:
         raise ThriftyError("--steps, --chunk and --cap-steps must be positive")
+    if chunk > (cap_steps if steps is None and system == "nanoconfinement" else steps or 5000):
+        raise ThriftyError(f"--chunk {chunk:,} is longer than the run ({'--cap-steps' if steps is None else '--steps'}"
+                           f" {cap_steps if steps is None and system == 'nanoconfinement' else steps or 5000:,}): "
+                           f"give a chunk of at most that many steps")
     if engine not in ENGINES:
         raise ThriftyError(f"unknown --engine {engine!r}; choose {', '.join(ENGINES)}")
     if engine == "torch":
@@ -155,6 +160,7 @@ def md_run(system: Annotated[str, typer.Option(
     check_writable_dir(out, "--out")
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
+    check_checkpoint_folder(checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints"))
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
     settings = MDSettings(system, steps, chunk, platform, seed, model, **run_length)
