@@ -94,10 +94,10 @@ BAD_WORKLOADS = {"missing": "{in}/missing.py", "unknown_builtin": "builtin:nosuc
                  "exit_at_import": "{in}/exit_at_import.py", "syntax": "{in}/syntax.py",
                  "raises": "{in}/raises.py", "no_factory": "{in}/no_factory.py",
                  "returns_none": "{in}/returns_none.py", "not_python": "{in}/not_python.txt",
-                 "folder": "{in}/adir", "not_module": "{in}/not_module.py"}
+                 "folder": "{in}/adir"}
 BAD_DBS = {"under_file": "{in}/afile/t.db", "folder": "{in}/adir", "not_a_db": "{in}/not_a_db.db",
            "proc": "/proc/thrifty-nowhere/t.db", "sysfs": "/sys/thrifty.db", "empty_file": "{in}/empty.csv",
-           "foreign_sqlite": "{in}/foreign.db", "unwritable_beside": "{in}/locked/t.db"}
+           "foreign_sqlite": "{in}/foreign.db", "journal_blocked": "{in}/locked/t.db"}
 NOT_NUMBERS = ("abc", "nan", "inf", "")
 NOT_POSITIVE = ("0", "-1")
 
@@ -366,6 +366,12 @@ def _cases() -> list[tuple[str, str, str]]:
     numbers("md train-surrogate", "--members", ("1", "0", "abc"), "--runs {in}/adir --out {w}/model")
     for name, path in UNWRITABLE_DIRS.items():
         add(f"md train-surrogate --out {name}", f"md train-surrogate --runs {{in}}/adir --out {path}", "cannot write")
+
+    # a workload whose make_model() builds no module: named before any process starts
+    for command in ("profile --db {w}/t.db", "plan --db {w}/t.db", "train --steps 2 --db {w}/t.db --run-dir {w}/run",
+                    "model project --instance-type n1-standard-4 --db {w}/t.db"):
+        add(f"{command.split(' --')[0]} --workload not_module", f"{command} --workload {{in}}/not_module.py",
+            "make_model() must return a torch.nn.Module")
 
     # the command line itself
     add("unknown command", "fly")
