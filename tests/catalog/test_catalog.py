@@ -306,3 +306,4 @@ def test_user_catalog_prices_must_be_finite_and_spot_not_above_on_demand(tmp_pat
         path.write_text(HEADER + row + "\n")
         with pytest.raises(CatalogError, match=message):
             load_catalog([path], bundled=False)
+
