@@ -71,7 +71,8 @@ def md_run(system: Annotated[str, typer.Option(
                help="lj (Lennard-Jones fluid), ions (confined electrolyte) or nanoconfinement (the published model)")] = "ions",
            steps: Annotated[Optional[int], typer.Option(
                help="MD steps (default 5000; nanoconfinement: run until the profiles converge or --cap-steps)")] = None,
-           chunk: Annotated[int, typer.Option(help="Steps between samples and checkpoint chances")] = 100,
+           chunk: Annotated[Optional[int], typer.Option(
+               help="Steps between samples and checkpoint chances (default 100, or the whole run if shorter)")] = None,
            out: Annotated[Path, typer.Option(help="Output directory")] = Path(".thrifty/md"),
            checkpoint_dir: Annotated[Optional[Path], typer.Option(
                help="Checkpoints (default: $THRIFTY_CHECKPOINT_DIR, else OUT/checkpoints)")] = None,
@@ -107,12 +108,13 @@ def md_run(system: Annotated[str, typer.Option(
     from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, check_checkpoint_folder
     if system not in SYSTEMS:
         raise ThriftyError(f"unknown MD system {system!r}; choose {', '.join(SYSTEMS)}")
-    if (steps is not None and steps < 1) or chunk < 1 or cap_steps < 1:
+    if (steps is not None and steps < 1) or (chunk is not None and chunk < 1) or cap_steps < 1:
         raise ThriftyError("--steps, --chunk and --cap-steps must be positive")
-    if chunk > (cap_steps if steps is None and system == "nanoconfinement" else steps or 5000):
+    run_steps = cap_steps if steps is None and system == "nanoconfinement" else steps or 5000
+    if chunk is not None and chunk > run_steps:
         raise ThriftyError(f"--chunk {chunk:,} is longer than the run ({'--cap-steps' if steps is None else '--steps'}"
-                           f" {cap_steps if steps is None and system == 'nanoconfinement' else steps or 5000:,}): "
-                           f"give a chunk of at most that many steps")
+                           f" {run_steps:,}): give a chunk of at most that many steps")
+    chunk = min(100, run_steps) if chunk is None else chunk
     if engine not in ENGINES:
         raise ThriftyError(f"unknown --engine {engine!r}; choose {', '.join(ENGINES)}")
     if engine == "torch":
