@@ -36,3 +36,44 @@ def test_an_older_database_is_migrated_and_its_rows_keep_their_values(tmp_path):
     assert (row.num_workers, row.global_batch) == (2, 64)  # integers from the run, not NaN
     with Store(path) as store:  # opening again changes nothing
         assert store.count("train_steps") == 1
+
+
+def test_a_database_that_cannot_be_written_is_refused_when_opened(tmp_path, monkeypatch):
+    """A database in a read-only folder (or a read-only file) opens for reading and fails at the
+    first write: the Store finds out at once, before the command's work. Root ignores permission
+    bits, so the read-only open is SQLite's own (mode=ro). Mutation caught: the write probe
+    removed (the Store opens and the command fails after its work)."""
+    import pytest
+
+    from thrifty.errors import ThriftyError
+    path = tmp_path / "t.db"
+    with Store(path) as store:
+        store.conn.execute("INSERT INTO decisions (created_at, workload_key, request_json, recommended_json) "
+                           "VALUES (0, 'w', '{}', '{}')")
+        store.conn.commit()
+    before = path.read_bytes()
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda p, *a, **k: connect(f"file:{p}?mode=ro", uri=True))
+    with pytest.raises(ThriftyError, match="cannot open the database .*readonly"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
+def test_an_empty_file_or_another_programs_database_is_not_taken_over(tmp_path):
+    """Mutations caught: an empty file turned into a database; thrifty's tables added to a foreign
+    SQLite file."""
+    import pytest
+
+    from thrifty.errors import ThriftyError
+    empty = tmp_path / "notes.txt"
+    empty.write_text("")
+    with pytest.raises(ThriftyError, match="empty file"):
+        Store(empty)
+    assert empty.read_bytes() == b""
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    with pytest.raises(ThriftyError, match="another program"):
+        Store(foreign)
+    names = {r[0] for r in sqlite3.connect(foreign).execute("SELECT name FROM sqlite_master")}
+    assert names == {"notes"}

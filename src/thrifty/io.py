@@ -2,13 +2,15 @@
 that fail with the caller's own one-line error, CSV and PNG writes. No torch, and matplotlib
 only inside `write_png`, so importing this costs nothing."""
 
+import contextlib
 import csv
 import functools
 import io
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from thrifty.errors import ThriftyError
@@ -47,6 +49,22 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(Path(path), text.encode("utf-8"))
+
+@contextlib.contextmanager
+def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """The folder `path` and the parents the block creates for it are removed again if the block
+    raises an Exception (not one of `keep`): a failed command leaves no half-made run behind. A
+    folder that existed before is never touched."""
+    top, folder = None, Path(path).absolute()
+    while not folder.exists():
+        top, folder = folder, folder.parent
+    try:
+        yield
+    except Exception as exc:
+        if top is not None and not isinstance(exc, keep):
+            shutil.rmtree(top, ignore_errors=True)
+        raise
+
 
 def check_writable_dir(path: Path, what: str) -> None:
     """Raise a one-line error naming `what` unless `path` is, or can be made, a folder we can write in.

@@ -78,14 +78,40 @@ class Store:
         try:
             if self.path.is_dir():
                 raise ThriftyError(f"cannot open the database {self.path}: it is a folder")
+            if self.path.is_file() and self.path.stat().st_size == 0:
+                raise ThriftyError(f"cannot open the database {self.path}: it is an empty file, not a "
+                                   f"thrifty database (name a new file, or remove this one)")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path)
+            self._check_foreign()
             self.conn.execute("PRAGMA foreign_keys = ON")
             self.conn.executescript(SCHEMA)
             self._migrate()
+            # a write that is undone: a database (or its folder) that cannot be written fails now,
+            # before the command's work, not at its first INSERT
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("CREATE TABLE thrifty_write_probe (x)")
+            self.conn.rollback()
+        except ThriftyError:
+            self._close_quietly()
+            self._remove_created()
+            raise
         except (sqlite3.DatabaseError, OSError) as exc:
+            self._close_quietly()
             self._remove_created()
             raise ThriftyError(f"cannot open the database {self.path}: {exc}") from None
+
+    def _check_foreign(self) -> None:
+        """A SQLite database with tables but none of thrifty's belongs to something else."""
+        tables = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and not tables & set(TABLES):
+            raise ThriftyError(f"cannot open the database {self.path}: it is another program's SQLite "
+                               f"database (tables {', '.join(sorted(tables)[:3])}), not a thrifty one")
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "conn", None)
+        if conn is not None:
+            conn.close()
 
     def _migrate(self) -> None:
         """Add the StepRow columns an older database lacks, in one transaction. Old train_steps

@@ -220,3 +220,90 @@ def test_profile_rejects_an_unknown_instance_type(run_cli, tmp_path):
                  ["--instance-type", "local"]):
         code, _, err = run_cli("profile", *args, "--workers", "x", "--db", tmp_path / "db")
         assert code == 2 and "--workers" in err and "not in the catalog" not in err
+
+
+SKYPILOT_AWS = ("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,"
+                "AvailabilityZone\n"
+                "p3.2xlarge,V100,1,8,61,,3.06,0.95,us-east-1,use1-az1\n"
+                "p3.2xlarge,V100,1,8,61,,3.06,0.91,us-east-1,use1-az2\n"
+                "p3.2xlarge,V100,1,8,61,,3.06,1.02,us-east-1,use1-az4\n"
+                "p3.2xlarge,V100,1,8,61,,3.06,0.99,us-west-2,usw2-az1\n"
+                "p3.2xlarge,V100,1,8,61,,3.06,0.97,us-west-2,usw2-az2\n"
+                "p3.2xlarge,V100,1,8,61,,3.305,1.1,eu-west-1,euw1-az1\n")
+
+
+def test_a_multi_region_catalog_keeps_one_row_per_region_at_its_cheapest_zone(tmp_path):
+    """Mutations: the first zone's row kept (spot 0.95, not 0.91), regions merged into one row."""
+    path = tmp_path / "aws" / "vms.csv"
+    path.parent.mkdir()
+    path.write_text(SKYPILOT_AWS)
+    vms = {vm.region: vm for vm in load_catalog_file(path)}
+    assert sorted(vms) == ["eu-west-1", "us-east-1", "us-west-2"]
+    assert (vms["us-east-1"].zone, vms["us-east-1"].spot_price_per_hour) == ("use1-az2", 0.91)
+    assert (vms["us-west-2"].zone, vms["us-west-2"].spot_price_per_hour) == ("usw2-az2", 0.97)
+    assert vms["eu-west-1"].price_per_hour == 3.305
+
+
+def test_region_filters_a_user_catalog_and_an_unknown_region_names_the_known_ones(tmp_path, run_cli):
+    """What `plan --region` and `catalog list --region` use. Mutations: the region filter ignored
+    (three p3.2xlarge rows), the error without the regions there are."""
+    import json
+    path = tmp_path / "aws" / "vms.csv"
+    path.parent.mkdir()
+    path.write_text(SKYPILOT_AWS)
+    code, out, _ = run_cli("catalog", "list", "--catalog", path, "--region", "us-west-2", "--json")
+    assert code == 0 and [(vm["instance_type"], vm["region"], vm["spot_price_per_hour"])
+                          for vm in json.loads(out)] == [("p3.2xlarge", "us-west-2", 0.97)]
+    code, out, _ = run_cli("catalog", "list", "--catalog", path, "--region", "eu-west-1", "--region", "us-east-1",
+                           "--accelerator", "V100", "--cloud", "aws", "--max-price", "4", "--json")
+    assert code == 0 and sorted((vm["region"], vm["price_per_hour"]) for vm in json.loads(out)) == [
+        ("eu-west-1", 3.305), ("us-east-1", 3.06), ("us-east-1", 3.06)]  # the file's and the bundled row
+    code, _, err = run_cli("catalog", "list", "--region", "us-west-2")
+    assert code == 2 and "us-east-1" in err and "us-central1" in err and "eastus" in err
+    code, _, err = run_cli("catalog", "list", "--catalog", path, "--region", "ap-south-1")
+    assert code == 2 and "us-west-2" in err and "eu-west-1" in err
+
+
+def test_type_names_take_the_cloud_prefix_the_plan_prints():
+    """Mutations: the `cloud:` prefix not stripped (nothing found), the prefix ignored (gcp:p3.2xlarge
+    finds AWS's type)."""
+    from thrifty.catalog.names import find_type, split_type_name
+    assert split_type_name("aws:p5.48xlarge") == ("aws", "p5.48xlarge")
+    assert split_type_name("p5.48xlarge") == (None, "p5.48xlarge")
+    vms = load_catalog()
+    assert [vm.cloud for vm in find_type(vms, "aws:p3.2xlarge")] == ["aws"]
+    assert find_type(vms, "gcp:p3.2xlarge") == [] and find_type(vms, "p3.2xlarge", "gcp") == []
+    assert find_type(vms, "AWS:p3.2xlarge") == find_type(vms, "p3.2xlarge")
+    for bad in ("aws:", ":p3.2xlarge"):
+        with pytest.raises(CatalogError, match="CLOUD:TYPE"):
+            split_type_name(bad)
+    with pytest.raises(CatalogError, match="not on gcp"):
+        find_type(vms, "aws:p3.2xlarge", "gcp")
+
+
+def test_every_command_taking_an_instance_type_takes_cloud_type(run_cli, tmp_path):
+    """catalog show, model project and profile accept `aws:p3.2xlarge` as printed by the plan (a bad
+    option after the type stops model project and profile before they profile anything)."""
+    import json
+    code, out, _ = run_cli("catalog", "show", "aws:p3.2xlarge", "--json")
+    assert code == 0 and [row["cloud"] for row in json.loads(out)] == ["aws"]
+    code, _, err = run_cli("model", "project", "--instance-type", "aws:p3.2xlarge", "--workers", "0",
+                           "--db", tmp_path / "db")
+    assert code == 2 and "--workers must be at least 1" in err
+    code, _, err = run_cli("profile", "--instance-type", "aws:p3.2xlarge", "--workers", "x", "--db", tmp_path / "db")
+    assert code == 2 and "--workers" in err and "not in the catalog" not in err
+    code, _, err = run_cli("catalog", "show", "gcp:p3.2xlarge")
+    assert code == 2 and "not in the catalog" in err
+    assert not (tmp_path / "db").exists()
+
+
+def test_user_catalog_prices_must_be_finite_and_spot_not_above_on_demand(tmp_path):
+    """Mutations: inf accepted as a price; a dearer spot price dropped silently in a user's file."""
+    path = tmp_path / "mine.csv"
+    for row, message in (("aws,x1.big,16,64,,,inf,0.2,us-west-2,", "finite"),
+                         ("aws,x1.big,16,64,,,0.5,inf,us-west-2,", "finite"),
+                         ("aws,x1.big,16,64,,,0.5,0.7,us-west-2,", "above the on-demand")):
+        path.write_text(HEADER + row + "\n")
+        with pytest.raises(CatalogError, match=message):
+            load_catalog([path], bundled=False)
+

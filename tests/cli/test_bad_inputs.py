@@ -14,6 +14,7 @@ from thrifty.cli.app import main
 
 BAD_UTF8 = b"num_nodes,num_workers\n\xff\xfe\xfa,1\n"
 
+CATALOG_HEADER = "cloud,instance_type,region,vcpus,memory_gib,accelerator,accelerator_count,price_per_hour,spot_price_per_hour\n"
 INPUT_FILES: dict[str, bytes | str] = {
     "bad_utf8.csv": BAD_UTF8,
     "empty.csv": "",
@@ -38,15 +39,38 @@ INPUT_FILES: dict[str, bytes | str] = {
     "configs_negative.csv": "num_nodes,num_workers,local_batch\n-1,1,32\n",
     "configs_huge.csv": "num_nodes,num_workers,local_batch\n1,1,1e308\n",
     "lifetimes_text.csv": "lifetime_s,event\nlong,1\n",
-    "lifetimes_negative.csv": "lifetime_s,event\n-5,1\n100,1\n200,0\n",
-    "lifetimes_nan.csv": "lifetime_s,event\nnan,1\n100,1\n200,0\n",
-    "lifetimes_event.csv": "lifetime_s,event\n100,7\n200,1\n300,0\n",
-    "lifetimes_two.csv": "lifetime_s,event\n100,1\n200,1\n",
-    "lifetimes_censored.csv": "lifetime_s,event\n100,0\n200,0\n300,0\n400,0\n",
-    "catalog_nan_price.csv": "cloud,instance_type,region,vcpus,memory_gib,price_per_hour,spot_price_per_hour\n"
-                             "aws,x1.fake,us-east-1,4,16,nan,0.1\n",
-    "catalog_negative.csv": "cloud,instance_type,region,vcpus,memory_gib,price_per_hour,spot_price_per_hour\n"
-                            "aws,x1.fake,us-east-1,-4,16,0.2,0.1\n",
+    "lifetimes_negative.csv": "lifetime_s,event\n-5,preempted\n100,preempted\n200,stopped\n",
+    "lifetimes_nan.csv": "lifetime_s,event\nnan,preempted\n100,preempted\n200,stopped\n",
+    "lifetimes_event.csv": "lifetime_s,event\n100,7\n200,preempted\n300,stopped\n",
+    "lifetimes_two.csv": "lifetime_s,event\n100,preempted\n200,preempted\n",
+    "lifetimes_censored.csv": "lifetime_s,event\n100,stopped\n200,stopped\n300,stopped\n400,stopped\n",
+    "catalog_nan_price.csv": CATALOG_HEADER +
+                             "aws,x1.fake,us-east-1,4,16,,,nan,0.1\n",
+    "catalog_negative.csv": CATALOG_HEADER +
+                            "aws,x1.fake,us-east-1,-4,16,,,0.2,0.1\n",
+    "catalog_inf_price.csv": CATALOG_HEADER +
+                             "aws,x1.fake,us-east-1,4,16,,,inf,0.1\n",
+    "catalog_inf_spot.csv": CATALOG_HEADER +
+                            "aws,x1.fake,us-east-1,4,16,,,0.2,inf\n",
+    "catalog_dear_spot.csv": CATALOG_HEADER +
+                             "aws,x1.fake,us-east-1,4,16,,,0.2,0.3\n",
+    "not_module.py": "from thrifty.workloads.digits import make_workload as digits\n\n"
+                     "def make_workload():\n    w = digits()\n    w.make_model = lambda: 'a string'\n    return w\n",
+    "forward_raises.py": "from thrifty.workloads.digits import make_workload as digits\nCALLS = [0]\n\n"
+                         "def make_workload():\n    w, base = digits(), None\n    base = w.loss_fn\n\n"
+                         "    def loss_fn(out, y):\n        CALLS[0] += 1\n        if CALLS[0] > 2:\n"
+                         "            raise RuntimeError('forward broke on batch 3')\n        return base(out, y)\n"
+                         "    w.loss_fn = loss_fn\n    return w\n",
+    "nan_loss.py": "from thrifty.workloads.digits import make_workload as digits\nCALLS = [0]\n\n"
+                   "def make_workload():\n    w = digits()\n    base = w.loss_fn\n\n"
+                   "    def loss_fn(out, y):\n        CALLS[0] += 1\n"
+                   "        return base(out, y) * (float('nan') if CALLS[0] > 2 else 1.0)\n"
+                   "    w.loss_fn = loss_fn\n    return w\n",
+    "evaluate_breaks.py": "from thrifty.workloads.digits import make_workload as digits\n\n"
+                          "def make_workload():\n    w = digits()\n    base = w.evaluate\n\n"
+                          "    def evaluate(model, data):\n        if len(data) > 4:\n"
+                          "            raise ValueError('evaluate broke on the full set')\n"
+                          "        return base(model, data)\n    w.evaluate = evaluate\n    return w\n",
     "model_no_cov.json": '{"kind": "thrifty.steptime", "theta": [0.01, 0.001, 0.0001, 0.0, 0.0]}\n',
     "schedule_bad.json": '{"steps": "many"}\n',
     "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
@@ -77,7 +101,11 @@ BAD_WORKLOADS = {"missing": "{in}/missing.py", "unknown_builtin": "builtin:nosuc
                  "returns_none": "{in}/returns_none.py", "not_python": "{in}/not_python.txt",
                  "folder": "{in}/adir"}
 BAD_DBS = {"under_file": "{in}/afile/t.db", "folder": "{in}/adir", "not_a_db": "{in}/not_a_db.db",
-           "proc": "/proc/thrifty-nowhere/t.db"}
+           "proc": "/proc/thrifty-nowhere/t.db", "sysfs": "/sys/thrifty.db", "empty_file": "{in}/empty.csv",
+           "foreign_sqlite": "{in}/foreign.db", "journal_blocked": "{in}/locked/t.db"}
+# what the error line says about each BAD_CSV file (an empty file: "has no rows" or "missing columns")
+CSV_REASONS = {"missing": "not found", "bad_utf8": "utf-8", "empty": "empty.csv", "wrong_columns": "missing columns",
+               "binary": "utf-8", "folder": "folder"}
 NOT_NUMBERS = ("abc", "nan", "inf", "")
 NOT_POSITIVE = ("0", "-1")
 
@@ -89,95 +117,117 @@ def _cases() -> list[tuple[str, str, str]]:
     def add(name: str, argv: str, expect: str = "") -> None:
         cases.append((name, argv, expect))
 
-    def numbers(command: str, option: str, bad: tuple[str, ...], rest: str = "") -> None:
+    def numbers(command: str, option: str, bad: tuple[str, ...], rest: str = "", expect=None) -> None:
+        """Each bad value of one option; the error names the option unless `expect(value)` says what."""
         for value in bad:
-            add(f"{command} {option}={value or 'empty'}", f"{command} {option} {shlex.quote(value)} {rest}")
+            add(f"{command} {option}={value or 'empty'}", f"{command} {option} {shlex.quote(value)} {rest}",
+                option if expect is None else expect(value))
 
     # catalog
     for name, path in BAD_CSV.items():
-        add(f"catalog list --catalog {name}", f"catalog list --catalog {path}")
-        add(f"catalog show --catalog {name}", f"catalog show n1-standard-4 --catalog {path}")
-    add("catalog list --catalog nan price", "catalog list --catalog {in}/catalog_nan_price.csv")
-    add("catalog list --catalog negative vcpus", "catalog list --catalog {in}/catalog_negative.csv")
+        add(f"catalog list --catalog {name}", f"catalog list --catalog {path}", CSV_REASONS[name])
+        add(f"catalog show --catalog {name}", f"catalog show n1-standard-4 --catalog {path}", CSV_REASONS[name])
+    add("catalog list --catalog nan price", "catalog list --catalog {in}/catalog_nan_price.csv", "finite")
+    add("catalog list --catalog negative vcpus", "catalog list --catalog {in}/catalog_negative.csv", "'vcpus' must be")
+    add("catalog list --catalog inf price", "catalog list --catalog {in}/catalog_inf_price.csv", "finite")
+    add("catalog list --catalog inf spot", "catalog list --catalog {in}/catalog_inf_spot.csv", "finite")
+    add("catalog list --catalog spot above on-demand", "catalog list --catalog {in}/catalog_dear_spot.csv",
+        "above the on-demand price")
+    add("catalog show bad cloud:type", "catalog show aws:", "CLOUD:TYPE")
+    add("catalog show cloud:type on another cloud", "catalog show gcp:p3.2xlarge", "not in the catalog")
     for option in ("--min-vcpus", "--min-memory", "--max-price"):
         numbers("catalog list", option, ("abc", "nan", "inf", "-1"))
-    add("catalog list --max-price 0", "catalog list --max-price 0")
+    add("catalog list --max-price 0", "catalog list --max-price 0", "--max-price")
     add("catalog list --gpu --cpu", "catalog list --gpu --cpu", "not both")
-    add("catalog list unknown cloud", "catalog list --cloud nosuch")
-    add("catalog list unknown accelerator", "catalog list --accelerator Z9000")
-    add("catalog show unknown type", "catalog show no-such-type")
+    add("catalog list unknown cloud", "catalog list --cloud nosuch", "no VM type matches")
+    add("catalog list unknown accelerator", "catalog list --accelerator Z9000", "no VM type matches")
+    add("catalog show unknown type", "catalog show no-such-type", "not in the catalog")
     for option in ("--hardware", "--network"):
         for name in ("bad_utf8", "wrong_columns", "missing"):
-            add(f"catalog show {option} {name}", f"catalog show n1-standard-4 {option} {BAD_CSV[name]}")
+            add(f"catalog show {option} {name}", f"catalog show n1-standard-4 {option} {BAD_CSV[name]}",
+                CSV_REASONS[name])
 
     # profile (fails before measuring anything)
     for name, spec in BAD_WORKLOADS.items():
         add(f"profile --workload {name}", f"profile --workload {spec} --db {{w}}/t.db", "workload")
     for value in ("abc", "0", "-1", "", "1,,2", "100000"):
-        add(f"profile --workers {value or 'empty'}", f"profile --workers {shlex.quote(value)} --db {{w}}/t.db")
+        add(f"profile --workers {value or 'empty'}", f"profile --workers {shlex.quote(value)} --db {{w}}/t.db",
+            "worker count 100000" if value == "100000" else "--workers")
     for value in ("abc", "0", "-8"):
-        add(f"profile --batch {value}", f"profile --batch {value} --db {{w}}/t.db")
+        add(f"profile --batch {value}", f"profile --batch {value} --db {{w}}/t.db", "--batch")
     numbers("profile", "--steps", ("0", "-1", "abc"), "--db {w}/t.db")
-    add("profile --instance-type unknown", "profile --instance-type n9-nosuch --db {w}/t.db")
+    add("profile --instance-type unknown", "profile --instance-type n9-nosuch --db {w}/t.db", "not in the catalog")
     for name, path in BAD_DBS.items():
         add(f"profile --db {name}", f"profile --workload {{in}}/raises.py --db {path}", "database")
 
     # model fit / predict / project
+    samples_reasons = {**CSV_REASONS, "nan": "step times must be positive", "text": "not a number",
+                       "negative": "step times must be positive", "zero_workers": "num_workers >= num_nodes",
+                       "two_rows": "two different local batch sizes", "inf": "step times must be positive",
+                       "header_only": "has no rows"}
     for name, path in {**BAD_CSV, "nan": "{in}/samples_nan.csv", "text": "{in}/samples_text.csv",
                        "negative": "{in}/samples_negative.csv", "zero_workers": "{in}/samples_zero_workers.csv",
                        "two_rows": "{in}/samples_two.csv", "inf": "{in}/samples_inf.csv",
                        "header_only": "{in}/header_only.csv"}.items():
-        add(f"model fit --samples {name}", f"model fit --samples {path}")
-    for name in ("huge", "huge_batch", "huge_workers", "huge_compute"):  # a fit or a traceback, before
-        add(f"model fit --samples {name}", f"model fit --samples {{in}}/samples_{name}.csv --out {{w}}/m.json")
-    add("model fit nothing", "model fit")
-    add("model fit both", "model fit --samples {in}/samples_two.csv --workload builtin:digits")
-    add("model fit --workload unprofiled", "model fit --workload builtin:digits --db {w}/t.db")
+        add(f"model fit --samples {name}", f"model fit --samples {path}", samples_reasons[name])
+    for name, reason in {"huge": "step times must be positive", "huge_batch": "need finite sizes",
+                         "huge_workers": "need finite sizes", "huge_compute": "compute_time_s must be numbers"}.items():  # a traceback, before
+        add(f"model fit --samples {name}", f"model fit --samples {{in}}/samples_{name}.csv --out {{w}}/m.json", reason)
+    add("model fit nothing", "model fit", "exactly one of")
+    add("model fit both", "model fit --samples {in}/samples_two.csv --workload builtin:digits", "exactly one of")
+    add("model fit --workload unprofiled", "model fit --workload builtin:digits --db {w}/t.db", "no stored profile")
     for name, path in UNWRITABLE.items():
         add(f"model fit --out {name}", f"model fit --samples {{in}}/samples_ok.csv --out {path}", "cannot write")
     for name, path in {"missing": "{in}/missing.json", "not_json": "{in}/not_json.json", "list": "{in}/list.json",
                        "no_cov": "{in}/model_no_cov.json", "bad_utf8": "{in}/bad_utf8.csv",
                        "folder": "{in}/adir"}.items():
-        add(f"model predict --model {name}", f"model predict --model {path} --configs {{in}}/configs_ok.csv")
+        reason = {"missing": "not found", "not_json": "not valid json", "list": "not a thrifty step-time model",
+                  "no_cov": "malformed", "bad_utf8": "utf-8", "folder": "is a directory"}[name]
+        add(f"model predict --model {name}", f"model predict --model {path} --configs {{in}}/configs_ok.csv", reason)
     for name, path in {**BAD_CSV, "nan": "{in}/configs_nan.csv", "zero": "{in}/configs_zero.csv",
                        "negative": "{in}/configs_negative.csv", "huge": "{in}/configs_huge.csv"}.items():
-        add(f"model predict --configs {name}", f"model predict --model {{in}}/model_ok.json --configs {path}")
+        reason = {**CSV_REASONS, "nan": "num_workers >= num_nodes", "zero": "num_workers >= num_nodes",
+                  "negative": "num_workers >= num_nodes", "huge": "no finite step time"}[name]
+        add(f"model predict --configs {name}", f"model predict --model {{in}}/model_ok.json --configs {path}", reason)
     project = "model project --instance-type n1-standard-4 --db {w}/t.db"
-    add("model project unknown type", "model project --instance-type n9-nosuch --db {w}/t.db")
-    add("model project no type", "model project --db {w}/t.db")
+    add("model project unknown type", "model project --instance-type n9-nosuch --db {w}/t.db", "unknown instance type")
+    add("model project no type", "model project --db {w}/t.db", "--instance-type")
     for value in ("abc", "0", "-32", ""):
-        add(f"model project --local-batch {value or 'empty'}", f"{project} --local-batch {shlex.quote(value)}")
+        add(f"model project --local-batch {value or 'empty'}", f"{project} --local-batch {shlex.quote(value)}",
+            "--local-batch")
     numbers("model project", "--workers", ("0", "-1", "abc"), "--instance-type n1-standard-4 --db {w}/t.db")
-    add("model project --precision", f"{project} --precision fp7")
-    add("model project --cloud", f"{project} --cloud nosuch")
+    add("model project --precision", f"{project} --precision fp7", "unknown precision")
+    add("model project --cloud", f"{project} --cloud nosuch", "unknown instance type")
     for name, spec in list(BAD_WORKLOADS.items())[:5]:
-        add(f"model project --workload {name}", f"{project} --workload {spec}")
+        add(f"model project --workload {name}", f"{project} --workload {spec}", "workload")
 
     # plan
     plan = "plan --db {w}/t.db"
-    add("plan --objective", f"{plan} --objective cheapest")
+    add("plan --objective", f"{plan} --objective cheapest", "unknown objective")
     for value in ("abc", "-1", "0", "nan", "inf", "5 weeks"):
-        add(f"plan --deadline {value}", f"{plan} --deadline {shlex.quote(value)}")
+        add(f"plan --deadline {value}", f"{plan} --deadline {shlex.quote(value)}", "deadline")
     for value in ("abc", "-5", "0", "nan", "inf", "$"):
-        add(f"plan --budget {value}", f"{plan} --budget {shlex.quote(value)}")
+        add(f"plan --budget {value}", f"{plan} --budget {shlex.quote(value)}", "budget")
     numbers("plan", "--max-workers", ("0", "-1", "abc", "1000000000"), "--db {w}/t.db")
     numbers("plan", "--max-price", ("0", "-1", "nan", "abc", "0.0001"), "--db {w}/t.db")
     numbers("plan", "--epochs", ("0", "-1", "nan", "inf", "1e30", "abc"), "--db {w}/t.db")
     numbers("plan", "--top", ("0", "-1", "abc"), "--db {w}/t.db")
     for value in ("abc", "0", "-64", "", "3.5"):
-        add(f"plan --batch {value or 'empty'}", f"{plan} --batch {shlex.quote(value)}")
+        add(f"plan --batch {value or 'empty'}", f"{plan} --batch {shlex.quote(value)}", "--batch")
     for value in ("abc", "-1", "nan"):
-        add(f"plan --startup {value}", f"{plan} --startup {value}")
-    add("plan --spot", f"{plan} --spot sometimes")
-    add("plan --precision", f"{plan} --precision fp7")
+        add(f"plan --startup {value}", f"{plan} --startup {value}", "--startup")
+    add("plan --spot", f"{plan} --spot sometimes", "unknown spot choice")
+    add("plan --precision", f"{plan} --precision fp7", "unknown precision")
     for value in ("My_Ckpts", "ab", "a--b"):
         add(f"plan --bucket {value}", f"{plan} --bucket {value}", "bucket name")
     add("plan --gpu --cpu", f"{plan} --gpu --cpu", "not both")
-    add("plan --cloud unknown", f"{plan} --cloud nosuch")
-    add("plan --region unknown", f"{plan} --region mars-north-1")
+    add("plan --cloud unknown", f"{plan} --cloud nosuch", "no VM type matches")
+    add("plan --region unknown", f"{plan} --region mars-north-1", "us-central1")
+    add("plan --catalog inf price", f"{plan} --catalog {{in}}/catalog_inf_price.csv", "finite")
+    add("plan --catalog spot above on-demand", f"{plan} --catalog {{in}}/catalog_dear_spot.csv", "above the on-demand")
     for option in ("--catalog", "--hardware", "--network", "--gpus"):
         for name in ("missing", "bad_utf8", "wrong_columns", "empty", "binary"):
-            add(f"plan {option} {name}", f"{plan} {option} {BAD_CSV[name]}")
+            add(f"plan {option} {name}", f"{plan} {option} {BAD_CSV[name]}", CSV_REASONS[name])
     for name, path in UNWRITABLE.items():
         add(f"plan --plot {name}", f"{plan} --plot {path}", "cannot write")
     for name, spec in BAD_WORKLOADS.items():
@@ -188,31 +238,41 @@ def _cases() -> list[tuple[str, str, str]]:
     # train (fails before any worker starts)
     train = "train --steps 2 --db {w}/t.db --run-dir {w}/run"
     numbers("train", "--nproc", ("0", "-1", "abc", "100000"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
-    numbers("train", "--global-batch", ("0", "-1", "abc", "100000000"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    numbers("train", "--global-batch", ("0", "-1", "abc", "100000000"), "--steps 2 --db {w}/t.db --run-dir {w}/run",
+            lambda v: "exceeds the training set" if v == "100000000" else "--global-batch")
     for option, value in (("--policy", "fastest"), ("--mode", "async"), ("--emulate", "magic"),
                           ("--hetero-profile", "HL99"), ("--b-max-rule", "vibes")):
-        add(f"train {option} {value}", f"{train} {option} {value}")
+        add(f"train {option} {value}", f"{train} {option} {value}", repr(value))
     for value in ("abc", "0", "-1", "nan", "1,abc", "1,2,3"):
-        add(f"train --slowdown {value}", f"{train} --slowdown {shlex.quote(value)}")
+        add(f"train --slowdown {value}", f"{train} --slowdown {shlex.quote(value)}", "slowdown")
     for value in ("abc", "0", "-1", "nan"):
-        add(f"train --capacities {value}", f"{train} --policy static --capacities {value}")
+        add(f"train --capacities {value}", f"{train} --policy static --capacities {value}", "--capacities")
     for name in ("missing", "not_json", "schedule_bad", "bad_utf8"):
         path = {"missing": "{in}/missing.json", "not_json": "{in}/not_json.json",
                 "schedule_bad": "{in}/schedule_bad.json", "bad_utf8": "{in}/bad_utf8.csv"}[name]
-        add(f"train --slowdown-schedule {name}", f"{train} --slowdown-schedule {path}")
-    add("train two slowdowns", f"{train} --slowdown 1,2 --hetero-profile HL2")
+        add(f"train --slowdown-schedule {name}", f"{train} --slowdown-schedule {path}", "slowdown schedule")
+    add("train two slowdowns", f"{train} --slowdown 1,2 --hetero-profile HL2", "at most one of")
     numbers("train", "--steps", ("0", "-1", "abc"), "--db {w}/t.db --run-dir {w}/run")
     numbers("train", "--epochs", ("0", "-1", "nan", "inf", "abc"), "--db {w}/t.db --run-dir {w}/run")
     numbers("train", "--target", ("nan", "inf", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
     numbers("train", "--b-min", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
     numbers("train", "--b-max", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
-    add("train b-min above b-max", f"{train} --b-min 64 --b-max 8")
-    numbers("train", "--dead-band", ("nan", "-0.1", "2", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
-    numbers("train", "--adjust-every", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
+    add("train b-min above b-max", f"{train} --b-min 64 --b-max 8", "is above --b-max")
+    numbers("train", "--dead-band", ("nan", "-0.1", "2", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run",
+            lambda v: "--dead-band" if v == "abc" else "dead-band must be in [0, 1)")
+    numbers("train", "--adjust-every", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run",
+            lambda v: "controller interval")
     numbers("train", "--eval-every", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
     numbers("train", "--checkpoint-every", ("-1", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run")
-    add("train --resume nothing to resume", f"{train} --resume")
-    add("train --resume asp", f"{train} --resume --mode asp")
+    add("train --capacities not the ranks", f"{train} --nproc 2 --policy static --capacities 1,2,3", "3 capacities")
+    add("train forward raises", "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {w}/run --workload {in}/forward_raises.py",
+        "forward broke")
+    add("train nan loss", "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {w}/run --workload {in}/nan_loss.py",
+        "the loss is nan")
+    add("train evaluate breaks", "train --steps 2 --nproc 1 --db {w}/t.db --run-dir {w}/run "
+        "--workload {in}/evaluate_breaks.py", "evaluate broke")
+    add("train --resume nothing to resume", f"{train} --resume", "checkpoint not found")
+    add("train --resume asp", f"{train} --resume --mode asp", "--resume is for --mode bsp")
     add("train --precision fp8", f"{train} --precision fp8", "precision")
     add("train --device gpu0", f"{train} --device gpu0", "not a device")
     add("train --device tpu", f"{train} --device xla", "cpu or cuda")
@@ -230,46 +290,52 @@ def _cases() -> list[tuple[str, str, str]]:
     for name, path in {**BAD_CSV, "text": "{in}/lifetimes_text.csv", "negative": "{in}/lifetimes_negative.csv",
                        "nan": "{in}/lifetimes_nan.csv", "event": "{in}/lifetimes_event.csv",
                        "censored_only": "{in}/lifetimes_censored.csv"}.items():
-        add(f"preempt fit {name}", f"preempt fit {path}")
-    add("preempt fit --model", "preempt fit {in}/lifetimes_ok.csv --model gamma")
-    add("preempt fit --method", "preempt fit {in}/lifetimes_ok.csv --method guess")
-    add("preempt fit --machine-type", "preempt fit {in}/lifetimes_ok.csv --machine-type n9-nosuch")
+        reason = {**CSV_REASONS, "text": "is not a number", "negative": "must be a positive", "nan": "must be a positive",
+                  "event": "unknown event", "censored_only": "need at least 4 preemptions"}[name]
+        add(f"preempt fit {name}", f"preempt fit {path}", reason)
+    add("preempt fit --model", "preempt fit {in}/lifetimes_ok.csv --model gamma", "gamma")
+    add("preempt fit --method", "preempt fit {in}/lifetimes_ok.csv --method guess", "guess")
+    add("preempt fit --machine-type", "preempt fit {in}/lifetimes_ok.csv --machine-type n9-nosuch", "n9-nosuch")
     for name, path in UNWRITABLE.items():
         add(f"preempt fit --out {name}", f"preempt fit {{in}}/lifetimes_ok.csv --out {path}", "cannot write")
     for name, value in {"unknown": "nosuch", "not_json": "{in}/not_json.json", "list": "{in}/list.json",
                         "bad_utf8": "{in}/bad_utf8.csv"}.items():
-        add(f"preempt show {name}", f"preempt show {value}")
+        reason = {"unknown": "unknown lifetime model", "not_json": "not valid json", "list": "json object",
+                  "bad_utf8": "unknown lifetime model"}[name]
+        add(f"preempt show {name}", f"preempt show {value}", reason)
     for name, path in UNWRITABLE.items():
         add(f"preempt show --plot {name}", f"preempt show --plot {path}", "cannot write")
     schedule = "preempt schedule --job-hours 5"
-    numbers("preempt schedule", "--job-hours", ("0", "-1", "nan", "inf", "abc", "1e9"))
+    numbers("preempt schedule", "--job-hours", ("0", "-1", "nan", "inf", "abc", "1e9"),
+            expect=lambda v: "no segment of this job" if v == "1e9" else "--job-hours")
     for option in ("--ckpt-cost", "--restart-cost", "--vm-age", "--mttf"):
         for value in ("abc", "-1", "nan"):
-            add(f"preempt schedule {option} {value}", f"{schedule} {option} {value}")
-    add("preempt schedule --ckpt-cost 0", f"{schedule} --ckpt-cost 0")
-    add("preempt schedule --vm-age beyond", f"{schedule} --vm-age 30h")
-    add("preempt schedule --policy", f"{schedule} --policy sometimes")
-    add("preempt schedule --model", f"{schedule} --model nosuch")
-    add("preempt schedule --model not json", f"{schedule} --model {{in}}/not_json.json")
+            add(f"preempt schedule {option} {value}", f"{schedule} {option} {value}", option)
+    add("preempt schedule --ckpt-cost 0", f"{schedule} --ckpt-cost 0", "--ckpt-cost must be positive")
+    add("preempt schedule --vm-age beyond", f"{schedule} --vm-age 30h", "past the model's longest lifetime")
+    add("preempt schedule --policy", f"{schedule} --policy sometimes", "unknown checkpoint policy")
+    add("preempt schedule --model", f"{schedule} --model nosuch", "unknown lifetime model")
+    add("preempt schedule --model not json", f"{schedule} --model {{in}}/not_json.json", "not valid json")
     for value in ("abc", "0", "-1", "nan", ""):
-        add(f"preempt reuse --job-hours {value or 'empty'}", f"preempt reuse --job-hours {shlex.quote(value)}")
+        add(f"preempt reuse --job-hours {value or 'empty'}", f"preempt reuse --job-hours {shlex.quote(value)}",
+            "--job-hours")
     for option in ("--ckpt-cost", "--restart-cost", "--startup"):
-        add(f"preempt reuse {option} abc", f"preempt reuse {option} abc")
-    add("preempt reuse --model", "preempt reuse --model nosuch")
+        add(f"preempt reuse {option} abc", f"preempt reuse {option} abc", option)
+    add("preempt reuse --model", "preempt reuse --model nosuch", "unknown lifetime model")
     spot = "preempt spot --job-hours 5 --deadline 8h --spot-price 1 --on-demand-price 3"
     for option in ("--spot-price", "--on-demand-price", "--job-hours"):
         for value in ("0", "-1", "nan", "inf", "abc"):
-            add(f"preempt spot {option} {value}", f"{spot} {option} {value}")
+            add(f"preempt spot {option} {value}", f"{spot} {option} {value}", option)
     for value in ("0", "-1", "1000000000", "abc"):
-        add(f"preempt spot --runs {value}", f"{spot} --runs {value}")
+        add(f"preempt spot --runs {value}", f"{spot} --runs {value}", "--runs")
     for value in ("abc", "0", "-1"):
-        add(f"preempt spot --deadline {value}", f"{spot} --deadline {value}")
-    add("preempt spot --lifetimes", f"{spot} --lifetimes fake")
-    add("preempt spot --model", f"{spot} --model nosuch")
-    add("preempt spot deadline shorter than the job", f"{spot} --deadline 1h")
+        add(f"preempt spot --deadline {value}", f"{spot} --deadline {value}", "--deadline")
+    add("preempt spot --lifetimes", f"{spot} --lifetimes fake", "--lifetimes must be model or real")
+    add("preempt spot --model", f"{spot} --model nosuch", "unknown lifetime model")
+    add("preempt spot deadline shorter than the job", f"{spot} --deadline 1h", "shorter than the job")
 
     # run
-    add("run no command", "run")
+    add("run no command", "run", "no command to run")
     add("run missing command", "run --checkpoint-dir {w}/ck -- /nonexistent/cmd", "cannot run")
     add("run not executable", "run --checkpoint-dir {w}/ck -- {in}/afile", "cannot run")
     add("run a folder", "run --checkpoint-dir {w}/ck -- {in}/adir", "cannot run")
@@ -279,14 +345,18 @@ def _cases() -> list[tuple[str, str, str]]:
                            ("--ckpt-cost", ("abc", "-1")), ("--restart-cost", ("abc",)), ("--notice", ("abc", "-5")),
                            ("--kill", ("gently",)), ("--model", ("nosuch",))):
         for value in values:
-            add(f"run {option} {value}", f"run --checkpoint-dir {{w}}/ck {option} {value} -- true")
+            reason = {"--kill": "unknown kill mode", "--model": "unknown lifetime model"}.get(option, option)
+            add(f"run {option} {value}", f"run --checkpoint-dir {{w}}/ck {option} {value} -- true", reason)
 
     # md run
     md = "md run --steps 10 --chunk 5 --out {w}/md"
-    add("md run --system", f"{md} --system plasma")
+    add("md run --system", f"{md} --system plasma", "unknown md system")
     numbers("md run", "--steps", ("0", "-1", "abc"), "--chunk 5 --out {w}/md")
     numbers("md run", "--chunk", ("0", "-1", "abc"), "--steps 10 --out {w}/md")
-    add("md run --platform", f"{md} --platform Quantum")
+    add("md run --platform", f"{md} --platform Quantum", "unknown openmm platform")
+    add("md run --chunk longer than --steps", "md run --steps 10 --chunk 20 --out {w}/md", "longer than the run")
+    add("md run --checkpoint-dir of other files", f"{md} --checkpoint-dir {{in}}/garbage", "not checkpoints")
+    add("md run --checkpoint-dir of damaged checkpoints", f"{md} --checkpoint-dir {{in}}/damaged", "none is intact")
     for name, path in UNWRITABLE_DIRS.items():
         add(f"md run --out {name}", f"md run --steps 10 --chunk 5 --out {path}", "cannot write")
         add(f"md run --checkpoint-dir {name}", f"{md} --checkpoint-dir {path}", "cannot write")
@@ -303,12 +373,12 @@ def _cases() -> list[tuple[str, str, str]]:
     local = "search --backend local --workload builtin:digits --target-samples 1e4 --noise-scale 100"
     add("search local --batches too big", f"{local} --batches 32,100000 --work-dir {{w}}/s", "exceeds the training set")
     add("search local --start unknown type", f"{local} --start y:1:1:32 --work-dir {{w}}/s", "not in the emulated types")
-    add("search local --types missing", f"{local} --types {{w}}/none.csv --work-dir {{w}}/s")
+    add("search local --types missing", f"{local} --types {{w}}/none.csv --work-dir {{w}}/s", "not found")
     add("search sim without --trace", "search --target-samples 1e5 --noise-scale 100", "needs --trace")
     numbers("search", "--target-samples", ("0", "-1", "nan", "abc"),
             "--trace {in}/trace_ok.csv --noise-scale 100")
     for name, path in BAD_CSV.items():
-        add(f"search --trace {name}", f"search --trace {path} --target-samples 1e5 --noise-scale 100")
+        add(f"search --trace {name}", f"search --trace {path} --target-samples 1e5 --noise-scale 100", CSV_REASONS[name])
 
     # md predict and md train-surrogate (the request is checked before a model is looked for)
     point = {"--h": "3.5", "--zp": "2", "--c": "0.5", "--d-plus": "0.474", "--d-minus": "0.627"}
@@ -316,7 +386,10 @@ def _cases() -> list[tuple[str, str, str]]:
                            ("--zn", ("-2", "1")), ("--c", ("0", "-0.5", "nan", "abc")),
                            ("--d-plus", ("0", "-1", "inf")), ("--d-minus", ("0", "nan"))):
         rest = " ".join(f"{k} {v}" for k, v in point.items() if k != option)
-        numbers("md predict", option, values, f"{rest} --model {{in}}/adir")
+        field = {"--h": "h_nm", "--zp": "z+", "--zn": "z-", "--c": "c_molar", "--d-plus": "d_plus_nm",
+                 "--d-minus": "d_minus_nm"}[option]
+        numbers("md predict", option, values, f"{rest} --model {{in}}/adir",
+                lambda v, o=option, f=field: o if v in ("abc", "2.5") else f)
     predict = "md predict " + " ".join(f"{k} {v}" for k, v in point.items())
     add("md predict --model empty folder", f"{predict} --model {{in}}/adir", "surrogate.pt not found")
     add("md predict --model missing", f"{predict} --model {{w}}/none", "surrogate.pt not found")
@@ -331,11 +404,17 @@ def _cases() -> list[tuple[str, str, str]]:
     for name, path in UNWRITABLE_DIRS.items():
         add(f"md train-surrogate --out {name}", f"md train-surrogate --runs {{in}}/adir --out {path}", "cannot write")
 
+    # a workload whose make_model() builds no module: named before any process starts
+    for command in ("profile --db {w}/t.db", "plan --db {w}/t.db", "train --steps 2 --db {w}/t.db --run-dir {w}/run",
+                    "model project --instance-type n1-standard-4 --db {w}/t.db"):
+        add(f"{command.split(' --')[0]} --workload not_module", f"{command} --workload {{in}}/not_module.py",
+            "make_model() must return a torch.nn.Module")
+
     # the command line itself
-    add("unknown command", "fly")
-    add("unknown option", "plan --fast")
-    add("missing value", "plan --objective")
-    add("unknown subcommand", "preempt guess")
+    add("unknown command", "fly", "no such command")
+    add("unknown option", "plan --fast", "no such option")
+    add("missing value", "plan --objective", "requires an argument")
+    add("unknown subcommand", "preempt guess", "no such command")
     return cases
 
 
@@ -348,6 +427,18 @@ def folders(tmp_path, monkeypatch):
     inputs.mkdir()
     work.mkdir()
     (inputs / "adir").mkdir()
+    (inputs / "garbage").mkdir()
+    (inputs / "garbage" / "notes.txt").write_text("not a checkpoint\n")
+    (inputs / "damaged").mkdir()
+    (inputs / "damaged" / "ckpt-000001.bin").write_bytes(b"THRIFTY1" + bytes(64))
+    import sqlite3
+    from thrifty.store import SCHEMA
+    with sqlite3.connect(inputs / "foreign.db") as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    (inputs / "locked").mkdir()
+    with sqlite3.connect(inputs / "locked" / "t.db") as conn:  # a thrifty database whose folder
+        conn.executescript(SCHEMA)                              # takes no journal (as if read-only)
+    (inputs / "locked" / "t.db-journal").mkdir()
     for name, content in INPUT_FILES.items():
         (inputs / name).write_bytes(content if isinstance(content, bytes) else content.encode())
     (inputs / "script.sh").chmod(0o755)
@@ -358,7 +449,7 @@ def folders(tmp_path, monkeypatch):
         + "".join(f"1,{n},{b},{0.002 + b * n * 1e-4 + 0.001 * (n > 1)}\n" for n in (1, 2, 4) for b in (16, 32, 64)))
     (inputs / "configs_ok.csv").write_text("num_nodes,num_workers,local_batch\n1,2,32\n")
     (inputs / "lifetimes_ok.csv").write_text(
-        "lifetime_s,event\n" + "".join(f"{600 * (i + 1)},{int(i % 5 != 0)}\n" for i in range(40)))
+        "lifetime_s,event\n" + "".join(f"{600 * (i + 1)},{'preempted' if i % 5 else 'stopped'}\n" for i in range(40)))
     assert main(["model", "fit", "--samples", str(inputs / "samples_ok.csv"), "--out", str(inputs / "model_ok.json"),
                  "--json"]) == 0
     monkeypatch.chdir(work)
@@ -387,6 +478,7 @@ def test_a_bad_input_gets_one_line_and_exit_code_2(folders, capsys, argv, expect
     assert _snapshot(inputs) == before
 
 
-def test_there_are_at_least_240_cases():
+def test_there_are_at_least_240_cases_each_with_its_reason():
     assert len(CASES) >= 240
     assert len({case[0] for case in CASES}) == len(CASES)
+    assert all(expect.strip() for _, _, expect in CASES), [name for name, _, expect in CASES if not expect.strip()]

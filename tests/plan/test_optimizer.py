@@ -215,19 +215,54 @@ def test_the_planned_precision_reaches_the_launch_line_of_every_gpu_candidate():
     assert 0 < gpu_lines < len(result.candidates)
 
 
+def _sigma(low, high, noise):
+    """plan.ties: one standard error, from the 90% interval or the fit's residual noise."""
+    return max(math.log(high / low) / (2 * 1.6448536269514722), noise)
+
+
 @pytest.mark.parametrize("request_", REQUESTS)
 def test_best_choice_and_pareto_front_match_brute_force(request_):
+    """The pick and the front, recomputed from the brute-force points with the tie rule written out
+    (the resolutions from the planner's own intervals)."""
     result = plan(VMArrays.build(VMS, Hardware.load()), _job(), request_)
-    rows = [(*key, r["time_s"], r["cost_usd"]) for key, r in _brute_force(request_).items() if r["feasible"]]
-    key = (lambda r: (r[5], r[4])) if request_.objective == "cost" else (lambda r: (r[4], r[5]))
-    expected = min(rows, key=key)
+    noise = _job().step_time.sigma_log
+    described = {(d["instance_type"], d["nodes"], d["global_batch"], d["spot"]): d
+                 for d in map(result.describe, range(len(result.candidates)))}
+    rows = []
+    for key, r in _brute_force(request_).items():
+        if r["feasible"]:
+            d = described[key]
+            rows.append((*key, r["time_s"], r["cost_usd"], _sigma(*d["predicted_time_interval_s"], noise),
+                         _sigma(*d["predicted_cost_interval_usd"], noise)))
+    if request_.objective == "cost":
+        leader = min(rows, key=lambda r: (r[5], r[4]))
+        tied = [r for r in rows if math.log(r[5] / leader[5]) <= leader[7]]
+        expected = min(tied, key=lambda r: (r[4], r[5]))
+    else:
+        leader = min(rows, key=lambda r: (r[4], r[5]))
+        tied = [r for r in rows if math.log(r[4] / leader[4]) <= leader[6]]
+        expected = min(tied, key=lambda r: (r[5], r[4]))
     best = result.describe(result.best)
     assert (best["instance_type"], best["nodes"], best["global_batch"], best["spot"]) == expected[:4]
-    front = {r[:4] for r in rows
-             if not any(o[4] <= r[4] and o[5] <= r[5] and (o[4] < r[4] or o[5] < r[5]) for o in rows)}
-    got = {(d["instance_type"], d["nodes"], d["global_batch"], d["spot"])
-           for d in map(result.describe, result.front)}
-    assert got == front
+    front = sorted((r for r in rows if not any(o[4] <= r[4] and o[5] <= r[5] and (o[4] < r[4] or o[5] < r[5])
+                                               for o in rows)), key=lambda r: r[4])
+    groups = []
+    for r in reversed(front):  # cheapest first: stays if faster beyond its resolution
+        if groups and not math.log(groups[-1][0][4] / r[4]) > r[6]:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    collapsed = []
+    for g in reversed(groups):  # fastest first: stays if cheaper beyond its resolution
+        if collapsed and not math.log(collapsed[-1][0][5] / g[0][5]) > g[0][7]:
+            collapsed[-1].extend(g)
+        else:
+            collapsed.append(list(g))
+    shown = [expected[:4] if expected in g else g[0][:4] for g in collapsed]
+    got = [(d["instance_type"], d["nodes"], d["global_batch"], d["spot"]) for d in map(result.describe, result.front)]
+    assert got == shown
+    assert list(result.front_merged) == [len(g) - 1 for g in collapsed]
+    assert sum(len(g) for g in collapsed) == len(front)
 
 
 def test_the_brute_force_covers_every_branch():

@@ -91,3 +91,12 @@ def test_sim_needs_the_target_and_noise_scale_it_has_no_workload_for(run_cli, tr
         code, _, err = run_cli("search", "--trace", trace, *more)
         assert code == 2 and "--backend sim needs --target-samples and one of --noise-scale" in err
         assert len(err.strip().splitlines()) == 1
+
+
+def test_search_start_takes_the_cloud_prefix_the_plan_prints():
+    """`search --start aws:p3.2xlarge:1:1:32`. Mutation: the 5-part form not read (an error)."""
+    from thrifty.cli.search import _start
+    from thrifty.search.config import Config
+    prices = {Config("p3.2xlarge", 1, 1, 32): 3.06}
+    assert _start("aws:p3.2xlarge:1:1:32", prices, "the trace") == Config("p3.2xlarge", 1, 1, 32)
+    assert _start("p3.2xlarge:1:1:32", prices, "the trace") == Config("p3.2xlarge", 1, 1, 32)

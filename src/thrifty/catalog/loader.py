@@ -4,6 +4,12 @@ Rows with an empty instance type are GPU attachments (GCP's layout, see data/cat
 `pair_gcp_gpus` turns them into priced GPU VMs (host row + GPU row). On GCP a host of a GPU-only
 family (g2, a2, a3: `host_gpu_only` in data/gcp_gpu_pairing.csv) exists only with its GPUs, so its
 host-only row never becomes a CPU VM; N1 hosts are CPU VMs as well as GPU hosts.
+
+A file may hold many regions (SkyPilot's files do): each (type, region) is one VM type, and of a
+type's zones in a region the row with the cheapest spot price is kept (the on-demand price is the
+same in every zone), as the bundled extract was made. Prices must be finite. A spot price above
+on-demand is refused in a user's file in thrifty's columns; in SkyPilot's published files (and the
+bundled extract of them, data/catalog/SOURCE.md) such rows exist and lose their spot offer.
 """
 
 import dataclasses
@@ -58,8 +64,8 @@ def _number(text: str, column: str, where: str, *, optional: bool = False) -> fl
         value = float(text)
     except ValueError:
         raise CatalogError(f"{where}: column '{column}' is not a number: {text!r}") from None
-    if math.isnan(value) or value < 0:
-        raise CatalogError(f"{where}: column '{column}' must be a non-negative number, got {text}")
+    if not math.isfinite(value) or value < 0:
+        raise CatalogError(f"{where}: column '{column}' must be a finite non-negative number, got {text}")
     return value
 
 
@@ -83,7 +89,7 @@ def _parse_row(record: dict[str, str], cloud: str, where: str) -> VMType:
                   price_per_hour=float(price or 0.0), spot_price_per_hour=spot)
 
 
-def _read_rows(path: Path) -> list[_Row]:
+def _read_rows(path: Path, strict_spot: bool) -> list[_Row]:
     records = [{(k or "").strip(): v for k, v in raw.items()} for raw in read_csv(path, CatalogError, "catalog file")]
     header = set(records[0])
     if set(SKYPILOT_REQUIRED) <= header:
@@ -101,7 +107,11 @@ def _read_rows(path: Path) -> list[_Row]:
         cloud = cloud_default or (record.get("cloud") or "").strip().lower()
         if not cloud:
             raise CatalogError(f"{path}:{line}: column 'cloud' is empty")
-        rows.append(_Row(_parse_row(record, cloud, f"{path}:{line}"), line))
+        vm = _parse_row(record, cloud, f"{path}:{line}")
+        if strict_spot and rename is not SKYPILOT_COLUMNS and _dear_spot(vm):
+            raise CatalogError(f"{path}:{line}: spot price {vm.spot_price_per_hour:g} $/h is above the on-demand "
+                               f"price {vm.price_per_hour:g} $/h; leave spot_price_per_hour empty if there is no offer")
+        rows.append(_Row(vm, line))
     return rows
 
 
@@ -180,29 +190,34 @@ def pair_gcp_gpus(hosts: Iterable[VMType], attachments: Iterable[VMType]) -> lis
     return paired
 
 
-def load_catalog_file(path: Path) -> list[VMType]:
+def load_catalog_file(path: Path, *, strict_spot: bool = True) -> list[VMType]:
     """All VM types of one catalog file; GPU attachment rows are paired with their hosts, and the
-    host-only rows of GCP's GPU-only families are dropped (paired or not)."""
-    rows = [r.vm for r in _read_rows(Path(path))]
+    host-only rows of GCP's GPU-only families are dropped (paired or not). `strict_spot`: a spot
+    price above on-demand in thrifty's columns is an error (False for the bundled files)."""
+    rows = [r.vm for r in _read_rows(Path(path), strict_spot)]
     attachments = [vm for vm in rows if vm.instance_type == ""]
     vms = [vm for vm in rows if vm.instance_type != ""]
     gpu_vms = pair_gcp_gpus([vm for vm in vms if not vm.is_gpu], attachments) if attachments else []
     vms = [vm for vm in vms if not is_gpu_only_host(vm)]
-    seen: set[tuple] = set()
-    unique = []
-    for vm in vms + gpu_vms:  # SkyPilot files repeat a type per zone: keep the first row
+    unique: dict[tuple, VMType] = {}
+    for vm in map(_without_dear_spot, vms + gpu_vms):  # SkyPilot files repeat a type per zone
         key = (vm.cloud, vm.instance_type, vm.region, vm.accelerator, vm.accelerator_count)
-        if key not in seen:
-            seen.add(key)
-            unique.append(_without_dear_spot(vm))
-    return unique
+        if key not in unique or _spot_key(vm) < _spot_key(unique[key]):
+            unique[key] = vm
+    return list(unique.values())
+
+
+def _spot_key(vm: VMType) -> float:
+    return math.inf if vm.spot_price_per_hour is None else vm.spot_price_per_hour
+
+
+def _dear_spot(vm: VMType) -> bool:
+    return vm.spot_price_per_hour is not None and vm.spot_price_per_hour > vm.price_per_hour
 
 
 def _without_dear_spot(vm: VMType) -> VMType:
     """A spot price above on-demand is a catalog error (spot never costs more): no spot offer."""
-    if vm.spot_price_per_hour is not None and vm.spot_price_per_hour > vm.price_per_hour:
-        return dataclasses.replace(vm, spot_price_per_hour=None)
-    return vm
+    return dataclasses.replace(vm, spot_price_per_hour=None) if _dear_spot(vm) else vm
 
 
 def bundled_catalog_paths() -> list[Path]:
@@ -211,5 +226,15 @@ def bundled_catalog_paths() -> list[Path]:
 
 def load_catalog(extra_paths: Iterable[Path | str] = (), *, bundled: bool = True) -> list[VMType]:
     """The bundled AWS/GCP/Azure catalog plus any user CSVs, in that order."""
-    paths = (bundled_catalog_paths() if bundled else []) + [Path(p) for p in extra_paths]
-    return [vm for path in paths for vm in load_catalog_file(path)]
+    own = bundled_catalog_paths() if bundled else []
+    return ([vm for path in own for vm in load_catalog_file(path, strict_spot=False)]
+            + [vm for path in extra_paths for vm in load_catalog_file(Path(path))])
+
+
+def bundled_regions() -> dict[str, list[str]]:
+    """The regions the bundled catalog holds, per cloud."""
+    regions: dict[str, list[str]] = {}
+    for vm in load_catalog():
+        if vm.region not in regions.setdefault(vm.cloud, []):
+            regions[vm.cloud].append(vm.region)
+    return regions

@@ -18,6 +18,14 @@ def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=Non
     """The catalog (bundled plus --catalog files) after the command-line filters; an error if empty."""
     from thrifty.catalog import CatalogFilter, load_catalog
     vms = load_catalog(catalogs or [])
+    if regions:
+        known = sorted({vm.region for vm in vms})
+        unknown = [r for r in regions if r not in known]
+        if unknown:
+            from thrifty.catalog.loader import bundled_regions
+            bundled = "; ".join(f"{c} {', '.join(r)}" for c, r in bundled_regions().items())
+            raise ThriftyError(f"--region {unknown[0]} is not in the catalog, which has {', '.join(known)} "
+                               f"(bundled: {bundled}); add other regions with --catalog vms.csv")
     chosen = CatalogFilter(clouds=clouds or None, regions=regions or None, gpu=gpu,
                            accelerator=accelerator, max_price_per_hour=max_price,
                            min_vcpus=min_vcpus, min_memory_gib=min_memory).apply(vms)
@@ -56,10 +64,12 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
                  hardware: Annotated[Optional[Path], typer.Option(help="hardware.csv override")] = None,
                  network: Annotated[Optional[Path], typer.Option(help="network.csv override")] = None,
                  json_out: JsonOpt = False) -> None:
-    """Show one VM type: prices, and the speed, memory and bandwidth thrifty assumes for it."""
+    """Show one VM type (TYPE or CLOUD:TYPE, as the plan prints it): prices in every region, and the
+    speed, memory and bandwidth thrifty assumes for it."""
     from thrifty.catalog import Hardware, load_catalog
-    vms = [vm for vm in load_catalog(catalog or []) if vm.instance_type == instance_type
-           and (not cloud or vm.cloud in cloud)]
+    from thrifty.catalog.names import find_type
+    all_vms = load_catalog(catalog or [])
+    vms = [vm for c in (cloud or [None]) for vm in find_type(all_vms, instance_type, c)]
     if not vms:
         raise ThriftyError(f"instance type {instance_type!r} is not in the catalog")
     hw = Hardware.load(hardware, network)
@@ -83,15 +93,19 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
         stdout.print(table)
 
 
-def check_instance_type(instance_type: str, catalogs: list[Path]) -> None:
-    """`local`, or a type of the bundled catalog or a --catalog file; anything else is a typo."""
+def check_instance_type(instance_type: str, catalogs: list[Path]) -> str:
+    """`local`, or a type (TYPE or CLOUD:TYPE) of the bundled catalog or a --catalog file, as the
+    bare instance type; anything else is a typo."""
     if instance_type == "local":
-        return
+        return instance_type
     from thrifty.catalog import load_catalog
-    known = {vm.instance_type for vm in load_catalog(catalogs)}
-    if instance_type not in known:
-        import difflib
-        close = difflib.get_close_matches(instance_type, sorted(known), n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise ThriftyError(f"--instance-type {instance_type!r} is not in the catalog{hint}; give "
-                           f"'local', a type from `thrifty catalog list`, or add --catalog FILE")
+    from thrifty.catalog.names import find_type
+    vms = load_catalog(catalogs)
+    found = find_type(vms, instance_type)
+    if found:
+        return found[0].instance_type
+    import difflib
+    close = difflib.get_close_matches(instance_type, sorted({vm.instance_type for vm in vms}), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise ThriftyError(f"--instance-type {instance_type!r} is not in the catalog{hint}; give "
+                       f"'local', a type from `thrifty catalog list`, or add --catalog FILE")

@@ -124,6 +124,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
           json_out: JsonOpt = False) -> None:
     """Run simulations over a parameter box as Ray tasks that checkpoint and resume; every completed run lands in --db once."""
     from thrifty.catalog import load_catalog
+    from thrifty.catalog.names import find_type
     from thrifty.md.campaign import CampaignConfig, run_campaign
     from thrifty.md.campaign_store import CampaignStore
     from thrifty.md.pool import EmulatedPool, NodeLife, Placement, PoolSpec, bill, loopback_ray
@@ -153,7 +154,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
                                "not write: use --simulation nanoconfinement or your own")
         check_active(parameter_space, target_within_error, initial_runs, budget_runs)
     spec = PoolSpec.parse(pool)
-    vms = [vm for vm in load_catalog() if vm.cloud == "gcp" and vm.instance_type == instance_type]
+    vms = find_type(load_catalog(), instance_type, "gcp")
     if not vms:
         raise ThriftyError(f"unknown GCP instance type {instance_type!r} (see thrifty catalog list --cloud gcp)")
     _, lifetime = load_model(model)

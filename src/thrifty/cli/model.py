@@ -124,7 +124,7 @@ def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `mod
 @app.command("project")
 def project(
     workload: WorkloadOpt = DEFAULT_WORKLOAD,
-    instance_type: Annotated[str, typer.Option(help="Catalog instance type, e.g. g2-standard-8")] = ...,
+    instance_type: Annotated[str, typer.Option(help="Catalog instance type, e.g. g2-standard-8 or gcp:g2-standard-8")] = ...,
     local_batch: Annotated[str, typer.Option(help="Local batch sizes, e.g. 32,64,128")] = "32,64,128",
     workers: Annotated[Optional[int], typer.Option(help="Data-parallel ranks (default: one VM's)")] = None,
     precision: Annotated[str, typer.Option(help="fp32, tf32 or amp")] = "fp32",
@@ -136,7 +136,8 @@ def project(
     """Predicted step time and its 90% interval of a workload on a VM type."""
     import numpy as np
 
-    from thrifty.catalog import CatalogFilter, Hardware, load_catalog
+    from thrifty.catalog import Hardware, load_catalog
+    from thrifty.catalog.names import find_type
     from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.candidates import max_local_batch, predict_step_times
@@ -145,8 +146,7 @@ def project(
     batches = int_list(local_batch, "--local-batch")
     if min(batches) < 1:
         raise ThriftyError(f"--local-batch needs positive sizes, got {local_batch}")
-    vms = CatalogFilter(clouds=[cloud] if cloud else None,
-                        instance_types=[instance_type]).apply(load_catalog(catalog or []))
+    vms = find_type(load_catalog(catalog or []), instance_type, cloud)
     if not vms:
         raise ThriftyError(f"unknown instance type {instance_type!r}: see `thrifty catalog list`")
     vm = vms[0]

@@ -20,21 +20,24 @@ MAX_EPOCHS = 10_000
 epochs_check = number_check(lambda v: 0 < v <= MAX_EPOCHS, f"a number of epochs in (0, {MAX_EPOCHS:,}]")
 
 
-def _table(result, indices, title: str) -> Table:
-    """One row per configuration. Numbers never wrap; the VM type is the one column that wraps
-    (whole, at a line break before its GPUs, then folded), so rows stay distinguishable at 80
-    columns."""
+def _table(result, indices, merged, title: str) -> Table:
+    """One row per configuration; `merged`: how many near-duplicates (within the prediction's
+    resolution, plan.ties) each row stands for, shown as +N after its rank. Numbers never wrap; the
+    VM type is the one column that wraps (whole, at a line break before its GPUs, then folded), so
+    rows stay distinguishable at 80 columns."""
+    if merged.any():
+        title += f"; {_count(int(merged.sum()), 'near-duplicate')} within the predictions' resolution merged (+N)"
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("VM type", overflow="fold", min_width=16, ratio=1)
     for col in ("VMs x\nranks", "batch", "spot", "time", "cost", "90%\ninterval"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("how", no_wrap=True)
-    for rank, i in enumerate(indices, start=1):
+    for rank, (i, extra) in enumerate(zip(indices, merged), start=1):
         d = result.describe(int(i))
         low, high = d["predicted_cost_interval_usd"]
         gpus = f"\n{d['accelerator_count']}x {d['accelerator']}" if d["accelerator"] else ""
-        table.add_row(str(rank), f"{d['cloud']}:{d['instance_type']}{gpus}",
+        table.add_row(f"{rank}+{extra}" if extra else str(rank), f"{d['cloud']}:{d['instance_type']}{gpus}",
                       f"{d['nodes']} x {d['workers'] // d['nodes']}", str(d["global_batch"]),
                       "spot" if d["spot"] else "", fmt_duration(d["predicted_time_s"]),
                       fmt_usd(d["predicted_cost_usd"]), fmt_usd_range(low, high),
@@ -122,8 +125,8 @@ def plan(
     summary = {
         "workload": workload, "objective": objective, "profile_reused": reused,
         "recommended": best,
-        "pareto": [result.describe(int(i)) for i in result.front],
-        "top": [result.describe(int(i)) for i in result.ranked[:top]],
+        "pareto": [{**result.describe(int(i)), "merged": int(m)} for i, m in zip(result.front, result.front_merged)],
+        "top": [{**result.describe(int(i)), "merged": int(m)} for i, m in zip(*result.top(top))],
         "search_windows": len(probes),  # stored windows of this workload read (not all need match)
         "candidates_evaluated": len(result.candidates),
         "candidates_feasible": int(result.feasible_mask.sum()),
@@ -145,8 +148,9 @@ def plan(
         fit_note += f"; [yellow]at a bound: {', '.join(fit.at_bound)}[/]"
     stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit: {fit_note} "
                  f"({'stored profile' if reused else 'new profile'})")
-    stdout.print(_table(result, result.ranked[:top], f"top {top} by {objective}"))
-    stdout.print(_table(result, result.front, f"Pareto front (fastest first, {len(result.front)} points)"))
+    stdout.print(_table(result, *result.top(top), f"top {top} by {objective}"))
+    stdout.print(_table(result, result.front, result.front_merged,
+                        f"Pareto front (fastest first, {len(result.front)} points)"))
     lo, hi = best["predicted_time_interval_s"]
     gpus = f" ({best['accelerator_count']}x {best['accelerator']})" if best["accelerator"] else ""
     stdout.print(Panel.fit(

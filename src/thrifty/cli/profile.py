@@ -24,7 +24,7 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
                                      "also THRIFTY_ALLOW_BUSY=1")] = False,
             catalog: CatalogOpt = None, db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
     """Measure a workload on local worker processes and store the samples."""
-    check_instance_type(instance_type, catalog or [])
+    instance_type = check_instance_type(instance_type, catalog or [])
     from thrifty.pipeline import ProfileSettings, profile_and_store
     from thrifty.progress import spinner
     from thrifty.store import Store

@@ -1,5 +1,6 @@
 """`thrifty run -- CMD...` (preemption-tolerant runner) and `thrifty md run` (the MD job)."""
 
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -70,7 +71,8 @@ def md_run(system: Annotated[str, typer.Option(
                help="lj (Lennard-Jones fluid), ions (confined electrolyte) or nanoconfinement (the published model)")] = "ions",
            steps: Annotated[Optional[int], typer.Option(
                help="MD steps (default 5000; nanoconfinement: run until the profiles converge or --cap-steps)")] = None,
-           chunk: Annotated[int, typer.Option(help="Steps between samples and checkpoint chances")] = 100,
+           chunk: Annotated[Optional[int], typer.Option(
+               help="Steps between samples and checkpoint chances (default 100, or the whole run if shorter)")] = None,
            out: Annotated[Path, typer.Option(help="Output directory")] = Path(".thrifty/md"),
            checkpoint_dir: Annotated[Optional[Path], typer.Option(
                help="Checkpoints (default: $THRIFTY_CHECKPOINT_DIR, else OUT/checkpoints)")] = None,
@@ -103,11 +105,16 @@ def md_run(system: Annotated[str, typer.Option(
     from thrifty.io import check_writable_dir
     from thrifty.md.nanoconfinement import NanoconfinementModel
     from thrifty.md.systems import PLATFORMS, SYSTEMS, get_platform
-    from thrifty.transient.protocol import JobCheckpoints
+    from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, check_checkpoint_folder
     if system not in SYSTEMS:
         raise ThriftyError(f"unknown MD system {system!r}; choose {', '.join(SYSTEMS)}")
-    if (steps is not None and steps < 1) or chunk < 1 or cap_steps < 1:
+    if (steps is not None and steps < 1) or (chunk is not None and chunk < 1) or cap_steps < 1:
         raise ThriftyError("--steps, --chunk and --cap-steps must be positive")
+    run_steps = cap_steps if steps is None and system == "nanoconfinement" else steps or 5000
+    if chunk is not None and chunk > run_steps:
+        raise ThriftyError(f"--chunk {chunk:,} is longer than the run ({'--cap-steps' if steps is None else '--steps'}"
+                           f" {run_steps:,}): give a chunk of at most that many steps")
+    chunk = min(100, run_steps) if chunk is None else chunk
     if engine not in ENGINES:
         raise ThriftyError(f"unknown --engine {engine!r}; choose {', '.join(ENGINES)}")
     if engine == "torch":
@@ -155,6 +162,7 @@ def md_run(system: Annotated[str, typer.Option(
     check_writable_dir(out, "--out")
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
+    check_checkpoint_folder(checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints"))
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
     settings = MDSettings(system, steps, chunk, platform, seed, model, **run_length)

@@ -29,10 +29,14 @@ BACKENDS = ("sim", "local")  # a cloud backend (SkyPilot) comes later
 
 
 def _start(text: str, prices: dict, where: str) -> "Config":
-    """'TYPE:NODES:WORKERS:BATCH' -> one of the configurations `prices` holds."""
+    """'TYPE:NODES:WORKERS:BATCH' -> one of the configurations `prices` holds; TYPE may carry the
+    plan's `cloud:` prefix (`aws:p3.2xlarge:1:1:32`)."""
     from thrifty.search.config import Config
     parts = text.split(":")
     types = sorted({c.instance_type for c in prices})
+    if len(parts) == 5:  # cloud:type, as the plan prints it (or a type whose own name has the colon)
+        named = f"{parts[0]}:{parts[1]}"
+        parts = [named if named in types else parts[1], *parts[2:]]
     if parts[0] not in types:
         raise ThriftyError(f"--start: instance type {parts[0]!r} is not in {where} (it has {', '.join(types)})")
     try:

@@ -112,6 +112,7 @@ def train(
         raise ThriftyError("--resume is for --mode bsp")
     if mode == "asp" and (precision != "fp32" or device not in (None, "cpu")):
         raise ThriftyError("--mode asp trains in fp32 on the CPU; --device and --precision are for --mode bsp")
+    from thrifty.io import removed_on_failure
     from thrifty.store import Store
     with Store(db):  # a database that cannot be opened fails now, not after the training
         pass
@@ -149,11 +150,13 @@ def train(
             exit_without_teardown(0)
     elif mode == "asp":
         from thrifty.train.asp import run_asp
-        summary = run_asp(config, max_workers=max_local_workers())
+        with removed_on_failure(run_dir):  # a failed run leaves no run directory behind
+            summary = run_asp(config, max_workers=max_local_workers())
     else:
         from thrifty.train.trainer import Preempted, run_training
         try:
-            summary = run_training(config, max_workers=max_local_workers())
+            with removed_on_failure(run_dir, keep=(Preempted,)):  # a preempted run keeps its checkpoint
+                summary = run_training(config, max_workers=max_local_workers())
         except Preempted as notice:  # `thrifty run` restarts a job that exits with PREEMPTED_EXIT
             from thrifty.transient.protocol import PREEMPTED_EXIT
             stderr.print(str(notice), soft_wrap=True)

@@ -1,4 +1,6 @@
-"""Pick the configuration: evaluate all candidates, keep the feasible ones, rank by the objective."""
+"""Pick the configuration: evaluate all candidates, keep the feasible ones, rank by the objective.
+Differences within a prediction's resolution are ties (plan.ties): they go to the cheaper candidate
+for `time`, to the faster for `cost`, and the front and the tables show one point for them."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -8,6 +10,7 @@ import numpy as np
 from thrifty.plan.candidates import Candidates, VMArrays, evaluate, feasible, require_any
 from thrifty.plan.pareto import knee_index, pareto_front
 from thrifty.plan.request import PlanRequest
+from thrifty.plan.ties import Resolved, resolution_log
 from thrifty.perf.jobmodel import JobModel
 
 
@@ -18,8 +21,14 @@ class PlanResult:
     vmx: VMArrays
     candidates: Candidates  # all evaluated candidates
     feasible_mask: np.ndarray
-    front: np.ndarray  # indices into candidates, fastest first
+    front: np.ndarray  # indices into candidates, fastest first, near-duplicates collapsed
+    front_merged: np.ndarray  # per front point: the front points within its resolution it stands for
     ranked: np.ndarray  # feasible indices in objective order (best first)
+    resolved: Resolved
+
+    def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The best k of the ranking without near-duplicates, and how many each row stands for."""
+        return self.resolved.collapse_rows(self.ranked, k)
 
     @property
     def best(self) -> int:
@@ -61,13 +70,15 @@ class PlanResult:
         return float(steps * c.global_batch[i] / self.job.train_size)
 
 
-def _rank(c: Candidates, index: np.ndarray, objective: str, front: np.ndarray, by_cost: np.ndarray) -> np.ndarray:
-    if objective == "time":
-        return index[np.lexsort((c.cost_usd[index], c.time_s[index]))]
-    if objective == "cost":
-        return by_cost
-    knee = front[knee_index(c.time_s[front], c.cost_usd[front])]  # objective == "knee"
-    return np.concatenate([[knee], by_cost[by_cost != knee]])
+def _rank(r: Resolved, index: np.ndarray, objective: str, front: np.ndarray, by_cost: np.ndarray) -> np.ndarray:
+    """Feasible candidates best first: the objective's pick (ties resolved), then by the objective."""
+    if objective == "knee":
+        first = front[knee_index(r.time_s[front], r.cost_usd[front])]
+        rest = by_cost
+    else:
+        first = r.best(index, objective)
+        rest = index[np.lexsort((r.cost_usd[index], r.time_s[index]))] if objective == "time" else by_cost
+    return np.concatenate([[first], rest[rest != first]])
 
 
 def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[dict] = ()) -> PlanResult:
@@ -80,6 +91,15 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     index = np.flatnonzero(ok)
     time_s, cost_usd = candidates.time_s[index], candidates.cost_usd[index]
     order = np.lexsort((time_s, cost_usd))  # one sort serves the front and the cost ranking
-    front = index[pareto_front(time_s, cost_usd, order)]
+    noise = job.step_time.sigma_log  # the profile's measurement noise (plan.ties)
+    resolved = Resolved(candidates.time_s, candidates.cost_usd,
+                        resolution_log(candidates.time_low_s, candidates.time_high_s, noise),
+                        resolution_log(candidates.cost_low_usd, candidates.cost_high_usd, noise))
+    front, members = resolved.collapse_front(index[pareto_front(time_s, cost_usd, order)])
+    ranked = _rank(resolved, index, request.objective, front, index[order])
+    # the choice stands for the front points it ties with (it is on the front: nothing feasible
+    # is both faster and cheaper than the cheapest of a tie, or the fastest)
+    front[[ranked[0] in group for group in members]] = ranked[0]
     return PlanResult(request=request, job=job, vmx=vmx, candidates=candidates, feasible_mask=ok,
-                      front=front, ranked=_rank(candidates, index, request.objective, front, index[order]))
+                      front=front, front_merged=np.array([g.size - 1 for g in members], int),
+                      resolved=resolved, ranked=ranked)

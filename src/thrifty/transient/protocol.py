@@ -60,6 +60,24 @@ def newest_intact(directory: Path) -> tuple[Path, bytes] | None:
     return None
 
 
+def check_checkpoint_folder(directory: Path, what: str = "--checkpoint-dir") -> None:
+    """Refuse a folder a job would silently misread: files that are not a job's checkpoints, or
+    checkpoints none of which is intact (resuming would quietly start over and delete them)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    ours = (FALLBACK_LOG, REPORTS, "events.jsonl")  # the job's and the runner's (transient.runner) logs
+    foreign = sorted(p.name for p in directory.iterdir() if not (
+        p.name.startswith("ckpt-") and p.suffix == ".bin" or p.name in ours or p.name.startswith(".")))
+    if foreign:
+        raise CheckpointError(f"{what} {directory} holds files that are not checkpoints ({', '.join(foreign[:3])}): "
+                           f"give an empty or new folder")
+    files = checkpoint_files(directory)
+    if files and newest_intact(directory) is None:
+        raise CheckpointError(f"{what} {directory} holds {len(files)} checkpoint file(s) and none is intact: "
+                           f"give another folder, or remove them to start over")
+
+
 class JobCheckpoints:
     def __init__(self, directory: Path, *, handle_signals: bool = True, keep: int = KEEP) -> None:
         if keep < 1:

@@ -27,6 +27,18 @@ def _make(module, origin: str, factory_name: str = "make_workload") -> Workload:
     return workload
 
 
+def _check_model(workload: Workload, origin: str) -> None:
+    """A user's make_model() must build a torch module; checked once here, in the command's own
+    process, so that no rank or profiling process is the first to find out."""
+    from torch import nn
+    try:
+        model = workload.make_model()
+    except Exception as exc:  # the user's code: report it on one line
+        raise WorkloadError(f"workload {origin}: make_model() raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, nn.Module):
+        raise WorkloadError(f"workload {origin}: make_model() must return a torch.nn.Module, got {type(model).__name__}")
+
+
 def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
     """`builtin:NAME`, a bare built-in NAME, or a path to a .py file with make_workload()."""
     name = canonical_name(spec)  # the one place that tells built-ins from files
@@ -49,4 +61,6 @@ def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise WorkloadError(f"workload {path}: importing it failed with {type(exc).__name__}: {exc}") from exc
-    return _make(module, str(path))
+    workload = _make(module, str(path))
+    _check_model(workload, str(path))
+    return workload

@@ -1,0 +1,95 @@
+"""Ties: differences smaller than a prediction can resolve decide nothing.
+
+A prediction's resolution is one standard error, the larger of two of its own uncertainties:
+- its 90% interval in log space, sigma = ln(high / low) / (2 z_0.95), z_0.95 = 1.645; the interval
+  combines the step-time model's interval (the fit's covariance, or the calibrated projection
+  error), the bounds on the steps to the target and, on spot, the preemption overhead
+  (plan.candidates);
+- the noise of the measurements it rests on: the step-time fit's residual deviation of log step
+  time (perf.steptime, `sigma_log`). No prediction resolves a relative difference finer than the
+  scatter of the profiled steps; this is what separates start-up-dominated plans, whose intervals
+  are narrow because the assumed start-up has none.
+Candidate a beats b on a measure only when a's value is below b's by more than a's resolution:
+ln(b / a) > sigma_a. Within it the other measure decides, the one-standard-error rule of model
+selection (Breiman et al. 1984, "Classification and Regression Trees", 3.4.3; Hastie, Tibshirani &
+Friedman, "The Elements of Statistical Learning", 7.10): of the configurations whose time is within
+one standard error of the fastest, the cheapest; of those whose cost is within one of the cheapest,
+the fastest.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtri
+
+Z90 = float(ndtri(0.95))  # a 90% two-sided interval spans +-1.645 standard deviations
+
+
+def resolution_log(low: np.ndarray, high: np.ndarray, noise_log: float = 0.0) -> np.ndarray:
+    """One standard error in log space: ln(high / low) / (2 x 1.645) from 90% intervals, at least
+    `noise_log` (the measurement noise, a deviation of log values)."""
+    low, high = np.asarray(low, float), np.asarray(high, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sigma = np.log(high / low) / (2.0 * Z90)
+    return np.maximum(np.where(np.isfinite(sigma) & (sigma > 0), sigma, 0.0), noise_log)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Points and resolutions of the candidates, indexed like the planner's arrays."""
+
+    time_s: np.ndarray
+    cost_usd: np.ndarray
+    time_sigma: np.ndarray  # resolution_log of each candidate's time interval
+    cost_sigma: np.ndarray  # resolution_log of each candidate's cost interval
+
+    def beats_in_time(self, a: int, b: int) -> bool:
+        """a is faster than b by more than a's resolution."""
+        return bool(np.log(self.time_s[b] / self.time_s[a]) > self.time_sigma[a])
+
+    def beats_in_cost(self, a: int, b: int) -> bool:
+        """a is cheaper than b by more than a's resolution."""
+        return bool(np.log(self.cost_usd[b] / self.cost_usd[a]) > self.cost_sigma[a])
+
+    def best(self, index: np.ndarray, objective: str) -> int:
+        """The candidate of `index` the objective picks ('time' or 'cost'): the best one by it, or,
+        among those it does not beat by its resolution, the best one by the other measure."""
+        primary, secondary, sigma = ((self.time_s, self.cost_usd, self.time_sigma) if objective == "time"
+                                     else (self.cost_usd, self.time_s, self.cost_sigma))
+        leader = index[np.lexsort((secondary[index], primary[index]))[0]]
+        tied = index[np.log(primary[index] / primary[leader]) <= sigma[leader]]
+        return int(tied[np.lexsort((primary[tied], secondary[tied]))[0]])
+
+    def collapse_front(self, front: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """A Pareto front (fastest first) without the points no faster than a cheaper one, nor
+        cheaper than a faster one, beyond their resolution: (kept points fastest first, the front
+        points each one stands for, itself first)."""
+        kept: list[list[int]] = []
+        for i in map(int, front[::-1]):  # cheapest first: a point stays if it is resolvably faster
+            if kept and not self.beats_in_time(i, kept[-1][0]):
+                kept[-1].append(i)
+            else:
+                kept.append([i])
+        out: list[list[int]] = []
+        for group in kept[::-1]:  # fastest first: a point stays if it is resolvably cheaper
+            if out and not self.beats_in_cost(group[0], out[-1][0]):
+                out[-1].extend(group)
+            else:
+                out.append(group)
+        return np.array([g[0] for g in out], int), [np.array(g, int) for g in out]
+
+    def collapse_rows(self, ranked: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first `limit` rows of a ranking without near-duplicates: a later row whose time and
+        cost neither beats nor is beaten by a shown row's merges into it. (rows, merged counts)."""
+        rest = np.asarray(ranked, int)
+        rows: list[int] = []
+        counts: list[int] = []
+        while rest.size and len(rows) < limit:
+            r, rest = int(rest[0]), rest[1:]
+            t, c = np.log(self.time_s[rest] / self.time_s[r]), np.log(self.cost_usd[rest] / self.cost_usd[r])
+            apart = ((-t > self.time_sigma[rest]) | (t > self.time_sigma[r])
+                     | (-c > self.cost_sigma[rest]) | (c > self.cost_sigma[r]))
+            rows.append(r)
+            counts.append(int(np.sum(~apart)))
+            rest = rest[apart]
+        return np.array(rows, int), np.array(counts, int)

@@ -1,0 +1,83 @@
+"""Ties within a prediction's resolution (plan.ties): the objective's pick, the collapsed front and
+the top-k rows. Each test names the mutation it catches."""
+
+import numpy as np
+import pytest
+
+from thrifty.plan.ties import Z90, Resolved, resolution_log
+
+
+def _resolved(time_s, cost_usd, time_interval, cost_interval, noise_log=0.0) -> Resolved:
+    t, c = np.array(time_s, float), np.array(cost_usd, float)
+    (tl, th), (cl, ch) = np.array(time_interval, float).T, np.array(cost_interval, float).T
+    return Resolved(t, c, resolution_log(tl, th, noise_log), resolution_log(cl, ch, noise_log))
+
+
+def test_resolution_is_one_standard_error_of_the_90_percent_interval_or_the_measurement_noise():
+    """Mutations: the 90% half-width taken as the resolution (z missing), the noise floor ignored."""
+    assert resolution_log(np.array([226.0]), np.array([306.0]))[0] == pytest.approx(np.log(306 / 226) / (2 * 1.6449), rel=1e-4)
+    assert Z90 == pytest.approx(1.6449, rel=1e-4)
+    assert resolution_log(np.array([100.0]), np.array([100.0]), 0.03)[0] == 0.03
+    assert resolution_log(np.array([100.0]), np.array([200.0]), 0.03)[0] > 0.03
+
+
+def test_the_issues_tie_goes_to_the_cheaper_plan_for_time():
+    """Issue 22: 3 x p5.48xlarge on-demand 255.8 s for $11.73 against 2 x p5.48xlarge spot 256.6 s
+    for $2.42, both [226, 306] s. Mutation: the tie rule removed (the on-demand plan is picked)."""
+    r = _resolved([255.8, 256.6], [11.73, 2.42], [(226, 306), (226, 306)], [(10.4, 14.0), (2.1, 2.9)])
+    assert r.best(np.arange(2), "time") == 1
+
+
+def test_a_difference_beyond_the_resolution_still_decides_time():
+    """Mutation: ties taken as overlapping 90% intervals (200 s in [180, 240] would tie with 256 s)."""
+    r = _resolved([200.0, 256.6], [11.73, 2.42], [(180, 240), (226, 306)], [(10, 14), (2.1, 2.9)])
+    assert r.best(np.arange(2), "time") == 0
+
+
+def test_a_tie_in_cost_goes_to_the_faster_plan():
+    """Mutations: the cost objective without the tie rule (index 0, $1.00, is picked), or the rule
+    keeping the cheapest of the tie."""
+    r = _resolved([3600.0, 1200.0, 600.0], [1.00, 1.02, 3.0], [(3000, 4300), (1000, 1450), (500, 700)],
+                  [(0.85, 1.2), (0.87, 1.22), (2.5, 3.6)])
+    assert r.best(np.arange(3), "cost") == 1
+
+
+def test_start_up_dominated_plans_tie_within_the_measurement_noise():
+    """Start-up dominates: intervals 0.1 s wide, so only the profile's noise (3%) resolves them.
+    Mutation: the measurement-noise floor dropped (the $0.17 GPU plan 0.5 s faster is picked)."""
+    r = _resolved([180.1, 180.6], [0.17, 0.0016], [(180.05, 180.15), (180.55, 180.65)],
+                  [(0.169, 0.171), (0.00159, 0.00161)], noise_log=0.03)
+    assert r.best(np.arange(2), "time") == 1
+
+
+def test_a_front_of_near_equal_times_collapses_to_its_cheapest_point_and_counts_the_rest():
+    """The GRU plan of issue 22: 33 front points at 3.01 min from $16.30 to $0.0047. Mutations: no
+    collapse (33 points), the most expensive point kept, the merged count off by one."""
+    time_s = 180.6 + np.arange(33) * 0.01  # fastest first, as pareto_front gives it
+    cost = np.geomspace(16.30, 0.0047, 33)
+    r = _resolved(time_s, cost, np.c_[time_s - 1, time_s + 1], np.c_[cost * 0.99, cost * 1.01])
+    kept, members = r.collapse_front(np.arange(33))
+    assert list(kept) == [32] and len(members[0]) == 33
+
+
+def test_a_front_keeps_points_that_are_resolvably_apart_and_merges_equal_costs_into_the_faster():
+    """Mutations: the cost pass removed (points 1 and 2, $5.00 and $4.95, both stay), the time
+    pass removed (point 0, no faster than point 1 within its resolution, stays)."""
+    time_s = np.array([100.0, 101.0, 200.0, 400.0])
+    cost = np.array([9.0, 5.0, 4.95, 1.0])
+    r = _resolved(time_s, cost, np.c_[time_s * 0.95, time_s * 1.05], np.c_[cost * 0.95, cost * 1.05])
+    kept, members = r.collapse_front(np.arange(4))
+    assert list(kept) == [1, 3]
+    assert sorted(members[0]) == [0, 1, 2] and list(members[1]) == [3]
+
+
+def test_top_rows_merge_near_duplicates_and_keep_distinct_ones():
+    """Mutations: no merging (rows 0 and 1, equal within the resolution, both shown), merging on
+    time alone (row 2, same time at twice the cost, would vanish)."""
+    time_s = np.array([100.0, 100.5, 100.2, 300.0])
+    cost = np.array([1.0, 1.01, 2.0, 0.5])
+    r = _resolved(time_s, cost, np.c_[time_s * 0.95, time_s * 1.05], np.c_[cost * 0.95, cost * 1.05])
+    rows, merged = r.collapse_rows(np.arange(4), 10)
+    assert list(rows) == [0, 2, 3] and list(merged) == [1, 0, 0]
+    rows, merged = r.collapse_rows(np.arange(4), 1)
+    assert list(rows) == [0] and list(merged) == [1]
