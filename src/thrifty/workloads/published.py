@@ -185,7 +185,7 @@ _ENTRIES = [
 ]
 _ENTRIES.append(
     PublishedModel(key="ncf_neumf", csv_model="NCF (NeuMF, DLE; MF dim 64 + MLP 256-256-128-64)",
-                   csv_input="(user,item) pairs; 4 negatives per positive", unit="(user,item) pairs/s",
+                   csv_input="(user,item) pairs; 4 negatives per positive", unit="samples/s ((user,item) pairs incl. sampled negatives)",
                    make_model=NeuMF, make_batch=_pair_batch, loss_fn=F.binary_cross_entropy_with_logits,
                    make_optimizer=_adam(foreach=True, betas=(0.25, 0.5)),
                    source=f"{_DLE} Recommendation/NCF (FusedAdam -> Adam foreach), BCE, "
@@ -193,7 +193,7 @@ _ENTRIES.append(
 _ENTRIES.append(
     PublishedModel(key="gnmt_v2", csv_model="GNMT v2 (4+4 layer LSTM, hidden 1024; DLE)",
                    csv_input="BPE shared vocab (32,000 merges); --train-max-length 50; bucketing (5 buckets)",
-                   unit="tokens/s (source+target)", make_model=gnmt.GNMT,
+                   unit="tokens/s (source + target tokens, summed over GPUs)", make_model=gnmt.GNMT,
                    make_batch=partial(gnmt.gnmt_batch, src_len=WMT16_BUCKET_TOKENS, tgt_len=WMT16_BUCKET_TOKENS),
                    loss_fn=gnmt.gnmt_loss, make_optimizer=_adam(),
                    samples_per_unit=1.0 / (2 * WMT16_BUCKET_TOKENS),
