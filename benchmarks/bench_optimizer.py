@@ -27,7 +27,8 @@ JOB = JobModel(step_time=StepTimeModel(params=np.array([2e-3, 1e-4, 1.0, 4e-3, 5
                # 60 kernels of a small CNN: convolutions, matmuls, elementwise
                work=StepWork(kind=np.tile([1, 0, 2], 20), flops_fixed=np.zeros(60),
                              flops_per_sample=np.tile([4e6, 1e6, 0.0], 20), bytes_fixed=np.full(60, 2e5),
-                             bytes_per_sample=np.full(60, 3e4), param_count=150_000, gradient_bytes=6e5),
+                              bytes_per_sample=np.full(60, 3e4), outputs_fixed=np.zeros(60),
+                              outputs_per_sample=np.full(60, 8e3), param_count=150_000, gradient_bytes=6e5),
                thread_scaling=ThreadScaling(np.array([16.0, 256.0]), np.array([0.3, 0.1]), np.array([0.02, 0.02]),
                                             np.zeros(2, bool)),
                input_s_per_sample=2e-5, profiled_max_local_batch=256)

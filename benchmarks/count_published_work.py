@@ -36,7 +36,8 @@ def main() -> int:
     for key, entry in PUBLISHED.items():
         work = count_published(entry)
         models[key] = {"csv_model": entry.csv_model, "csv_input": entry.csv_input, "unit": entry.unit,
-                       "samples_per_unit": entry.samples_per_unit, "counted_sample": entry.counted_sample,
+                       "samples_per_unit": entry.samples_per_unit,
+                       "batch_unit_samples": entry.batch_unit_samples, "counted_sample": entry.counted_sample,
                        "source": entry.source, "summary": work.summary(),
                        "step_work": _int_lists(work.to_dict())}
         s = work.summary()

@@ -38,8 +38,9 @@ PARAMS = np.array([0.002, 1e-4, 1.1, 0.004, 5e-4, 0.004, 5e-4, 0.2, 1.5])
 # B = 512 on 3 c5.2xlarge VMs fit with floor(B / n) but not with the largest share ceil(B / n).
 WORK = StepWork(kind=np.array([0, 1, 2]), flops_fixed=np.array([0.0, 0.0, 1e6]),
                 flops_per_sample=np.array([2e7, 5e7, 1e5]), bytes_fixed=np.array([4e6, 1e6, 4e6]),
-                bytes_per_sample=np.array([1e5, 4e5, 8e5]), param_count=1_000_000, gradient_bytes=4e6,
-                activation_bytes_per_sample=1.5659e8, state_bytes=1e9)
+                bytes_per_sample=np.array([1e5, 4e5, 8e5]), outputs_fixed=np.array([0.0, 0.0, 1e3]),
+                outputs_per_sample=np.array([2e3, 1e4, 2e4]), param_count=1_000_000, gradient_bytes=4e6,
+                activation_bytes_per_sample=1.72912e8, state_bytes=1e9)
 SCALING = ThreadScaling(np.array([16.0, 64.0]), np.array([0.3, 0.1]), np.array([0.02, 0.02]), np.zeros(2, bool))
 INPUT_S = 2e-5
 MEMORY_BASE, MEMORY_PER_SAMPLE = 1e8, 1.0018e8
@@ -59,18 +60,27 @@ def _job() -> JobModel:
 
 
 def _roofline_compute_s(spec, local: int) -> float:
-    """perf.roofline: sum over kernels of max(launch, (f + f_half) / (peak e_max), bytes / (bw e_bw));
+    """perf.roofline: sum over kernels of max(launch, f / (peak clock e_max busy), bytes / (bw e_bw)),
+    clock = min(1, base / boost / power_fraction^(1/3)), busy = waves / ceil(waves) with waves =
+    parallel work / (outputs per SM x SMs), a matmul's parallel work at least f / (2 x 4096);
     fp32: convolutions on TF32 tensor cores where the GPU has them, everything else on FP32 units."""
     rp = load_params()[0]
+    clock = min(1.0, spec.base_mhz / spec.boost_mhz / rp.power_fraction ** (1 / 3))
     total = 0.0
-    for kind, f0, f1, m0, m1 in zip(WORK.kind, WORK.flops_fixed, WORK.flops_per_sample,
-                                    WORK.bytes_fixed, WORK.bytes_per_sample):
-        flops, nbytes = f0 + f1 * local, m0 + m1 * local
+    for kind, f0, f1, m0, m1, o0, o1 in zip(WORK.kind, WORK.flops_fixed, WORK.flops_per_sample,
+                                            WORK.bytes_fixed, WORK.bytes_per_sample, WORK.outputs_fixed,
+                                            WORK.outputs_per_sample):
+        flops, nbytes, outputs = f0 + f1 * local, m0 + m1 * local, max(o0 + o1 * local, 1.0)
         if kind == 1 and math.isfinite(spec.tf32_tflops):
             peak, efficiency = spec.tf32_tflops * 1e12, rp.tensor_efficiency
         else:
             peak, efficiency = spec.fp32_tflops * 1e12, rp.vector_efficiency
-        compute = (flops + rp.half_efficiency_flops) / (peak * efficiency) if flops > 0 else 0.0
+        if kind in (0, 1):
+            waves = max(outputs, flops / (2 * 4096)) / (rp.matrix_outputs_per_sm * spec.sm_count)
+        else:
+            waves = outputs / (rp.vector_outputs_per_sm * spec.sm_count)
+        busy = waves / math.ceil(waves)
+        compute = flops / (peak * clock * efficiency * busy) if flops > 0 else 0.0
         memory = nbytes / (spec.mem_bw_gbs * 1e9 * rp.bandwidth_efficiency)
         total += max(rp.launch_s, compute, memory)
     return total
@@ -133,8 +143,8 @@ def _spot_overhead(work_s: float, nodes: int) -> float:
 
 
 def _largest_local_batch(hw: Hardware, vm: VMType) -> int:
-    if vm.is_gpu:  # counted activations beside the state, in 90% of the GPU less 1 GiB
-        return math.floor((hw.gpu(vm).memory_gib * GIB * 0.9 - GIB - WORK.state_bytes)
+    if vm.is_gpu:  # counted activations beside the state, in 95% of the GPU less 0.5 GiB (perf.gpu_memory)
+        return math.floor((hw.gpu(vm).memory_gib * GIB * 0.95 - 0.5 * GIB - WORK.state_bytes)
                           / WORK.activation_bytes_per_sample)
     return math.floor((vm.memory_gib * GIB - MEMORY_BASE) / MEMORY_PER_SAMPLE)  # peak-memory line
 

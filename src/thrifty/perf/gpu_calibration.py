@@ -1,10 +1,12 @@
 """Calibrate the GPU roofline (perf.roofline) on published training throughput, and measure how
 well it predicts models and GPUs it was not fitted on (leave-one-model-out, leave-one-GPU-out).
 
-Data (data/gpu/, sources in SOURCE.md): 150 published rows of samples/s per GPU (NVIDIA
-DeepLearningExamples on DGX, Lambda's benchmarks, Gavel's measurements), the GPUs' peak rates,
-and thrifty's counted work of each published model (published_work.json, counted from
+Data (data/gpu/, sources in SOURCE.md and SOURCE_small.md): 150 published rows of samples/s per
+GPU of big models (NVIDIA DeepLearningExamples on DGX, Lambda's benchmarks, Gavel's measurements)
+and 95 of small-kernel models (DLE, MLPerf), the GPUs' peak rates, clocks, SM counts and TDP, and
+thrifty's counted work of each published model (published_work.json, counted from
 thrifty.workloads.published). Fit: least squares on log throughput, parameters in log space.
+Each row has a regime: what bounds most of its predicted step (launch, memory or compute).
 """
 
 import json
@@ -19,7 +21,7 @@ from scipy.optimize import least_squares
 from thrifty.data import data_path
 from thrifty.errors import ModelError
 from thrifty.io import read_csv
-from thrifty.perf.roofline import GPUSpec, RooflineParams, step_time_s
+from thrifty.perf.roofline import REGIMES, GPUSpec, RooflineParams, gpu_spec, regime_times_s, step_time_s
 from thrifty.perf.work import StepWork
 
 # Published GPU names -> spec rows (SOURCE.md "Joining throughput to specs"): Gavel's K80 is one
@@ -41,6 +43,9 @@ def _interconnect_gbps(spec_name: str) -> float:
     return 128.0
 
 
+THROUGHPUT_FILES = ("gpu_training_throughput.csv", "gpu_training_throughput_small.csv")
+
+
 def _precision(label: str) -> str:
     """The CSV's precision label -> roofline precision (SOURCE.md caveat 3: NGC enables TF32)."""
     if label.startswith("AMP"):
@@ -55,7 +60,7 @@ class PublishedRow:
     spec: GPUSpec
     gpus: int
     precision: str
-    batch_per_gpu: float
+    batch_per_gpu: float  # in published samples (GNMT: tokens, where the CSV counts sentences)
     samples_per_s_per_gpu: float
     source: str
 
@@ -70,24 +75,27 @@ def load_published(data_dir: Path | None = None) -> tuple[list[PublishedRow], di
     work_json = json.loads((folder / "published_work.json").read_text())
     works = {k: StepWork.from_dict(v["step_work"]) for k, v in work_json["models"].items()}
     key_of = {(v["csv_model"], v["csv_input"]): k for k, v in work_json["models"].items()}
-    specs = {r["gpu"]: GPUSpec(r["gpu"], _num(r["fp32_tflops"]), _num(r["tf32_tflops"]),
-                               _num(r["fp16_tensor_tflops"]), _num(r["mem_bw_gbs"]),
-                               _num(r["memory_gib"]), _interconnect_gbps(r["gpu"]))
+    specs = {r["gpu"]: gpu_spec(r, r["gpu"], _interconnect_gbps(r["gpu"]))
              for r in read_csv(folder / "gpu_specs.csv", ModelError, "published GPU specs")}
+    excluded = work_json.get("excluded", {})
     rows, left_out = [], {}
-    for r in read_csv(folder / "gpu_training_throughput.csv", ModelError, "published GPU throughput"):
+    published = [r for name in THROUGHPUT_FILES
+                 for r in read_csv(folder / name, ModelError, "published GPU throughput")]
+    for r in published:
         key = key_of.get((r["model"], r["input"]))
         reason = None
         if key is None:
-            reason = work_json.get("excluded", {}).get(r["model"], "model not counted")
+            reason = next((why for prefix, why in excluded.items() if r["model"].startswith(prefix)),
+                          "model not counted")
         elif not r["batch_per_gpu"].strip():
             reason = "batch per GPU not published"
         if reason:
             left_out[reason] = left_out.get(reason, 0) + 1
             continue
         spec = specs[SPEC_ALIASES.get(r["gpu"], r["gpu"])]
+        batch = float(r["batch_per_gpu"]) * work_json["models"][key].get("batch_unit_samples", 1.0)
         rows.append(PublishedRow(key, r["gpu"], spec, int(r["num_gpus"]), _precision(r["precision"]),
-                                 float(r["batch_per_gpu"]), float(r["samples_per_s_per_gpu"]),
+                                 batch, float(r["samples_per_s_per_gpu"]),
                                  r["source"].split(":")[0]))
     return rows, works, left_out
 
@@ -102,15 +110,22 @@ def predict_throughput(rows: Sequence[PublishedRow], works: dict[str, StepWork],
     return np.array(out)
 
 
-# The per-kernel launch floor is not identifiable from the published rows (all run large batches,
-# where kernels take far longer than a launch): held at 10 us, the order of PyTorch's eager
-# per-operator overhead on the host (dispatch + cudaLaunchKernel), an assumption.
-LAUNCH_S = 10e-6
-# Bounds (physical ranges) of the fitted parameters (all but launch_s), in log space:
-# efficiencies 1%..100%; f_half 1e6..1e12 FLOPs; all-reduce efficiency 1%..100%; g 1..10.
-LOWER = np.log([0.01, 0.01, 1e6, 0.05, 0.01, 1.0])
-UPPER = np.log([1.0, 1.0, 1e12, 1.0, 1.0, 10.0])
-START = np.log([0.5, 0.4, 1e9, 0.6, 0.5, 2.0])
+# Fitted parameters (RooflineParams order), bounds of their physical ranges and start, in log
+# space: launch floor 2-8 us (a CUDA launch costs ~2-4 us, PyTorch's eager dispatch of one operator
+# a few us on a current host: NVIDIA CUDA C++ Best Practices Guide; PyTorch "Performance Tuning
+# Guide"; not identifiable from the published rows, whose kernels are long, so held to its range);
+# efficiencies 1%..100%; outputs per SM per wave: matrix kernels 1,024..65,536 elements (cuBLAS
+# and cuDNN tiles run from 32x32 to 256x128, one or two per SM), other kernels 256..2,048 (an SM
+# holds at most 2,048 resident threads, CUDA C++ Programming Guide, compute capabilities 7.0-9.0;
+# with one element per thread, a kernel smaller than that many per SM cannot hide DRAM latency:
+# Little's law, Volkov 2016);
+# power fraction 0.3..1 (at 1 every kernel runs at the base clock); bandwidth 5%..100%; all-reduce
+# 1%..100%; g 1..10.
+NAMES = tuple(RooflineParams.__dataclass_fields__)
+LOWER = np.log([2e-6, 0.01, 0.01, 1024.0, 256.0, 0.3, 0.05, 0.01, 1.0])
+UPPER = np.log([8e-6, 1.0, 1.0, 65536.0, 2048.0, 1.0, 1.0, 1.0, 10.0])
+START = np.log([5e-6, 0.5, 0.5, 4096.0, 1024.0, 0.6, 0.6, 0.5, 2.0])
+ALLREDUCE = (NAMES.index("allreduce_efficiency"), NAMES.index("overlap_g"))
 
 
 def fit_roofline(rows: Sequence[PublishedRow], works: dict[str, StepWork]) -> tuple[RooflineParams, float]:
@@ -122,15 +137,22 @@ def fit_roofline(rows: Sequence[PublishedRow], works: dict[str, StepWork]) -> tu
     def params_of(theta: np.ndarray) -> RooflineParams:
         values = np.exp(theta)
         if not multi:  # no multi-GPU rows: the all-reduce terms are not identifiable
-            values[4], values[5] = np.exp(START[4]), np.exp(START[5])
-        return RooflineParams(LAUNCH_S, *map(float, values))
+            values[list(ALLREDUCE)] = np.exp(START[list(ALLREDUCE)])
+        return RooflineParams(*map(float, values))
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         return np.log(predict_throughput(rows, works, params_of(theta))) - observed
 
-    result = least_squares(residuals, START, bounds=(LOWER, UPPER), x_scale=1.0, method="trf")
+    result = least_squares(residuals, START, bounds=(LOWER, UPPER), x_scale=1.0, method="trf",
+                           diff_step=1e-3)
     sigma = float(np.sqrt(np.mean(result.fun**2)))
     return params_of(result.x), sigma
+
+
+def regime(row: PublishedRow, works: dict[str, StepWork], params: RooflineParams) -> str:
+    """What bounds most of the row's predicted compute time: launch, memory or compute."""
+    times = regime_times_s(works[row.model_key], row.spec, row.batch_per_gpu, row.precision, params)
+    return max(REGIMES, key=times.__getitem__)
 
 
 def ape(predicted: np.ndarray, observed: np.ndarray) -> np.ndarray:
@@ -140,17 +162,26 @@ def ape(predicted: np.ndarray, observed: np.ndarray) -> np.ndarray:
 
 def held_out(rows: Sequence[PublishedRow], works: dict[str, StepWork], group: str) -> dict:
     """Leave-one-group-out predictions: for each model (group='model_key') or GPU (group='gpu'),
-    fit on every other group and predict this one."""
+    fit on every other group and predict this one. Each row's regime is the one of the fit that
+    predicted it."""
     labels = sorted({getattr(r, group) for r in rows})
     predicted = np.full(len(rows), np.nan)
+    regimes = [""] * len(rows)
     for label in labels:
         train = [r for r in rows if getattr(r, group) != label]
         test_index = [i for i, r in enumerate(rows) if getattr(r, group) == label]
         params, _ = fit_roofline(train, works)
         predicted[test_index] = predict_throughput([rows[i] for i in test_index], works, params)
+        for i in test_index:
+            regimes[i] = regime(rows[i], works, params)
     observed = np.array([r.samples_per_s_per_gpu for r in rows])
     errors = ape(predicted, observed)
     per_group = {label: float(np.median([e for e, r in zip(errors, rows) if getattr(r, group) == label]))
                  for label in labels}
+    per_regime = {name: {"rows": int(sum(g == name for g in regimes)),
+                         "median_ape_percent": float(np.median([e for e, g in zip(errors, regimes) if g == name]))
+                         if name in regimes else None}
+                  for name in REGIMES}
     return {"median_ape_percent": float(np.median(errors)), "per_group_median_ape_percent": per_group,
+            "per_regime": per_regime, "regimes": regimes,
             "predicted": predicted.tolist(), "observed": observed.tolist()}

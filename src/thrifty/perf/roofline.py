@@ -1,16 +1,28 @@
-"""Step time of counted work on a GPU: a per-kernel roofline with a launch floor, calibrated on
-published training throughput (perf.gpu_calibration; data/gpu/roofline_params.json).
+"""Step time of counted work on a GPU: per kernel, a launch floor, the SMs it can fill, the clock the
+board sustains under its power limit, and a roofline; calibrated on published training throughput
+(perf.gpu_calibration; data/gpu/roofline_params.json).
 
-One kernel i of a step at local batch b, with FLOPs f_i(b) and bytes m_i(b) (perf.work):
-  t_i = max(launch_s,                                            eager dispatch + launch floor
-            (f_i + f_half) / (peak_i * e_max),                   compute: efficiency e_max f/(f + f_half)
-            m_i / (bandwidth * e_bw))                            memory   (Williams et al. 2009, roofline)
+One kernel i of a step at local batch b, with FLOPs f_i(b), bytes m_i(b) and output elements o_i(b)
+(perf.work):
+  t_i = max(launch_s,                                      host dispatch + launch of one kernel
+            f_i / (peak_i * clock / boost * e_max * u_i),  compute
+            m_i / (bandwidth * e_bw))                      memory  (Williams et al. 2009, roofline)
+  w_i = p_i / (outputs_per_sm * SMs)  waves of thread blocks over p_i, the kernel's parallel work (its
+                                      outputs; a deep matmul's multiply-adds in split-K slices);
+                                      u_i = w_i / ceil(w_i) the busy fraction
+                                      of the SMs (wave quantisation; a kernel smaller than one wave
+                                      runs on w_i of the SMs: Volkov 2016, "Understanding Latency
+                                      Hiding on GPUs"; NVIDIA, "Matrix Multiplication Background
+                                      User's Guide", wave quantization)
+  clock = min(boost, base * power_fraction**(-1/3))        sustained SM clock: the base clock is the
+                                      one NVIDIA guarantees at the board's TDP under a heavy load;
+                                      dynamic power ~ C V^2 f with V ~ f in the DVFS range (so ~f^3),
+                                      and a training kernel draws `power_fraction` of that load's
+                                      power at the same clock. Spec peaks are boost-clock figures.
   T_compute(b) = sum_i t_i
-The compute term is a roofline whose efficiency falls for small kernels: f / (peak e(f)) with
-e(f) = e_max f / (f + f_half), so a half-full GPU runs at half its best rate (small batches leave a
-GPU under-used). peak_i is the tensor-core rate for matrix kernels when the precision uses them
-(TF32 / FP16), else the FP32 vector rate; e_max differs between the two. AMP halves the bytes of
-activations (the per-sample part).
+outputs_per_sm differs between matrix kernels (a GEMM/conv tile per SM) and the rest; peak_i is the
+tensor-core rate for matrix kernels when the precision uses them (TF32 / FP16), else the FP32 vector
+rate; e_max differs between the two. AMP halves the bytes of activations (the per-sample part).
 n GPUs: ring all-reduce of the gradients over the GPU interconnect at a fitted fraction of its
 bandwidth (perf.network), overlapped with compute as T = (T_c^g + T_ar^g)^(1/g) (Pollux, OSDI 2021).
 """
@@ -30,12 +42,17 @@ from thrifty.perf.network import INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, StepWork
 
 PRECISIONS = ("fp32", "tf32", "amp")
+# Reduction depth beyond which GEMM libraries split K across thread blocks (CUTLASS "split-K
+# serial/parallel" GEMMs; cuBLAS picks split-K for deep, narrow products such as weight gradients
+# over a large batch). A modelling choice of the order of those libraries' slice depths.
+SPLIT_K_DEPTH = 4096.0
 AMP_ACTIVATION_BYTES = 0.5  # FP16 activations are half as large as FP32 ones
 
 
 @dataclass(frozen=True)
 class GPUSpec:
-    """Peak rates of one GPU (dense, no sparsity); NaN where the GPU has no such unit."""
+    """Peak rates of one GPU (dense, no sparsity, at the boost clock); NaN where the GPU has no
+    such unit."""
 
     name: str
     fp32_tflops: float
@@ -44,6 +61,15 @@ class GPUSpec:
     mem_bw_gbs: float
     memory_gib: float
     interconnect_gbps: float  # GPU-to-GPU inside one machine (NVLink or PCIe), Gbit/s
+    sm_count: int
+    base_mhz: float  # guaranteed at the TDP under a heavy load
+    boost_mhz: float  # the clock the peak rates are quoted at
+    tdp_w: float  # board power limit
+
+    def sustained_clock_fraction(self, power_fraction: float) -> float:
+        """Sustained SM clock / boost clock under a load drawing `power_fraction` of the power of
+        the load that defines the base clock (cube law of dynamic power, module docstring)."""
+        return min(1.0, self.base_mhz * power_fraction ** (-1.0 / 3.0) / self.boost_mhz)
 
     def matrix_peak_flops(self, kind: int, precision: str) -> tuple[float, bool]:
         """(peak FLOP/s, uses tensor cores) for a kernel of `kind` at `precision`.
@@ -66,7 +92,9 @@ class RooflineParams:
     launch_s: float  # per-kernel floor: eager PyTorch dispatch and launch
     vector_efficiency: float  # e_max on FP32 vector units
     tensor_efficiency: float  # e_max on tensor cores
-    half_efficiency_flops: float  # f_half: kernel FLOPs at which efficiency is half of e_max
+    matrix_outputs_per_sm: float  # output elements one SM computes per wave of a matmul/conv
+    vector_outputs_per_sm: float  # the same for every other kernel
+    power_fraction: float  # power of a training kernel / the base-clock load, at the same clock
     bandwidth_efficiency: float  # e_bw: fraction of peak memory bandwidth
     allreduce_efficiency: float  # fraction of interconnect bandwidth an all-reduce reaches
     overlap_g: float  # g in (T_c^g + T_ar^g)^(1/g)
@@ -97,7 +125,17 @@ def _float(text: str) -> float:
 
 
 GPU_SPEC_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", "mem_bw_gbs", "memory_gib",
-                    "interconnect_gbps")
+                    "interconnect_gbps", "sm_count", "base_mhz", "boost_mhz", "tdp_w")
+
+
+def gpu_spec(row: dict[str, str], name: str, interconnect_gbps: float) -> GPUSpec:
+    """A GPUSpec from a CSV row with the columns of data/gpus.csv (or data/gpu/gpu_specs.csv)."""
+    spec = GPUSpec(name, _float(row["fp32_tflops"]), _float(row["tf32_tflops"]), _float(row["fp16_tensor_tflops"]),
+                   _float(row["mem_bw_gbs"]), _float(row["memory_gib"]), interconnect_gbps,
+                   int(row["sm_count"]), float(row["base_mhz"]), float(row["boost_mhz"]), float(row["tdp_w"]))
+    if not (spec.sm_count > 0 and 0 < spec.base_mhz <= spec.boost_mhz and spec.tdp_w > 0):
+        raise ValueError(f"{name}: sm_count, base_mhz <= boost_mhz and tdp_w must be positive")
+    return spec
 
 
 def read_gpu_specs(path: Path | None = None) -> dict[str, GPUSpec]:
@@ -105,30 +143,55 @@ def read_gpu_specs(path: Path | None = None) -> dict[str, GPUSpec]:
     path = Path(path) if path else data_path("gpus.csv")
     rows = read_csv(path, CatalogError, "GPU specs", required=GPU_SPEC_COLUMNS)
     try:
-        return {r["name"].lower(): GPUSpec(r["name"], _float(r["fp32_tflops"]), _float(r["tf32_tflops"]),
-                                           _float(r["fp16_tensor_tflops"]), _float(r["mem_bw_gbs"]),
-                                           _float(r["memory_gib"]), _float(r["interconnect_gbps"]))
-                for r in rows}
+        return {r["name"].lower(): gpu_spec(r, r["name"], _float(r["interconnect_gbps"])) for r in rows}
     except ValueError as exc:
         raise CatalogError(f"cannot read GPU specs {path}: {exc}") from None
 
 
-def compute_time_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
-                   params: RooflineParams) -> np.ndarray:
-    """T_compute of one step for each local batch (1-d array in, 1-d array out)."""
+def kernel_times_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
+                   params: RooflineParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(launch floor, compute, memory) time of every kernel (rows) at every local batch (columns)."""
     if precision not in PRECISIONS:
         raise ModelError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     b = np.atleast_1d(np.asarray(local_batch, float))[None, :]
     peaks, tensor = zip(*(spec.matrix_peak_flops(int(k), precision) for k in (KIND_MATMUL, KIND_CONV, 2)))
     kind = work.kind
-    peak = np.asarray(peaks)[kind][:, None]
+    clock = spec.sustained_clock_fraction(params.power_fraction)
+    peak = (np.asarray(peaks) * clock)[kind][:, None]
     efficiency = np.where(np.asarray(tensor)[kind], params.tensor_efficiency, params.vector_efficiency)[:, None]
     flops = work.flops_fixed[:, None] + work.flops_per_sample[:, None] * b
     act = AMP_ACTIVATION_BYTES if precision == "amp" else 1.0
     nbytes = work.bytes_fixed[:, None] + act * work.bytes_per_sample[:, None] * b
-    compute = np.where(flops > 0, (flops + params.half_efficiency_flops) / (peak * efficiency), 0.0)
+    outputs = np.maximum(work.outputs_fixed[:, None] + work.outputs_per_sample[:, None] * b, 1.0)
+    is_matrix = ((kind == KIND_MATMUL) | (kind == KIND_CONV))[:, None]
+    # a matmul whose reduction is deeper than SPLIT_K_DEPTH is split along it (split-K), so its
+    # parallel work is its multiply-adds in slices of that depth, not only its outputs
+    parallel = np.where(is_matrix, np.maximum(outputs, flops / (2.0 * SPLIT_K_DEPTH)), outputs)
+    per_sm = np.where(is_matrix, params.matrix_outputs_per_sm, params.vector_outputs_per_sm)
+    waves = parallel / (per_sm * spec.sm_count)
+    busy = waves / np.ceil(waves)  # wave quantisation: the last wave leaves SMs idle
+    compute = np.where(flops > 0, flops / (peak * efficiency * busy), 0.0)
     memory = nbytes / (spec.mem_bw_gbs * 1e9 * params.bandwidth_efficiency)
-    return np.maximum(params.launch_s, np.maximum(compute, memory)).sum(axis=0)
+    return np.full(compute.shape, params.launch_s), compute, memory
+
+
+def compute_time_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
+                   params: RooflineParams) -> np.ndarray:
+    """T_compute of one step for each local batch (1-d array in, 1-d array out)."""
+    launch, compute, memory = kernel_times_s(work, spec, local_batch, precision, params)
+    return np.maximum(launch, np.maximum(compute, memory)).sum(axis=0)
+
+
+def regime_times_s(work: StepWork, spec: GPUSpec, local_batch: float, precision: str,
+                   params: RooflineParams) -> dict[str, float]:
+    """T_compute at one local batch split by what bounds each kernel: launch, memory or compute."""
+    launch, compute, memory = (t[:, 0] for t in kernel_times_s(work, spec, [local_batch], precision, params))
+    bound = np.argmax(np.stack([launch, memory, compute]), axis=0)
+    total = np.maximum(launch, np.maximum(compute, memory))
+    return {name: float(total[bound == i].sum()) for i, name in enumerate(REGIMES)}
+
+
+REGIMES = ("launch", "memory", "compute")
 
 
 def step_time_s(work: StepWork, spec: GPUSpec, local_batch, gpus, precision: str,

@@ -1,10 +1,12 @@
 """Counted work of one training step, per kernel: what a device has to do, independent of the device.
 
-Each kernel of a forward + backward + optimizer step has FLOPs and bytes that grow linearly with
-the local batch b:  flops_i(b) = flops_fixed_i + flops_per_sample_i * b  (and the same for bytes).
-Counted by thrifty.train.workcount with torch.utils.flop_counter (FLOPs) and a dispatch mode that
-adds up the sizes of every kernel's input and output tensors (bytes, an upper bound on DRAM
-traffic). Pure numpy: the planner reads it without torch.
+Each kernel of a forward + backward + optimizer step has FLOPs, bytes and output elements that
+grow linearly with the local batch b:  flops_i(b) = flops_fixed_i + flops_per_sample_i * b  (the
+same for bytes and outputs). Counted by thrifty.train.workcount with torch.utils.flop_counter
+(FLOPs) and a dispatch mode that adds up the sizes of every kernel's input and output tensors
+(bytes, an upper bound on DRAM traffic; embeddings as perf.embedding_traffic) and the elements it
+writes (its parallel work: how many SMs it can keep busy). Pure numpy: the planner reads it without
+torch.
 """
 
 from dataclasses import dataclass
@@ -16,8 +18,9 @@ from thrifty.errors import ModelError
 # Kernel kinds: matrix engines (tensor cores) can run MATMUL and CONV; everything else runs on the
 # vector units and is usually bound by memory bandwidth.
 KIND_MATMUL, KIND_CONV, KIND_OTHER = 0, 1, 2
-COUNT_VERSION = 3  # of train.workcount's counting (older profiles are recounted): 2 added activation and
-# state bytes; 3 skips _unsafe_view and profiler markers and counts dropout as the fused GPU kernel
+COUNT_VERSION = 4  # of train.workcount's counting (older profiles are recounted): 2 added activation and
+# state bytes; 3 skips _unsafe_view and profiler markers and counts dropout as the fused GPU kernel;
+# 4 adds output elements, embedding traffic as a GPU runs it, activations as autograd's saved tensors
 KIND_NAMES = ("matmul", "conv", "other")
 
 
@@ -30,17 +33,18 @@ class StepWork:
     flops_per_sample: np.ndarray
     bytes_fixed: np.ndarray
     bytes_per_sample: np.ndarray
+    outputs_fixed: np.ndarray  # elements the kernel writes: its parallel work
+    outputs_per_sample: np.ndarray
     param_count: int
     gradient_bytes: float  # what one all-reduce moves: the trainable parameters' gradients
-    # Memory of one rank: activations kept for the backward pass grow with the batch (bounded
-    # above by the bytes every forward kernel writes); parameters, gradients and optimizer state
-    # do not (the tensors that persist across steps).
+    # Memory of one rank: activations kept for the backward pass grow with the batch (the tensors
+    # autograd saves); parameters, gradients and optimizer state do not (they persist across steps).
     activation_bytes_per_sample: float = 0.0
     state_bytes: float = 0.0
 
     def __post_init__(self) -> None:
-        sizes = {a.shape for a in (self.kind, self.flops_fixed, self.flops_per_sample,
-                                   self.bytes_fixed, self.bytes_per_sample)}
+        sizes = {a.shape for a in (self.kind, self.flops_fixed, self.flops_per_sample, self.bytes_fixed,
+                                   self.bytes_per_sample, self.outputs_fixed, self.outputs_per_sample)}
         if len(sizes) != 1 or self.kind.ndim != 1 or self.kind.size == 0:
             raise ModelError("step work needs equally long, non-empty per-kernel arrays")
 
@@ -61,7 +65,7 @@ class StepWork:
         """The same step with `samples_per_unit` of our samples counted as one (e.g. tokens)."""
         return StepWork(self.kind, self.flops_fixed, self.flops_per_sample * samples_per_unit,
                         self.bytes_fixed, self.bytes_per_sample * samples_per_unit,
-                        self.param_count, self.gradient_bytes,
+                        self.outputs_fixed, self.outputs_per_sample * samples_per_unit, self.param_count, self.gradient_bytes,
                         self.activation_bytes_per_sample * samples_per_unit, self.state_bytes)
 
     def max_local_batch(self, device_bytes, activation_scale: float = 1.0) -> np.ndarray:
@@ -85,6 +89,7 @@ class StepWork:
         return {"kind": self.kind.astype(int).tolist(), "flops_fixed": self.flops_fixed.tolist(),
                 "flops_per_sample": self.flops_per_sample.tolist(),
                 "bytes_fixed": self.bytes_fixed.tolist(), "bytes_per_sample": self.bytes_per_sample.tolist(),
+                "outputs_fixed": self.outputs_fixed.tolist(), "outputs_per_sample": self.outputs_per_sample.tolist(),
                 "param_count": int(self.param_count), "gradient_bytes": float(self.gradient_bytes),
                 "activation_bytes_per_sample": float(self.activation_bytes_per_sample),
                 "state_bytes": float(self.state_bytes)}
@@ -97,6 +102,8 @@ class StepWork:
                        flops_per_sample=np.asarray(data["flops_per_sample"], float),
                        bytes_fixed=np.asarray(data["bytes_fixed"], float),
                        bytes_per_sample=np.asarray(data["bytes_per_sample"], float),
+                       outputs_fixed=np.asarray(data["outputs_fixed"], float),
+                       outputs_per_sample=np.asarray(data["outputs_per_sample"], float),
                        param_count=int(data["param_count"]),
                        gradient_bytes=float(data["gradient_bytes"]),
                        activation_bytes_per_sample=float(data.get("activation_bytes_per_sample", 0.0)),

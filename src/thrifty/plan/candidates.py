@@ -28,6 +28,7 @@ from scipy.special import ndtri
 from thrifty.catalog.hardware import Hardware
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S, VMType
 from thrifty.errors import PlanError
+from thrifty.perf.gpu_memory import max_local_batch as gpu_max_local_batch
 from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.network import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.roofline import GPUSpec, RooflineParams, load_params
@@ -41,8 +42,6 @@ from thrifty.transient.overhead import expected_overhead_fraction
 GIB = 1024**3
 # What a training process can use of a GPU's memory: the CUDA context, cuDNN/cuBLAS workspaces and
 # allocator fragmentation take the rest (our assumption, about 1 GiB and 10%).
-GPU_RESERVED_BYTES = 1.0 * GIB
-GPU_USABLE_FRACTION = 0.9
 # Deviation of log step time for CPU projections: the per-vCPU family factors (data/HARDWARE.md)
 # are indicative, not measured; a 90% interval of x/÷ 1.5 is our stated assumption.
 CPU_PROJECTION_SIGMA_LOG = float(np.log(1.5) / 1.6449)
@@ -139,8 +138,7 @@ def max_local_batch(vmx: VMArrays, job: JobModel, precision: str) -> np.ndarray:
     cpu_limit = job.max_local_batch(vmx.memory_bytes)
     if job.work is None:
         return cpu_limit
-    usable = vmx.memory_bytes * GPU_USABLE_FRACTION - GPU_RESERVED_BYTES
-    gpu_limit = job.work.max_local_batch(usable, 0.5 if precision == "amp" else 1.0)
+    gpu_limit = gpu_max_local_batch(job.work, vmx.memory_bytes, precision)
     return np.where(vmx.is_gpu, gpu_limit, cpu_limit)
 
 

@@ -1,6 +1,10 @@
 """Count the work of one training step per kernel: FLOPs with torch's own flop counter, bytes as
-the sizes of each kernel's inputs and outputs, kernels as the dispatched operators that compute
-(views and metadata operators launch nothing and are skipped).
+the sizes of each kernel's inputs and outputs, the elements each kernel writes (its parallel work),
+kernels as the dispatched operators that compute (views and metadata operators launch nothing and
+are skipped). Embedding lookups and their backward are counted as the GPU runs them
+(perf.embedding_traffic), not as the sizes of their arguments, and recurrent layers (nn.GRU,
+nn.LSTM) as cuDNN runs them (perf.rnn_kernels), not as their per-time-step decomposition. Activations are the tensors autograd
+saves for the backward pass (torch.autograd.graph.saved_tensors_hooks), parameters excluded.
 
 The step runs on the `meta` device when the model allows it (shapes only, instant even for
 BERT-large); otherwise on the CPU at the two small batch sizes. Two batch sizes give each kernel's
@@ -19,6 +23,10 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from thrifty.errors import WorkloadError
+from contextlib import contextmanager
+
+from thrifty.perf.embedding_traffic import dense_backward_kernels, gather_kernel
+from thrifty.perf.rnn_kernels import GATES, rnn_kernels
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork, linear_work
 from thrifty.workloads.base import Workload, call_model, move_batch
 
@@ -40,29 +48,138 @@ def _tensor_bytes(tree) -> int:
     return sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
 
 
+def _tensor_elements(tree) -> int:
+    leaves, _ = tree_flatten(tree)
+    return sum(t.numel() for t in leaves if isinstance(t, torch.Tensor))
+
+
+def _parallel_work(func, args, out) -> int:
+    """Elements a kernel's thread blocks are spread over: a matmul's or convolution's outputs (one
+    tile of outputs per block); for every other kernel the larger of its outputs and its first
+    argument (a reduction is spread over its input; an in-place foreach update returns nothing but
+    writes its first argument's tensors)."""
+    if _kind(func) != KIND_OTHER:
+        return _tensor_elements(out)
+    return max(_tensor_elements(out), _tensor_elements(args[0]) if args else 0)
+
+
+def _embedding_kernels(func, args, out) -> list[tuple[float, float]] | None:
+    """(bytes, output elements) of the kernels an embedding operator runs on a GPU, or None."""
+    packet = func.overloadpacket
+    if packet is aten.embedding:
+        weight, indices = args[0], args[1]
+        return [gather_kernel(indices.numel(), weight.shape[-1], weight.element_size())]
+    if packet is aten.embedding_dense_backward:
+        grad, indices, num_weights = args[0], args[1], int(args[2])
+        return dense_backward_kernels(indices.numel(), num_weights, grad.shape[-1], grad.element_size())
+    return None
+
+
 class KernelRecorder(TorchDispatchMode):
-    """Records (operator, FLOPs, bytes read + written) for every dispatched operator that computes.
+    """Records (name, kind, FLOPs, bytes read + written, elements written) for every dispatched
+    operator that computes; an embedding operator may stand for several GPU kernels, and a
+    recurrent layer's kernels are added by CudnnRNN while the recorder is paused.
 
     FLOPs come from torch.utils.flop_counter's formulas (the registry FlopCounterMode uses)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.ops: list[tuple[object, float, int]] = []
-        self.forward = True  # the step function sets False once the loss is computed
-        self.forward_output_bytes = 0
+        self.ops: list[tuple[str, int, float, float, float]] = []
+        self.activation_bytes = 0.0  # the step function sets it: bytes saved for the backward pass
+        self.paused = False
+
+    @contextmanager
+    def pause(self):
+        """Record nothing inside (the kernels of the block are added another way)."""
+        before, self.paused = self.paused, True
+        try:
+            yield
+        finally:
+            self.paused = before
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         packet = func.overloadpacket
-        if getattr(func, "is_view", False) or packet in METADATA_OPS or func.namespace != "aten":
+        if self.paused or getattr(func, "is_view", False) or packet in METADATA_OPS or func.namespace != "aten":
             return out
         formula = flop_registry.get(packet)
         flops = float(formula(*args, **kwargs, out_val=out)) if formula is not None else 0.0
-        self.ops.append((func, flops, _tensor_bytes((args, kwargs)) + _tensor_bytes(out)))
-        if self.forward:
-            self.forward_output_bytes += _tensor_bytes(out)
+        kernels = _embedding_kernels(func, args, out)
+        if kernels is None:
+            kernels = [(_tensor_bytes((args, kwargs)) + _tensor_bytes(out), _parallel_work(func, args, out))]
+        for k, (nbytes, outputs) in enumerate(kernels):
+            self.ops.append((str(packet), _kind(func), flops if k == 0 else 0.0, float(nbytes), float(outputs)))
         return out
+
+
+class _CountedRNN(torch.autograd.Function):
+    """A recurrent layer run op by op (shapes and gradients exact) with the recorder paused, its
+    kernels recorded as cuDNN's (perf.rnn_kernels) forward and backward."""
+
+    @staticmethod
+    def forward(ctx, recorder, func, shape, rest, hx_count, *tensors):
+        inner = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
+        hx = tuple(inner[1:1 + hx_count])
+        with torch.enable_grad(), recorder.pause():
+            out = func(inner[0], hx[0] if len(hx) == 1 else hx, inner[1 + hx_count:], *rest)
+        recorder.ops += rnn_kernels(*shape, backward=False)
+        ctx.recorder, ctx.shape, ctx.inner, ctx.out = recorder, shape, inner, out
+        return tuple(o.detach() for o in out)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        wanted = [t for t in ctx.inner if t.requires_grad]
+        pairs = [(o, g) for o, g in zip(ctx.out, grads) if g is not None and o.requires_grad]
+        with ctx.recorder.pause():
+            found = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
+                                             allow_unused=True))
+        ctx.recorder.ops += rnn_kernels(*ctx.shape, backward=True)
+        return (None,) * 5 + tuple(next(found) if t.requires_grad else None for t in ctx.inner)
+
+
+class CudnnRNN(TorchFunctionMode):
+    """Counts torch's recurrent layers (the _VF.gru / _VF.lstm / _VF.rnn_* calls nn.GRU, nn.LSTM and
+    nn.RNN make with a full sequence) as cuDNN's kernels."""
+
+    def __init__(self, recorder: KernelRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        mode = getattr(func, "__name__", "")
+        if mode not in GATES or kwargs or len(args) != 9 or not isinstance(args[2], (list, tuple)):
+            return func(*args, **kwargs)  # packed sequences and cells are counted op by op
+        x, hx, weights, has_bias, layers, dropout, train, bidirectional, batch_first = args
+        hx = tuple(hx) if isinstance(hx, (list, tuple)) else (hx,)
+        steps, batch = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+        shape = (mode, int(steps), int(batch), int(x.shape[-1]), int(weights[1].shape[-1]), int(layers),
+                 2 if bidirectional else 1)
+        rest = (has_bias, layers, dropout, train, bidirectional, batch_first)
+        with torch._C.DisableTorchFunction():
+            return _CountedRNN.apply(self.recorder, func, shape, rest, len(hx), x, *hx, *weights)
+
+
+class SavedActivations:
+    """Bytes of the tensors autograd saves for the backward pass (what a step keeps in memory
+    beyond its persistent state), each storage once, parameters and buffers excluded."""
+
+    def __init__(self, persistent: Iterable[torch.Tensor]) -> None:
+        self.skip = {t.untyped_storage()._cdata for t in persistent}
+        self.seen: set[int] = set()
+        self.bytes = 0
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in self.skip and key not in self.seen:
+            self.seen.add(key)
+            self.bytes += storage.nbytes()
+        return tensor
+
+    def hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
 
 
 class FusedDropout(TorchFunctionMode):
@@ -94,14 +211,16 @@ def _kind(func) -> int:
 StepFn = Callable[[int, KernelRecorder | None], None]  # run_step(batch, recorder) marks the backward
 
 
-def _count_once(run_step: StepFn, batch: int) -> tuple[list, np.ndarray, np.ndarray, int]:
-    """Per-kernel (operators, FLOPs, bytes) and forward output bytes of one step at `batch`."""
+def _count_once(run_step: StepFn, batch: int) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Per-kernel (names, kinds, FLOPs, bytes, elements written) and saved activation bytes of one
+    step at `batch`."""
     recorder = KernelRecorder()
-    with FusedDropout(), recorder:
+    with FusedDropout(), CudnnRNN(recorder), recorder:
         run_step(batch, recorder)
-    funcs = [op[0] for op in recorder.ops]
-    return (funcs, np.array([op[1] for op in recorder.ops], float),
-            np.array([op[2] for op in recorder.ops], float), recorder.forward_output_bytes)
+    names = [op[0] for op in recorder.ops]
+    kinds = np.array([op[1] for op in recorder.ops], int)
+    columns = [np.array([op[i] for op in recorder.ops], float) for i in (2, 3, 4)]
+    return names, kinds, *columns, recorder.activation_bytes
 
 
 def count_step(run_step: StepFn, *, param_count: int, gradient_bytes: float,
@@ -112,16 +231,18 @@ def count_step(run_step: StepFn, *, param_count: int, gradient_bytes: float,
     `state_bytes()` is called after the steps: the bytes of tensors that persist across steps."""
     small, big = batches
     run_step(small, None)  # warm-up: optimizers create their state (e.g. momentum buffers) now
-    funcs_a, flops_a, bytes_a, kept_a = _count_once(run_step, small)
-    funcs_b, flops_b, bytes_b, kept_b = _count_once(run_step, big)
-    if [f.overloadpacket for f in funcs_a] != [f.overloadpacket for f in funcs_b]:
+    names_a, kinds, flops_a, bytes_a, outputs_a, kept_a = _count_once(run_step, small)
+    names_b, _, flops_b, bytes_b, outputs_b, kept_b = _count_once(run_step, big)
+    if names_a != names_b:
         raise WorkloadError("the training step launches different kernels at different batch sizes; "
                             "cannot count its work per kernel")
     flops_fixed, flops_per_sample = linear_work(small, flops_a, big, flops_b)
     bytes_fixed, bytes_per_sample = linear_work(small, bytes_a, big, bytes_b)
-    return StepWork(kind=np.array([_kind(f) for f in funcs_a], int), flops_fixed=flops_fixed,
+    outputs_fixed, outputs_per_sample = linear_work(small, outputs_a, big, outputs_b)
+    return StepWork(kind=kinds, flops_fixed=flops_fixed,
                     flops_per_sample=flops_per_sample, bytes_fixed=bytes_fixed,
-                    bytes_per_sample=bytes_per_sample, param_count=param_count,
+                    bytes_per_sample=bytes_per_sample, outputs_fixed=outputs_fixed,
+                    outputs_per_sample=outputs_per_sample, param_count=param_count,
                     gradient_bytes=float(gradient_bytes),
                     activation_bytes_per_sample=max(kept_b - kept_a, 0) / float(big - small),
                     state_bytes=float(state_bytes()))
@@ -145,9 +266,11 @@ def count_model_step(make_model: Callable[[], nn.Module],
 
     def run_step(b: int, recorder: KernelRecorder | None) -> None:
         inputs, targets = make_batch(b, dev)
-        loss = loss_fn(call_model(model, inputs), targets)
+        saved = SavedActivations([*model.parameters(), *model.buffers()])
+        with saved.hooks():
+            loss = loss_fn(call_model(model, inputs), targets)
         if recorder is not None:
-            recorder.forward = False
+            recorder.activation_bytes = float(saved.bytes)
         loss.backward()
         if optimizer is not None:
             optimizer.step()
