@@ -75,7 +75,7 @@ def test_a_bad_trace_or_target_is_one_line_and_exit_2(run_cli, tmp_path, trace, 
 
 
 def test_search_runs_where_torch_cannot_be_imported(trace):
-    # the decision rule and the sim are numpy/scipy only (DESIGN.md: search's decision rule is torch-free)
+    # the decision rule and the sim are numpy/scipy only (docs/design.md: search's decision rule is torch-free)
     blocker = ("import sys\nclass B:\n    def find_spec(self, name, path=None, target=None):\n"
                "        if name.split('.')[0] in ('torch', 'openmm', 'ray'):\n"
                "            raise ImportError('blocked')\nsys.meta_path.insert(0, B())\n")

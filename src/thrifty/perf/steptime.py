@@ -8,7 +8,7 @@
                             for r = workers / nodes ranks sharing one machine is ours too: co-located
                             ranks contend for cores and memory bandwidth, and the slowest sets the pace.
   network   T_n(n, nodes) = a_n + b_n * max(n - 2, 0)  for n > 1; separate (a_n, b_n) inside one
-                            node and across nodes; 0 for n = 1    (ring all-reduce, DESIGN.md)
+                            node and across nodes; 0 for n = 1    (ring all-reduce, docs/design.md)
   overlap   T             = (T_c^g + T_n^g)^(1/g), g in [1, 10]  (Pollux: g = 1 no overlap)
 Parameters the samples cannot identify (across-node terms without multi-node samples, the slope in
 n without samples at n > 2, k without co-located ranks, p with fewer than three batch sizes) are held

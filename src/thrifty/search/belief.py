@@ -82,7 +82,7 @@ def _fit(configs: Sequence[Config], measured: Mapping[Config, Measured]) -> Step
 
 
 def _refit_network(params: np.ndarray, measured: Mapping[Config, Measured]) -> np.ndarray:
-    """Ring all-reduce N = a + b max(n - 2, 0) inside a node and across nodes (DESIGN.md), fitted
+    """Ring all-reduce N = a + b max(n - 2, 0) inside a node and across nodes (docs/design.md), fitted
     to measured sync times; the slope stays the reference's when one worker count was seen. With no
     multi-node configuration measured, the network across nodes is taken as inside one (the fit's
     premise, perf.steptime), from the refitted values."""
@@ -149,7 +149,7 @@ def step_time_floor(candidates: Sequence[Config], mu: np.ndarray, sd: np.ndarray
     """Lower bound of each candidate's log step time (-inf where none), from the belief (mu, sd)
     of step_time_belief: a step on more nodes is never faster than on fewer nodes of the same type,
     workers per node and local batch (the compute is the same, the all-reduce only grows: ring
-    all-reduce, DESIGN.md), so the low end of such a twin's 90% interval bounds it (a measured
+    all-reduce, docs/design.md), so the low end of such a twin's 90% interval bounds it (a measured
     twin's interval is its measurement's)."""
     floor = np.full(len(candidates), -np.inf)
     low = np.asarray(mu) - Z90 * np.asarray(sd)

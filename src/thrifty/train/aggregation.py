@@ -2,7 +2,7 @@
 
 Rank k computes the mean loss over its b_k samples and scales it by n * b_k / B before the
 averaging all-reduce (sum / n). The result is sum_k (b_k / B) g_k: the mean gradient over the whole
-global batch B = sum b_k, exactly as one process would compute it (DESIGN.md, "Weighted
+global batch B = sum b_k, exactly as one process would compute it (docs/design.md, "Weighted
 aggregation"; OmniLearn, Tyagi & Sharma 2025).
 """
 

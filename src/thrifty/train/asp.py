@@ -82,7 +82,7 @@ class ParameterServer:
         """b_k / (B/n): the share of the samples an update carries. The server scales the gradient
         by it and keeps the workload's rate for an even share, lr(B/n), so every sample moves the
         model equally, in the step and in the momentum that carries it on (the asynchronous form of
-        the weighted aggregation, DESIGN.md "Dynamic batching"); plain ASP (b_k = B/n) is unchanged.
+        the weighted aggregation, docs/design.md "Dynamic batching"); plain ASP (b_k = B/n) is unchanged.
         Scaling the learning rate instead, lr(B/n) b_k / (B/n), is the same step without momentum,
         but SGD's buffer holds raw gradients and applies them at later updates' rates: at HL8
         (1-4 samples for the slow workers, 57-61 for the fast one) a 1-sample gradient entered

@@ -136,7 +136,7 @@ def load_schedule(path: Path) -> SlowdownSchedule:
 class SimulatedCluster:
     """Compute times on a simulated clock, for the controller's tests and benchmarks:
     t_k = f_k(step) (overhead_s + b_k sample_s) exp(noise N(0, 1)), f_k from the schedule (a
-    linear compute law, DESIGN.md "Step time"; multiplicative log-normal noise). Deterministic
+    linear compute law, docs/design.md "Step time"; multiplicative log-normal noise). Deterministic
     for a seed; `spikes` maps (step, rank) to an extra factor."""
 
     schedule: SlowdownSchedule

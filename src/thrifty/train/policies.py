@@ -3,7 +3,7 @@ given capacities) and dynamic (OmniLearn's proportional controller). Pure Python
 every rank runs the same policy on the same all-reduced compute times and reaches the same split
 without another collective.
 
-Dynamic controller (OmniLearn, Tyagi & Sharma, TPDS 2025; DESIGN.md "Dynamic batching"):
+Dynamic controller (OmniLearn, Tyagi & Sharma, TPDS 2025; docs/design.md "Dynamic batching"):
   X_k = b_k / t_k                         throughput from compute time only (samples/s)
   db_k = -X_k (t_k - mean t)              so b_k <- b_k * mean(t) / t_k
   applied when max_k |db_k| / b_k > dead_band, at most every `every` steps, then clamped to
@@ -34,7 +34,7 @@ level when a worker's speed changes, so t_k is estimated robustly:
 The statistics also restart after each change of split (old times belong to old batch sizes).
 
 One move, not several: the proportional step assumes t_k proportional to b_k; with a fixed cost
-per step, t_k = a_k + c_k b_k (DESIGN.md "Step time"), it moves only the c_k b_k part's share and
+per step, t_k = a_k + c_k b_k (docs/design.md "Step time"), it moves only the c_k b_k part's share and
 needs several corrections, each waiting for fresh samples (3-30 steps to within 10% of ideal on 2
 real ranks). So each rank's fixed cost in samples, h_k = a_k / c_k, is fitted from the raw times
 since the last level shift, kept across changes of split: a least-squares line through the median
