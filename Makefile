@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PIP_INSTALL) -e '.[all,test]'
 	touch $(STAMP)
 
-.PHONY: install demo test bench lock clean
+.PHONY: install demo test lint bench lock clean
 install: $(STAMP)
 
 demo: $(STAMP)
@@ -35,6 +35,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 $(BIN)/python -m pytest -q -n 2 tests
+
+# ruff (pyflakes, bugbear, isort, pyupgrade) and mypy over src/, as pyproject configures them
+lint: $(STAMP)
+	$(BIN)/ruff check src
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(PIP_INSTALL) -e '.[all,test,bench]'

@@ -4,6 +4,7 @@ This is the glue between train (measures, needs torch) and perf/plan (pure numpy
 CLI and the Python API.
 """
 
+import logging
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -16,6 +17,8 @@ from thrifty.perf.uncertainty import busy_sigma_log, launch_sigma_log, relative_
 from thrifty.perf.work import COUNT_VERSION
 from thrifty.store import Store
 from thrifty.workloads.names import workload_key
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WORKERS = (1, 2)
 DEFAULT_LOCAL_BATCHES = (16, 32, 64, 128, 256)
@@ -66,11 +69,11 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     from thrifty.train.busy import measure_quietly, read_before_profile
     from thrifty.train.config import global_batch_for
     from thrifty.train.dryrun import dry_run
+    from thrifty.train.launcher import start_worker_server
     from thrifty.train.loop import train_to_target
     from thrifty.train.profiler import profile_workload
-    from thrifty.train.workcount import count_workload
-    from thrifty.train.launcher import start_worker_server
     from thrifty.workloads import load_workload
+    from thrifty.workloads.workcount import count_workload
     before = read_before_profile()  # before our own work loads the machine
     start_worker_server()  # the profile's ranks fork from it; its imports overlap the dry run
     workload = load_workload(workload_spec)
@@ -97,6 +100,9 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
         readings["before"]["others_load"], readings["before"]["cores"]))
     profile.instance_type = settings.instance_type
     profile.meta.update(_workload_facts(workload))
+    log.info("profiled %s: %d step samples at %s worker(s) x local batches %s; run spread %.1f%%, launch "
+             "sigma_log %.3f", workload_spec, len(profile.samples), list(settings.workers), list(batches),
+             100 * profile.meta["run_spread"], profile.meta["launch_sigma_log"])
     calibration = None
     if settings.calibrate and workload.recipe is None:
         batch = global_batch_for(settings.calibration_batch, workload)
@@ -106,6 +112,8 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
         if not calibration.reached_target:
             raise WorkloadError(f"calibration run did not reach {workload.metric_name} "
                                 f"{workload.target_metric} in {calibration.steps} steps")
+        log.info("calibration: %s %.3f at global batch %d after %d steps", workload.metric_name,
+                 calibration.final_metric, batch, calibration.steps)
     return profile, calibration
 
 
@@ -139,13 +147,15 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
         stored = None  # a profile from before thread scaling with its uncertainty: profile again
     reused = stored is not None
     if stored is None:
-        profile_and_store(store, workload_spec, settings, on_progress)
+        profile_id = profile_and_store(store, workload_spec, settings, on_progress)
         stored = store.latest_profile(key)
-    profile, calibration = stored  # type: ignore[misc]
+        if stored is None:
+            raise RuntimeError(f"profile {profile_id} was stored but cannot be read back")
+    profile, calibration = stored
     meta = dict(profile.meta)
     if meta.get("step_work_version") != COUNT_VERSION or "default_global_batch" not in meta:
-        from thrifty.train.workcount import count_workload  # written by an older thrifty: complete it
         from thrifty.workloads import load_workload
+        from thrifty.workloads.workcount import count_workload  # written by an older thrifty: complete it
         workload = load_workload(workload_spec)
         meta.update(step_work=count_workload(workload).to_dict(), step_work_version=COUNT_VERSION,
                     **_workload_facts(workload))

@@ -2,6 +2,8 @@
 fields (training, the ASP server), or a spinner with elapsed time when the length is unknown
 (profiling). rich is imported when one starts, not before."""
 
+from typing import Any
+
 
 class ProgressBar:
     """`ProgressBar("train", total, fields=("rate", "split"))`, then `update(done, rate=...)`."""
@@ -16,12 +18,15 @@ class ProgressBar:
         columns += [TextColumn(f"{{task.fields[{name}]}}") for name in fields]
         self.total = total
         self.bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True))
-        self.task = self.bar.add_task(label, total=total, completed=completed, **{n: "" for n in fields})
+        # rich takes a task's fields as **Any (a str-valued dict would be matched against its typed keywords)
+        initial: dict[str, Any] = {"completed": completed, **{n: "" for n in fields}}
+        self.task = self.bar.add_task(label, total=total, **initial)
         self.bar.start()
         self.open = True
 
     def update(self, completed: float, **fields: str) -> None:
-        self.bar.update(self.task, completed=completed, **fields)
+        values: dict[str, Any] = dict(fields)  # as in __init__: rich's **fields are Any
+        self.bar.update(self.task, completed=completed, **values)
         if completed >= self.total:
             self.close()
 

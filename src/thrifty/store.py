@@ -11,6 +11,7 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 from thrifty.errors import ThriftyError
 from thrifty.records import STEP_FIELDS, EvalRow, Profile, RunLog, StepRow, TrainResult
@@ -66,6 +67,13 @@ _OLD_TRAIN_STEP_COLUMNS = {"compute_s": "compute_time_s", "wait_s": "wait_time_s
                            "step_s": "step_time_s"}
 TABLES = ("profiles", "step_samples", "calibrations", "decisions", "train_runs", "train_steps", "train_evals",
           "searches", "search_probes")
+
+
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just wrote (sqlite3 sets lastrowid after every INSERT)."""
+    if cursor.lastrowid is None:
+        raise RuntimeError("no row was inserted")
+    return cursor.lastrowid
 
 
 class Store:
@@ -146,8 +154,9 @@ class Store:
         """SQLite stores NaN (an unmeasured time or noise norm) as NULL; this turns it back."""
         rows = self.conn.execute(f"SELECT {', '.join(STEP_FIELDS)} FROM {table} WHERE {key} = ?",
                                  (key_value,))
-        return [StepRow(**{f: float("nan") if v is None else v for f, v in zip(STEP_FIELDS, r)})
-                for r in rows]
+        values: list[dict[str, Any]] = [{f: float("nan") if v is None else v for f, v in zip(STEP_FIELDS, r, strict=True)}
+                                        for r in rows]
+        return [StepRow(**row) for row in values]
 
     def __enter__(self) -> "Store":
         return self
@@ -191,7 +200,7 @@ class Store:
                 (workload_key, profile.workload, time.time(), profile.instance_type,
                  profile.threads_per_rank, profile.param_count, profile.train_size,
                  json.dumps(profile.meta)))
-            profile_id = int(cur.lastrowid)
+            profile_id = _inserted_id(cur)
             self._insert_steps("step_samples", "profile_id", profile_id, profile.samples)
             if calibration is not None:
                 self.conn.execute(
@@ -251,7 +260,7 @@ class Store:
                 "run_dir, summary_json) VALUES (?,?,?,?,?,?,?,?)",
                 (time.time(), summary["workload"], mode, summary["policy"], summary["workers"],
                  summary["global_batch"], summary.get("run_dir", ""), json.dumps(summary)))
-            run_id = int(cur.lastrowid)
+            run_id = _inserted_id(cur)
             self._insert_steps("train_steps", "run_id", run_id, log.steps)
             self.conn.executemany(
                 f"INSERT INTO train_evals (run_id, {', '.join(EVAL_ROW_FIELDS)}) VALUES (?,?,?,?)",
@@ -265,7 +274,7 @@ class Store:
             cur = self.conn.execute(
                 "INSERT INTO searches (created_at, workload_key, search_key, seed, request_json) VALUES (?,?,?,?,?)",
                 (time.time(), workload_key, search_key, seed, json.dumps(request)))
-        return int(cur.lastrowid)
+        return _inserted_id(cur)
 
     def save_search_window(self, search_id: int, window: int, probe: dict, state: dict) -> None:
         """One window's probe and the search's checkpoint after it, in one transaction: a search
@@ -287,13 +296,14 @@ class Store:
                                 "ORDER BY id DESC LIMIT 1", (search_key,)).fetchone()
         if row is None:
             return None
-        return int(row[0]), *(None if text is None else json.loads(text) for text in row[1:])
+        checkpoint, result = (None if text is None else json.loads(text) for text in row[1:])
+        return int(row[0]), checkpoint, result
 
     def search_probes(self, search_id: int) -> list[dict]:
         """The stored windows of a search, in order, as dicts of PROBE_COLUMNS."""
         rows = self.conn.execute(f"SELECT {', '.join(PROBE_COLUMNS)} FROM search_probes WHERE search_id = ? "
                                  "ORDER BY window", (search_id,))
-        return [dict(zip(PROBE_COLUMNS, r)) for r in rows]
+        return [dict(zip(PROBE_COLUMNS, r, strict=True)) for r in rows]
 
     def workload_probes(self, workload_key: str) -> list[dict]:
         """Every stored window that measured steps, of every search under `workload_key` (newest
@@ -304,4 +314,4 @@ class Store:
             f"SELECT p.search_id, p.window, {columns} FROM search_probes AS p JOIN searches AS s "
             "ON s.id = p.search_id WHERE s.workload_key = ? AND p.steps > 0 ORDER BY s.id DESC, p.window",
             (workload_key,))
-        return [dict(zip(("search_id", "window", *PROBE_COLUMNS), r)) for r in rows]
+        return [dict(zip(("search_id", "window", *PROBE_COLUMNS), r, strict=True)) for r in rows]

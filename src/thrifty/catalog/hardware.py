@@ -6,11 +6,11 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
+from thrifty.catalog.gpus import GPUSpec, read_gpu_specs
 from thrifty.catalog.vmtype import VMType
 from thrifty.data import data_path
 from thrifty.errors import CatalogError
 from thrifty.io import read_csv
-from thrifty.perf.roofline import GPUSpec, read_gpu_specs
 
 HARDWARE_COLUMNS = ("name", "speed_per_vcpu")
 NETWORK_COLUMNS = ("cloud", "instance_pattern", "per_vcpu_gbps", "cap_gbps")

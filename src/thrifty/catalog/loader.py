@@ -140,7 +140,8 @@ def gpu_pairings() -> tuple[GpuPairing, ...]:
     """The bundled GCP pairing table; a family must be GPU-only in all of its rows or in none."""
     path = data_path("gcp_gpu_pairing.csv")
     records = read_csv(path, CatalogError, "GPU pairing table")
-    pairings, flags = [], {}
+    pairings: list[GpuPairing] = []
+    flags: dict[str, bool] = {}
     for line, r in enumerate(records, start=2):
         flag = r.get("host_gpu_only")
         if flag not in ("yes", "no"):

@@ -1,13 +1,24 @@
 """`thrifty catalog`: VM types with prices, and what thrifty assumes about each one's hardware."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from thrifty.cli.common import (CatalogOpt, CloudOpt, CpuOpt, GpuOpt, JsonOpt, RegionOpt, gpu_filter, non_negative,
-                                positive, print_json, stdout)
+from thrifty.cli.common import (
+    CatalogOpt,
+    CloudOpt,
+    CpuOpt,
+    GpuOpt,
+    JsonOpt,
+    RegionOpt,
+    gpu_filter,
+    non_negative,
+    positive,
+    print_json,
+    stdout,
+)
 from thrifty.errors import ThriftyError
 
 app = typer.Typer(help="Browse VM types and prices.", no_args_is_help=True)
@@ -37,10 +48,10 @@ def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=Non
 @app.command("list")
 def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: RegionOpt = None,
                  gpu: GpuOpt = False, cpu: CpuOpt = False,
-                 accelerator: Annotated[Optional[str], typer.Option(help="e.g. A100, T4")] = None,
-                 min_vcpus: Annotated[Optional[float], typer.Option(callback=non_negative)] = None,
-                 min_memory: Annotated[Optional[float], typer.Option(help="GiB", callback=non_negative)] = None,
-                 max_price: Annotated[Optional[float], typer.Option(help="on-demand $/h", callback=positive)] = None,
+                 accelerator: Annotated[str | None, typer.Option(help="e.g. A100, T4")] = None,
+                 min_vcpus: Annotated[float | None, typer.Option(callback=non_negative)] = None,
+                 min_memory: Annotated[float | None, typer.Option(help="GiB", callback=non_negative)] = None,
+                 max_price: Annotated[float | None, typer.Option(help="on-demand $/h", callback=positive)] = None,
                  json_out: JsonOpt = False) -> None:
     """List VM types with prices (GCP GPU VMs already include the GPU price)."""
     vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), accelerator, max_price, min_vcpus, min_memory)
@@ -61,15 +72,16 @@ def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: Reg
 
 @app.command("show")
 def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt = None,
-                 hardware: Annotated[Optional[Path], typer.Option(help="hardware.csv override")] = None,
-                 network: Annotated[Optional[Path], typer.Option(help="network.csv override")] = None,
+                 hardware: Annotated[Path | None, typer.Option(help="hardware.csv override")] = None,
+                 network: Annotated[Path | None, typer.Option(help="network.csv override")] = None,
                  json_out: JsonOpt = False) -> None:
     """Show one VM type (TYPE or CLOUD:TYPE, as the plan prints it): prices in every region, and the
     speed, memory and bandwidth thrifty assumes for it."""
     from thrifty.catalog import Hardware, load_catalog
     from thrifty.catalog.names import find_type
     all_vms = load_catalog(catalog or [])
-    vms = [vm for c in (cloud or [None]) for vm in find_type(all_vms, instance_type, c)]
+    clouds: list[str | None] = list(cloud) if cloud else [None]
+    vms = [vm for c in clouds for vm in find_type(all_vms, instance_type, c)]
     if not vms:
         raise ThriftyError(f"instance type {instance_type!r} is not in the catalog")
     hw = Hardware.load(hardware, network)

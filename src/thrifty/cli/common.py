@@ -2,12 +2,13 @@
 money, human-readable numbers, JSON output, and the runner that turns a ThriftyError into one line
 on stderr and exit code 2. Light imports only (typer, rich): `thrifty --help` must start at once."""
 
+import importlib
 import json
 import math
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,16 +22,16 @@ from thrifty.workloads.names import DEFAULT_WORKLOAD
 __all__ = ["CatalogOpt", "CloudOpt", "CpuOpt", "DEFAULT_DB", "DEFAULT_WORKLOAD", "DbOpt", "GpuOpt", "JsonOpt",
            "RegionOpt", "WorkloadOpt", "error_line", "finite", "float_list", "fmt_duration", "fmt_usd",
            "fmt_usd_range", "gpu_filter", "int_list", "non_negative", "number_check", "parse_duration_s",
-           "parse_money_usd", "positive", "print_json", "run_app", "stderr", "stdout"]
+           "parse_money_usd", "positive", "print_json", "renamed", "run_app", "stderr", "stdout"]
 
 stdout = Console(highlight=False)
 stderr = Console(stderr=True, highlight=False)
 
 
-CatalogOpt = Annotated[Optional[list[Path]], typer.Option(
+CatalogOpt = Annotated[list[Path] | None, typer.Option(
     "--catalog", help="Extra catalog CSV (thrifty's or SkyPilot's vms.csv columns); repeatable.")]
-CloudOpt = Annotated[Optional[list[str]], typer.Option("--cloud", help="aws, gcp, azure, ...; repeatable.")]
-RegionOpt = Annotated[Optional[list[str]], typer.Option("--region", help="Region; repeatable.")]
+CloudOpt = Annotated[list[str] | None, typer.Option("--cloud", help="aws, gcp, azure, ...; repeatable.")]
+RegionOpt = Annotated[list[str] | None, typer.Option("--region", help="Region; repeatable.")]
 GpuOpt = Annotated[bool, typer.Option("--gpu", help="Only GPU VMs.")]
 CpuOpt = Annotated[bool, typer.Option("--cpu", help="Only CPU VMs.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
@@ -155,14 +156,27 @@ def fmt_usd_range(low: float, high: float) -> str:
     return f"{fmt_usd(low)}-{fmt_usd(high).lstrip('$')}"
 
 
-def _usage_error_types() -> tuple[type, type | None]:
-    """Click's exception classes: vendored inside Typer from 0.2x, the click package before."""
-    try:
-        from typer._click.exceptions import ClickException, NoArgsIsHelpError
-    except ImportError:
-        from click.exceptions import ClickException
-        NoArgsIsHelpError = getattr(__import__("click.exceptions").exceptions, "NoArgsIsHelpError", None)
-    return ClickException, NoArgsIsHelpError
+def _usage_error_types() -> tuple[type[Any], type[Any] | None]:
+    """Click's exception classes: vendored inside Typer from 0.2x, the click package before (typed
+    Any: which of the two modules provides them is known only at run time)."""
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        return module.ClickException, getattr(module, "NoArgsIsHelpError", None)
+    raise ImportError("neither typer's vendored click nor click is installed")
+
+
+def renamed(old: str, new: str, takes: str) -> Any:
+    """A hidden option under an option's old spelling that refuses it in one line naming the new one
+    (exit code 2), before any other option is checked. Declare it beside the new option:
+        old_model: Annotated[str | None, renamed("--model", "--family", "bathtub, weibull, ...")] = None"""
+    def refuse(value: str | None) -> None:
+        if value is not None:
+            raise ThriftyError(f"{old} is now {new} ({takes})")
+
+    return typer.Option(old, hidden=True, is_eager=True, callback=refuse, show_default=False)
 
 
 def _os_error_line(exc: OSError) -> str:
@@ -178,7 +192,8 @@ def error_line(message: str) -> None:
 
 def _command_path(app: typer.Typer, argv: list[str] | None, prog_name: str) -> str:
     """'thrifty md sweep': the program and the (sub)command names that lead argv."""
-    command, words = typer.main.get_command(app), [prog_name]
+    command: Any = typer.main.get_command(app)  # a click Group, then its subcommands (or None)
+    words = [prog_name]
     for word in sys.argv[1:] if argv is None else argv:
         command = getattr(command, "commands", {}).get(word)
         if command is None:

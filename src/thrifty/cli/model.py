@@ -2,17 +2,28 @@
 project a workload's step time onto a VM type."""
 
 import csv
-import math
 import io
+import math
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, DbOpt, JsonOpt, WorkloadOpt,
-                                fmt_duration, int_list, print_json, stdout)
+from thrifty.cli.common import (
+    DEFAULT_DB,
+    DEFAULT_WORKLOAD,
+    CatalogOpt,
+    DbOpt,
+    JsonOpt,
+    WorkloadOpt,
+    fmt_duration,
+    int_list,
+    print_json,
+    renamed,
+    stdout,
+)
 from thrifty.errors import ThriftyError
 
 app = typer.Typer(help="Fit and apply the step-time model.", no_args_is_help=True)
@@ -37,10 +48,10 @@ def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...]
 
 
 @app.command("fit")
-def model_fit(samples: Annotated[Optional[Path], typer.Option(
+def model_fit(samples: Annotated[Path | None, typer.Option(
                   help="CSV: num_nodes,num_workers,local_batch,step_time_s[,compute_time_s,sync_time_s]")] = None,
-              workload: Annotated[Optional[str], typer.Option(help="Fit the newest stored profile instead")] = None,
-              out: Annotated[Optional[Path], typer.Option(help="Write the model JSON here")] = None,
+              workload: Annotated[str | None, typer.Option(help="Fit the newest stored profile instead")] = None,
+              out: Annotated[Path | None, typer.Option(help="Write the model JSON here")] = None,
               db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
     """Fit the step-time model to samples (a CSV, or the newest profile of a workload)."""
     from thrifty.perf.steptime import fit_step_time
@@ -60,7 +71,7 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
         from thrifty.store import Store
         from thrifty.workloads.names import workload_key
         with Store(db) as store:
-            stored = store.latest_profile(workload_key(workload))
+            stored = store.latest_profile(workload_key(str(workload)))  # given: exactly one of the two
         if stored is None:
             raise ThriftyError(f"no stored profile of {workload} in {db}: run `thrifty profile` first")
         c = config_times([asdict(s) for s in stored[0].samples])
@@ -93,14 +104,17 @@ def model_fit(samples: Annotated[Optional[Path], typer.Option(
 
 
 @app.command("predict")
-def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `model fit --out`")],
-                  configs: Annotated[Path, typer.Option(help="CSV: num_nodes,num_workers,local_batch")]) -> None:
+def model_predict(step_time_model: Annotated[Path, typer.Option(help="Step-time model JSON from `model fit --out`")],
+                  configs: Annotated[Path, typer.Option(help="CSV: num_nodes,num_workers,local_batch")],
+                  old_model: Annotated[str | None, renamed(
+                      "--model", "--step-time-model", "a step-time model JSON from `model fit --out`")] = None,
+                  ) -> None:
     """Print CONFIGS as CSV with step_time_s (and a 90% interval) added."""
     import numpy as np
 
     from thrifty.errors import ModelError
     from thrifty.perf.steptime import StepTimeModel
-    fitted = StepTimeModel.load(model)
+    fitted = StepTimeModel.load(step_time_model)
     rows, cols = _read_table(configs, CONFIG_COLUMNS)
     if not all(np.all(np.isfinite(c)) for c in cols.values()) or np.any(cols["num_workers"] < cols["num_nodes"]) \
             or np.any(cols["num_nodes"] < 1) or np.any(cols["local_batch"] < 1):
@@ -115,7 +129,7 @@ def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `mod
     fields = list(rows[0].keys()) + ["step_time_s", "step_time_low_s", "step_time_high_s"]
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
-    for row, t, lo, hi in zip(rows, predicted, low, high):
+    for row, t, lo, hi in zip(rows, predicted, low, high, strict=True):
         writer.writerow({**row, "step_time_s": f"{t:.6g}", "step_time_low_s": f"{lo:.6g}",
                          "step_time_high_s": f"{hi:.6g}"})
     sys.stdout.write(buffer.getvalue())
@@ -123,12 +137,12 @@ def model_predict(model: Annotated[Path, typer.Option(help="Model JSON from `mod
 
 @app.command("project")
 def project(
+    instance_type: Annotated[str, typer.Option(help="Catalog instance type, e.g. g2-standard-8 or gcp:g2-standard-8")],
     workload: WorkloadOpt = DEFAULT_WORKLOAD,
-    instance_type: Annotated[str, typer.Option(help="Catalog instance type, e.g. g2-standard-8 or gcp:g2-standard-8")] = ...,
     local_batch: Annotated[str, typer.Option(help="Local batch sizes, e.g. 32,64,128")] = "32,64,128",
-    workers: Annotated[Optional[int], typer.Option(help="Data-parallel ranks (default: one VM's)")] = None,
+    workers: Annotated[int | None, typer.Option(help="Data-parallel ranks (default: one VM's)")] = None,
     precision: Annotated[str, typer.Option(help="fp32, tf32 or amp")] = "fp32",
-    cloud: Annotated[Optional[str], typer.Option(help="Cloud, when the type name exists in several")] = None,
+    cloud: Annotated[str | None, typer.Option(help="Cloud, when the type name exists in several")] = None,
     catalog: CatalogOpt = None,
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
@@ -166,10 +180,10 @@ def project(
     step, low, high, measured, _ = predict_step_times(
         vmx, job, np.zeros(count, int), np.full(count, float(nodes)), np.full(count, float(ranks)),
         np.array(batches, float), request)
-    rows = [{"instance_type": vm.instance_type, "workers": ranks, "local_batch": b,
+    rows: list[dict[str, Any]] = [{"instance_type": vm.instance_type, "workers": ranks, "local_batch": b,
              "step_time_s": float(t), "interval_s": [float(lo), float(hi)],
              "prediction": "measured" if m else "projected"}
-            for b, t, lo, hi, m in zip(batches, step, low, high, measured)]
+            for b, t, lo, hi, m in zip(batches, step, low, high, measured, strict=True)]
     if json_out:
         print_json(rows)
         return

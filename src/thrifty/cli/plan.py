@@ -2,7 +2,7 @@
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich import box
@@ -11,9 +11,29 @@ from rich.panel import Panel
 from rich.table import Table
 
 from thrifty.cli.catalog import filtered_vms
-from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, CloudOpt, CpuOpt, DbOpt, GpuOpt, JsonOpt,
-                                RegionOpt, WorkloadOpt, fmt_duration, fmt_usd, fmt_usd_range, gpu_filter, int_list,
-                                number_check, parse_duration_s, parse_money_usd, positive, print_json, stdout)
+from thrifty.cli.common import (
+    DEFAULT_DB,
+    DEFAULT_WORKLOAD,
+    CatalogOpt,
+    CloudOpt,
+    CpuOpt,
+    DbOpt,
+    GpuOpt,
+    JsonOpt,
+    RegionOpt,
+    WorkloadOpt,
+    fmt_duration,
+    fmt_usd,
+    fmt_usd_range,
+    gpu_filter,
+    int_list,
+    number_check,
+    parse_duration_s,
+    parse_money_usd,
+    positive,
+    print_json,
+    stdout,
+)
 
 # More epochs than any published recipe by far (ImageNet: 90, CIFAR: 200-300); a larger number is a typo.
 MAX_EPOCHS = 10_000
@@ -33,7 +53,7 @@ def _table(result, indices, merged, title: str) -> Table:
     for col in ("VMs x\nranks", "batch", "spot", "time", "cost", "90%\ninterval"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("how", no_wrap=True)
-    for rank, (i, extra) in enumerate(zip(indices, merged), start=1):
+    for rank, (i, extra) in enumerate(zip(indices, merged, strict=True), start=1):
         d = result.describe(int(i))
         low, high = d["predicted_cost_interval_usd"]
         gpus = f"\n{d['accelerator_count']}x {d['accelerator']}" if d["accelerator"] else ""
@@ -52,33 +72,33 @@ def _count(n: int, noun: str) -> str:
 def plan(
     workload: WorkloadOpt = DEFAULT_WORKLOAD,
     objective: Annotated[str, typer.Option(help="cost, time or knee")] = "cost",
-    deadline: Annotated[Optional[str], typer.Option(help="e.g. 12h, 90m, 2d (a bare number is hours)")] = None,
-    budget: Annotated[Optional[str], typer.Option(help="US dollars, e.g. 50 or $12.5")] = None,
+    deadline: Annotated[str | None, typer.Option(help="e.g. 12h, 90m, 2d (a bare number is hours)")] = None,
+    budget: Annotated[str | None, typer.Option(help="US dollars, e.g. 50 or $12.5")] = None,
     max_workers: Annotated[int, typer.Option(help="Largest number of ranks")] = 32,
-    max_price: Annotated[Optional[float], typer.Option(help="Largest on-demand $/h of one VM", callback=positive)] = None,
+    max_price: Annotated[float | None, typer.Option(help="Largest on-demand $/h of one VM", callback=positive)] = None,
     cloud: CloudOpt = None,
     region: RegionOpt = None,
     gpu: GpuOpt = False,
     cpu: CpuOpt = False,
     spot: Annotated[str, typer.Option(help="both, only or never")] = "both",
     catalog: CatalogOpt = None,
-    hardware: Annotated[Optional[Path], typer.Option(help="hardware.csv override")] = None,
-    network: Annotated[Optional[Path], typer.Option(help="network.csv override")] = None,
-    gpus: Annotated[Optional[Path], typer.Option(help="gpus.csv override (GPU peak rates)")] = None,
-    epochs: Annotated[Optional[float], typer.Option(
+    hardware: Annotated[Path | None, typer.Option(help="hardware.csv override")] = None,
+    network: Annotated[Path | None, typer.Option(help="network.csv override")] = None,
+    gpus: Annotated[Path | None, typer.Option(help="gpus.csv override (GPU peak rates)")] = None,
+    epochs: Annotated[float | None, typer.Option(
         help="Epochs your job needs at its default batch (instead of the calibration run)",
         callback=epochs_check)] = None,
-    batch: Annotated[Optional[str], typer.Option(
+    batch: Annotated[str | None, typer.Option(
         help="Global batch sizes to consider, e.g. 128,256 (default: powers of two the job allows)")] = None,
     precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32 or amp (GPU projection)")] = "fp32",
-    startup: Annotated[Optional[str], typer.Option(
+    startup: Annotated[str | None, typer.Option(
         help="VM start-up + setup time before training, e.g. 3m (default: per cloud)")] = None,
-    bucket: Annotated[Optional[str], typer.Option(
+    bucket: Annotated[str | None, typer.Option(
         help="Spot plans: the bucket the SkyPilot task keeps its checkpoints in (default: thrifty-ckpt-USER-HASH)")] = None,
     reprofile: Annotated[bool, typer.Option(help="Profile again even if a profile is stored")] = False,
     allow_busy: Annotated[bool, typer.Option("--allow-busy", help="When it profiles: even on a busy machine")] = False,
     top: Annotated[int, typer.Option(help="Rows in the top-k table")] = 10,
-    plot: Annotated[Optional[Path], typer.Option(help="PNG of cost vs time")] = Path("thrifty-plan.png"),
+    plot: Annotated[Path | None, typer.Option(help="PNG of cost vs time")] = Path("thrifty-plan.png"),
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
 ) -> None:
@@ -125,8 +145,8 @@ def plan(
     summary = {
         "workload": workload, "objective": objective, "profile_reused": reused,
         "recommended": best,
-        "pareto": [{**result.describe(int(i)), "merged": int(m)} for i, m in zip(result.front, result.front_merged)],
-        "top": [{**result.describe(int(i)), "merged": int(m)} for i, m in zip(*result.top(top))],
+        "pareto": [{**result.describe(int(i)), "merged": int(m)} for i, m in zip(result.front, result.front_merged, strict=True)],
+        "top": [{**result.describe(int(i)), "merged": int(m)} for i, m in zip(*result.top(top), strict=True)],
         "search_windows": len(probes),  # stored windows of this workload read (not all need match)
         "candidates_evaluated": len(result.candidates),
         "candidates_feasible": int(result.feasible_mask.sum()),
@@ -152,9 +172,9 @@ def plan(
     stdout.print(_table(result, result.front, result.front_merged,
                         f"Pareto front (fastest first, {len(result.front)} points)"))
     lo, hi = best["predicted_time_interval_s"]
-    gpus = f" ({best['accelerator_count']}x {best['accelerator']})" if best["accelerator"] else ""
+    gpu_note = f" ({best['accelerator_count']}x {best['accelerator']})" if best["accelerator"] else ""
     stdout.print(Panel.fit(
-        f"{best['cloud']}:{best['instance_type']}{gpus} x {_count(best['nodes'], 'VM')}, "
+        f"{best['cloud']}:{best['instance_type']}{gpu_note} x {_count(best['nodes'], 'VM')}, "
         f"{_count(best['workers'], 'worker')}, global batch {best['global_batch']}, "
         f"{'spot' if best['spot'] else 'on-demand'}\n"
         f"time {fmt_duration(best['predicted_time_s'])} (90%: {fmt_duration(lo)} - {fmt_duration(hi)}), "

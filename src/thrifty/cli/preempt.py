@@ -2,18 +2,31 @@
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from thrifty.cli.common import JsonOpt, float_list, fmt_duration, parse_duration_s, positive, print_json, stdout
+from thrifty.cli.common import (
+    JsonOpt,
+    float_list,
+    fmt_duration,
+    parse_duration_s,
+    positive,
+    print_json,
+    renamed,
+    stdout,
+)
 from thrifty.errors import ThriftyError
 
 app = typer.Typer(help="Preemptible VMs: lifetimes, checkpoint schedules, reuse, spot.",
                           no_args_is_help=True)
 
-ModelOpt = Annotated[str, typer.Option("--model", help="Bundled model name or a JSON from `fit --out`")]
+LIFETIME_MODEL = "a bundled lifetime model's name or a JSON from `preempt fit --out`"
+LifetimeModelOpt = Annotated[str, typer.Option("--lifetime-model", help=f"The VMs' lifetimes: {LIFETIME_MODEL}")]
+# `--model` meant four things across thrifty's commands; here it named a lifetime model or a family
+OldLifetimeModelOpt = Annotated[str | None, renamed("--model", "--lifetime-model", LIFETIME_MODEL)]
+FAMILIES = "bathtub, weibull, exponential or auto"
 JobHoursOpt = Annotated[float, typer.Option(help="Work the job needs, hours", callback=positive)]
 # Monte Carlo runs of `spot`: 10^6 keeps the standard error of every mean below 0.1% of its spread
 # and the arrays within a few hundred MB; more is memory, not precision.
@@ -29,10 +42,11 @@ def _fit_row(name: str, fitted) -> tuple[str, ...]:
 
 @app.command("fit")
 def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [,event, machine_type]")],
-                model: Annotated[str, typer.Option(help="bathtub, weibull, exponential or auto")] = "auto",
+                family: Annotated[str, typer.Option(help=f"Distribution family: {FAMILIES}")] = "auto",
+                old_model: Annotated[str | None, renamed("--model", "--family", FAMILIES)] = None,
                 method: Annotated[str, typer.Option(help="mle (censored) or lsq (bathtub, preempted rows)")] = "mle",
-                machine_type: Annotated[Optional[str], typer.Option(help="Only this machine type")] = None,
-                out: Annotated[Optional[Path], typer.Option(help="Write the chosen model as JSON")] = None,
+                machine_type: Annotated[str | None, typer.Option(help="Only this machine type")] = None,
+                out: Annotated[Path | None, typer.Option(help="Write the chosen model as JSON")] = None,
                 json_out: JsonOpt = False) -> None:
     """Fit a lifetime model (censored MLE or the paper's least squares) and compare with the others."""
     from thrifty.io import check_writable_file, write_text_atomic
@@ -40,7 +54,7 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
     if out is not None:
         check_writable_file(out, "the model JSON")
     lifetimes = read_lifetimes(data).for_machine_type(machine_type)
-    chosen = fit(lifetimes, model, method)
+    chosen = fit(lifetimes, family, method)
     others = {f"{m} (mle)": fit(lifetimes, m) for m in FIT_MODELS}
     if chosen.model.name == "bathtub" and lifetimes.preempted.sum() >= 4:
         others["bathtub (lsq)"] = fit(lifetimes, "bathtub", "lsq")
@@ -91,15 +105,15 @@ def schedule_command(job_hours: JobHoursOpt,
                      ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, e.g. 60s or 2m (a bare number is seconds)")] = "60s",
                      restart_cost: Annotated[str, typer.Option(help="Restart cost, e.g. 60s (a bare number is seconds)")] = "60s",
                      vm_age: Annotated[str, typer.Option(help="Age of the VM the job starts on, e.g. 5h (a bare number is hours)")] = "0h",
-                     model: ModelOpt = "gcp-2019",
+                     lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
                      policy: Annotated[str, typer.Option(help="dp, young, daly or none")] = "dp",
-                     mttf: Annotated[Optional[str], typer.Option(
+                     mttf: Annotated[str | None, typer.Option(
                          help="MTTF for Young/Daly, e.g. 1h (default: the model's mean lifetime)")] = None,
                      json_out: JsonOpt = False) -> None:
     """Checkpoint intervals, expected makespan and overhead of a job on preemptible VMs."""
     from thrifty.transient.registry import load_model
     from thrifty.transient.schedule import Job, plan_schedule
-    label, lifetime = load_model(model)
+    label, lifetime = load_model(lifetime_model)
     job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
               parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True))
     age = parse_duration_s(vm_age, what="--vm-age", bare_unit="h", allow_zero=True)
@@ -129,11 +143,12 @@ def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in ho
                   ckpt_cost: Annotated[str, typer.Option()] = "60s",
                   restart_cost: Annotated[str, typer.Option()] = "60s",
                   startup: Annotated[str, typer.Option(help="Time to get a fresh VM (a bare number is seconds)")] = "60s",
-                  model: ModelOpt = "gcp-2019", json_out: JsonOpt = False) -> None:
+                  lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
+                  json_out: JsonOpt = False) -> None:
     """At which VM ages the next job should go to a fresh VM instead (threshold table)."""
     from thrifty.transient.registry import load_model
     from thrifty.transient.reuse import solve_reuse
-    label, lifetime = load_model(model)
+    label, lifetime = load_model(lifetime_model)
     hours = list(float_list(job_hours, "--job-hours"))
     *_, rules = solve_reuse(lifetime, hours, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
                             parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s",
@@ -158,8 +173,8 @@ def spot_command(job_hours: JobHoursOpt,
                  on_demand_price: Annotated[float, typer.Option(help="$/h of the on-demand VM", callback=positive)],
                  ckpt_cost: Annotated[str, typer.Option()] = "60s",
                  restart_cost: Annotated[str, typer.Option()] = "60s",
-                 model: ModelOpt = "gcp-2019",
-                 lifetimes: Annotated[str, typer.Option(help="model or real (the bundled data)")] = "model",
+                 lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
+                 lifetimes: Annotated[str, typer.Option(help="model (drawn from --lifetime-model) or real (the bundled data)")] = "model",
                  runs: Annotated[int, typer.Option(help="Monte Carlo runs", min=1, max=MAX_SPOT_RUNS)] = 10_000,
                  json_out: JsonOpt = False) -> None:
     """Spot, on-demand or the deadline-aware mix: expected time, cost and deadline hit rate."""
@@ -171,7 +186,7 @@ def spot_command(job_hours: JobHoursOpt,
     from thrifty.transient.spot import compare
     if lifetimes not in ("model", "real"):
         raise ThriftyError(f"--lifetimes must be model or real, got {lifetimes!r}")
-    label, lifetime = load_model(model)
+    label, lifetime = load_model(lifetime_model)
     source = lifetime if lifetimes == "model" else EmpiricalLifetimes(read_lifetimes(data_file()))
     job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
               parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True))

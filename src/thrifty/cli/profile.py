@@ -1,20 +1,30 @@
 """`thrifty profile`: measure a workload on local worker processes and store the samples."""
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from thrifty.cli.catalog import check_instance_type
-from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, CatalogOpt, DbOpt, JsonOpt, WorkloadOpt,
-                                fmt_duration, int_list, print_json, stdout)
+from thrifty.cli.common import (
+    DEFAULT_DB,
+    DEFAULT_WORKLOAD,
+    CatalogOpt,
+    DbOpt,
+    JsonOpt,
+    WorkloadOpt,
+    fmt_duration,
+    int_list,
+    print_json,
+    stdout,
+)
 
 
 def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
             workers: Annotated[str, typer.Option(help="Worker counts, e.g. 1,2")] = "1,2",
-            batch: Annotated[Optional[str], typer.Option(
+            batch: Annotated[str | None, typer.Option(
                 help="Local batch sizes, e.g. 16,32,64 (default: chosen from the data set and the model's FLOPs)")] = None,
-            steps: Annotated[Optional[int], typer.Option(help="Measured steps per setting (default 20; 6 for heavy models)")] = None,
+            steps: Annotated[int | None, typer.Option(help="Measured steps per setting (default 20; 6 for heavy models)")] = None,
             calibrate: Annotated[bool, typer.Option(help="Also train once to the target metric")] = True,
             instance_type: Annotated[str, typer.Option(
                 help="Catalog instance type this machine is (makes its predictions 'measured'), "
@@ -37,15 +47,19 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
         task = bar.add_task(f"profiling {workload}", total=None)
         profile_id = profile_and_store(store, workload, settings,
                                        lambda message: bar.update(task, description=message))
-        profile_, calibration = store.latest_profile(workload_key(workload))
-    from thrifty.perf.samples import config_times
+        stored = store.latest_profile(workload_key(workload))
+    if stored is None:
+        raise RuntimeError(f"profile {profile_id} was stored but cannot be read back")
+    profile_, calibration = stored
     from dataclasses import asdict
+
+    from thrifty.perf.samples import config_times
     configs = config_times([asdict(s) for s in profile_.samples])
     summary = {"profile_id": profile_id, "db": str(db), "configs": [
         {"num_workers": int(n), "local_batch": int(b), "step_time_s": t, "compute_time_s": c,
          "sync_time_s": s, "samples_per_s": n * b / t}
         for n, b, t, c, s in zip(configs.num_workers, configs.local_batch, configs.step_time_s,
-                                 configs.compute_time_s, configs.sync_time_s)],
+                                 configs.compute_time_s, configs.sync_time_s, strict=True)],
         "calibration": None if calibration is None else
         {k: calibration[k] for k in ("global_batch", "steps", "final_metric", "wall_time_s")},
         "thread_scaling": profile_.meta["thread_scaling"], "machine": profile_.meta["machine"],
@@ -65,7 +79,7 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     stdout.print("serial fraction (Amdahl, 1 vs 2 threads; +- bootstrap sd): " + ", ".join(
         f"b {b:g}: {s:.2f} +- {sd:.2f}" + (" [yellow](at its bound)[/]" if edge else "")
         for b, s, sd, edge in zip(scaling["local_batch"], scaling["serial_fraction"],
-                                  scaling["serial_fraction_sd"], scaling["at_bound"])))
+                                  scaling["serial_fraction_sd"], scaling["at_bound"], strict=True)))
     machine = summary["machine"]
     busy = machine["before"]["busy"] or machine["during"]["busy"]
     stdout.print(f"machine: load {machine['before']['others_load']:.1f} on {machine['before']['cores']} cores "

@@ -6,13 +6,24 @@ environment), synchronous (--mode bsp) or with a parameter server (--mode asp).
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from thrifty.cli.common import (DEFAULT_DB, DEFAULT_WORKLOAD, DbOpt, JsonOpt, WorkloadOpt, float_list,
-                                fmt_duration, print_json, run_app, stderr, stdout)
+from thrifty.cli.common import (
+    DEFAULT_DB,
+    DEFAULT_WORKLOAD,
+    DbOpt,
+    JsonOpt,
+    WorkloadOpt,
+    float_list,
+    fmt_duration,
+    print_json,
+    run_app,
+    stderr,
+    stdout,
+)
 from thrifty.errors import ThriftyError
 
 
@@ -59,46 +70,46 @@ def _show(summary: dict) -> None:
 def train(
     workload: WorkloadOpt = DEFAULT_WORKLOAD,
     nproc: Annotated[int, typer.Option(help="Local worker processes (ignored under torchrun)")] = 2,
-    global_batch: Annotated[Optional[int], typer.Option(help="B = sum of local batches")] = None,
+    global_batch: Annotated[int | None, typer.Option(help="B = sum of local batches")] = None,
     policy: Annotated[str, typer.Option(help="uniform, static or dynamic")] = "dynamic",
     mode: Annotated[str, typer.Option(help="bsp (synchronous) or asp (parameter server)")] = "bsp",
-    slowdown: Annotated[Optional[str], typer.Option(help="Per-rank slowdown factors, e.g. 1,4")] = None,
-    hetero_profile: Annotated[Optional[str], typer.Option(help="HL1, HL2, HL4, HL8 or dynamic")] = None,
-    slowdown_schedule: Annotated[Optional[Path], typer.Option(help="JSON schedule of slowdowns")] = None,
+    slowdown: Annotated[str | None, typer.Option(help="Per-rank slowdown factors, e.g. 1,4")] = None,
+    hetero_profile: Annotated[str | None, typer.Option(help="HL1, HL2, HL4, HL8 or dynamic")] = None,
+    slowdown_schedule: Annotated[Path | None, typer.Option(help="JSON schedule of slowdowns")] = None,
     emulate: Annotated[str, typer.Option(help="sleep (portable) or cgroup (root, cgroup v1)")] = "sleep",
-    capacities: Annotated[Optional[str], typer.Option(help="static policy: relative speeds, e.g. 12,12,8,16")] = None,
-    steps: Annotated[Optional[int], typer.Option(help="Steps to run (wins over --epochs)")] = None,
+    capacities: Annotated[str | None, typer.Option(help="static policy: relative speeds, e.g. 12,12,8,16")] = None,
+    steps: Annotated[int | None, typer.Option(help="Steps to run (wins over --epochs)")] = None,
     epochs: Annotated[float, typer.Option(help="Epochs to run")] = 10.0,
     until_target: Annotated[bool, typer.Option(help="Stop once the target metric is reached")] = False,
-    target: Annotated[Optional[float], typer.Option(help="Target metric (default: the workload's)")] = None,
+    target: Annotated[float | None, typer.Option(help="Target metric (default: the workload's)")] = None,
     b_min: Annotated[int, typer.Option(help="Smallest local batch")] = 1,
-    b_max: Annotated[Optional[int], typer.Option(help="Largest local batch (default: probed)")] = None,
+    b_max: Annotated[int | None, typer.Option(help="Largest local batch (default: probed)")] = None,
     b_max_rule: Annotated[str, typer.Option(help="memory or throughput")] = "memory",
     dead_band: Annotated[float, typer.Option(help="Controller dead-band (relative)")] = 0.05,
     adjust_every: Annotated[int, typer.Option(help="At most one split change every K steps")] = 5,
-    eval_every: Annotated[Optional[int], typer.Option(help="Steps between evaluations")] = None,
+    eval_every: Annotated[int | None, typer.Option(help="Steps between evaluations")] = None,
     checkpoint_every: Annotated[int, typer.Option(help="Steps between checkpoints (0: end only)")] = 50,
     keep_checkpoints: Annotated[int, typer.Option(help="Newest checkpoints kept (a damaged one falls back)")] = 2,
     run_dir: Annotated[Path, typer.Option(help="Checkpoint, CSV, plots")] = Path(".thrifty/runs/train"),
     resume: Annotated[bool, typer.Option(help="Continue from the newest intact checkpoint (implied under thrifty run)")] = False,
     sync_bn: Annotated[bool, typer.Option(help="Count-weighted synchronised BatchNorm")] = True,
     seed: Annotated[int, typer.Option()] = 0,
-    device: Annotated[Optional[str], typer.Option(
+    device: Annotated[str | None, typer.Option(
         help="cpu, cuda or cuda:N (default: cuda:LOCAL_RANK where CUDA is, else cpu)")] = None,
     precision: Annotated[str, typer.Option(help="fp32, tf32, amp (float16 autocast + loss scaler) or bf16")] = "fp32",
     loader_workers: Annotated[int, typer.Option(
         help="Worker processes per rank that prefetch an item-by-item data set")] = 2,
-    step_stream: Annotated[Optional[Path], typer.Option(
+    step_stream: Annotated[Path | None, typer.Option(
         help="Append one JSON line per step to this file as steps end (for a supervisor such as thrifty search)")] = None,
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
 ) -> None:
     """Train with per-worker batch sizes that follow each worker's speed."""
     from thrifty.pipeline import max_local_workers
+    from thrifty.train.config import TrainConfig, global_batch_for, total_steps
     from thrifty.train.emulation import EMULATIONS
     from thrifty.train.policies import BATCH_POLICIES, ControllerSettings
     from thrifty.train.probe import RULES
-    from thrifty.train.config import TrainConfig, global_batch_for, total_steps
     from thrifty.workloads import load_workload
     if policy not in BATCH_POLICIES:
         raise ThriftyError(f"unknown policy {policy!r}; choose one of {', '.join(BATCH_POLICIES)}")
@@ -171,8 +182,8 @@ def train(
 
 
 def _store(db: Path, summary: dict, config, mode: str) -> None:
-    from thrifty.store import Store
     from thrifty.records import RunLog
+    from thrifty.store import Store
     log = RunLog.read(config.run_dir) if mode == "bsp" else RunLog()
     with Store(db) as store:
         summary["run_id"] = store.save_training_run(summary, log, mode=mode)

@@ -44,7 +44,7 @@ class ThreadScaling:
             raise ModelError("thread scaling needs at least two positive 1- and 2-thread step times per batch")
         rng = np.random.default_rng(seed)
         serial, sd = np.empty(b.size), np.empty(b.size)
-        for i, (t1, t2) in enumerate(zip(*steps)):
+        for i, (t1, t2) in enumerate(zip(*steps, strict=True)):
             serial[i] = 2.0 * t2.mean() / t1.mean() - 1.0  # Amdahl solved for s with p = 2
             draws = (2.0 * rng.choice(t2, (BOOTSTRAP_DRAWS, t2.size)).mean(axis=1)
                      / rng.choice(t1, (BOOTSTRAP_DRAWS, t1.size)).mean(axis=1) - 1.0)
@@ -78,5 +78,5 @@ class ThreadScaling:
 
     @classmethod
     def from_dict(cls, data: dict) -> "ThreadScaling":
-        return cls(*(np.asarray(data[k], float) for k in ("local_batch", "serial_fraction", "serial_fraction_sd")),
-                   np.asarray(data["at_bound"], bool))
+        return cls(np.asarray(data["local_batch"], float), np.asarray(data["serial_fraction"], float),
+                   np.asarray(data["serial_fraction_sd"], float), np.asarray(data["at_bound"], bool))

@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
+from thrifty.catalog.gpus import GPUSpec, gpu_spec
 from thrifty.data import data_path
 from thrifty.errors import ModelError
 from thrifty.io import read_csv
-from thrifty.perf.roofline import REGIMES, GPUSpec, RooflineParams, gpu_spec, regime_times_s, step_time_s
+from thrifty.perf.roofline import REGIMES, RooflineParams, regime_times_s, step_time_s
 from thrifty.perf.work import StepWork
 
 # Published GPU names -> spec rows (SOURCE.md "Joining throughput to specs"): Gavel's K80 is one
@@ -78,7 +79,8 @@ def load_published(data_dir: Path | None = None) -> tuple[list[PublishedRow], di
     specs = {r["gpu"]: gpu_spec(r, r["gpu"], _interconnect_gbps(r["gpu"]))
              for r in read_csv(folder / "gpu_specs.csv", ModelError, "published GPU specs")}
     excluded = work_json.get("excluded", {})
-    rows, left_out = [], {}
+    rows: list[PublishedRow] = []
+    left_out: dict[str, int] = {}
     published = [r for name in THROUGHPUT_FILES
                  for r in read_csv(folder / name, ModelError, "published GPU throughput")]
     for r in published:
@@ -92,6 +94,7 @@ def load_published(data_dir: Path | None = None) -> tuple[list[PublishedRow], di
         if reason:
             left_out[reason] = left_out.get(reason, 0) + 1
             continue
+        assert key is not None  # a row without one has a reason
         spec = specs[SPEC_ALIASES.get(r["gpu"], r["gpu"])]
         batch = float(r["batch_per_gpu"]) * work_json["models"][key].get("batch_unit_samples", 1.0)
         rows.append(PublishedRow(key, r["gpu"], spec, int(r["num_gpus"]), _precision(r["precision"]),
@@ -176,10 +179,10 @@ def held_out(rows: Sequence[PublishedRow], works: dict[str, StepWork], group: st
             regimes[i] = regime(rows[i], works, params)
     observed = np.array([r.samples_per_s_per_gpu for r in rows])
     errors = ape(predicted, observed)
-    per_group = {label: float(np.median([e for e, r in zip(errors, rows) if getattr(r, group) == label]))
+    per_group = {label: float(np.median([e for e, r in zip(errors, rows, strict=True) if getattr(r, group) == label]))
                  for label in labels}
     per_regime = {name: {"rows": int(sum(g == name for g in regimes)),
-                         "median_ape_percent": float(np.median([e for e, g in zip(errors, regimes) if g == name]))
+                         "median_ape_percent": float(np.median([e for e, g in zip(errors, regimes, strict=True) if g == name]))
                          if name in regimes else None}
                   for name in REGIMES}
     return {"median_ape_percent": float(np.median(errors)), "per_group_median_ape_percent": per_group,

@@ -4,7 +4,7 @@ recipes ran) is accepted on the GPU it ran on (tests/perf/test_gpu_memory.py).
 
   need(b) = state + amp_weights + b * activations_per_sample * scale  <=  memory * USABLE - RESERVED
 state: parameters, gradients, buffers and optimizer state (perf.work, counted); activations: the
-tensors autograd saves for the backward pass (train.workcount, counted in fp32); under AMP they
+tensors autograd saves for the backward pass (workloads.workcount, counted in fp32); under AMP they
 are FP16 (scale 0.5) and autocast keeps an FP16 copy of the weights (half the parameter bytes).
 RESERVED is the CUDA context with cuBLAS/cuDNN handles, outside PyTorch's allocator (a few hundred
 MB: PyTorch "CUDA semantics", memory management); USABLE leaves room for the caching allocator's

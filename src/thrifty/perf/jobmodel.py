@@ -92,11 +92,14 @@ class JobModel:
                 "step_time_model": self.step_time.to_dict()}
 
 
-def _noise_arrays(noise: Mapping[str, Sequence[float]]) -> tuple[np.ndarray, ...]:
-    arrays = tuple(np.asarray(noise[k], float) for k in
-                   ("small_batch", "small_grad_sq", "big_batch", "big_grad_sq"))
-    keep = np.all([np.isfinite(a) for a in arrays], axis=0) & (arrays[2] > arrays[0])
-    return tuple(a[keep] for a in arrays)
+NoiseArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (B_small, |g_small|^2, B_big, |g_big|^2)
+
+
+def _noise_arrays(noise: Mapping[str, Sequence[float]]) -> NoiseArrays:
+    small_b, small_sq, big_b, big_sq = (np.asarray(noise[k], float) for k in
+                                        ("small_batch", "small_grad_sq", "big_batch", "big_grad_sq"))
+    keep = np.all([np.isfinite(a) for a in (small_b, small_sq, big_b, big_sq)], axis=0) & (big_b > small_b)
+    return small_b[keep], small_sq[keep], big_b[keep], big_sq[keep]
 
 
 def noise_from_samples(samples: Sequence[Mapping]) -> dict[str, list[float]]:
@@ -110,7 +113,7 @@ def _noise(samples: Sequence[Mapping], calibration: Mapping | None) -> tuple[flo
     sources = [noise_from_samples(samples)]
     if calibration and calibration.get("noise", {}).get("big_batch"):
         sources.insert(0, calibration["noise"])
-    noise_scale, arrays = float("nan"), ()
+    noise_scale = float("nan")
     for noise in sources:
         arrays = _noise_arrays(noise)
         if len(arrays[0]):

@@ -39,7 +39,7 @@ def layer_forward(mode: str, steps: int, batch: int, inputs: int, hidden: int) -
 def layer_backward(mode: str, steps: int, batch: int, inputs: int, hidden: int) -> list[Kernel]:
     """Backward kernels of one layer and direction (data and weight gradients)."""
     gh = GATES[mode] * hidden
-    kernels = []
+    kernels: list[Kernel] = []
     for _ in range(steps):
         kernels.append(("rnn_gates_backward", KIND_OTHER, 6.0 * batch * gh,
                         ELEMENT_BYTES * batch * (3 * gh + 4 * hidden), float(batch * gh)))
@@ -51,7 +51,7 @@ def layer_backward(mode: str, steps: int, batch: int, inputs: int, hidden: int) 
 
 
 def rnn_kernels(mode: str, steps: int, batch: int, inputs: int, hidden: int, layers: int,
-                directions: int, backward: bool) -> list[Kernel]:
+                directions: int, *, backward: bool) -> list[Kernel]:
     """All kernels of a stacked (optionally bidirectional) recurrent module, forward or backward."""
     per_layer = layer_backward if backward else layer_forward
     kernels = []

@@ -31,13 +31,13 @@ import functools
 import json
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
+from thrifty.catalog.gpus import GPUSpec
+from thrifty.catalog.gpus import read_gpu_specs as read_gpu_specs  # re-exported: its importers predate catalog.gpus
 from thrifty.data import data_path
-from thrifty.errors import CatalogError, ModelError
-from thrifty.io import read_csv
+from thrifty.errors import ModelError
 from thrifty.perf.network import INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, StepWork
 
@@ -47,42 +47,6 @@ PRECISIONS = ("fp32", "tf32", "amp")
 # over a large batch). A modelling choice of the order of those libraries' slice depths.
 SPLIT_K_DEPTH = 4096.0
 AMP_ACTIVATION_BYTES = 0.5  # FP16 activations are half as large as FP32 ones
-
-
-@dataclass(frozen=True)
-class GPUSpec:
-    """Peak rates of one GPU (dense, no sparsity, at the boost clock); NaN where the GPU has no
-    such unit."""
-
-    name: str
-    fp32_tflops: float
-    tf32_tflops: float
-    fp16_tensor_tflops: float
-    mem_bw_gbs: float
-    memory_gib: float
-    interconnect_gbps: float  # GPU-to-GPU inside one machine (NVLink or PCIe), Gbit/s
-    sm_count: int
-    base_mhz: float  # guaranteed at the TDP under a heavy load
-    boost_mhz: float  # the clock the peak rates are quoted at
-    tdp_w: float  # board power limit
-
-    def sustained_clock_fraction(self, power_fraction: float) -> float:
-        """Sustained SM clock / boost clock under a load drawing `power_fraction` of the power of
-        the load that defines the base clock (cube law of dynamic power, module docstring)."""
-        return min(1.0, self.base_mhz * power_fraction ** (-1.0 / 3.0) / self.boost_mhz)
-
-    def matrix_peak_flops(self, kind: int, precision: str) -> tuple[float, bool]:
-        """(peak FLOP/s, uses tensor cores) for a kernel of `kind` at `precision`.
-
-        fp32 is PyTorch's default: convolutions may use TF32 (torch.backends.cudnn.allow_tf32 is
-        True by default), matrix multiplies do not (torch.backends.cuda.matmul.allow_tf32 False)."""
-        is_matrix = kind in (KIND_MATMUL, KIND_CONV)
-        if is_matrix and precision == "amp" and math.isfinite(self.fp16_tensor_tflops):
-            return self.fp16_tensor_tflops * 1e12, True
-        tf32_here = precision == "tf32" or (precision == "fp32" and kind == KIND_CONV)
-        if is_matrix and tf32_here and math.isfinite(self.tf32_tflops):
-            return self.tf32_tflops * 1e12, True
-        return self.fp32_tflops * 1e12, False
 
 
 @dataclass(frozen=True)
@@ -120,32 +84,18 @@ def load_params() -> tuple[RooflineParams, dict]:
     return RooflineParams.from_dict(data["params"]), data
 
 
-def _float(text: str) -> float:
-    return float(text) if text.strip() else math.nan
+def matrix_peak_flops(spec: GPUSpec, kind: int, precision: str) -> tuple[float, bool]:
+    """(peak FLOP/s, uses tensor cores) for a kernel of `kind` at `precision` on `spec`.
 
-
-GPU_SPEC_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", "mem_bw_gbs", "memory_gib",
-                    "interconnect_gbps", "sm_count", "base_mhz", "boost_mhz", "tdp_w")
-
-
-def gpu_spec(row: dict[str, str], name: str, interconnect_gbps: float) -> GPUSpec:
-    """A GPUSpec from a CSV row with the columns of data/gpus.csv (or data/gpu/gpu_specs.csv)."""
-    spec = GPUSpec(name, _float(row["fp32_tflops"]), _float(row["tf32_tflops"]), _float(row["fp16_tensor_tflops"]),
-                   _float(row["mem_bw_gbs"]), _float(row["memory_gib"]), interconnect_gbps,
-                   int(row["sm_count"]), float(row["base_mhz"]), float(row["boost_mhz"]), float(row["tdp_w"]))
-    if not (spec.sm_count > 0 and 0 < spec.base_mhz <= spec.boost_mhz and spec.tdp_w > 0):
-        raise ValueError(f"{name}: sm_count, base_mhz <= boost_mhz and tdp_w must be positive")
-    return spec
-
-
-def read_gpu_specs(path: Path | None = None) -> dict[str, GPUSpec]:
-    """GPU specs by the catalog's accelerator name (data/gpus.csv)."""
-    path = Path(path) if path else data_path("gpus.csv")
-    rows = read_csv(path, CatalogError, "GPU specs", required=GPU_SPEC_COLUMNS)
-    try:
-        return {r["name"].lower(): gpu_spec(r, r["name"], _float(r["interconnect_gbps"])) for r in rows}
-    except ValueError as exc:
-        raise CatalogError(f"cannot read GPU specs {path}: {exc}") from None
+    fp32 is PyTorch's default: convolutions may use TF32 (torch.backends.cudnn.allow_tf32 is
+    True by default), matrix multiplies do not (torch.backends.cuda.matmul.allow_tf32 False)."""
+    is_matrix = kind in (KIND_MATMUL, KIND_CONV)
+    if is_matrix and precision == "amp" and math.isfinite(spec.fp16_tensor_tflops):
+        return spec.fp16_tensor_tflops * 1e12, True
+    tf32_here = precision == "tf32" or (precision == "fp32" and kind == KIND_CONV)
+    if is_matrix and tf32_here and math.isfinite(spec.tf32_tflops):
+        return spec.tf32_tflops * 1e12, True
+    return spec.fp32_tflops * 1e12, False
 
 
 def kernel_times_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
@@ -154,7 +104,7 @@ def kernel_times_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
     if precision not in PRECISIONS:
         raise ModelError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     b = np.atleast_1d(np.asarray(local_batch, float))[None, :]
-    peaks, tensor = zip(*(spec.matrix_peak_flops(int(k), precision) for k in (KIND_MATMUL, KIND_CONV, 2)))
+    peaks, tensor = zip(*(matrix_peak_flops(spec, int(k), precision) for k in (KIND_MATMUL, KIND_CONV, 2)), strict=True)
     kind = work.kind
     clock = spec.sustained_clock_fraction(params.power_fraction)
     peak = (np.asarray(peaks) * clock)[kind][:, None]

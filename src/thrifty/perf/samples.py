@@ -41,7 +41,7 @@ def config_times(samples: Iterable[Mapping]) -> ConfigTimes:
             float(np.mean([max(r["compute_time_s"] for r in ranks) for ranks in per_step])),
             float(np.mean([float(np.mean([r["sync_time_s"] for r in ranks])) for ranks in per_step])),
             float(max(r["peak_memory_bytes"] for ranks in per_step for r in ranks))))
-    columns = list(zip(*rows)) if rows else [()] * 7
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 7
     return ConfigTimes(*(np.asarray(c, float) for c in columns))
 
 
@@ -63,5 +63,5 @@ def round_means(samples: Iterable[Mapping], steps: int, rounds: int) -> dict[tup
     for key, times in steps_of.items():
         ordered = [times[step] for step in sorted(times)]
         cuts = np.cumsum([0] + steps_per_round(steps, rounds))
-        out[key] = [float(np.mean(ordered[a:b])) for a, b in zip(cuts[:-1], cuts[1:]) if b > a and a < len(ordered)]
+        out[key] = [float(np.mean(ordered[a:b])) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a and a < len(ordered)]
     return out

@@ -11,6 +11,7 @@ configurations it measured, and a busy machine. Constants with their sources; pu
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtri
@@ -38,7 +39,7 @@ def doublings_away(profiled: np.ndarray, nodes, workers, local_batch) -> np.ndar
     return np.sqrt(np.sum(gaps**2, axis=-1)).min(axis=-1)
 
 
-def launch_sigma_log(run_means_s: Mapping[object, Sequence[float]]) -> float:
+def launch_sigma_log(run_means_s: Mapping[Any, Sequence[float]]) -> float:
     """Pooled sd of log run means over settings with at least two runs; 0 when none has two."""
     variances = [float(np.var(np.log(np.asarray(runs, float)), ddof=1))
                  for runs in run_means_s.values() if len(runs) >= 2]
@@ -51,7 +52,7 @@ def busy_sigma_log(others_load: float, cores: int) -> float:
     return math.log1p(max(others_load, 0.0) / max(cores, 1)) / Z90
 
 
-def relative_spread(run_means_s: Mapping[object, Sequence[float]]) -> float:
+def relative_spread(run_means_s: Mapping[Any, Sequence[float]]) -> float:
     """Median over settings of (largest - smallest) / smallest run mean: how much runs of one
     setting differ (0 when no setting has two runs)."""
     spreads = [max(runs) / min(runs) - 1.0 for runs in run_means_s.values() if len(runs) >= 2]

@@ -2,7 +2,7 @@
 
 Each kernel of a forward + backward + optimizer step has FLOPs, bytes and output elements that
 grow linearly with the local batch b:  flops_i(b) = flops_fixed_i + flops_per_sample_i * b  (the
-same for bytes and outputs). Counted by thrifty.train.workcount with torch.utils.flop_counter
+same for bytes and outputs). Counted by thrifty.workloads.workcount with torch.utils.flop_counter
 (FLOPs) and a dispatch mode that adds up the sizes of every kernel's input and output tensors
 (bytes, an upper bound on DRAM traffic; embeddings as perf.embedding_traffic) and the elements it
 writes (its parallel work: how many SMs it can keep busy). Pure numpy: the planner reads it without
@@ -18,7 +18,7 @@ from thrifty.errors import ModelError
 # Kernel kinds: matrix engines (tensor cores) can run MATMUL and CONV; everything else runs on the
 # vector units and is usually bound by memory bandwidth.
 KIND_MATMUL, KIND_CONV, KIND_OTHER = 0, 1, 2
-COUNT_VERSION = 4  # of train.workcount's counting (older profiles are recounted): 2 added activation and
+COUNT_VERSION = 4  # of workloads.workcount's counting (older profiles are recounted): 2 added activation and
 # state bytes; 3 skips _unsafe_view and profiler markers and counts dropout as the fused GPU kernel;
 # 4 adds output elements, embedding traffic as a GPU runs it, activations as autograd's saved tensors
 KIND_NAMES = ("matmul", "conv", "other")

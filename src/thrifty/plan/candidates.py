@@ -36,8 +36,8 @@ from thrifty.perf.roofline import compute_time_s as gpu_compute_time_s
 from thrifty.perf.steptime import PARAM_NAMES
 from thrifty.plan.request import PlanRequest
 from thrifty.transient.lifetimes import LifetimeModel
-from thrifty.transient.registry import load_model
 from thrifty.transient.overhead import expected_overhead_fraction
+from thrifty.transient.registry import load_model
 
 GIB = 1024**3
 # What a training process can use of a GPU's memory: the CUDA context, cuDNN/cuBLAS workspaces and
@@ -73,14 +73,14 @@ class VMArrays:
     @classmethod
     def build(cls, vms: Sequence[VMType], hardware: Hardware) -> "VMArrays":
         vms = list(vms)
-        specs = {vm.accelerator.lower(): hardware.gpu(vm) for vm in vms if vm.is_gpu}
+        specs = {(vm.accelerator or "").lower(): hardware.gpu(vm) for vm in vms if vm.is_gpu}
         names = sorted(specs)
         return cls(vms=vms, is_gpu=np.array([vm.is_gpu for vm in vms], bool),
                    ranks=np.array([vm.ranks_per_node for vm in vms], float),
                    vcpus_per_rank=np.array([vm.vcpus / vm.ranks_per_node for vm in vms], float),
                    cpu_factor=np.array([hardware.cpu_factor(vm) for vm in vms], float),
                    gpu_specs=[specs[n] for n in names],
-                   gpu_index=np.array([names.index(vm.accelerator.lower()) if vm.is_gpu else -1
+                   gpu_index=np.array([names.index((vm.accelerator or "").lower()) if vm.is_gpu else -1
                                        for vm in vms], int),
                    memory_bytes=np.array([hardware.rank_memory_gib(vm) * GIB for vm in vms], float),
                    inter_gbps=np.array([hardware.network_gbps(vm) for vm in vms], float),
@@ -212,6 +212,8 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     # assumption, the serial fraction's sd (delta method, perf.cpu) and the measured times' launch spread
     sigma = np.full(v.shape, float(calibration["held_out_sigma_log"]))
     if np.any(cpu):
+        if job.thread_scaling is None:
+            raise PlanError("the job model has no thread scaling to project CPU VMs with: profile again")
         serial = job.thread_scaling.slowdown_sd_log(local[cpu], vmx.vcpus_per_rank[v][cpu])
         sigma[cpu] = np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + model.launch_sigma_log**2 + serial**2)
     z = float(ndtri(0.95))
@@ -338,13 +340,15 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
                       cost_high_usd=billed(time_high))
 
 
-def feasible(c: Candidates, request: PlanRequest) -> np.ndarray:
-    ok = np.isfinite(c.time_s) & np.isfinite(c.cost_usd)
+def refusals(c: Candidates, request: PlanRequest) -> dict[str, np.ndarray]:
+    """Per reason, the candidates it refuses (a candidate may fail several)."""
+    reasons = {"no finite time or cost": ~(np.isfinite(c.time_s) & np.isfinite(c.cost_usd))}
     if request.deadline_s is not None:
-        ok &= c.time_s <= request.deadline_s
+        reasons["over the deadline"] = c.time_s > request.deadline_s
     if request.budget_usd is not None:
-        ok &= c.cost_usd <= request.budget_usd
-    return ok
+        reasons["over the budget"] = c.cost_usd > request.budget_usd
+    return reasons
+
 
 
 def require_any(mask: np.ndarray, what: str) -> None:

@@ -25,6 +25,7 @@ import shlex
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import thrifty
 from thrifty.errors import PlanError
@@ -165,13 +166,14 @@ def skypilot_task(choice: dict, workload: str, root: Path | None = None, bucket:
     """The SkyPilot task as a dict (keys of SkyPilot's YAML spec); `root` defaults to the
     checkout thrifty runs from, `bucket` (a spot plan's checkpoints) to default_bucket_name()."""
     root = root if root is not None else project_root()
-    workload_arg, mounts = _synced_workload(workload)
+    workload_arg, synced = _synced_workload(workload)
+    mounts: dict[str, Any] = dict(synced)  # paths, and a spot plan's bucket (a dict of its own)
     if root is None:  # no checkout: mount the installed package and import it from there
         mounts["~/thrifty-src/thrifty"] = str(Path(thrifty.__file__).resolve().parent)
     spot = bool(choice["spot"])
     if spot:
         mounts[MOUNT_PATH] = bucket_mount(choice["cloud"], bucket or default_bucket_name())
-    resources = {"cloud": choice["cloud"], "region": choice["region"],
+    resources: dict[str, Any] = {"cloud": choice["cloud"], "region": choice["region"],
                  "instance_type": choice["instance_type"]}
     if choice["accelerator"] and choice["cloud"] == "gcp":  # GCP attaches GPUs to a host type
         resources["accelerators"] = f"{choice['accelerator']}:{choice['accelerator_count']}"
@@ -189,7 +191,7 @@ def skypilot_task(choice: dict, workload: str, root: Path | None = None, bucket:
             f"--nproc-per-node={per_node} --node-rank=$SKYPILOT_NODE_RANK "
             f"--master-addr=$HEAD_IP --master-port={RDZV_PORT} \\",
             f"  {_train_args(choice, workload_arg)}"]
-    task = {"name": "thrifty-train"}
+    task: dict[str, Any] = {"name": "thrifty-train"}
     if root is not None:
         task["workdir"] = str(root)
     if mounts:

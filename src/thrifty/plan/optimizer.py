@@ -2,16 +2,19 @@
 Differences within a prediction's resolution are ties (plan.ties): they go to the cheaper candidate
 for `time`, to the faster for `cost`, and the front and the tables show one point for them."""
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from thrifty.plan.candidates import Candidates, VMArrays, evaluate, feasible, require_any
+from thrifty.perf.jobmodel import JobModel
+from thrifty.plan.candidates import Candidates, VMArrays, evaluate, refusals, require_any
 from thrifty.plan.pareto import knee_index, pareto_front
 from thrifty.plan.request import PlanRequest
 from thrifty.plan.ties import Resolved, resolution_log
-from thrifty.perf.jobmodel import JobModel
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -86,7 +89,10 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     `probes`: the workload's stored search windows (Store.workload_probes), measured step times."""
     candidates = evaluate(vmx, job, request, probes=probes)
     require_any(np.ones(len(candidates), bool), "fits the catalog filters, worker limit and memory")
-    ok = feasible(candidates, request)
+    refused = refusals(candidates, request)
+    ok = ~np.logical_or.reduce(list(refused.values()))  # feasible: no reason refuses it
+    log.debug("%d of %d candidates refused: %s", int((~ok).sum()), ok.size,
+              ", ".join(f"{int(mask.sum())} {why}" for why, mask in refused.items()))
     require_any(ok, "meets the deadline and budget")
     index = np.flatnonzero(ok)
     time_s, cost_usd = candidates.time_s[index], candidates.cost_usd[index]
@@ -100,6 +106,13 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     # the choice stands for the front points it ties with (it is on the front: nothing feasible
     # is both faster and cheaper than the cheapest of a tie, or the fastest)
     front[[ranked[0] in group for group in members]] = ranked[0]
-    return PlanResult(request=request, job=job, vmx=vmx, candidates=candidates, feasible_mask=ok,
-                      front=front, front_merged=np.array([g.size - 1 for g in members], int),
-                      resolved=resolved, ranked=ranked)
+    result = PlanResult(request=request, job=job, vmx=vmx, candidates=candidates, feasible_mask=ok,
+                        front=front, front_merged=np.array([g.size - 1 for g in members], int),
+                        resolved=resolved, ranked=ranked)
+    best = result.describe(result.best)
+    log.info("chose %s:%s x %d node(s), %d worker(s), global batch %d, %s, by %s: %.3g s, $%.4g (%s) of %d "
+             "feasible candidates", best["cloud"], best["instance_type"], best["nodes"], best["workers"],
+             best["global_batch"], "spot" if best["spot"] else "on-demand", request.objective,
+             best["predicted_time_s"], best["predicted_cost_usd"], best["prediction"], index.size)
+    return result
+

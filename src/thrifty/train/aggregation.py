@@ -6,6 +6,8 @@ global batch B = sum b_k, exactly as one process would compute it (docs/design.m
 aggregation"; OmniLearn, Tyagi & Sharma 2025).
 """
 
+from typing import overload
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -32,6 +34,12 @@ def flat_gradient(model: nn.Module) -> torch.Tensor:
     return _flatten_dense_tensors(gradients(model))
 
 
+@overload
+def allreduce_mean_gradients(model: nn.Module, extras: torch.Tensor,
+                             group: dist.ProcessGroup | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
+@overload
+def allreduce_mean_gradients(model: nn.Module, extras: None = None,
+                             group: dist.ProcessGroup | None = None) -> tuple[torch.Tensor, None]: ...
 def allreduce_mean_gradients(model: nn.Module, extras: torch.Tensor | None = None,
                              group: dist.ProcessGroup | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Average gradients over ranks in one collective; `extras` ride along and are summed.
@@ -47,6 +55,6 @@ def allreduce_mean_gradients(model: nn.Module, extras: torch.Tensor | None = Non
     buffer = flat if extras is None else torch.cat([flat, extras.to(device=flat.device, dtype=flat.dtype)])
     dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
     averaged = buffer[: flat.numel()] / world
-    for grad, synced in zip(grads, _unflatten_dense_tensors(averaged, grads)):
+    for grad, synced in zip(grads, _unflatten_dense_tensors(averaged, grads), strict=True):
         grad.copy_(synced)
     return averaged, (None if extras is None else buffer[flat.numel():])

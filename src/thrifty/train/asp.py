@@ -26,7 +26,7 @@ from thrifty.progress import ProgressBar
 from thrifty.records import EvalRow, RunLog
 from thrifty.train.aggregation import flat_gradient
 from thrifty.train.checkpoint import under_runner
-from thrifty.train.config import TrainConfig, check_config, total_steps
+from thrifty.train.config import TrainConfig, check_config, global_batch_for, total_steps
 from thrifty.train.emulation import Slowdown
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.loop import FixedSplit, RankState, run_steps
@@ -55,7 +55,7 @@ class ParameterServer:
         self.workload = load_workload(config.workload)
         torch.manual_seed(config.seed)
         self.model = self.workload.make_model()
-        self.global_batch = config.global_batch
+        self.global_batch = global_batch_for(config.global_batch, self.workload)  # check_config's
         self.workers = workers
         self.lr = float(self._workload_group(max(1, round(self.global_batch / workers)))["lr"])  # lr(B/n)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr,

@@ -58,7 +58,7 @@ class PrefetchingLoader:
                                   pin_memory=runtime.device.type == "cuda",
                                   persistent_workers=workers > 0, prefetch_factor=2 if workers > 0 else None)
         self._ahead: deque[list[int]] = deque()
-        self._batches: Iterator | None = None
+        self._batches: Iterator = iter(())  # the loader's, from the first _start
         self.restarts = 0  # how often the plan had to start over (a new split, a new epoch)
 
     def get(self, indices: torch.Tensor, upcoming: Upcoming) -> Batch:

@@ -11,12 +11,18 @@ Thresholds (ours):
           beyond their 90% quantile (0.21 in log, about 20%)
 """
 
+import logging
 import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 from thrifty.errors import ThriftyError
+
+log = logging.getLogger(__name__)
+
+Measured = TypeVar("Measured")  # what measure_quietly's `measure` returns (a profile)
 
 BUSY_LOAD_PER_CORE = 0.5
 BUSY_STEAL_FRACTION = 0.05
@@ -78,7 +84,7 @@ def cores() -> int:
 
 def runnable_others(samples: int = 10, interval_s: float = 0.1) -> float:
     """Mean runnable tasks over `samples` reads of /proc/stat's procs_running, less this reader."""
-    counts = []
+    counts: list[float] = []
     for i in range(samples):
         try:
             with open("/proc/stat") as f:
@@ -106,14 +112,16 @@ def allowed(allow_busy: bool) -> bool:
 def check_quiet(readings: Readings, allow_busy: bool) -> None:
     """Raise BusyMachineError in one line when the readings say busy, unless allowed."""
     reasons = readings.reasons()
+    if reasons:
+        log.debug("busy readings (%s): %s", "allowed" if allowed(allow_busy) else "refused", ", ".join(reasons))
     if reasons and not allowed(allow_busy):
         raise BusyMachineError(f"the machine is busy: {', '.join(reasons)}; profile again when it is "
                                f"quiet or pass --allow-busy ({ALLOW_BUSY_ENV}=1)")
 
 
-def measure_quietly(measure: Callable[[], tuple[object, float]], allow_busy: bool,
+def measure_quietly(measure: Callable[[], tuple[Measured, float]], allow_busy: bool,
                     before: Callable[[], Readings] = read_before_profile,
-                    attempts: int = 2) -> tuple[object, dict]:
+                    attempts: int = 2) -> tuple[Measured, dict]:
     """Check the machine, run `measure` (returns its result and the run spread it saw) and check
     the steal and spread of that run; a busy run is measured again, up to `attempts` times, then
     refused. Returns the result and the readings (before and during) for the profile's meta."""
@@ -126,6 +134,7 @@ def measure_quietly(measure: Callable[[], tuple[object, float]], allow_busy: boo
         result, spread = measure()
         during = Readings(first.cores, None, CpuTimes.read().steal_since(start), spread)
         if during.reasons() and not allowed(allow_busy) and attempt < attempts:
+            log.info("the machine was busy during the profile (%s): measuring again", ", ".join(during.reasons()))
             continue  # measure again: a burst of other work may have passed
         check_quiet(during, allow_busy)
         return result, {"before": first.to_dict(), "during": during.to_dict(), "attempts": attempt}

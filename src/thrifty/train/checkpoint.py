@@ -26,6 +26,7 @@ world size and global batch (checkpoint, relaunch with other --nproc / --global-
 Another workload is refused; a global batch above the data set is refused by check_config.
 """
 
+import logging
 import os
 import random
 import time
@@ -42,6 +43,8 @@ from thrifty.train.loop import RankState
 from thrifty.train.policies import BatchPolicy
 from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, checkpoint_files, newest_intact
 from thrifty.workloads import canonical_name
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = "thrifty.train/2"
 
@@ -116,22 +119,27 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
     """Every rank calls it (the RNG states are gathered); rank 0 writes into `store`, which reports
     the checkpoint's cost from here: the gather, the log's append, serialising and writing."""
     began = time.monotonic()
-    rngs = [None] * world
+    rngs: list[dict | None] = [None] * world
     if world > 1:
         dist.all_gather_object(rngs, rng_state())
     else:
         rngs = [rng_state()]
     if rank != 0:
         return
+    if store is None or not isinstance(state.policy, BatchPolicy):
+        raise TypeError("rank 0 saves into a store, and only a BatchPolicy's state is checkpointed")
     log_bytes = state.log.append(config.run_dir)  # first: a kill between the two leaves the log ahead
-    store.save(dumps({
+    payload = dumps({
         "format": CHECKPOINT_FORMAT, "workload": canonical_name(config.workload), "world_size": world,
         "global_batch": state.policy.global_batch, "model": state.model.state_dict(),
-        "optimizer": state.optimizer.state_dict(), "policy": state.policy.state_dict(), "step": state.step,
+        "optimizer": state.own_optimizer().state_dict(), "policy": state.policy.state_dict(), "step": state.step,
         "epoch": state.epoch, "sample_offset": state.sample_offset, "samples_seen": state.samples_seen,
         "skipped_updates": state.skipped_updates,
         "scaler": state.scaler.state_dict() if state.scaler is not None else None,
-        "train_time_s": state.train_time_s, "rng": rngs, "log_bytes": log_bytes}), began_s=began)
+        "train_time_s": state.train_time_s, "rng": rngs, "log_bytes": log_bytes})
+    path = store.save(payload, began_s=began)
+    log.info("checkpoint of step %d (epoch %d) written: %s, %.1f MB", state.step, state.epoch, path,
+             len(payload) / 1e6)
 
 
 def _read(path: Path, payload: bytes, config: TrainConfig) -> dict:
@@ -180,7 +188,7 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
         return
     moved = saved["global_batch"] != state.policy.global_batch
     state.model.load_state_dict(saved["model"])
-    load_optimizer(state.optimizer, saved["optimizer"], moved)
+    load_optimizer(state.own_optimizer(), saved["optimizer"], moved)
     state.step, state.epoch = saved["step"], saved["epoch"]
     state.sample_offset = saved_offset(saved)
     state.samples_seen = saved.get("samples_seen", saved["step"] * saved["global_batch"])  # older: one B
@@ -189,6 +197,9 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
         state.scaler.load_state_dict(saved["scaler"])
     state.end_epoch_if_done()  # the new B may not fit in what is left of the epoch
     state.train_time_s = saved["train_time_s"]
+    log.info("resumed from %s at step %d (epoch %d), saved by %d rank(s) at global batch %d%s", resume_from,
+             state.step, state.epoch, saved["world_size"], saved["global_batch"],
+             f", now {state.policy.global_batch}: the batch policy starts afresh" if moved else "")
     if saved["world_size"] == world and not moved:
         state.policy = BatchPolicy.from_state_dict(saved["policy"])
     # else the fresh policy of _setup stays: B / n (or the static capacities) for the new world

@@ -19,7 +19,7 @@ from thrifty.workloads.base import Workload
 
 def head(data: Dataset, count: int) -> Dataset:
     """The first `count` samples of a data set, of a kind its workload's code knows."""
-    count = min(count, len(data))  # type: ignore[arg-type]
+    count = min(count, len(data))  # type: ignore[arg-type]  # torch types Dataset without __len__; ours are sized
     if isinstance(data, TensorDataset):
         return TensorDataset(*(tensor[:count] for tensor in data.tensors))
     return Subset(data, range(count))

@@ -150,7 +150,7 @@ class SimulatedCluster:
         self._rng = random.Random(self.seed)
 
     def ideal_times(self, step: int, split: Sequence[int]) -> list[float]:
-        return [f * (self.overhead_s + b * self.sample_s) for f, b in zip(self.schedule.at(step), split)]
+        return [f * (self.overhead_s + b * self.sample_s) for f, b in zip(self.schedule.at(step), split, strict=True)]
 
     def times(self, step: int, split: Sequence[int]) -> list[float]:
         return [t * math.exp(self._rng.gauss(0.0, self.noise)) * self.spikes.get((step, k), 1.0)
@@ -178,7 +178,7 @@ def reaction_steps(splits: Sequence[Sequence[int]], times: Sequence[Sequence[flo
     steps (one noisy step decides nothing); None if no step of the segment gets there."""
     for i, split in enumerate(splits):
         same = [times[j] for j in range(i, min(i + runs, len(splits))) if list(splits[j]) == list(split)]
-        medians = [statistics.median(column) for column in zip(*same)]
+        medians = [statistics.median(column) for column in zip(*same, strict=True)]
         if within_of_ideal(medians, tolerance):
             return i
     return None

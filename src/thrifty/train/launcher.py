@@ -23,13 +23,13 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing import forkserver
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from multiprocessing import forkserver
 
 from thrifty.errors import ThriftyError, WorkloadError
 from thrifty.train.lifeline import die_with
@@ -48,7 +48,7 @@ def launched_by_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
 
 
-def exit_without_teardown(code: int) -> None:
+def exit_without_teardown(code: int) -> NoReturn:
     """End a torchrun rank whose work is done and written: flush, then leave without the interpreter's
     teardown, where gloo's threads sometimes abort the process ("terminate called without an
     active exception", seen about once in 15 runs), which torchrun would report as a failed rank."""
@@ -184,8 +184,8 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
             elif payload:
                 errors.append((payload["failed_at"], f"rank {rank} failed: {payload['error']}"))
                 messages.add(payload["message"])
-            elif procs[rank].exitcode not in (None, 0) and rank not in stopped:
-                died.append(f"rank {rank} died ({_exit_reason(procs[rank].exitcode)})")
+            elif (code := procs[rank].exitcode) is not None and code != 0 and rank not in stopped:
+                died.append(f"rank {rank} died ({_exit_reason(code)})")
         if died:  # a rank killed from outside: its peers' errors are only lost connections
             raise WorkloadError("; ".join(died))
         if len(errors) == world_size and len(messages) == 1 and None not in messages:

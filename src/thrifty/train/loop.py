@@ -7,7 +7,7 @@ own sample stream and a push/pull instead of the all-reduce) all run `run_steps`
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -19,6 +19,7 @@ from thrifty.train.batches import PrefetchingLoader
 from thrifty.train.emulation import Slowdown
 from thrifty.train.runtime import Runtime
 from thrifty.train.sampler import GlobalBatchSampler
+from thrifty.train.split import SplitPolicy
 from thrifty.train.step import Exchange, distributed, train_step
 from thrifty.workloads.base import Workload
 from thrifty.workloads.schedules import Constant, LRSchedule
@@ -35,7 +36,7 @@ class FixedSplit:
     def global_batch(self) -> int:
         return sum(self.split)
 
-    def observe(self, step: int, compute_times) -> bool:
+    def observe(self, step: int, compute_times: Sequence[float]) -> bool:
         return False
 
 
@@ -48,8 +49,8 @@ class RankState:
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer | None
-    policy: object  # BatchPolicy or FixedSplit: `.split`, `.global_batch`, `.observe`
-    sampler: GlobalBatchSampler | None
+    policy: SplitPolicy
+    sampler: GlobalBatchSampler | None  # None: the batches come from elsewhere (the ASP worker's stream)
     step: int = 0  # steps taken since the run began, whatever their global batch
     epoch: int = 0
     sample_offset: int = 0  # samples of this epoch's permutation used: the sampler's position
@@ -64,19 +65,31 @@ class RankState:
     loader: PrefetchingLoader | None = None  # real data sets' prefetching workers (train.batches)
     skipped_updates: int = 0
 
+    def batch_sampler(self) -> GlobalBatchSampler:
+        if self.sampler is None:
+            raise RuntimeError("this rank's batches come from a stream, not from a sampler")
+        return self.sampler
+
+    def own_optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer of a rank that updates its own model (every rank but an ASP worker's)."""
+        if self.optimizer is None:
+            raise RuntimeError("this rank's updates happen elsewhere (the ASP server)")
+        return self.optimizer
+
     def indices(self, rank: int) -> torch.Tensor:
         """This rank's samples of the current global batch, cut by the current split."""
-        return self.sampler.offset_indices(rank, self.epoch, self.sample_offset, self.policy.split)
+        return self.batch_sampler().offset_indices(rank, self.epoch, self.sample_offset, self.policy.split)
 
     def upcoming(self, rank: int, count: int) -> list[torch.Tensor]:
         """This rank's samples of the next `count` steps at the current split, within this epoch."""
-        batch, offsets = self.sampler.global_batch, []
+        sampler = self.batch_sampler()
+        batch, offsets = sampler.global_batch, []
         for k in range(count):
             offset = self.sample_offset + k * batch
-            if self.sampler.epoch_done(offset):
+            if sampler.epoch_done(offset):
                 break
             offsets.append(offset)
-        return [self.sampler.offset_indices(rank, self.epoch, o, self.policy.split) for o in offsets]
+        return [sampler.offset_indices(rank, self.epoch, o, self.policy.split) for o in offsets]
 
     def set_learning_rate(self) -> None:
         """base lr x the schedule's factor at this point of the run, in every param group."""
@@ -97,11 +110,11 @@ class RankState:
 
     def end_epoch_if_done(self) -> None:
         """Start the next epoch when fewer than one global batch of this one is left unused."""
-        if self.sampler.epoch_done(self.sample_offset):
+        if self.batch_sampler().epoch_done(self.sample_offset):
             self.epoch, self.sample_offset = self.epoch + 1, 0
 
 
-def fresh_state(workload: Workload, split: list[int], *, seed: int = 0, policy=None,
+def fresh_state(workload: Workload, split: list[int], *, seed: int = 0, policy: SplitPolicy | None = None,
                 model: torch.nn.Module | None = None, runtime: Runtime = Runtime(),
                 total_samples: float | None = None, loader: PrefetchingLoader | None = None) -> RankState:
     """Identical initial model on every rank (seeded), on the runtime's device, the workload's
@@ -158,7 +171,7 @@ def train_to_target(workload: Workload, local_batches: list[int], *, max_steps: 
     target = workload.target_metric if target is None else target
     rank, _ = distributed()
     state = fresh_state(workload, list(local_batches), seed=seed)
-    eval_every = eval_every or max(1, state.sampler.steps_per_epoch // 4)
+    eval_every = eval_every or max(1, state.batch_sampler().steps_per_epoch // 4)
     result = TrainResult(global_batch=sum(local_batches), steps=0, reached_target=False,
                          final_metric=float("nan"), wall_time_s=0.0)
 

@@ -103,7 +103,7 @@ def fixed_cost_batches(batches: Sequence[int], times_s: Sequence[float], limit: 
     size weighted by its count, clamped to [0, limit]; None with fewer than two sizes, sizes
     spanning less than MIN_SPAN of their mean, or a slope that is not positive."""
     by_size: dict[int, list[float]] = {}
-    for b, t in zip(batches, times_s):
+    for b, t in zip(batches, times_s, strict=True):
         by_size.setdefault(b, []).append(t)
     if len(by_size) < 2:
         return None
@@ -164,13 +164,13 @@ class BatchPolicy:
 
     def estimate(self) -> list[float]:
         """t_k / mean t per rank: the median of the window's ratios."""
-        return [statistics.median(column) for column in zip(*self.ratios)]
+        return [statistics.median(column) for column in zip(*self.ratios, strict=True)]
 
     def spreads(self) -> list[float]:
         """Per-rank relative noise of the ratios from the newest `window` step-to-step changes,
         at least the noise pooled over all ranks (few samples underestimate it often)."""
         pooled = noise_spread([d for row in self.jitter for d in row])
-        return [max(noise_spread(column), pooled) for column in zip(*self.jitter)] if self.jitter \
+        return [max(noise_spread(column), pooled) for column in zip(*self.jitter, strict=True)] if self.jitter \
             else [0.0] * len(self.split)
 
     def significant_imbalance(self) -> float:
@@ -182,13 +182,13 @@ class BatchPolicy:
         estimate = self.estimate()
         changes = relative_changes(estimate)
         errors = [self.settings.confidence * MEDIAN_SE * s / math.sqrt(n) / r
-                  for s, r in zip(self.spreads(), estimate)]
-        return max(c - e for c, e in zip(changes, errors))
+                  for s, r in zip(self.spreads(), estimate, strict=True)]
+        return max(c - e for c, e in zip(changes, errors, strict=True))
 
     def _observe_static(self, compute_times: Sequence[float]) -> bool:
         if self.frozen:
             return False
-        self.warmup_rates.append([b / t for b, t in zip(self.split, compute_times)])
+        self.warmup_rates.append([b / t for b, t in zip(self.split, compute_times, strict=True)])
         if len(self.warmup_rates) < self.settings.warmup_steps:
             return False
         self.frozen = True
@@ -199,14 +199,14 @@ class BatchPolicy:
         mean_t = statistics.fmean(compute_times)
         ratios = [t / mean_t for t in compute_times]
         if self.ratios:
-            self.jitter.append([abs(r - p) / p for r, p in zip(ratios, self.ratios[-1])])
+            self.jitter.append([abs(r - p) / p for r, p in zip(ratios, self.ratios[-1], strict=True)])
             del self.jitter[:-self.settings.window]
         self.ratios.append(ratios)
         del self.ratios[:-self.settings.window]
         self.history.append((list(self.split), list(compute_times)))
         del self.history[:-self.settings.window]
         shifted = (level_shift(column, s, self.settings.dead_band, self.settings.shift)
-                   for column, s in zip(zip(*self.ratios), self.spreads()))
+                   for column, s in zip(zip(*self.ratios, strict=True), self.spreads(), strict=True))
         if any(shifted):
             del self.ratios[:-SHIFT_SAMPLES]
             del self.history[:-SHIFT_SAMPLES]
@@ -216,7 +216,7 @@ class BatchPolicy:
         if not self.significant_imbalance() > self.settings.dead_band:
             return False
         fixed = self.fixed_costs()
-        slopes = [r / (h + b) for r, h, b in zip(self.estimate(), fixed, self.split)]  # c_k = t_k / (h_k + b_k)
+        slopes = [r / (h + b) for r, h, b in zip(self.estimate(), fixed, self.split, strict=True)]  # c_k = t_k / (h_k + b_k)
         target = affine_targets(fixed, slopes, self.global_batch, self.b_min, self.b_max)
         return self._change(proportional_split(target, self.global_batch, self.b_min, self.b_max), step)
 

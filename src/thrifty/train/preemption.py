@@ -28,8 +28,8 @@ import torch
 from torch import nn
 
 from thrifty.errors import ThriftyError
-from thrifty.transient.protocol import JobCheckpoints
 from thrifty.train.aggregation import allreduce_mean_gradients
+from thrifty.transient.protocol import JobCheckpoints
 
 REQUESTS, NOTICE = 0, 1  # slots of the shared memory: checkpoint requests so far, notice given
 

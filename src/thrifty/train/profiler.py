@@ -13,6 +13,7 @@ import torch
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.cpu import ThreadScaling
+from thrifty.perf.noise import noise_due
 from thrifty.perf.samples import steps_per_round
 from thrifty.perf.work import COUNT_VERSION, StepWork
 from thrifty.records import Profile, StepRow
@@ -20,9 +21,8 @@ from thrifty.train.launcher import run_local_workers
 from thrifty.train.loop import fresh_state, run_steps
 from thrifty.train.runtime import Runtime
 from thrifty.train.sampler import GlobalBatchSampler
-from thrifty.perf.noise import noise_due
-from thrifty.train.workcount import count_workload
 from thrifty.workloads import load_workload
+from thrifty.workloads.workcount import count_workload
 
 
 def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches: Sequence[int],
@@ -40,10 +40,14 @@ def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches:
         for state in states:  # ascending batch, so the peak RSS is reached by the largest
             runtime.reset_peak_memory()
             measured_from = state.step + warmup
+
+            def keep(rows: list[StepRow], start: int = measured_from) -> bool:
+                if rows[rank].step >= start:
+                    records.append(asdict(rows[rank]))
+                return False  # never stops the run early
+
             run_steps(state, workload, steps=measured_from + round_steps,
-                      measure_noise=lambda step: noise_due(step, world_size),
-                      on_step=lambda rows, start=measured_from: records.append(asdict(rows[rank]))
-                      if rows[rank].step >= start else None)
+                      measure_noise=lambda step: noise_due(step, world_size), on_step=keep)
     return records
 
 

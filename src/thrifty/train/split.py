@@ -2,12 +2,26 @@
 to B exactly. Pure Python, no torch: the controller and its tests run on a simulated clock."""
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from thrifty.errors import ThriftyError
 
 
 class SplitError(ThriftyError):
     """A global batch that cannot be split under the given bounds."""
+
+
+class SplitPolicy(Protocol):
+    """What the loop asks of a batch policy (train.policies.BatchPolicy, or FixedSplit): the split
+    of the global batch among the ranks, and a look at every step's compute times (True: it changed)."""
+
+    split: list[int]
+    adjustments: int
+
+    @property
+    def global_batch(self) -> int: ...
+
+    def observe(self, step: int, compute_times: Sequence[float]) -> bool: ...
 
 
 def check_split_bounds(global_batch: int, workers: int, b_min: int, b_max: Sequence[int]) -> None:

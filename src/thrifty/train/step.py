@@ -25,6 +25,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -36,6 +37,7 @@ from thrifty.records import StepRow
 from thrifty.train.aggregation import allreduce_mean_gradients, flat_gradient, loss_scale
 from thrifty.train.emulation import Slowdown
 from thrifty.train.runtime import Runtime
+from thrifty.train.split import SplitPolicy
 from thrifty.workloads.base import Batch, Workload
 
 # (model, extras) -> (flat averaged gradient or None, summed extras): the gradient exchange
@@ -61,14 +63,15 @@ def peak_memory_bytes(device: torch.device | None = None) -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def slice_batch(batch: Batch, start: int, stop: int) -> Batch:
+def slice_batch(batch: Any, start: int, stop: int) -> Any:
     """Samples start..stop of a batch (tensors cut along their first dimension, others kept)."""
     if isinstance(batch, torch.Tensor):
         return batch[start:stop]
     if isinstance(batch, Mapping):
         return {key: slice_batch(value, start, stop) for key, value in batch.items()}
     if isinstance(batch, (tuple, list)):
-        return type(batch)(slice_batch(item, start, stop) for item in batch)
+        items = [slice_batch(item, start, stop) for item in batch]
+        return tuple(items) if isinstance(batch, tuple) else items
     return batch
 
 
@@ -126,7 +129,7 @@ def _check_losses(losses: list[float], step: int) -> None:
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer | None, workload: Workload,
                indices: torch.Tensor, global_batch: int, *, step: int = 0, epoch: int = 0,
-               measure_noise: bool = False, slowdown: Slowdown | None = None, policy=None,
+               measure_noise: bool = False, slowdown: Slowdown | None = None, policy: SplitPolicy | None = None,
                exchange: Exchange | None = None, world: tuple[int, int] | None = None,
                runtime: Runtime = Runtime(), scaler: GradScaler | None = None,
                fetch: Callable[[torch.Tensor], Batch] | None = None) -> list[StepRow]:

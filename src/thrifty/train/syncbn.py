@@ -76,14 +76,14 @@ class CountWeightedSyncBatchNorm(nn.modules.batchnorm._BatchNorm):
             raise ValueError("CountWeightedSyncBatchNorm needs affine=True in training")
         y, mean, var, count = _SyncBatchNormFunction.apply(x, self.weight, self.bias, self.eps,
                                                            self.process_group)
-        if self.track_running_stats:
+        tracked, running_mean, running_var = self.num_batches_tracked, self.running_mean, self.running_var
+        if tracked is not None and running_mean is not None and running_var is not None:  # track_running_stats
             with torch.no_grad():
-                self.num_batches_tracked.add_(1)
-                momentum = (1.0 / float(self.num_batches_tracked) if self.momentum is None
-                            else self.momentum)
+                tracked.add_(1)
+                momentum = 1.0 / float(tracked) if self.momentum is None else self.momentum
                 unbiased = var * (count / max(count - 1.0, 1.0))  # running_var is unbiased
-                self.running_mean.mul_(1 - momentum).add_(momentum * mean)
-                self.running_var.mul_(1 - momentum).add_(momentum * unbiased)
+                running_mean.mul_(1 - momentum).add_(momentum * mean)
+                running_var.mul_(1 - momentum).add_(momentum * unbiased)
         return y
 
 

@@ -28,16 +28,23 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from thrifty.perf.noise import noise_due
 from thrifty.progress import ProgressBar
 from thrifty.records import EvalRow, StepRow
-from thrifty.train.checkpoint import (check_resumable, checkpoint_dir, checkpoint_store, choose_checkpoint,
-                                      restore, save_checkpoint, under_runner)
+from thrifty.train.batches import batch_source
+from thrifty.train.checkpoint import (
+    check_resumable,
+    checkpoint_dir,
+    checkpoint_store,
+    choose_checkpoint,
+    restore,
+    save_checkpoint,
+    under_runner,
+)
 from thrifty.train.config import TrainConfig, check_config, global_batch_for, total_steps
 from thrifty.train.emulation import Slowdown, remove_cgroups
-from thrifty.train.batches import batch_source
 from thrifty.train.launcher import run_local_workers, torchrun_group
 from thrifty.train.loop import RankState, fresh_state, run_steps
-from thrifty.perf.noise import noise_due
 from thrifty.train.metrics import plot_run, step_line, summarise, write_summary
 from thrifty.train.policies import make_policy
 from thrifty.train.preemption import AgreedSignals, Preempted, RelayedSignals, notice_on_sigterm, shared_signals
@@ -127,7 +134,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     # the schedule's horizon: the samples seen so far and those of the steps still to go (a fresh
     # run: steps x B; a resume without a move: the same; after a move, at the new B)
     state.total_samples = float(state.samples_seen + max(steps - state.step, 0) * state.policy.global_batch)
-    eval_every = config.eval_every or max(1, state.sampler.steps_per_epoch // 4)
+    eval_every = config.eval_every or max(1, state.batch_sampler().steps_per_epoch // 4)
     slowdown = Slowdown(config.slowdown, rank, config.emulate, tag=os.environ.get("THRIFTY_RUN_TAG"))
     progress = (ProgressBar("train", steps, completed=state.step, fields=("rate", "split"))
                 if rank == 0 and config.progress else None)
@@ -180,7 +187,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     summary["device"] = str(state.runtime.device)
     summary["precision"] = state.runtime.precision
     summary["skipped_updates"] = state.skipped_updates
-    summary["final_lr"] = [group["lr"] for group in state.optimizer.param_groups]
+    summary["final_lr"] = [group["lr"] for group in state.own_optimizer().param_groups]
     summary["resumed_at_step"] = resumed_at
     summary["parameter_digests"] = digests
     write_summary(config.run_dir, summary)
@@ -212,7 +219,7 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
     signals = shared_signals() if under_runner() else None
     with hold_run_dir(config.run_dir), contextlib.ExitStack() as stack:
         resume_from = choose_checkpoint(config)
-        if under_runner():
+        if signals is not None:  # under the runner
             relay = RelayedSignals(checkpoint_dir(config), signals)
             stack.callback(relay.close)
         try:

@@ -8,6 +8,7 @@
 - Goodness of fit: Kolmogorov-Smirnov distance to Kaplan-Meier, and AIC = 2k - 2 log L (Akaike 1974).
 """
 
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from scipy import optimize
 from thrifty.errors import ThriftyError
 from thrifty.io import read_csv
 from thrifty.transient.lifetimes import HOUR, Bathtub, Exponential, LifetimeModel, Weibull
+
+log = logging.getLogger(__name__)
 
 EVENTS = {"preempted": True, "stopped": False}
 FIT_MODELS = ("bathtub", "weibull", "exponential")
@@ -198,15 +201,11 @@ def fit_bathtub_mle(data: Lifetimes) -> Fit:
         return -ll if math.isfinite(ll) else 1e300
 
     plateau = float(events.size) / data.lifetime_s.size
-    best = None
-    for tau1_h in (0.5, 1.0, 3.0):
-        for tau2_h in (0.05, 0.2, 0.8):
-            for end_h in ends:
-                start = np.clip([plateau, tau1_h, tau2_h, end_h], lower, upper)
-                result = optimize.minimize(negative_ll, start, method="L-BFGS-B",
-                                           bounds=list(zip(lower, upper)))
-                if best is None or result.fun < best.fun:
-                    best = result
+    bounds = list(zip(lower, upper, strict=True))
+    results = [optimize.minimize(negative_ll, np.clip([plateau, tau1_h, tau2_h, end_h], lower, upper),
+                                 method="L-BFGS-B", bounds=bounds)
+               for tau1_h in (0.5, 1.0, 3.0) for tau2_h in (0.05, 0.2, 0.8) for end_h in ends]
+    best = min(results, key=lambda result: result.fun)  # the first of the lowest, as the loop it replaces
     return _scored(model_of(best.x), "mle", data)
 
 
@@ -238,7 +237,17 @@ def fit(data: Lifetimes, model: str = "auto", method: str = "mle") -> Fit:
     if method not in METHODS:
         raise LifetimeDataError(f"unknown fit method {method!r}; choose mle or lsq")
     if model == "auto":
-        return min((fit(data, m) for m in FIT_MODELS), key=lambda f: f.aic)
+        chosen = min((fit(data, m) for m in FIT_MODELS), key=lambda f: f.aic)
+        log.info("auto: %s has the lowest AIC (%.1f)", chosen.model.name, chosen.aic)
+        return chosen
+    fitted = _fit_family(data, model, method)
+    log.info("fitted %s (%s) to %d lifetimes, %d preempted: log L %.1f, AIC %.1f, KS %.3f", fitted.model.name,
+             fitted.method, data.lifetime_s.size, int(data.preempted.sum()), fitted.log_likelihood, fitted.aic,
+             fitted.ks)
+    return fitted
+
+
+def _fit_family(data: Lifetimes, model: str, method: str) -> Fit:
     if model == "bathtub":
         return fit_bathtub_lsq(data) if method == "lsq" else fit_bathtub_mle(data)
     if method == "lsq":

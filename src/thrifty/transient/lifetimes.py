@@ -150,9 +150,9 @@ class Bathtub(LifetimeModel):
         return self.a * (-np.expm1(-t / self.tau1_s) + np.exp(np.minimum((t - self.b_s) / self.tau2_s, 700)))
 
     @property
-    def t_end(self) -> float:  # type: ignore[override]
+    def t_end(self) -> float:  # type: ignore[override]  # a read-only property over the base's class attribute
         """Where F reaches 1: the largest lifetime the model allows."""
-        return self._t_end  # type: ignore[attr-defined]
+        return self._t_end  # type: ignore[attr-defined]  # set by __post_init__ (object.__setattr__: frozen)
 
     def cdf(self, t):
         t = np.asarray(t, float)

@@ -32,7 +32,7 @@ class ReuseRule:
 
 def _ranges(ages: np.ndarray, mask: np.ndarray, step: float) -> list[tuple[float, float]]:
     out, start = [], None
-    for age, flag in zip(ages, mask):
+    for age, flag in zip(ages, mask, strict=True):
         if flag and start is None:
             start = age
         if not flag and start is not None:

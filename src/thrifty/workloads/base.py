@@ -51,7 +51,7 @@ class Workload:
     make_model: Callable[[], nn.Module]
     train_data: Dataset
     eval_data: Dataset
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    loss_fn: Callable[[Any, Any], torch.Tensor]  # (outputs, targets), or (outputs, batch) for a mapping batch
     make_optimizer: Callable[[Iterable[nn.Parameter], int], torch.optim.Optimizer]
     evaluate: Callable[[nn.Module, Dataset], float]
     metric_name: str = "accuracy"
@@ -64,7 +64,7 @@ class Workload:
 
     @property
     def train_size(self) -> int:
-        return len(self.train_data)  # type: ignore[arg-type]
+        return len(self.train_data)  # type: ignore[arg-type]  # torch types Dataset without __len__; ours are sized
 
     def reached(self, metric: float, target: float) -> bool:
         """Whether `metric` meets `target` in this workload's direction."""
@@ -135,8 +135,8 @@ def classification_accuracy(model: nn.Module, data: Dataset, batch_size: int = 1
     device = model_device(model)
     correct, total = 0, 0
     with torch.no_grad():
-        for start in range(0, len(data), batch_size):  # type: ignore[arg-type]
-            idx = torch.arange(start, min(start + batch_size, len(data)))  # type: ignore[arg-type]
+        for start in range(0, len(data), batch_size):  # type: ignore[arg-type]  # torch types Dataset without __len__; ours are sized
+            idx = torch.arange(start, min(start + batch_size, len(data)))  # type: ignore[arg-type]  # torch types Dataset without __len__; ours are sized
             inputs, targets = move_batch(fetch_batch(data, idx, device), device)
             correct += int((call_model(model, inputs).argmax(dim=1) == targets).sum())
             total += len(idx)

@@ -99,6 +99,7 @@ class BertForPreTraining(nn.Module):  # DLE modeling.py BertForPreTraining (MLM 
 
     def forward(self, ids, types, mask, masked_positions):
         seq = self.bert(ids, types, mask)
+        assert self.bert.pooler is not None  # built with pooler=True
         pooled = torch.tanh(self.bert.pooler(seq[:, 0]))
         picked = seq.gather(1, masked_positions[..., None].expand(-1, -1, seq.shape[-1]))
         mlm = F.linear(self.transform_norm(F.gelu(self.transform(picked))), self.bert.word.weight,

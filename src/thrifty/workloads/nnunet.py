@@ -57,7 +57,7 @@ class DynUNet(nn.Module):  # MONAI networks/nets/dynunet.py as DLE nnunet/nn_une
         for block in self.down:
             x = block(x)
             skips.append(x)
-        for block, skip in zip(self.up, reversed(skips[:-1])):
+        for block, skip in zip(self.up, reversed(skips[:-1]), strict=True):
             x = block(x, skip)
         return self.out(x)
 

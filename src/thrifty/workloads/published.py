@@ -1,7 +1,7 @@
 """The models of the published GPU training throughput (data/gpu/gpu_training_throughput.csv and
 gpu_training_throughput_small.csv), each
 with the input, loss and optimizer its source trained it with, so thrifty can count the work of
-one of their training steps (train.workcount) and calibrate its GPU roofline on them.
+one of their training steps (workloads.workcount) and calibrate its GPU roofline on them.
 
 One entry per distinct (model, input) pair of the CSV (so DLE's and Lambda's BERT-large SQuAD rows,
 whose `input` texts differ, get two keys with the same recipe). Optimizers: where the source used a
@@ -25,6 +25,7 @@ Where a published sample is not one counted sample:
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,9 +34,9 @@ from torch import nn
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.work import StepWork
-from thrifty.train.workcount import count_model_step
 from thrifty.workloads import bert, gnmt, nnunet, ssd, transformer_nmt
 from thrifty.workloads.resnet import resnet18_cifar, resnet50_imagenet
+from thrifty.workloads.workcount import count_model_step
 
 # Typical sentence lengths (tokens per side, after tokenisation, with EOS/BOS).
 WMT14_PAIR_TOKENS = 32  # WMT14 en-de, 32k joined BPE: ~26 words -> ~30 subwords + EOS per side
@@ -54,7 +55,7 @@ class NeuMF(nn.Module):
         super().__init__()
         self.mf_user, self.mf_item = nn.Embedding(users, factors), nn.Embedding(items, factors)
         self.mlp_user, self.mlp_item = nn.Embedding(users, layers[0] // 2), nn.Embedding(items, layers[0] // 2)
-        self.mlp = nn.ModuleList(nn.Linear(a, b) for a, b in zip(layers[:-1], layers[1:]))
+        self.mlp = nn.ModuleList(nn.Linear(a, b) for a, b in zip(layers[:-1], layers[1:], strict=True))
         self.dropout = dropout
         self.final = nn.Linear(layers[-1] + factors, 1)
 
@@ -103,7 +104,7 @@ def _adam(cls=torch.optim.Adam, foreach: bool = False, **kwargs):
 
 
 _DLE = "NVIDIA DeepLearningExamples (PyTorch)"
-_RN50 = dict(csv_model="ResNet-50 v1.5", csv_input="224x224", unit="images/s", make_model=resnet50_imagenet,
+_RN50: dict[str, Any] = dict(csv_model="ResNet-50 v1.5", csv_input="224x224", unit="images/s", make_model=resnet50_imagenet,
              make_batch=partial(_image_batch, shape=(3, 224, 224)))
 def _bert_pretraining(phase: int, seq: int, predictions: int) -> PublishedModel:
     """BERT-large pre-training, one phase of NVIDIA's recipe (sequence length, masked tokens)."""
@@ -117,7 +118,7 @@ def _bert_pretraining(phase: int, seq: int, predictions: int) -> PublishedModel:
                                  f"{predictions} masked/seq")
 
 
-_SQUAD_LARGE = dict(csv_model="BERT-large fine-tuning (SQuAD v1.1)", unit="sequences/s",
+_SQUAD_LARGE: dict[str, Any] = dict(csv_model="BERT-large fine-tuning (SQuAD v1.1)", unit="sequences/s",
                     make_model=partial(bert.BertForQuestionAnswering, bert.BERT_LARGE),
                     make_batch=partial(bert.squad_batch, seq=384), loss_fn=bert.squad_loss,
                     make_optimizer=_adam(torch.optim.AdamW, foreach=True),

@@ -52,9 +52,11 @@ def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
     module_name = f"thrifty_user_workload_{abs(hash(str(path.resolve())))}"
     try:
         module_spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
+        if module_spec is None or module_spec.loader is None:  # not for a .py file that exists
+            raise WorkloadError(f"workload {path}: Python cannot load it as a module")
+        module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_name] = module
-        module_spec.loader.exec_module(module)  # type: ignore[union-attr]
+        module_spec.loader.exec_module(module)
     except SystemExit as exc:
         sys.modules.pop(module_name, None)
         raise WorkloadError(f"workload {path}: importing it called sys.exit({exc.code!r})") from None

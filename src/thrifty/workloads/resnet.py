@@ -69,7 +69,7 @@ class ResNet(nn.Module):
             self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
                                       nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
         self.layers = nn.Sequential(*(self._stage(block, planes, blocks, 1 if i == 0 else 2)
-                                      for i, (planes, blocks) in enumerate(zip((64, 128, 256, 512), layers))))
+                                      for i, (planes, blocks) in enumerate(zip((64, 128, 256, 512), layers, strict=True))))
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(512 * block.expansion, num_classes)
 

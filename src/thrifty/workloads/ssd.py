@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from thrifty.workloads.resnet import resnet50_imagenet
+from thrifty.workloads.resnet import Bottleneck, resnet50_imagenet
 
 BOXES = 8732  # 38^2*4 + 19^2*6 + 10^2*6 + 5^2*6 + 3^2*4 + 1*4
 CLASSES = 81  # 80 COCO classes + background
@@ -26,29 +26,33 @@ class SSD300(nn.Module):  # DLE SSD src/model.py SSD300 with ResNet(backbone="re
     def __init__(self, classes: int = CLASSES) -> None:
         super().__init__()
         resnet = resnet50_imagenet()
-        conv4_block1 = resnet.layers[2][0]
+        conv4_block1 = list(resnet.layers[2].children())[0]  # the first Bottleneck of stage conv4_x
+        downsample = conv4_block1.downsample
+        assert isinstance(conv4_block1, Bottleneck) and isinstance(downsample, nn.Sequential)
         conv4_block1.conv2.stride = (1, 1)  # conv1 is 1x1 stride 1 already in v1.5
-        conv4_block1.downsample[0].stride = (1, 1)
-        self.feature_extractor = nn.Sequential(resnet.stem, *resnet.layers[:3])
+        downsample_conv = downsample[0]
+        assert isinstance(downsample_conv, nn.Conv2d)
+        downsample_conv.stride = (1, 1)
+        self.feature_extractor = nn.Sequential(resnet.stem, *list(resnet.layers)[:3])
         channels = [1024, 512, 512, 256, 256, 256]
         self.additional = nn.ModuleList()
-        for i, (cin, cout, mid) in enumerate(zip(channels[:-1], channels[1:], [256, 256, 128, 128, 128])):
+        for i, (cin, cout, mid) in enumerate(zip(channels[:-1], channels[1:], [256, 256, 128, 128, 128], strict=True)):
             stride, pad = (2, 1) if i < 3 else (1, 0)
             self.additional.append(nn.Sequential(
                 nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
                 nn.Conv2d(mid, cout, 3, stride, pad, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)))
         self.classes = classes
         defaults = [4, 6, 6, 6, 4, 4]
-        self.loc = nn.ModuleList(nn.Conv2d(c, n * 4, 3, padding=1) for c, n in zip(channels, defaults))
-        self.conf = nn.ModuleList(nn.Conv2d(c, n * classes, 3, padding=1) for c, n in zip(channels, defaults))
+        self.loc = nn.ModuleList(nn.Conv2d(c, n * 4, 3, padding=1) for c, n in zip(channels, defaults, strict=True))
+        self.conf = nn.ModuleList(nn.Conv2d(c, n * classes, 3, padding=1) for c, n in zip(channels, defaults, strict=True))
 
     def forward(self, x):
         features = [self.feature_extractor(x)]
         for block in self.additional:
             features.append(block(features[-1]))
         b = x.shape[0]
-        locs = [head(f).view(b, 4, -1) for head, f in zip(self.loc, features)]
-        confs = [head(f).view(b, self.classes, -1) for head, f in zip(self.conf, features)]
+        locs = [head(f).view(b, 4, -1) for head, f in zip(self.loc, features, strict=True)]
+        confs = [head(f).view(b, self.classes, -1) for head, f in zip(self.conf, features, strict=True)]
         return torch.cat(locs, 2).contiguous(), torch.cat(confs, 2).contiguous()
 
 

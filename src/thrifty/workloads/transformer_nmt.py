@@ -64,12 +64,15 @@ class PreNormLayer(nn.Module):  # fairseq TransformerEncoderLayer / DecoderLayer
     def forward(self, x, memory=None, mask=None):
         drop = lambda z: F.dropout(z, self.dropout, self.training)  # noqa: E731
         x = x + drop(self.self_attn(self.self_norm(x), mask=mask))
-        if self.cross_attn is not None:
+        if self.cross_attn is not None and self.cross_norm is not None:  # both or neither (`cross`)
             x = x + drop(self.cross_attn(self.cross_norm(x), memory))
         return x + drop(self.fc2(drop(F.relu(self.fc1(self.ffn_norm(x))))))
 
 
 class FairseqTransformer(nn.Module):  # fairseq transformer_wmt_en_de_big_t2t, --share-all-embeddings
+    positions: torch.Tensor  # buffers (register_buffer)
+    future_mask: torch.Tensor
+
     def __init__(self, vocab: int = 33712, dim: int = 1024, heads: int = 16, ffn: int = 4096,
                  layers: int = 6, dropout: float = 0.1, max_positions: int = 1024) -> None:
         super().__init__()

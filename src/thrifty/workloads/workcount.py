@@ -12,6 +12,7 @@ fixed and per-sample work (perf.work.linear_work).
 """
 
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -23,8 +24,6 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from thrifty.errors import WorkloadError
-from contextlib import contextmanager
-
 from thrifty.perf.embedding_traffic import dense_backward_kernels, gather_kernel
 from thrifty.perf.rnn_kernels import GATES, rnn_kernels
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork, linear_work
@@ -130,7 +129,7 @@ class _CountedRNN(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         wanted = [t for t in ctx.inner if t.requires_grad]
-        pairs = [(o, g) for o, g in zip(ctx.out, grads) if g is not None and o.requires_grad]
+        pairs = [(o, g) for o, g in zip(ctx.out, grads, strict=True) if g is not None and o.requires_grad]
         with ctx.recorder.pause():
             found = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
                                              allow_unused=True))
@@ -192,7 +191,7 @@ class FusedDropout(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is F.dropout:
             names = ("input", "p", "training", "inplace")
-            bound = {**dict(zip(names, args)), **kwargs}
+            bound = {**dict(zip(names, args, strict=False)), **kwargs}
             p, training = bound.get("p", 0.5), bound.get("training", True)
             if training and 0.0 < p < 1.0:
                 return torch.ops.aten.native_dropout(bound["input"], p, True)[0]
@@ -219,8 +218,8 @@ def _count_once(run_step: StepFn, batch: int) -> tuple[list, np.ndarray, np.ndar
         run_step(batch, recorder)
     names = [op[0] for op in recorder.ops]
     kinds = np.array([op[1] for op in recorder.ops], int)
-    columns = [np.array([op[i] for op in recorder.ops], float) for i in (2, 3, 4)]
-    return names, kinds, *columns, recorder.activation_bytes
+    flops, traffic, written = (np.array([op[i] for op in recorder.ops], float) for i in (2, 3, 4))
+    return names, kinds, flops, traffic, written, recorder.activation_bytes
 
 
 def count_step(run_step: StepFn, *, param_count: int, gradient_bytes: float,

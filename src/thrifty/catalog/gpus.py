@@ -1,0 +1,62 @@
+"""GPU specs by the catalog's accelerator name (data/gpus.csv; data/gpu/gpu_specs.csv for the
+calibration's GPUs): peak rates, memory, SMs, clocks and board power, as the vendors publish them.
+The step-time model that uses them is perf.roofline."""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from thrifty.data import data_path
+from thrifty.errors import CatalogError
+from thrifty.io import read_csv
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """Peak rates of one GPU (dense, no sparsity, at the boost clock); NaN where the GPU has no
+    such unit."""
+
+    name: str
+    fp32_tflops: float
+    tf32_tflops: float
+    fp16_tensor_tflops: float
+    mem_bw_gbs: float
+    memory_gib: float
+    interconnect_gbps: float  # GPU-to-GPU inside one machine (NVLink or PCIe), Gbit/s
+    sm_count: int
+    base_mhz: float  # guaranteed at the TDP under a heavy load
+    boost_mhz: float  # the clock the peak rates are quoted at
+    tdp_w: float  # board power limit
+
+    def sustained_clock_fraction(self, power_fraction: float) -> float:
+        """Sustained SM clock / boost clock under a load drawing `power_fraction` of the power of
+        the load that defines the base clock (cube law of dynamic power: perf.roofline)."""
+        return min(1.0, self.base_mhz * power_fraction ** (-1.0 / 3.0) / self.boost_mhz)
+
+
+def _float(text: str) -> float:
+    return float(text) if text.strip() else math.nan
+
+
+GPU_SPEC_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", "mem_bw_gbs", "memory_gib",
+                    "interconnect_gbps", "sm_count", "base_mhz", "boost_mhz", "tdp_w")
+
+
+def gpu_spec(row: dict[str, str], name: str, interconnect_gbps: float) -> GPUSpec:
+    """A GPUSpec from a CSV row with the columns of data/gpus.csv (or data/gpu/gpu_specs.csv)."""
+    spec = GPUSpec(name, _float(row["fp32_tflops"]), _float(row["tf32_tflops"]), _float(row["fp16_tensor_tflops"]),
+                   _float(row["mem_bw_gbs"]), _float(row["memory_gib"]), interconnect_gbps,
+                   int(row["sm_count"]), float(row["base_mhz"]), float(row["boost_mhz"]), float(row["tdp_w"]))
+    if not (spec.sm_count > 0 and 0 < spec.base_mhz <= spec.boost_mhz and spec.tdp_w > 0):
+        raise ValueError(f"{name}: sm_count, base_mhz <= boost_mhz and tdp_w must be positive")
+    return spec
+
+
+def read_gpu_specs(path: Path | None = None) -> dict[str, GPUSpec]:
+    """GPU specs by the catalog's accelerator name (data/gpus.csv)."""
+    path = Path(path) if path else data_path("gpus.csv")
+    rows = read_csv(path, CatalogError, "GPU specs", required=GPU_SPEC_COLUMNS)
+    try:
+        return {r["name"].lower(): gpu_spec(r, r["name"], _float(r["interconnect_gbps"])) for r in rows}
+    except ValueError as exc:
+        raise CatalogError(f"cannot read GPU specs {path}: {exc}") from None
