@@ -2,14 +2,26 @@
 imports its heavy dependencies (torch, scipy, OpenMM) inside, so `thrifty --help` starts at once."""
 
 import sys
+from typing import Annotated
 
 import typer
 
 from thrifty.cli import catalog, md_sweep, model, plan, preempt, profile, run, search, surrogate, train
 from thrifty.cli.common import run_app
+from thrifty.cli.logs import configure_logging
 
 app = typer.Typer(help="Train and simulate on the cloud for less.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.callback()
+def options(verbose: Annotated[int, typer.Option(
+        "--verbose", "-v", count=True, show_default=False, help="Show what thrifty does on stderr (-v), and its details (-vv).")] = 0,
+) -> None:
+    """Train and simulate on the cloud for less."""
+    configure_logging(verbose)
+
+
 app.add_typer(catalog.app, name="catalog")
 app.command()(profile.profile)
 app.add_typer(model.app, name="model")

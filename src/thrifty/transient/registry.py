@@ -9,6 +9,7 @@ in SOURCE.md beside it) and checked against a fresh fit by the tests:
 """
 
 import json
+import logging
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from thrifty.data import data_path
 from thrifty.io import read_json, write_text_atomic
 from thrifty.transient.fitting import Lifetimes, fit, read_lifetimes
 from thrifty.transient.lifetimes import LifetimeModel, LifetimeModelError, model_from_dict
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "gcp-2019"
 MIN_VMS_PER_TYPE = 100
@@ -64,8 +67,10 @@ def load_model(name_or_path: str = DEFAULT_MODEL) -> tuple[str, LifetimeModel]:
     """A bundled model by name, or a JSON file written by `thrifty preempt fit --out`."""
     models = bundled()
     if name_or_path in models:
+        log.debug("lifetime model %s: bundled", name_or_path)
         return name_or_path, model_from_dict(models[name_or_path])
     path = Path(name_or_path)
     if path.suffix == ".json" and path.exists():
+        log.debug("lifetime model %s: read from %s", path.stem, path)
         return path.stem, model_from_dict(read_json(path, LifetimeModelError, "lifetime model"))
     raise LifetimeModelError(f"unknown lifetime model {name_or_path!r}; bundled: {', '.join(models)}")
