@@ -41,9 +41,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check src
 	$(BIN)/mypy
 
+# `make bench` runs every benchmark (hours); `make bench TAGS=quick` (or md, long, gpu; comma-separated)
+# a subset. Then docs/results.md is rendered again from benchmarks/results/*.json.
+TAGS ?=
 bench: $(STAMP)
 	$(PIP_INSTALL) -e '.[all,test,bench]'
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/run_all.py $(if $(TAGS),--tags $(TAGS))
+	$(BIN)/python benchmarks/render_results.py
 
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)

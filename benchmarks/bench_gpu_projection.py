@@ -3,54 +3,33 @@ training throughput, held out by model and by GPU, per regime (launch-, memory-,
 
 Fits the roofline on all usable published rows, reports leave-one-model-out and leave-one-GPU-out
 median absolute percentage error per regime (goal <= 12%) and a predicted-vs-published plot under
-benchmarks/results/. It writes package data only when asked: with --write it also writes the
-bundled calibration src/thrifty/data/gpu/roofline_params.json (tests/perf/test_gpu_calibration.py
-checks that file equals a fresh fit).
+benchmarks/results/. It measures only: the bundled calibration src/thrifty/data/gpu/roofline_params.json
+is refitted by `python -m thrifty.perf.gpu_calibration refit` (the same fit;
+tests/perf/test_gpu_calibration.py checks that file equals a fresh fit).
 
-    .venv/bin/python benchmarks/bench_gpu_projection.py            # report only
-    .venv/bin/python benchmarks/bench_gpu_projection.py --write    # refit the bundled calibration
+    .venv/bin/python benchmarks/bench_gpu_projection.py
 """
 
-import argparse
 import json
 
 import numpy as np
 
 from common import save_figure, write_result
-from thrifty.data import data_path
-from thrifty.io import write_text_atomic
-from thrifty.perf.gpu_calibration import fit_roofline, held_out, load_published, predict_throughput, regime
+from thrifty.perf.gpu_calibration import calibrate, regime
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="write src/thrifty/data/gpu/roofline_params.json")
-    args = parser.parse_args()
-    rows, works, left_out = load_published()
-    params, sigma = fit_roofline(rows, works)
-    fitted = predict_throughput(rows, works, params)
-    observed = np.array([r.samples_per_s_per_gpu for r in rows])
-    by_model, by_gpu = held_out(rows, works, "model_key"), held_out(rows, works, "gpu")
-    held_sigma = max(float(np.sqrt(np.mean(np.log(np.array(h["predicted"]) / observed) ** 2)))
-                     for h in (by_model, by_gpu))
-    calibration = {
-        "params": params.to_dict(), "fit_sigma_log": sigma, "held_out_sigma_log": held_sigma,
-        "rows_used": len(rows), "rows_left_out": left_out,
-        "median_ape_percent": {"in_sample": float(np.median(np.abs(fitted - observed) / observed) * 100),
-                               "leave_one_model_out": by_model["median_ape_percent"],
-                               "leave_one_gpu_out": by_gpu["median_ape_percent"]},
-        "per_regime": {"leave_one_model_out": by_model["per_regime"], "leave_one_gpu_out": by_gpu["per_regime"]},
-        "made_by": "benchmarks/bench_gpu_projection.py --write"}
-    if args.write:
-        write_text_atomic(data_path("gpu", "roofline_params.json"), json.dumps(calibration, indent=2) + "\n")
+    cal = calibrate()
+    rows, by_model, by_gpu, observed = cal.rows, cal.by_model, cal.by_gpu, cal.observed
+    calibration = cal.record()
     result = {**calibration,
               "per_model_median_ape_percent": by_model["per_group_median_ape_percent"],
               "per_gpu_median_ape_percent": by_gpu["per_group_median_ape_percent"],
               "rows": [{"model": r.model_key, "gpu": r.gpu, "gpus": r.gpus, "precision": r.precision,
                         "batch_per_gpu": r.batch_per_gpu, "published": r.samples_per_s_per_gpu,
-                        "fitted": float(f), "regime": regime(r, works, params),
+                        "fitted": float(f), "regime": regime(r, cal.works, cal.params),
                         "leave_model_out": float(m), "leave_gpu_out": float(g)}
-                       for r, f, m, g in zip(rows, fitted, by_model["predicted"], by_gpu["predicted"])]}
+                       for r, f, m, g in zip(rows, cal.fitted, by_model["predicted"], by_gpu["predicted"])]}
     write_result("gpu_projection", result)
 
     import matplotlib.pyplot as plt
@@ -76,8 +55,8 @@ def main() -> None:
     axes[0].legend(fontsize=6, loc="upper left")
     fig.tight_layout()
     save_figure(fig, "gpu_projection")
-    print(json.dumps(calibration["median_ape_percent"], indent=2), f"held-out sigma_log {held_sigma:.3f}")
-    print("params:", {k: f"{v:.4g}" for k, v in params.to_dict().items()})
+    print(json.dumps(calibration["median_ape_percent"], indent=2), f"held-out sigma_log {cal.held_out_sigma_log:.3f}")
+    print("params:", {k: f"{v:.4g}" for k, v in cal.params.to_dict().items()})
     for name, held in (("model", by_model), ("GPU", by_gpu)):
         print(f"leave one {name} out, per regime:",
               {g: (v["rows"], None if v["median_ape_percent"] is None else round(v["median_ape_percent"], 1))

@@ -1,5 +1,5 @@
 """The bundled roofline calibration (data/gpu/roofline_params.json, written by
-benchmarks/bench_gpu_projection.py) is what a fresh fit on the bundled published data gives."""
+`python -m thrifty.perf.gpu_calibration refit`) is what a fresh fit on the bundled published data gives."""
 
 import json
 
@@ -21,3 +21,40 @@ def test_bundled_roofline_parameters_equal_a_fresh_fit():
     observed = np.array([r.samples_per_s_per_gpu for r in rows])
     in_sample = float(np.median(np.abs(predict_throughput(rows, works, params) - observed) / observed) * 100)
     assert bundled["median_ape_percent"]["in_sample"] == pytest.approx(in_sample, rel=1e-6)
+
+
+def test_the_refit_command_writes_the_bundled_files_layout_and_values(tmp_path, monkeypatch):
+    """`python -m thrifty.perf.gpu_calibration refit` (which replaced bench_gpu_projection.py --write)
+    writes the bundled file as it is: every key, the rows, the in-sample fit. The 27 least-squares
+    fits are replaced by the bundled parameters (the test above checks those against a real fit), so
+    only the held-out numbers, which need them, are not compared."""
+    from thrifty.perf import gpu_calibration
+    from thrifty.perf.roofline import RooflineParams
+
+    bundled_text = data_path("gpu", "roofline_params.json").read_text()
+    bundled = json.loads(bundled_text)
+    fitted = RooflineParams(**bundled["params"])
+    monkeypatch.setattr(gpu_calibration, "fit_roofline", lambda rows, works: (fitted, bundled["fit_sigma_log"]))
+    out = tmp_path / "roofline_params.json"
+    gpu_calibration.main(["refit", "--out", str(out)])
+    text = out.read_text()
+    written = json.loads(text)
+    assert text.endswith("}\n") and list(written) == list(bundled)
+    for key in ("params", "fit_sigma_log", "rows_used", "rows_left_out", "made_by"):
+        assert written[key] == bundled[key], key
+    assert written["made_by"] == "python -m thrifty.perf.gpu_calibration refit"
+    assert written["median_ape_percent"]["in_sample"] == pytest.approx(bundled["median_ape_percent"]["in_sample"],
+                                                                       rel=1e-9)
+    for key in ("median_ape_percent", "per_regime"):
+        assert written[key].keys() == bundled[key].keys(), key
+    assert json.dumps(written, indent=2) + "\n" == text  # the bundled file's layout
+
+
+def test_no_benchmark_writes_package_data():
+    """Benchmarks measure; package data is written by module commands (transient.overhead,
+    perf.gpu_calibration refit)."""
+    from pathlib import Path
+    benchmarks = Path(__file__).resolve().parents[2] / "benchmarks"
+    for script in sorted(benchmarks.glob("*.py")):
+        source = script.read_text()
+        assert not ("data_path(" in source and "write_" in source.replace("write_result", "")), script.name

@@ -7,6 +7,9 @@ and 95 of small-kernel models (DLE, MLPerf), the GPUs' peak rates, clocks, SM co
 thrifty's counted work of each published model (published_work.json, counted from
 thrifty.workloads.published). Fit: least squares on log throughput, parameters in log space.
 Each row has a regime: what bounds most of its predicted step (launch, memory or compute).
+
+The bundled calibration data/gpu/roofline_params.json is package data: refit it with
+`python -m thrifty.perf.gpu_calibration refit` (benchmarks/bench_gpu_projection.py only measures).
 """
 
 import json
@@ -21,7 +24,7 @@ from scipy.optimize import least_squares
 from thrifty.catalog.gpus import GPUSpec, gpu_spec
 from thrifty.data import data_path
 from thrifty.errors import ModelError
-from thrifty.io import read_csv
+from thrifty.io import read_csv, write_text_atomic
 from thrifty.perf.roofline import REGIMES, RooflineParams, regime_times_s, step_time_s
 from thrifty.perf.work import StepWork
 
@@ -188,3 +191,74 @@ def held_out(rows: Sequence[PublishedRow], works: dict[str, StepWork], group: st
     return {"median_ape_percent": float(np.median(errors)), "per_group_median_ape_percent": per_group,
             "per_regime": per_regime, "regimes": regimes,
             "predicted": predicted.tolist(), "observed": observed.tolist()}
+
+
+REFIT_COMMAND = "python -m thrifty.perf.gpu_calibration refit"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fit on every usable published row and its leave-one-model-out / leave-one-GPU-out checks."""
+
+    rows: list[PublishedRow]
+    works: dict[str, StepWork]
+    left_out: dict
+    params: RooflineParams
+    fit_sigma_log: float
+    fitted: np.ndarray
+    observed: np.ndarray
+    by_model: dict
+    by_gpu: dict
+
+    @property
+    def held_out_sigma_log(self) -> float:
+        """The larger residual deviation of log throughput of the two held-out predictions."""
+        return max(float(np.sqrt(np.mean(np.log(np.array(h["predicted"]) / self.observed) ** 2)))
+                   for h in (self.by_model, self.by_gpu))
+
+    def record(self) -> dict:
+        """What data/gpu/roofline_params.json holds (perf.roofline reads params and the sigmas)."""
+        return {
+            "params": self.params.to_dict(), "fit_sigma_log": self.fit_sigma_log,
+            "held_out_sigma_log": self.held_out_sigma_log,
+            "rows_used": len(self.rows), "rows_left_out": self.left_out,
+            "median_ape_percent": {"in_sample": float(np.median(np.abs(self.fitted - self.observed)
+                                                                    / self.observed) * 100),
+                                   "leave_one_model_out": self.by_model["median_ape_percent"],
+                                   "leave_one_gpu_out": self.by_gpu["median_ape_percent"]},
+            "per_regime": {"leave_one_model_out": self.by_model["per_regime"],
+                           "leave_one_gpu_out": self.by_gpu["per_regime"]},
+            "made_by": REFIT_COMMAND}
+
+
+def calibrate(data_dir: Path | None = None) -> Calibration:
+    """Fit on the bundled published rows and hold out each model and each GPU in turn (27 fits)."""
+    rows, works, left_out = load_published(data_dir)
+    params, sigma = fit_roofline(rows, works)
+    return Calibration(rows=rows, works=works, left_out=left_out, params=params, fit_sigma_log=sigma,
+                       fitted=predict_throughput(rows, works, params),
+                       observed=np.array([r.samples_per_s_per_gpu for r in rows]),
+                       by_model=held_out(rows, works, "model_key"), by_gpu=held_out(rows, works, "gpu"))
+
+
+def write_calibration(record: dict, path: Path) -> Path:
+    """Write a calibration record atomically, as the bundled file is laid out."""
+    write_text_atomic(path, json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m thrifty.perf.gpu_calibration refit [--out PATH]`: refit the bundled calibration."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m thrifty.perf.gpu_calibration",
+                                     description="Refit the GPU roofline on the bundled published throughput.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    refit = commands.add_parser("refit", help="fit and write data/gpu/roofline_params.json (slow: 27 fits)")
+    refit.add_argument("--out", type=Path, default=None, help="write here instead of the package data")
+    args = parser.parse_args(argv)
+    path = write_calibration(calibrate().record(), args.out or data_path("gpu", "roofline_params.json"))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -42,7 +42,7 @@ def noise_estimates(rows: list[StepRow]) -> tuple[float, float]:
 def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[int],
               adjustments: int, target: float, wall_time_s: float, policy: str,
               workload: str, metric_name: str, higher_is_better: bool = True) -> dict:
-    """The `--json` summary of a run (keys documented in the README)."""
+    """The `--json` summary of a run (keys documented in docs/training.md, "Metrics")."""
     by_step: dict[int, list[StepRow]] = {}
     for row in log.steps:
         by_step.setdefault(row.step, []).append(row)
