@@ -35,7 +35,11 @@ def evaluate(seed: int) -> dict:
     configs = [r.config for r in trace.rows]
     truth = {r.config: r.step_time_s for r in trace.rows}
     fit = fit_design(configs, np.random.default_rng(seed))
-    measured = {c: Measured(float(trace.launches[c][0]), FIT_REL_SE, 20) for c in fit}
+    sync = {r.config: r.sync_time_s for r in trace.rows}
+    # the first launch, its sync scaled with it (what a profile's window reports: thrifty train's step stream)
+    measured = {c: Measured(float(trace.launches[c][0]), FIT_REL_SE, 20,
+                            None if sync[c] is None else sync[c] * float(trace.launches[c][0]) / truth[c])
+                for c in fit}
     worker_price = {r.config.instance_type: r.price_per_hour / r.config.num_workers for r in trace.rows}
     mu, sd = step_time_belief(configs, measured, worker_price)
     held = [i for i, c in enumerate(configs) if c not in measured]

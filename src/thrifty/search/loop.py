@@ -35,9 +35,12 @@ the estimate's noise alone (a constant B_noise known to +-20%) finds probes its 
 declined, and pays for them. `recheck_every` None: train to the end once settled.
 Recoup: a move is taken only if the job still to run can pay it back. A probe needs, beyond
 gain > price (search.rule), its expected gain weighted by its chance of winning to exceed
-`recoup_factor` (4) times its price: a long shot whose expected gain is mostly one unlikely big win
-loses its moves in most runs (tuned on benchmarks/irregular_traces.TUNE_SEEDS, 3-hour jobs: the
-worst median over the oracle was +18% at 1, +10% at 3, +9.7% at 4). The profile, before any model
+`recoup_factor` (3) times its price: a long shot whose expected gain is mostly one unlikely big win
+loses its moves in most runs (tuned on benchmarks/irregular_traces.TUNE_SEEDS: with the step-time
+fit on whole steps, the worst 3-hour median over the oracle was +18% at 1, +10% at 3, +9.7% at 4;
+with compute and sync apart (search.belief), 3 sim seeds per row, at 4 one run of a 3-hour time
+job stayed +53% over the oracle, declining a probe on its own VMs whose expected gain was 10x
+its price; at 3 and 2.5 every row's worst was within +8%, at 2 the cost rows rose to +11%). The profile, before any model
 exists, goes on after the start only while its remaining moves (a restart each, and back to the
 start) cost at most `profile_budget` (5%) of the objective still to pay at the start's measured
 pace (steps left counted as (P - p) / B while B_noise is not yet known: a few measured steps of one
@@ -92,7 +95,7 @@ class SearchSettings:
     recheck_every: float | None = 0.05  # settled: segments of this fraction of the target
     max_settled_window_steps: int = 3200  # 8 x 400: one rank measures the noise every 8th step
     profile_configs: int = 3
-    recoup_factor: float = 4.0  # a probe's expected gain, weighted by its chance of winning, must be this x its price
+    recoup_factor: float = 3.0  # a probe's expected gain, weighted by its chance of winning, must be this x its price
     profile_budget: float = 0.05  # the profile's moves may cost at most this share of the remaining objective
     explore: bool = True  # False: `thrifty plan` alone, the profile's model and no probes
     belief: BeliefSettings = BeliefSettings()
