@@ -30,12 +30,11 @@ from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
-
 from common import save_figure, write_result
+
 from thrifty.search.config import Config
 from thrifty.search.efficiency import NoiseSchedule
-from thrifty.search.harness import (STRATEGIES, Scenario, default_start, medians, oracle, run_strategy,
-                                    with_overheads)
+from thrifty.search.harness import STRATEGIES, Scenario, default_start, medians, oracle, run_strategy, with_overheads
 from thrifty.search.loop import Outcome, Search
 from thrifty.search.rule import Objective
 from thrifty.search.sim import GRAD_SQ_SPREAD, TRACE_SPREAD

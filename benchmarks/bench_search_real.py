@@ -20,10 +20,9 @@ from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
-
 from common import RESULTS, save_figure, write_result
-
 from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
+
 from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.harness import Scenario, default_start, oracle, with_overheads
 from thrifty.search.loop import Search, SearchSettings

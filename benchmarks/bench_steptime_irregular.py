@@ -11,9 +11,9 @@ launch-to-launch log sd 4%) inside the 90% interval exp(mu +- 1.645 sd). Run:
 """
 
 import numpy as np
-
 from common import write_result
 from irregular_traces import HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
+
 from thrifty.search.belief import Z90, Measured, step_time_belief
 
 SHARE, FIT_REL_SE = 0.05, 0.01
@@ -45,7 +45,7 @@ def evaluate(seed: int) -> dict:
     held = [i for i, c in enumerate(configs) if c not in measured]
     ape = [abs(np.exp(mu[i]) / truth[configs[i]] - 1) for i in held]
     seen_types = {c.instance_type for c in fit}
-    ape_seen = [a for a, i in zip(ape, held) if configs[i].instance_type in seen_types]
+    ape_seen = [a for a, i in zip(ape, held, strict=False) if configs[i].instance_type in seen_types]
     inside = [bool(np.exp(mu[i] - Z90 * sd[i]) <= t <= np.exp(mu[i] + Z90 * sd[i]))
               for i in held for t in trace.launches[configs[i]]]
     return {"configs": len(configs), "fit_configs": len(fit), "mdape_percent": 100 * float(np.median(ape)),

@@ -21,7 +21,7 @@ def test_a_slow_sync_mode_does_not_drag_the_ring_fit():
     # mutation caught: the ring's intercept as the mean of the measured syncs (1.75x the fast
     # mode here), or a least-squares fit in seconds
     configs = [Config("g", 1, 4, 4 * b) for b in (16, 32, 64, 128)]
-    measured = {c: measured_at(c, s) for c, s in zip(configs, (0.010, 0.010, 0.010, 0.040))}
+    measured = {c: measured_at(c, s) for c, s in zip(configs, (0.010, 0.010, 0.010, 0.040), strict=False)}
     params = np.array([0.002, 1e-4, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
     a_intra = _refit_network(params, measured)[3]
     assert 0.0095 < a_intra < 0.0115

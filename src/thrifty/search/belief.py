@@ -93,7 +93,7 @@ def _fit(configs: Sequence[Config], measured: Mapping[Config, Measured]) -> Step
             compute = [measured[c].mean_s - (measured[c].sync_s or 0.0) if c.num_workers > 1 else measured[c].mean_s
                        for c in configs]
             steps = [m if m > 0.05 * measured[c].mean_s else 0.05 * measured[c].mean_s  # a step is never all sync
-                     for m, c in zip(compute, configs)]
+                     for m, c in zip(compute, configs, strict=False)]
             ones = np.ones(len(configs))
             return fit_step_time(ones, ones, [c.local_batch for c in configs], steps)
         return fit_step_time(*_shape(configs), [measured[c].mean_s for c in configs])
@@ -300,7 +300,7 @@ def step_time_belief(candidates: Sequence[Config], measured: Mapping[Config, Mea
                               share * np.nan_to_num(sync_sd))
         sd[rows] = np.sqrt(np.minimum(fit_sd, settings.max_sd) ** 2 + speed_sd**2 + network_sd**2)
         compute = _compute_only(model.params, configs)
-        for c, t, c_s in zip(configs, step, compute):
+        for c, t, c_s in zip(configs, step, compute, strict=False):
             if c in measured:
                 sync = measured[c].sync_s
                 fitted[c] = float(t) if sync is None or c.num_workers == 1 else float((c_s**g + sync**g) ** (1 / g))

@@ -77,7 +77,6 @@ from thrifty.search.events import Prediction, Probe, WindowDone
 from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_prior
 from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
 
-
 SETTLED_CHUNK_STEPS = 100  # a settled window is never cut: few, large chunks
 DRIFT_Z = 4.0  # settled: re-decide when log B_noise moved this many standard errors
 
@@ -128,7 +127,7 @@ class Search:
         self.backend, self.settings, self.listeners = backend, settings, list(listeners)
         self.candidates = backend.candidates()
         self.prices = np.array([backend.price_per_hour(c) for c in self.candidates])
-        self.worker_price = {c.instance_type: p / c.num_workers for c, p in zip(self.candidates, self.prices)}
+        self.worker_price = {c.instance_type: p / c.num_workers for c, p in zip(self.candidates, self.prices, strict=False)}
         self.times: dict[Config, list[np.ndarray]] = {}
         self.syncs: dict[Config, list[float]] = {}  # mean sync time per chunk, when reported
         self.noise = NoiseEstimator(settings.noise_memory * backend.target)
@@ -165,7 +164,14 @@ class Search:
             else:
                 self.settled_segment(decide)
             probed = choice is not None
-        return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.backend.current, self.probes, self.moves)
+        return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.running(), self.probes, self.moves)
+
+    def running(self) -> Config:
+        """The configuration the job trains on (there is one once the first window launched)."""
+        current = self.backend.current
+        if current is None:
+            raise ThriftyError("the search has not launched a configuration yet")
+        return current
 
     def profile_configs(self, start: Config) -> list[Config]:
         """The start, then the same type and shape at its smallest and largest other local batch
@@ -207,7 +213,7 @@ class Search:
     def settled_segment(self, decide: bool) -> None:
         """Settle on the best measured configuration (with `decide`; else stay) and train one
         segment there (module docstring), or to the end without re-checks."""
-        config = self.backend.current if self.stay or not decide else self.best_measured()
+        config = self.running() if self.stay or not decide else self.best_measured()
         self.settled = True
         self.launch(config)
         if self.settings.recheck_every is None:
@@ -368,7 +374,8 @@ class Search:
             1 / start.global_batch + (1 / self.noise_scale() if known else 0.0))
         left = rate * steps_left * Measured.of(np.concatenate(self.times[start])).mean_s
         rest = profile[len(self.probes):]
-        moves_s = sum(self.backend.move_cost_s(a, b) for a, b in zip([self.backend.current] + rest, rest + [start]))
+        sources: list[Config | None] = [self.backend.current, *rest]
+        moves_s = sum(self.backend.move_cost_s(a, b) for a, b in zip(sources, [*rest, start], strict=True))
         return bool(moves_s * rate <= self.settings.profile_budget * left)
 
     def best_measured(self) -> Config:
