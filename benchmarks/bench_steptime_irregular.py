@@ -3,7 +3,8 @@
 
 For every trace seed (held-out and tuned-on alike: the model was not tuned on them), a seeded
 random 5% of the configurations (redrawn until one type holds two local batches, which the fit
-needs) is "measured" from its first launch (relative SE 1%, what a 20-step window gives); the model
+needs) is "measured" from its first launch (relative SE 1%, what a 20-step window gives; with its
+sync time scaled with the launch, as thrifty train's step stream and the sim report it); the model
 predicts the rest. MdAPE: the prediction's median absolute percentage error against each held-out
 configuration's median launch (and on the types the 5% measured at all); coverage: the share of held-out launches (5 per configuration,
 launch-to-launch log sd 4%) inside the 90% interval exp(mu +- 1.645 sd). Run:
