@@ -20,22 +20,25 @@ falls, several-fold over a run). The oracle is still the harness's: the one conf
 best for the whole job trained from the start (a fixed configuration); a search that moves with
 the drift can beat it, so overheads below zero are possible there. `vs_no_recheck` is the
 search's objective over the same search's without re-checks (below 1: the re-checks paid). Run:
-    PYTHONPATH=src python benchmarks/bench_search.py [--seeds 20]
+    PYTHONPATH=src python benchmarks/bench_search.py [--seeds 20] [--only search,search_no_recheck,plan_alone]
+`--only`: re-run those strategies and keep every other strategy's row from the stored JSON (marked
+"from_previous_run", with its own seed count): the BO baseline is most of the run's time and does
+not use the search's model.
 """
 
 import argparse
 import importlib.util
+import json
 import math
 from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
+from common import RESULTS, save_figure, write_result
 
-from common import save_figure, write_result
 from thrifty.search.config import Config
 from thrifty.search.efficiency import NoiseSchedule
-from thrifty.search.harness import (STRATEGIES, Scenario, default_start, medians, oracle, run_strategy,
-                                    with_overheads)
+from thrifty.search.harness import STRATEGIES, Scenario, default_start, medians, oracle, run_strategy, with_overheads
 from thrifty.search.loop import Outcome, Search
 from thrifty.search.rule import Objective
 from thrifty.search.sim import GRAD_SQ_SPREAD, TRACE_SPREAD
@@ -140,8 +143,10 @@ def objectives(rows) -> dict[str, Objective]:
             "cost, deadline": Objective("cost", 1.5 * fastest)}
 
 
-def main(seeds: int = 20) -> dict:
+def main(seeds: int = 20, only: list[str] | None = None) -> dict:
     strategies = ["search", "search_no_recheck"] + list(STRATEGIES[1:]) + (["bayes_opt"] if bayes_available() else [])
+    stored = json.loads((RESULTS / "search.json").read_text()) if only else {}
+    previous = stored.get("results", {})
     results = {}
     for trace_name, irregular in TRACES.items():
         rows = synthetic_trace(TYPES, NODES, BATCHES, irregular, seed=1)
@@ -152,7 +157,8 @@ def main(seeds: int = 20) -> dict:
             for goal_name, goal in objectives(rows).items():
                 scenario = Scenario(rows, schedule, goal)
                 key = f"{trace_name}{drift_name} | {goal_name}"
-                results[key] = run_row(scenario, key, start, strategies, seeds)
+                results[key] = run_row(scenario, key, start, only or strategies, seeds, previous.get(key, {}),
+                                       stored.get("seeds"))
     plot(results, strategies)
     data = {"seeds": seeds, "noise_scale": NOISE_SCALE, "drift": DRIFT, "target_samples": TARGET,
             "measurement_noise": 0.03, "grad_sq_spread": GRAD_SQ_SPREAD, "trace_spread": TRACE_SPREAD,
@@ -165,8 +171,10 @@ def main(seeds: int = 20) -> dict:
     return data
 
 
-def run_row(scenario: Scenario, key: str, start: Config, strategies: list[str], seeds: int) -> dict:
-    """Every strategy over the seeds on one scenario, with overheads against its oracle."""
+def run_row(scenario: Scenario, key: str, start: Config, strategies: list[str], seeds: int,
+            previous: dict | None = None, previous_seeds: int | None = None) -> dict:
+    """Every strategy over the seeds on one scenario, with overheads against its oracle; the
+    strategies not in `strategies` are taken from `previous` (the stored run's row)."""
     goal, best = scenario.objective, oracle(scenario)
     row = {"oracle_config": best.final_config.to_dict(), "oracle_time_s": best.time_s,
            "oracle_cost_usd": best.cost_usd, "start": start.to_dict(), "configurations": len(scenario.rows)}
@@ -174,6 +182,7 @@ def run_row(scenario: Scenario, key: str, start: Config, strategies: list[str], 
     for name in strategies:
         runs = [with_overheads(run(scenario, name, s, start, windows), best) for s in range(seeds)]
         summary = medians(runs)
+        summary["seeds"] = seeds
         summary["found_oracle_config"] = float(np.mean([r["final_config"] == row["oracle_config"] for r in runs]))
         summary["met_deadline"] = float(np.mean([r["time_s"] <= (goal.deadline_s or np.inf) for r in runs]))
         row[name] = summary
@@ -184,6 +193,9 @@ def run_row(scenario: Scenario, key: str, start: Config, strategies: list[str], 
               f"(p90 {summary['p90_overhead_cost']:7.1%})  windows {summary['probes']:.0f}  "
               f"moves {summary['moves']:.0f}",
               flush=True)
+    for name, summary in (previous or {}).items():
+        if isinstance(summary, dict) and "overhead_time" in summary and name not in strategies:
+            row[name] = {**summary, "from_previous_run": True, "seeds": summary.get("seeds", previous_seeds)}
     for name in ("defaults_most_workers", "defaults_cheapest", "search_no_recheck"):
         row[f"search_vs_{name}"] = {"time": row["search"]["time_s"] / row[name]["time_s"],
                                     "cost": row["search"]["cost_usd"] / row[name]["cost_usd"]}
@@ -226,4 +238,7 @@ def plot(results: dict, strategies: list[str]) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=20)
-    main(parser.parse_args().seeds)
+    parser.add_argument("--only", type=lambda text: text.split(","), default=None,
+                        help="strategies to re-run (the others are kept from the stored JSON)")
+    args = parser.parse_args()
+    main(args.seeds, args.only)

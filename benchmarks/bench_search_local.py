@@ -30,9 +30,9 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-
 from bench_search import bayes_available, overhead_bars, run_bo
 from common import RESULTS, save_figure, write_result
+
 from thrifty.pipeline import job_model
 from thrifty.progress import ProgressBar
 from thrifty.search.config import Config
@@ -232,7 +232,7 @@ def plot(sims: dict, e2e: dict) -> None:
     left.set_title("sim on traces measured here")
     bars = [e2e["search"]["cost_usd"] * 100, e2e["oracle"]["cost_usd"] * 100]
     right.bar(["search", "oracle"], bars, color=["tab:blue", "black"])
-    for x, (cost, seconds) in enumerate(zip(bars, [e2e["search"]["time_s"], e2e["oracle"]["time_s"]])):
+    for x, (cost, seconds) in enumerate(zip(bars, [e2e["search"]["time_s"], e2e["oracle"]["time_s"]], strict=False)):
         right.annotate(f"{seconds:.0f} s", (x, cost), ha="center", va="bottom", fontsize=8)
     right.set_ylabel("cost to target (US cents)")
     right.set_title("end to end, real local runs")

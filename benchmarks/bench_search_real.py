@@ -1,32 +1,35 @@
-"""The online search on irregular cluster-like traces (irregular_traces.py), before and after
-the recoup check, side by side in one run.
+"""The online search on irregular cluster-like traces (irregular_traces.py), against the previous
+run's results (the JSON this overwrites, read first: the sim is seeded, so the previous code's
+numbers are reproducible from its commit).
 
-Six held-out workloads (HELD_OUT_SEEDS) and the three the recoup check was tuned on (TUNE_SEEDS),
+Six held-out workloads (HELD_OUT_SEEDS), six fresh ones (FRESH_SEEDS, never looked at before this
+report) and the three the search was tuned on (TUNE_SEEDS),
 each under the cost and the time objective: a 3-hour job (the target sized so the objective's
 oracle trains 3 h) started where a user would start (the cheapest $/h configuration at the middle
 global batch), and a short job (1e7 samples) started on the oracle's configuration. The sim: 3%
-per-step noise, 60 s restart, 60 s start-up for new VMs. "before": the rule without the recoup
-check (recoup_factor 0, no profile budget: any probe whose expected gain exceeds its price);
-"after": the defaults (search.loop.SearchSettings). Overheads are objective / oracle's - 1 over
+per-step noise, 60 s restart, 60 s start-up for new VMs. "after": the defaults
+(search.loop.SearchSettings); "before": the same row's "after" in the previous JSON, when it has
+the row. Overheads are objective / oracle's - 1 over
 SEEDS sim seeds: median and worst. Run:
     PYTHONPATH=src python benchmarks/bench_search_real.py [--seeds 10]
 """
 
 import argparse
+import json
 from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
+from common import RESULTS, save_figure, write_result
+from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
 
-from common import save_figure, write_result
-from irregular_traces import HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
 from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.harness import Scenario, default_start, oracle, with_overheads
 from thrifty.search.loop import Search, SearchSettings
 from thrifty.search.rule import Objective
 
 JOB_S, SHORT_TARGET = 3 * 3600.0, 1e7
-VARIANTS = {"before": dict(recoup_factor=0.0, profile_budget=np.inf), "after": {}}
+VARIANTS = {"after": {}}
 
 
 def scenarios(seed: int) -> dict:
@@ -41,6 +44,15 @@ def scenarios(seed: int) -> dict:
         out[f"3 h, {kind}"] = (long_, default_start(trace.rows))
         out[f"short, {kind}"] = (short, oracle(short).final_config)
     return out
+
+
+def previous_results() -> tuple[dict, str]:
+    """The stored run's rows and its git revision (empty when there is none)."""
+    path = RESULTS / "search_real.json"
+    if not path.exists():
+        return {}, ""
+    data = json.loads(path.read_text())
+    return data.get("results", {}), str(data.get("revision", f"unrecorded, run {data.get('date')}"))
 
 
 def run_row(scenario: Scenario, start, seeds: int) -> dict:
@@ -58,17 +70,22 @@ def run_row(scenario: Scenario, start, seeds: int) -> dict:
 
 
 def main(seeds: int = 10) -> dict:
+    previous, revision = previous_results()
     results = {}
-    for group, trace_seeds in (("held out", HELD_OUT_SEEDS), ("tuned on", TUNE_SEEDS)):
+    for group, trace_seeds in (("held out", HELD_OUT_SEEDS), ("fresh", FRESH_SEEDS), ("tuned on", TUNE_SEEDS)):
         for seed in trace_seeds:
             for job, (scenario, start) in scenarios(seed).items():
                 key = f"{group} {seed} | {job}"
                 results[key] = row = run_row(scenario, start, seeds)
-                print(f"{key:28s} before {row['before']['median']:+7.1%} / {row['before']['worst']:+7.1%} "
-                      f"({row['before']['moves']:.0f} moves)  after {row['after']['median']:+7.1%} / "
+                if key in previous:
+                    row["before"] = previous[key]["after"]
+                before = (f"before {row['before']['median']:+7.1%} / {row['before']['worst']:+7.1%} "
+                          f"({row['before']['moves']:.0f} moves)") if "before" in row else "before -"
+                print(f"{key:28s} {before}  after {row['after']['median']:+7.1%} / "
                       f"{row['after']['worst']:+7.1%} ({row['after']['moves']:.0f} moves)", flush=True)
     plot(results)
     write_result("search_real", {"seeds": seeds, "job_s": JOB_S, "short_target_samples": SHORT_TARGET,
+                                 "before_revision": revision, "fresh_seeds": FRESH_SEEDS,
                                  "tune_seeds": TUNE_SEEDS, "held_out_seeds": HELD_OUT_SEEDS,
                                  "variants": {k: {n: float(v) for n, v in knobs.items()} for k, knobs in VARIANTS.items()},
                                  "results": results})
@@ -78,9 +95,10 @@ def main(seeds: int = 10) -> dict:
 def plot(results: dict) -> None:
     fig, ax = plt.subplots(figsize=(18, 5))
     x = np.arange(len(results))
-    for j, name in enumerate(VARIANTS):
-        med = np.array([r[name]["median"] for r in results.values()])
-        worst = np.array([r[name]["worst"] for r in results.values()])
+    for j, name in enumerate(("before", "after")):
+        nan = {"median": np.nan, "worst": np.nan}
+        med = np.array([r.get(name, nan)["median"] for r in results.values()])
+        worst = np.array([r.get(name, nan)["worst"] for r in results.values()])
         ax.bar(x + 0.4 * j, 1 + med, 0.4, label=name)
         ax.errorbar(x + 0.4 * j, 1 + med, yerr=[np.zeros(len(x)), worst - med], fmt="none", ecolor="k", elinewidth=0.6)
     ax.axhline(1.05, color="k", linestyle="--", linewidth=0.8, label="oracle + 5%")

@@ -14,9 +14,9 @@ from dataclasses import asdict
 
 import matplotlib.pyplot as plt
 import numpy as np
+from common import save_figure, write_result
 from scipy.optimize import nnls
 
-from common import save_figure, write_result
 from thrifty.perf.samples import ConfigTimes, config_times
 from thrifty.perf.steptime import fit_step_time, mdape
 from thrifty.train.profiler import profile_workload
@@ -53,13 +53,13 @@ def evaluate_design(c: ConfigTimes, fit_batches: list[int]) -> dict:
         "configs": [{"workers": int(w), "local_batch": int(b), "measured_s": float(t), "predicted_s": float(p),
                      "low_s": float(lo), "high_s": float(hi), "ernest_s": float(e), "held_out": bool(h)}
                     for w, b, t, p, lo, hi, e, h in zip(c.num_workers, c.local_batch, observed, predicted,
-                                                        low, high, ernest, held)],
+                                                        low, high, ernest, held, strict=False)],
     }
 
 
 def plot_design(ax, result: dict, title: str) -> None:
     rows = result["configs"]
-    for n, colour in zip(WORKERS, ("tab:blue", "tab:orange")):
+    for n, colour in zip(WORKERS, ("tab:blue", "tab:orange"), strict=False):
         mine = [r for r in rows if r["workers"] == n]
         b = [r["local_batch"] for r in mine]
         ax.plot(b, [r["measured_s"] * 1e3 for r in mine], "o", color=colour, label=f"measured, {n} rank(s)")
@@ -115,7 +115,7 @@ def main(steps: int = 160, repeats: int = 3) -> dict:
         "summary": summary, "designs": designs,
     }
     fig, axes = plt.subplots(1, len(FIT_DESIGNS), figsize=(12, 4.5), sharey=True)
-    for ax, (name, design) in zip(axes, designs.items()):
+    for ax, (name, design) in zip(axes, designs.items(), strict=False):
         plot_design(ax, design, name)
     axes[0].legend(fontsize=7)
     fig.suptitle(f"step time on held-out configurations, builtin:digits, {repeats} launches pooled "
@@ -131,5 +131,5 @@ if __name__ == "__main__":
     for name, s in r["summary"].items():
         print(f"{name}: pooled MdAPE thrifty {s['pooled_mdape_percent']:.2f}% | Ernest "
               f"{s['pooled_mdape_percent_ernest']:.2f}% | single launches thrifty "
-              f"{['%.2f' % e for e in s['single_launch_mdape_percent']]}")
+              f"{[f'{e:.2f}' for e in s['single_launch_mdape_percent']]}")
     print(f"launch-to-launch spread of one configuration: up to {r['launch_to_launch_spread_percent_max']:.0f}%")

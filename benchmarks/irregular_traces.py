@@ -19,7 +19,10 @@ speed the price-parity prior would project), 1-8 nodes, global batch 64-4096. On
   scaled by a lognormal factor (log sd `launch_sd`, 0.04): the spread the step-time model's
   interval has to cover; the trace's step time is the median launch.
 
-TUNE_SEEDS are the seeds the search's recoup check was tuned on; HELD_OUT_SEEDS only report.
+TUNE_SEEDS are the seeds the search's recoup check was tuned on; HELD_OUT_SEEDS only report (101,
+104 and 105 were inspected once to find why the time objective missed, the change that followed is
+physical, not a knob fitted to them); FRESH_SEEDS were added after that and never looked at before
+the report.
 """
 
 from dataclasses import dataclass
@@ -32,6 +35,7 @@ from thrifty.search.trace import TraceRow
 
 TUNE_SEEDS = (1, 2, 3)
 HELD_OUT_SEEDS = (101, 102, 103, 104, 105, 106)  # six workloads, never looked at while tuning
+FRESH_SEEDS = (201, 202, 203, 204, 205, 206)  # six more, drawn after the held-out ones were inspected
 # name, price of one node ($/h), projected speed per worker, workers per node
 TYPES = (("t4", 0.53, 1.0, 1), ("a10g", 1.01, 1.9, 1), ("v100", 3.06, 4.2, 1), ("a100", 4.10, 7.5, 1),
          ("v100x4", 12.24, 4.2, 4))

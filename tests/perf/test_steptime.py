@@ -5,8 +5,12 @@ import pytest
 
 from thrifty.errors import ModelError
 from thrifty.perf.steptime import StepTimeModel, fit_step_time, mdape, predict_step_time
-from thrifty.perf.uncertainty import (EXACT_FIT_SIGMA_LOG, EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
-                                      LAUNCH_SIGMA_LOG_FLOOR, Z90)
+from thrifty.perf.uncertainty import (
+    EXACT_FIT_SIGMA_LOG,
+    EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
+    LAUNCH_SIGMA_LOG_FLOOR,
+    Z90,
+)
 
 TRUE = np.array([0.002, 1e-4, 1.0, 0.004, 5e-4, 0.02, 2e-3, 0.1, 2.0])
 

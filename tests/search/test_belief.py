@@ -47,7 +47,7 @@ def test_a_fast_types_interval_keeps_the_fits_relative_width(rows):
     candidates = [r.config for r in rows]
     worker_price = {"small": 0.2, "mid": 0.4, "big": 0.8}
     measured = rows_of(small + big[:1])
-    for row, scatter in zip(small, (1.06, 0.95, 1.04, 0.97)):  # a fit with some residual scatter
+    for row, scatter in zip(small, (1.06, 0.95, 1.04, 0.97), strict=False):  # a fit with some residual scatter
         measured[row.config] = Measured(row.step_time_s * scatter, 0.005, 20)
     mu, sd = step_time_belief(candidates, measured, worker_price)
     at = {c: i for i, c in enumerate(candidates)}

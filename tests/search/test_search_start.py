@@ -145,4 +145,4 @@ def test_predicted_step_slows_compute_not_sync(tmp_path):
     one = (1e-3 + 1e-4 * 64) / 0.5  # one rank: compute only
     two = (1e-3 + 1e-4 * 32) / 0.5 + 2e-3  # two ranks on this machine: slowed compute + intra-node sync
     assert time_s == pytest.approx([steps * one, steps * two])
-    assert cost_usd == pytest.approx([max(t, 60.0) * n * 3.6 / 3600 for t, n in zip(time_s, (1, 2))])
+    assert cost_usd == pytest.approx([max(t, 60.0) * n * 3.6 / 3600 for t, n in zip(time_s, (1, 2), strict=False)])

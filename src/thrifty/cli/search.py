@@ -14,12 +14,23 @@ emulated types (search.start). `sim` has no workload: it starts on cheapest_star
 import json
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from thrifty.cli.common import (DEFAULT_DB, CatalogOpt, JsonOpt, fmt_duration, fmt_usd, int_list, non_negative,
-                                parse_duration_s, positive, print_json, stdout)
+from thrifty.cli.common import (
+    DEFAULT_DB,
+    CatalogOpt,
+    JsonOpt,
+    fmt_duration,
+    fmt_usd,
+    int_list,
+    non_negative,
+    parse_duration_s,
+    positive,
+    print_json,
+    stdout,
+)
 from thrifty.errors import ThriftyError
 
 if TYPE_CHECKING:  # thrifty.search imports numpy and scipy: only inside the command
@@ -50,30 +61,30 @@ def _start(text: str, prices: dict, where: str) -> "Config":
 
 
 def search(
-    target_samples: Annotated[Optional[float], typer.Option(
+    target_samples: Annotated[float | None, typer.Option(
         help="Samples to the target at small batch (E_min); local: default S_min x B_noise of the workload's "
              "job model", callback=positive)] = None,
     backend: Annotated[str, typer.Option(
         help="sim (a trace-driven cloud) or local (real thrifty train launches on emulated VM types)")] = "sim",
-    trace: Annotated[Optional[Path], typer.Option(
+    trace: Annotated[Path | None, typer.Option(
         help="CSV: instance_type,num_nodes,num_workers,local_batch,step_time_s[,sync_time_s][,price_per_hour]; "
              "sim runs on it, local takes its oracle from it")] = None,
-    workload: Annotated[Optional[str], typer.Option(help="local: the workload to train (builtin:NAME or a .py file)")] = None,
-    types: Annotated[Optional[Path], typer.Option(
+    workload: Annotated[str | None, typer.Option(help="local: the workload to train (builtin:NAME or a .py file)")] = None,
+    types: Annotated[Path | None, typer.Option(
         help="local: CSV instance_type,speed,workers_per_node,price_per_hour (default: the bundled emulated types)")] = None,
     batches: Annotated[str, typer.Option(help="local: global batch sizes to consider")] = "32,64,128",
     max_nodes: Annotated[int, typer.Option(help="local: most emulated VMs per configuration", min=1, max=64)] = 2,
     max_ranks: Annotated[int, typer.Option(help="local: most training processes at once", min=1, max=64)] = 2,
     work_dir: Annotated[Path, typer.Option(help="local: run directory, checkpoints and step streams")] = Path(
         ".thrifty/search-local"),
-    noise_scale: Annotated[Optional[float], typer.Option(
+    noise_scale: Annotated[float | None, typer.Option(
         help="Gradient noise scale B_noise (constant), the job's (local: default the workload's job model's); "
              "the search measures its own estimate", callback=positive)] = None,
-    noise_scale_trace: Annotated[Optional[Path], typer.Option(
+    noise_scale_trace: Annotated[Path | None, typer.Option(
         help="CSV progress,noise_scale (progress: fraction of the target)")] = None,
     objective: Annotated[str, typer.Option(help="cost or time")] = "cost",
-    deadline: Annotated[Optional[str], typer.Option(help="e.g. 6h, 90m (a bare number is hours)")] = None,
-    start: Annotated[Optional[str], typer.Option(
+    deadline: Annotated[str | None, typer.Option(help="e.g. 6h, 90m (a bare number is hours)")] = None,
+    start: Annotated[str | None, typer.Option(
         help="TYPE:NODES:WORKERS:GLOBAL_BATCH (default: local, what thrifty plan's models recommend for the "
              "objective and deadline; sim, the cheapest $/h configuration at the middle batch)")] = None,
     measurement_noise: Annotated[float, typer.Option(help="sim: lognormal sigma of each measured step",
@@ -83,12 +94,12 @@ def search(
     startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s (local: added, not waited)")] = "60s",
     seeds: Annotated[int, typer.Option(help="sim: independent searches", min=1, max=10_000)] = 1,
     seed: Annotated[int, typer.Option(help="First seed")] = 0,
-    db: Annotated[Optional[Path], typer.Option(
+    db: Annotated[Path | None, typer.Option(
         help="SQLite database: every window (probe and checkpoint) is stored as it ends; local: the workload's "
              f"stored profile is read from it, or without --db from {DEFAULT_DB}")] = None,
     resume: Annotated[bool, typer.Option(
         help="Continue the search with these same options stored in --db from its last window")] = False,
-    plot: Annotated[Optional[Path], typer.Option(help="PNG: the path through the cost-time plane")] = None,
+    plot: Annotated[Path | None, typer.Option(help="PNG: the path through the cost-time plane")] = None,
     catalog: CatalogOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -34,8 +34,12 @@ from scipy.special import ndtri
 
 from thrifty.errors import ModelError
 from thrifty.io import read_json, write_text_atomic
-from thrifty.perf.uncertainty import (EXACT_FIT_SIGMA_LOG, EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
-                                      LAUNCH_SIGMA_LOG_FLOOR, doublings_away)
+from thrifty.perf.uncertainty import (
+    EXACT_FIT_SIGMA_LOG,
+    EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
+    LAUNCH_SIGMA_LOG_FLOOR,
+    doublings_away,
+)
 
 PARAM_NAMES = ("a_compute_s", "b_compute_s_per_sample", "compute_exponent", "a_intra_s", "b_intra_s",
                "a_inter_s", "b_inter_s", "contention_per_rank", "overlap_g")
@@ -128,7 +132,7 @@ class StepTimeModel:
 
     def to_dict(self) -> dict:
         return {"kind": MODEL_KIND, "version": MODEL_VERSION,
-                "params": dict(zip(PARAM_NAMES, map(float, self.params))), "fixed": self.fixed,
+                "params": dict(zip(PARAM_NAMES, map(float, self.params), strict=False)), "fixed": self.fixed,
                 "at_bound": self.at_bound, "sigma_log": self.sigma_log, "n_samples": self.n_samples,
                 "train_mdape": self.train_mdape, "exact_fit": self.exact,
                 "launch_sigma_log": self.launch_sigma_log,
@@ -265,7 +269,7 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
                          train_mdape=mdape(fitted, observed) if covariance is not None else float("nan"),
                          launch_sigma_log=max(float(launch_sigma_log), LAUNCH_SIGMA_LOG_FLOOR),
                          profiled=np.unique(np.stack([nodes, workers, batch], axis=1), axis=0),
-                         at_bound=[PARAM_NAMES[i] for i, active in zip(free, result.active_mask) if active])
+                         at_bound=[PARAM_NAMES[i] for i, active in zip(free, result.active_mask, strict=False) if active])
 
 
 def _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s) -> np.ndarray:

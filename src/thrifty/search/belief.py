@@ -37,6 +37,8 @@ from thrifty.search.residuals import krige
 
 Z90 = 1.6448536269514722  # standard normal quantile of 0.95: a 90% interval is mu +- Z90 sd
 NETWORK = slice(3, 7)
+OVERLAP = 8  # overlap_g in perf.steptime.PARAM_NAMES
+SYNC_HUBER_SCALE = 0.2  # log: a sync 22% off the ring fit counts in full, a 2x mode (0.69) linearly
 UNSEEN_SYNC_SHARE = 0.5  # an unmeasured kind of sync may take half the step as easily as none  # a_intra_s, b_intra_s, a_inter_s, b_inter_s in perf.steptime.PARAM_NAMES
 
 
@@ -65,6 +67,9 @@ class BeliefSettings:
     prior_type_sd: float = 0.50  # log sd of an unmeasured type's speed around price parity
     max_sd: float = 2.0  # a poorly determined fit's interval is capped: beyond 27x at 90% it says nothing
     unmeasured_network_sd: float = 1.0  # log sd of a sync time no measurement of its kind has shown
+    sync_prior_sd: float = 0.5  # prior log sd of one configuration's sync around the ring fit (_sync_sd)
+    sync_prior_weight: float = 2.0  # pseudo-observations behind sync_prior_sd
+    sync_sd_per_doubling: float = 0.35  # the ring fit's log sd per doubling of workers beyond those measured
 
 
 def _shape(configs: Sequence[Config]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -73,33 +78,104 @@ def _shape(configs: Sequence[Config]) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def _fit(configs: Sequence[Config], measured: Mapping[Config, Measured]) -> StepTimeModel | None:
+    """The reference fit on one type's measured configurations. Where every multi-worker one
+    reports its sync time (thrifty train's step stream: the wait for the slowest rank plus the
+    collective, the part of the step that compute does not hide), the compute C = T - sync is
+    fitted alone, as one rank's, and the network comes from the syncs (_refit_network): fitted
+    to whole steps, a few mostly-sync windows let the fit trade compute for sync, and that split
+    extrapolated to other local batches and types by several-fold. Else the whole model is
+    fitted to the step times (perf.steptime)."""
     if len({c.local_batch for c in configs}) < 2:
         return None
+    synced = all(c.num_workers == 1 or measured[c].sync_s is not None for c in configs)
     try:
+        if synced:
+            compute = [measured[c].mean_s - (measured[c].sync_s or 0.0) if c.num_workers > 1 else measured[c].mean_s
+                       for c in configs]
+            steps = [m if m > 0.05 * measured[c].mean_s else 0.05 * measured[c].mean_s  # a step is never all sync
+                     for m, c in zip(compute, configs, strict=False)]
+            ones = np.ones(len(configs))
+            return fit_step_time(ones, ones, [c.local_batch for c in configs], steps)
         return fit_step_time(*_shape(configs), [measured[c].mean_s for c in configs])
     except ModelError:
         return None
 
 
+def _network_rows(measured: Mapping[Config, Measured], multi_node: bool) -> list[Config]:
+    return [c for c, m in measured.items() if m.sync_s is not None and c.num_workers > 1
+            and (c.num_nodes > 1) == multi_node]
+
+
+def _ring(a: float, b: float, workers) -> np.ndarray:
+    return a + b * np.maximum(np.asarray(workers, float) - 2.0, 0.0)
+
+
+def _robust_ring(extra: np.ndarray, sync: np.ndarray, slope: float | None) -> tuple[float, float]:
+    """(a, b) of N = a + b extra fitted to measured sync times in log space with a Huber loss
+    (scale SYNC_HUBER_SCALE): sync times cluster in modes (an uncontended ring, a contended one at
+    2x or 4x), so one slow mode pulls a least-squares mean by its whole factor and a robust fit
+    by a bounded step, and with most configurations in the fast mode the fit lands on it (Huber
+    1964; Pollux, Qiao et al. OSDI 2021, fits its sync term per placement for the same reason).
+    `slope` None: fitted (several worker counts); else b is held at it."""
+    from scipy.optimize import least_squares
+    floor = 1e-9
+
+    def residuals(theta: np.ndarray) -> np.ndarray:
+        a, b = (theta[0], theta[1]) if slope is None else (theta[0], slope)
+        return np.log(np.maximum(a + b * extra, floor)) - np.log(np.maximum(sync, floor))
+
+    a0 = float(np.exp(np.median(np.log(np.maximum(sync - (slope or 0.0) * extra, floor)))))
+    start = np.array([max(a0, floor), max(slope or 0.0, 0.0) or a0 * 0.01]) if slope is None else np.array([max(a0, floor)])
+    bounds = (np.full(len(start), floor), np.full(len(start), np.inf))
+    fit = least_squares(residuals, start, bounds=bounds, loss="huber", f_scale=SYNC_HUBER_SCALE)
+    return (float(fit.x[0]), float(fit.x[1])) if slope is None else (float(fit.x[0]), float(slope))
+
+
 def _refit_network(params: np.ndarray, measured: Mapping[Config, Measured]) -> np.ndarray:
     """Ring all-reduce N = a + b max(n - 2, 0) inside a node and across nodes (docs/design.md), fitted
-    to measured sync times; the slope stays the reference's when one worker count was seen. With no
-    multi-node configuration measured, the network across nodes is taken as inside one (the fit's
-    premise, perf.steptime), from the refitted values."""
+    robustly to measured sync times (_robust_ring); the slope stays the reference's when one worker
+    count was seen. With no multi-node configuration measured, the network across nodes is taken as
+    inside one (the fit's premise, perf.steptime), from the refitted values."""
     params = params.copy()
-    synced = [c for c, m in measured.items() if m.sync_s is not None and c.num_workers > 1]
     for multi_node, (a, b) in ((False, (3, 4)), (True, (5, 6))):
-        rows = [c for c in synced if (c.num_nodes > 1) == multi_node]
+        rows = _network_rows(measured, multi_node)
         if not rows:
             continue
         extra = np.array([max(c.num_workers - 2, 0) for c in rows], float)
-        sync = np.array([measured[c].sync_s for c in rows])
-        if len(np.unique(extra)) > 1:
-            params[b] = max(float(np.polyfit(extra, sync, 1)[0]), 0.0)
-        params[a] = max(float(np.mean(sync - params[b] * extra)), 0.0)
+        sync = np.array([measured[c].sync_s for c in rows], float)
+        params[a], params[b] = _robust_ring(extra, sync, None if len(np.unique(extra)) > 1 else float(params[b]))
     if not any(c.num_nodes > 1 for c in measured):
         params[5:7] = params[3:5]
     return params
+
+
+def _sync_sd(params: np.ndarray, configs: Sequence[Config], measured: Mapping[Config, Measured],
+             settings: "BeliefSettings") -> np.ndarray:
+    """Log sd of an unmeasured configuration's sync time around the ring fit, for the kinds of
+    network (one node, several) measured at all (NaN for the others: _unmeasured_network_sd).
+    One configuration's sync is its own draw of the fabric's modes and of its placement, not a
+    smooth function of the others, so the scatter of the measured syncs around the ring fit is
+    the spread of the next one: s^2 = (k0 s0^2 + sum r_i^2) / (k0 + n - q), q the ring parameters fitted, (a conjugate estimate of a
+    variance with prior s0 = sync_prior_sd on k0 = sync_prior_weight pseudo-observations), and
+    the ring's extrapolation in worker count adds sync_sd_per_doubling per doubling of workers
+    beyond those measured of the kind (one worker count leaves the ring's slope unidentified)."""
+    nodes, workers, _ = _shape(configs)
+    out = np.full(len(configs), np.nan)
+    for multi_node, (a, b) in ((False, (3, 4)), (True, (5, 6))):
+        rows = _network_rows(measured, multi_node)
+        if not rows:
+            continue
+        seen_workers = np.array([c.num_workers for c in rows], float)
+        sync = np.array([measured[c].sync_s for c in rows], float)
+        fitted = _ring(params[a], params[b], seen_workers)
+        r = np.log(np.maximum(sync, 1e-9)) - np.log(np.maximum(fitted, 1e-9))
+        k0, s0 = settings.sync_prior_weight, settings.sync_prior_sd
+        fitted_params = 2 if len(np.unique(seen_workers)) > 1 else 1  # what _refit_network fitted: its residuals are that many short
+        scatter = np.sqrt((k0 * s0**2 + float(np.sum(r**2))) / (k0 + max(len(r) - fitted_params, 0)))
+        away = np.min(np.abs(np.log2(workers[:, None] / seen_workers[None, :])), axis=1)
+        kind = (workers > 1) & ((nodes > 1) == multi_node)
+        out[kind] = np.hypot(scatter, settings.sync_sd_per_doubling * away[kind])
+    return out
 
 
 def _unmeasured_network_sd(params: np.ndarray, configs: Sequence[Config], measured: Mapping[Config, Measured],
@@ -193,27 +269,46 @@ def step_time_belief(candidates: Sequence[Config], measured: Mapping[Config, Mea
     reference = max(fits, key=lambda t: (len(by_type[t]), t))
     base = fits[reference]
     params = _refit_network(base.params, measured)
+    if any(m.sync_s is not None for m in measured.values()):
+        params[OVERLAP] = 1.0  # a measured sync is the exposed part of the step: T = C + sync
     index = {c: i for i, c in enumerate(candidates)}
     mu, sd = np.empty(len(candidates)), np.empty(len(candidates))
     groups: dict[str, list[Config]] = {}
     for config in candidates:
         groups.setdefault(config.instance_type, []).append(config)
+    fitted: dict[Config, float] = {}  # measured: the model's step time with its own measured sync
+    parity = {name: float(np.log(worker_price[name] / worker_price[reference])) for name in groups}
+    # prior: price parity (twice the price per worker, compute twice as fast), shifted by how far
+    # the measured types sit off it on average (the reference's 0 included): the workload's own
+    # speed per dollar, so an unmeasured type's prior does not hinge on which type is the reference
+    speeds = {name: (0.0, 0.0) if name == reference else _speed(params, by_type[name], measured, parity[name], settings)
+              for name in by_type if name in groups}
+    offset = float(np.mean([speeds[name][0] - parity[name] for name in speeds])) if speeds else 0.0
     for name, configs in groups.items():
-        if name == reference:
-            log_speed, speed_sd = 0.0, 0.0
-        else:  # prior: price parity, twice the price per worker, compute twice as fast
-            log_speed, speed_sd = _speed(params, by_type.get(name, []), measured,
-                                         np.log(worker_price[name] / worker_price[reference]), settings)
+        log_speed, speed_sd = speeds[name] if name in speeds else _speed(params, [], measured,
+                                                                          parity[name] + offset, settings)
         model = _at_speed(replace(base, params=params), log_speed)
         with np.errstate(over="ignore", invalid="ignore"):  # a far extrapolation's sd may be unbounded: capped
             fit_sd = np.nan_to_num(model.fit_sd_log(*_shape(configs)), nan=np.inf)
         rows = [index[c] for c in configs]
-        mu[rows] = np.log(model.predict(*_shape(configs)))
-        sd[rows] = np.sqrt(np.minimum(fit_sd, settings.max_sd) ** 2 + speed_sd**2
-                           + _unmeasured_network_sd(model.params, configs, measured, settings) ** 2)
+        step = model.predict(*_shape(configs))
+        mu[rows] = np.log(step)
+        g = model.params[8]
+        share = (_network_only(model.params, configs) / step) ** g  # d log T / d log N
+        sync_sd = _sync_sd(model.params, configs, measured, settings)
+        network_sd = np.where(np.isnan(sync_sd), _unmeasured_network_sd(model.params, configs, measured, settings),
+                              share * np.nan_to_num(sync_sd))
+        sd[rows] = np.sqrt(np.minimum(fit_sd, settings.max_sd) ** 2 + speed_sd**2 + network_sd**2)
+        compute = _compute_only(model.params, configs)
+        for c, t, c_s in zip(configs, step, compute, strict=False):
+            if c in measured:
+                sync = measured[c].sync_s
+                fitted[c] = float(t) if sync is None or c.num_workers == 1 else float((c_s**g + sync**g) ** (1 / g))
     seen = [c for c in candidates if c in measured]
     unseen = [index[c] for c in candidates if c not in measured]
-    residuals = np.array([np.log(measured[c].mean_s) - mu[index[c]] for c in seen])
+    # the model's error left once each measured configuration's own sync is known: what its
+    # neighbours share (compute: a memory cliff); its sync's draw is its own (_sync_sd)
+    residuals = np.array([np.log(measured[c].mean_s) - np.log(fitted[c]) for c in seen])
     error, error_sd = krige(seen, residuals, np.array([measured[c].rel_se for c in seen]),
                             [candidates[i] for i in unseen], settings.misspecification_sd)
     mu[unseen] += error

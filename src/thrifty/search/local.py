@@ -222,8 +222,16 @@ class LocalBackend(ScheduledJob):
         if self._proc is None and not self.done:
             self._start()
 
+    def _running(self) -> tuple[subprocess.Popen, TextIO]:
+        """The running launch and its log."""
+        if self._proc is None or self._log is None:
+            raise ThriftyError("no thrifty train launch is running")
+        return self._proc, self._log
+
     def _start(self) -> None:
         config = self._current
+        if config is None:
+            raise ThriftyError("no configuration launched: nothing to start")
         remaining = int(np.ceil(self.schedule.steps(self._progress, self.target, config.global_batch) - 1e-9))
         self._launches += 1
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -252,11 +260,12 @@ class LocalBackend(ScheduledJob):
         got = self._read_stream()
         if got:
             return
-        code = self._proc.poll()
+        proc, log = self._running()
+        code = proc.poll()
         if code is None:
             if time.monotonic() - self._last_progress_at > self.timeout_s:
                 self._kill()
-                raise ThriftyError(f"thrifty train made no progress for {self.timeout_s:.0f} s; log: {self._log.name}")
+                raise ThriftyError(f"thrifty train made no progress for {self.timeout_s:.0f} s; log: {log.name}")
             time.sleep(POLL_S)
             return
         self._read_stream()
@@ -287,13 +296,14 @@ class LocalBackend(ScheduledJob):
         self._rows.append(row)
 
     def _ended(self, code: int) -> None:
+        _, log = self._running()
         self._proc = None
-        self._log.close()
+        log.close()
         self._frozen_elapsed = self.elapsed_s
         if code not in (0, PREEMPTED_EXIT):
-            tail = Path(self._log.name).read_text()[-2000:].strip().splitlines()
+            tail = Path(log.name).read_text()[-2000:].strip().splitlines()
             raise ThriftyError(f"thrifty train exited with {code}: {tail[-1] if tail else 'no output'} "
-                               f"(log: {self._log.name})")
+                               f"(log: {log.name})")
         if code == 0 and not self.done:  # the launch trained every step asked for: the target is reached
             self._progress = self.target
 

@@ -35,9 +35,12 @@ the estimate's noise alone (a constant B_noise known to +-20%) finds probes its 
 declined, and pays for them. `recheck_every` None: train to the end once settled.
 Recoup: a move is taken only if the job still to run can pay it back. A probe needs, beyond
 gain > price (search.rule), its expected gain weighted by its chance of winning to exceed
-`recoup_factor` (4) times its price: a long shot whose expected gain is mostly one unlikely big win
-loses its moves in most runs (tuned on benchmarks/irregular_traces.TUNE_SEEDS, 3-hour jobs: the
-worst median over the oracle was +18% at 1, +10% at 3, +9.7% at 4). The profile, before any model
+`recoup_factor` (3) times its price: a long shot whose expected gain is mostly one unlikely big win
+loses its moves in most runs (tuned on benchmarks/irregular_traces.TUNE_SEEDS: with the step-time
+fit on whole steps, the worst 3-hour median over the oracle was +18% at 1, +10% at 3, +9.7% at 4;
+with compute and sync apart (search.belief), 3 sim seeds per row, at 4 one run of a 3-hour time
+job stayed +53% over the oracle, declining a probe on its own VMs whose expected gain was 10x
+its price; at 3 and 2.5 every row's worst was within +8%, at 2 the cost rows rose to +11%). The profile, before any model
 exists, goes on after the start only while its remaining moves (a restart each, and back to the
 start) cost at most `profile_budget` (5%) of the objective still to pay at the start's measured
 pace (steps left counted as (P - p) / B while B_noise is not yet known: a few measured steps of one
@@ -74,7 +77,6 @@ from thrifty.search.events import Prediction, Probe, WindowDone
 from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_prior
 from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
 
-
 SETTLED_CHUNK_STEPS = 100  # a settled window is never cut: few, large chunks
 DRIFT_Z = 4.0  # settled: re-decide when log B_noise moved this many standard errors
 
@@ -92,7 +94,7 @@ class SearchSettings:
     recheck_every: float | None = 0.05  # settled: segments of this fraction of the target
     max_settled_window_steps: int = 3200  # 8 x 400: one rank measures the noise every 8th step
     profile_configs: int = 3
-    recoup_factor: float = 4.0  # a probe's expected gain, weighted by its chance of winning, must be this x its price
+    recoup_factor: float = 3.0  # a probe's expected gain, weighted by its chance of winning, must be this x its price
     profile_budget: float = 0.05  # the profile's moves may cost at most this share of the remaining objective
     explore: bool = True  # False: `thrifty plan` alone, the profile's model and no probes
     belief: BeliefSettings = BeliefSettings()
@@ -125,7 +127,7 @@ class Search:
         self.backend, self.settings, self.listeners = backend, settings, list(listeners)
         self.candidates = backend.candidates()
         self.prices = np.array([backend.price_per_hour(c) for c in self.candidates])
-        self.worker_price = {c.instance_type: p / c.num_workers for c, p in zip(self.candidates, self.prices)}
+        self.worker_price = {c.instance_type: p / c.num_workers for c, p in zip(self.candidates, self.prices, strict=False)}
         self.times: dict[Config, list[np.ndarray]] = {}
         self.syncs: dict[Config, list[float]] = {}  # mean sync time per chunk, when reported
         self.noise = NoiseEstimator(settings.noise_memory * backend.target)
@@ -162,7 +164,14 @@ class Search:
             else:
                 self.settled_segment(decide)
             probed = choice is not None
-        return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.backend.current, self.probes, self.moves)
+        return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.running(), self.probes, self.moves)
+
+    def running(self) -> Config:
+        """The configuration the job trains on (there is one once the first window launched)."""
+        current = self.backend.current
+        if current is None:
+            raise ThriftyError("the search has not launched a configuration yet")
+        return current
 
     def profile_configs(self, start: Config) -> list[Config]:
         """The start, then the same type and shape at its smallest and largest other local batch
@@ -204,7 +213,7 @@ class Search:
     def settled_segment(self, decide: bool) -> None:
         """Settle on the best measured configuration (with `decide`; else stay) and train one
         segment there (module docstring), or to the end without re-checks."""
-        config = self.backend.current if self.stay or not decide else self.best_measured()
+        config = self.running() if self.stay or not decide else self.best_measured()
         self.settled = True
         self.launch(config)
         if self.settings.recheck_every is None:
@@ -365,7 +374,8 @@ class Search:
             1 / start.global_batch + (1 / self.noise_scale() if known else 0.0))
         left = rate * steps_left * Measured.of(np.concatenate(self.times[start])).mean_s
         rest = profile[len(self.probes):]
-        moves_s = sum(self.backend.move_cost_s(a, b) for a, b in zip([self.backend.current] + rest, rest + [start]))
+        sources: list[Config | None] = [self.backend.current, *rest]
+        moves_s = sum(self.backend.move_cost_s(a, b) for a, b in zip(sources, [*rest, start], strict=True))
         return bool(moves_s * rate <= self.settings.profile_budget * left)
 
     def best_measured(self) -> Config:

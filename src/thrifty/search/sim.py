@@ -9,13 +9,12 @@ the start-up cost. A configuration not in the trace cannot run."""
 import numpy as np
 
 from thrifty.errors import ThriftyError
+from thrifty.perf.noise import noise_due
 from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.trace import TraceRow
-from thrifty.perf.noise import noise_due
-
 
 GRAD_SQ_SPREAD, TRACE_SPREAD = 3.9, 2.2  # per-step relative sd of the estimates (module docstring)
 
