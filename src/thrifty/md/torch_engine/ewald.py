@@ -31,7 +31,9 @@ import torch
 
 from thrifty.md.nanoconfinement import ONE_4PI_EPS0, NanoconfinementModel
 from thrifty.md.systems import WATER_PERMITTIVITY
+from thrifty.md.torch_engine.neighbours import NeighbourList
 from thrifty.md.torch_engine.replicas import Replicas
+from thrifty.md.torch_engine.short_range import WCA_REACH
 
 COULOMB = ONE_4PI_EPS0 / WATER_PERMITTIVITY  # kJ mol^-1 nm e^-2 for valencies in water
 
@@ -56,6 +58,7 @@ class Ewald:
     volume_nm3: torch.Tensor  # (R,)
     reach_nm: torch.Tensor  # (R,) real-space cutoff of the splitting (real_space_reach_nm)
     groups: tuple[SizeGroup, ...] = ()  # size_groups; () evaluates the batch as one group
+    neighbours: NeighbourList | None = None  # the pairs within reach_nm, for forces.pair_terms (a run's own)
 
 
 def size_groups(ions: list[int], k_vectors: list[int], models: tuple[NanoconfinementModel, ...],
@@ -112,7 +115,12 @@ def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
     to = dict(dtype=dtype, device=device)
     reach = torch.tensor([real_space_reach_nm(m) for m in batch.models], **to)
     groups = size_groups(batch.mask.sum(-1).tolist(), [len(k) for k in ks], batch.models, batch.mask.device)
-    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), reach, groups)
+    for model in batch.models:  # the list holds the pairs within reach: the WCA pairs must be among them
+        wca_reach = WCA_REACH * max(model.d_plus_nm, model.d_minus_nm)
+        if real_space_reach_nm(model) <= wca_reach:
+            raise ValueError(f"the real-space reach {real_space_reach_nm(model)} nm is within the WCA reach {wca_reach:.3f} nm")
+    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), reach, groups,
+                 NeighbourList(reach))
 
 
 def real_kj_mol(batch: Replicas, setup: Ewald, r: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
