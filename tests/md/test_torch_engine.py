@@ -166,10 +166,20 @@ def test_a_fresh_list_gives_the_same_forces_bit_for_bit():
     drift = torch.randn(positions.shape, generator=torch.Generator().manual_seed(2), dtype=positions.dtype)
     moved = positions + 0.15 * drift / drift.norm(dim=-1, keepdim=True)
     energy, forces = energy_and_forces(batch, setup, moved)
-    assert setup.neighbours.builds == 1
+    assert setup.neighbours is not None and setup.neighbours.builds == 1
     fresh = prepare_ewald(batch)
     fresh_energy, fresh_forces = energy_and_forces(batch, fresh, moved)
     assert torch.equal(forces, fresh_forces) and torch.equal(energy, fresh_energy)
+
+
+def test_a_list_is_kept_where_it_leaves_pairs_out_and_dense_pairs_where_it_would_hold_all():
+    """The default system (15 nm box: the list holds 0.56 of the pairs) gets a list, the benchmark's
+    4 nm replicas (every pair within reach + skin) the dense pass; a batch with one large replica
+    gets a list. Mutation caught: the share's test inverted, or a list always (or never)."""
+    large, small = NanoconfinementModel(), NanoconfinementModel(h_nm=2.0, box_nm=4.0, cutoff_nm=1.2)
+    assert prepare_ewald(replicas([large])[0]).neighbours is not None
+    assert prepare_ewald(replicas([small, small])[0]).neighbours is None
+    assert prepare_ewald(replicas([small, large])[0]).neighbours is not None
 
 
 def test_use_threads_sets_the_count_and_restores_it_on_errors_too():

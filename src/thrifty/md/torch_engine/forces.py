@@ -1,4 +1,5 @@
-"""Hand-derived forces of every term, the hot path of a run (no autograd graph is built).
+"""Hand-derived forces of every term, the hot path of a run (no autograd graph is built); the pair
+terms over the pairs of a Verlet list (neighbours), the rest per size group.
 
 potential.energy_and_forces uses these unless the graph is kept for gradients through the dynamics
 (create_graph); tests/md/test_torch_engine.py checks them against autograd of potential.energies to
@@ -18,6 +19,7 @@ import math
 import torch
 
 from thrifty.md.torch_engine import ewald as ew
+from thrifty.md.torch_engine.pairs import distances
 from thrifty.md.torch_engine.replicas import Replicas
 from thrifty.md.torch_engine.short_range import WCA_REACH
 
@@ -32,11 +34,38 @@ def _wca(r: torch.Tensor, s: torch.Tensor, kt: float,
             torch.where(inside, 24 * kt * (2 * x * x - x) / (r * r), zero))
 
 
+def _dense_pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
+                      terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """pair_terms in one dense all-pairs pass with the minimum image (pairs.distances): for batches
+    whose list would hold every pair (ewald.list_pays)."""
+    delta, r, pairs = distances(positions_nm, batch.box_nm, batch.mask)
+    r2 = r * r
+    energy = torch.zeros_like(r)
+    over_r = torch.zeros_like(r)  # -dU/dr / r of each pair
+    if "wca" in terms:
+        s = (batch.diameters_nm[:, :, None] + batch.diameters_nm[:, None, :]) / 2
+        u, f = _wca(r, s, batch.kt_kj_mol, pairs)
+        energy, over_r = energy + u, over_r + f
+    if "coulomb" in terms:
+        inside = pairs & (r < setup.reach_nm[:, None, None])
+        alpha = setup.alpha_per_nm[:, None, None]
+        qq = ew.COULOMB * batch.charges_e[:, :, None] * batch.charges_e[:, None, :]
+        erfc_over_r = torch.special.erfc(alpha * r) / r
+        gauss = 2 * alpha / math.sqrt(math.pi) * torch.exp(-alpha * alpha * r2)
+        zero = torch.zeros_like(r)
+        energy = energy + torch.where(inside, qq * erfc_over_r, zero)
+        over_r = over_r + torch.where(inside, qq * (erfc_over_r + gauss) / r2, zero)
+    forces = (over_r[..., None] * delta).sum(2)
+    return 0.5 * energy.sum((1, 2)), forces
+
+
 def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
                terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """((R,) energy, (R, N, 3) forces) of the ion-ion WCA (if "wca" in terms) and the real-space
     Coulomb sum (if "coulomb"), over the pairs within the splitting's reach from setup.neighbours
-    (a Verlet list; the WCA reach is shorter, ewald.prepare_ewald checks)."""
+    (a Verlet list; the WCA reach is shorter, ewald.prepare_ewald checks), or dense without one."""
+    if setup.neighbours is None:
+        return _dense_pair_terms(batch, setup, positions_nm, terms)
     near = setup.neighbours.pairs(positions_nm, batch.box_nm, batch.mask)
     r, b = near.r_nm, near.replica
     q, d = batch.charges_e.reshape(-1), batch.diameters_nm.reshape(-1)
