@@ -14,9 +14,8 @@ from test_nanoconfinement import SMALL, _direct_ewald_kj_mol, _spread
 
 from thrifty.errors import ThriftyError
 from thrifty.md.nanoconfinement import GROUPS, NanoconfinementModel, nanoconfinement_system, slit_nm
-from thrifty.md.torch_engine import TERMS, energy_and_forces, prepare_ewald, replicas
+from thrifty.md.torch_engine import TERMS, energy_and_forces, prepare_ewald, replicas, short_range
 from thrifty.md.torch_engine import ewald as ew
-from thrifty.md.torch_engine import short_range
 from thrifty.md.torch_engine.forces import pair_terms
 from thrifty.md.torch_engine.neighbours import NeighbourList
 from thrifty.md.torch_engine.pairs import distances
@@ -191,16 +190,15 @@ def test_use_threads_sets_the_count_and_restores_it_on_errors_too():
     with pytest.raises(RuntimeError), use_threads(before + 2):
         raise RuntimeError("the run failed")
     assert torch.get_num_threads() == before
-    with pytest.raises(ValueError):
-        with use_threads(0):
-            pass
+    with pytest.raises(ValueError), use_threads(0):
+        pass
     assert 1 <= available_cores() <= (os.cpu_count() or 1)
 
 
 @pytest.mark.parametrize("given, expected", [(["--threads", "1"], 1), ([], "cores")])
 def test_md_run_runs_the_torch_engine_with_the_threads_asked_or_the_cores(tmp_path, run_cli, monkeypatch, given, expected):
     """Mutation caught: --threads parsed but not applied to the run (or the default left to torch)."""
-    import thrifty.md.torch_engine.job as job
+    from thrifty.md.torch_engine import job
     seen = []
 
     def fake_run(*args, **kwargs):
