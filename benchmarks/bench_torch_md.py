@@ -115,6 +115,7 @@ def main(counts: list[int], steps: int, dtypes: list[str], device: str, threads:
         for x, value in enumerate(values):
             bars.text(x, value, f"{value:.2f} ms" + (f"\n{value / values[0]:.2f}x" if x else ""), ha="center",
                       va="bottom", fontsize=7)
+        bars.set_ylim(0, 1.25 * max(values))
         bars.set_ylabel("ms per step")
         bars.set_title("one default system (406 ions)", fontsize=8)
         bars.tick_params(axis="x", labelsize=7)

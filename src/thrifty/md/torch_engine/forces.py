@@ -36,8 +36,8 @@ def _wca(r: torch.Tensor, s: torch.Tensor, kt: float,
 
 def _dense_pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
                       terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """pair_terms in one dense all-pairs pass with the minimum image (pairs.distances): for batches
-    whose list would hold every pair (ewald.list_pays)."""
+    """pair_terms in one dense all-pairs pass with the minimum image (pairs.distances), per size group:
+    for batches whose list would hold every pair (ewald.list_pays)."""
     delta, r, pairs = distances(positions_nm, batch.box_nm, batch.mask)
     r2 = r * r
     energy = torch.zeros_like(r)
@@ -63,9 +63,7 @@ def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
                terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
     """((R,) energy, (R, N, 3) forces) of the ion-ion WCA (if "wca" in terms) and the real-space
     Coulomb sum (if "coulomb"), over the pairs within the splitting's reach from setup.neighbours
-    (a Verlet list; the WCA reach is shorter, ewald.prepare_ewald checks), or dense without one."""
-    if setup.neighbours is None:
-        return _dense_pair_terms(batch, setup, positions_nm, terms)
+    (a Verlet list; the WCA reach is shorter, ewald.prepare_ewald checks)."""
     near = setup.neighbours.pairs(positions_nm, batch.box_nm, batch.mask)
     r, b = near.r_nm, near.replica
     q, d = batch.charges_e.reshape(-1), batch.diameters_nm.reshape(-1)
@@ -131,9 +129,11 @@ def slab_term(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor) -> t
     return factor * dipole ** 2, forces
 
 
-def _one_body_and_k_space(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
-                          terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+def _group_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor, terms: tuple[str, ...],
+                 dense_pairs: bool) -> tuple[torch.Tensor, torch.Tensor]:
     parts = [(positions_nm.new_zeros(positions_nm.shape[0]), torch.zeros_like(positions_nm))]
+    if dense_pairs and ("wca" in terms or "coulomb" in terms):
+        parts.append(_dense_pair_terms(batch, setup, positions_nm, terms))
     if "wall" in terms:
         parts.append(wall_term(batch, positions_nm))
     if "coulomb" in terms:
@@ -145,16 +145,17 @@ def _one_body_and_k_space(batch: Replicas, setup: ew.Ewald, positions_nm: torch.
 
 def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
                       terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """((R,) energy of `terms`, (R, N, 3) forces), zero forces on padding. The pair terms cover the
-    whole batch in one pass (the neighbour list is flat: no padded pairs); for the rest, each of
-    setup.groups (replicas of similar size, ewald.size_groups) is evaluated on its own, cut to its
-    own padding."""
-    if "wca" in terms or "coulomb" in terms:
+    """((R,) energy of `terms`, (R, N, 3) forces), zero forces on padding. With a neighbour list the
+    pair terms cover the whole batch in one pass (the list is flat: no padded pairs); the rest, and
+    dense pair terms without a list, per each of setup.groups (replicas of similar size,
+    ewald.size_groups), cut to its own padding."""
+    dense = setup.neighbours is None
+    if not dense and ("wca" in terms or "coulomb" in terms):
         energy, forces = pair_terms(batch, setup, positions_nm, terms)
     else:
         energy, forces = positions_nm.new_zeros(positions_nm.shape[0]), torch.zeros_like(positions_nm)
     if len(setup.groups) <= 1:
-        rest_energy, rest_forces = _one_body_and_k_space(batch, setup, positions_nm, terms)
+        rest_energy, rest_forces = _group_terms(batch, setup, positions_nm, terms, dense)
         return energy + rest_energy, forces + rest_forces
     for group in setup.groups:
         index, n, k = group.index, group.ions, group.k_vectors
@@ -163,7 +164,7 @@ def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tens
                         group.models)
         part_setup = ew.Ewald(setup.alpha_per_nm[index], setup.k_per_nm[index, :k], setup.weight_nm[index, :k],
                               setup.volume_nm3[index], setup.reach_nm[index])
-        rest_energy, rest_forces = _one_body_and_k_space(part, part_setup, positions_nm[index, :n], terms)
+        rest_energy, rest_forces = _group_terms(part, part_setup, positions_nm[index, :n], terms, dense)
         energy[index] += rest_energy
         forces[index, :n] += rest_forces
     return energy, forces
