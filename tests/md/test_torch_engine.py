@@ -3,6 +3,8 @@ built by md.nanoconfinement with its NonbondedForce switched from PME to Ewald a
 so that PME's own error stays out) and its Coulomb energy against the converged numpy Ewald sum of
 test_nanoconfinement; two replicas with different parameters and ion counts in one batch."""
 
+import os
+
 import numpy as np
 import openmm
 import pytest
@@ -10,8 +12,14 @@ import torch
 from openmm import unit
 from test_nanoconfinement import SMALL, _direct_ewald_kj_mol, _spread
 
+from thrifty.errors import ThriftyError
 from thrifty.md.nanoconfinement import GROUPS, NanoconfinementModel, nanoconfinement_system, slit_nm
-from thrifty.md.torch_engine import TERMS, energy_and_forces, prepare_ewald, replicas
+from thrifty.md.torch_engine import TERMS, energy_and_forces, prepare_ewald, replicas, short_range
+from thrifty.md.torch_engine import ewald as ew
+from thrifty.md.torch_engine.forces import pair_terms
+from thrifty.md.torch_engine.neighbours import NeighbourList
+from thrifty.md.torch_engine.pairs import distances
+from thrifty.md.torch_engine.threads import available_cores, use_threads
 
 torch.set_num_threads(1)
 MODELS = [NanoconfinementModel(**SMALL, ewald_tolerance=1e-10),  # 10 ions
@@ -98,3 +106,120 @@ def test_the_hand_derived_forces_match_autograd_in_size_groups():
         assert torch.allclose(energy, expected_energy.detach(), rtol=1e-10, atol=0), term
         assert (forces - expected_forces.detach()).abs().max() <= 1e-10 * expected_forces.abs().max(), term
         assert torch.all(forces[~batch.mask] == 0)
+
+
+def test_the_neighbour_list_rebuilds_when_an_ion_moved_over_half_the_skin_and_not_before():
+    """Two ions just outside cutoff + skin approach each other. Each moved 0.19 nm (< skin / 2): no
+    rebuild, and the pair is still outside the cutoff. Each moved 0.21 nm (> skin / 2): rebuilt,
+    and the pair, now within the cutoff, is found. Mutations caught: the rebuild criterion at the
+    whole skin (the pair is missed), a rebuild every step (builds counts it), the pair within
+    cutoff + skin not listed."""
+    cutoff, skin = 1.0, 0.4
+    neighbours = NeighbourList(torch.tensor([cutoff], dtype=torch.float64), skin)
+    box, mask = torch.tensor([[5.0, 5.0, 5.0]], dtype=torch.float64), torch.ones(1, 2, dtype=torch.bool)
+    apart = cutoff + skin + 0.01
+
+    def at(shift: float) -> torch.Tensor:
+        return torch.tensor([[[1.0 + shift, 2.0, 2.5], [1.0 + apart - shift, 2.0, 2.5]]], dtype=torch.float64)
+
+    assert len(neighbours.pairs(at(0.0), box, mask).r_nm) == 0 and neighbours.builds == 1
+    assert len(neighbours.pairs(at(0.19), box, mask).r_nm) == 0 and neighbours.builds == 1
+    near = neighbours.pairs(at(0.21), box, mask)
+    assert neighbours.builds == 2 and near.r_nm.tolist() == pytest.approx([apart - 0.42])
+    # across the periodic boundary in x: the minimum image
+    wrapped = torch.tensor([[[0.1, 2.0, 2.5], [4.6, 2.0, 2.5]]], dtype=torch.float64)
+    assert NeighbourList(torch.tensor([cutoff], dtype=torch.float64), skin).pairs(wrapped, box, mask).r_nm.tolist() \
+        == pytest.approx([0.5])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_list_forces_equal_the_dense_all_pairs_sum_through_rebuilds_of_the_default_system(dtype):
+    """The default system (406 ions, the largest reach, 6 nm): forces.py's pair terms from the
+    Verlet list, as the ions drift in random steps of 0.1 nm (the list rebuilt on the way), against
+    autograd of the dense all-pairs energies (pairs.distances) at each step, to 1e-10 (float64) or
+    2e-5 (float32) of the largest force. Mutations caught: a pair missed or counted twice, a wrong
+    minimum image, a stale list kept past skin / 2, the third law's sign."""
+    batch, positions = replicas([NanoconfinementModel()], dtype=dtype)
+    setup = prepare_ewald(batch)
+    generator = torch.Generator().manual_seed(5)
+    for _ in range(4):
+        step = torch.randn(positions.shape, generator=generator, dtype=torch.float64).to(dtype)
+        positions = positions + 0.1 * step / step.norm(dim=-1, keepdim=True)
+        for term in ("wca", "coulomb"):
+            energy, forces = pair_terms(batch, setup, positions, (term,))
+            x = positions.detach().requires_grad_(True)
+            _, r, pairs = distances(x, batch.box_nm, batch.mask)
+            dense = short_range.ion_ion_kj_mol(batch, r, pairs) if term == "wca" else ew.real_kj_mol(batch, setup, r, pairs)
+            (gradient,) = torch.autograd.grad(dense.sum(), x)
+            assert (forces + gradient).abs().max() <= (1e-10 if dtype == torch.float64 else 2e-5) * gradient.abs().max()
+            assert float(energy[0]) == pytest.approx(float(dense.detach()[0]), rel=1e-9 if dtype == torch.float64 else 1e-4), term
+    assert setup.neighbours.builds >= 2
+
+
+def test_a_fresh_list_gives_the_same_forces_bit_for_bit():
+    """A list built 0.15 nm of drift ago and one built now select the same pairs in the same order:
+    the forces are equal bit for bit (what a resumed run needs: it builds its list afresh)."""
+    batch, positions = replicas([NanoconfinementModel(h_nm=2.5, z_plus=2, c_molar=0.6)])
+    setup = prepare_ewald(batch)
+    energy_and_forces(batch, setup, positions)
+    drift = torch.randn(positions.shape, generator=torch.Generator().manual_seed(2), dtype=positions.dtype)
+    moved = positions + 0.15 * drift / drift.norm(dim=-1, keepdim=True)
+    energy, forces = energy_and_forces(batch, setup, moved)
+    assert setup.neighbours is not None and setup.neighbours.builds == 1
+    fresh = prepare_ewald(batch)
+    fresh_energy, fresh_forces = energy_and_forces(batch, fresh, moved)
+    assert torch.equal(forces, fresh_forces) and torch.equal(energy, fresh_energy)
+
+
+def test_a_list_is_kept_where_it_leaves_pairs_out_and_dense_pairs_where_it_would_hold_all():
+    """The default system (15 nm box: the list holds 0.56 of the pairs) gets a list, the benchmark's
+    4 nm replicas (every pair within reach + skin) the dense pass; a batch with one large replica
+    gets a list. Mutation caught: the share's test inverted, or a list always (or never)."""
+    large, small = NanoconfinementModel(), NanoconfinementModel(h_nm=2.0, box_nm=4.0, cutoff_nm=1.2)
+    assert prepare_ewald(replicas([large])[0]).neighbours is not None
+    assert prepare_ewald(replicas([small, small])[0]).neighbours is None
+    assert prepare_ewald(replicas([small, large])[0]).neighbours is not None
+
+
+def test_use_threads_sets_the_count_and_restores_it_on_errors_too():
+    """Mutations caught: the count not set, the previous one not restored (after an error)."""
+    before = torch.get_num_threads()
+    with use_threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), use_threads(before + 2):
+        raise RuntimeError("the run failed")
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError), use_threads(0):
+        pass
+    assert 1 <= available_cores() <= (os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize("given, expected", [(["--threads", "1"], 1), ([], "cores")])
+def test_md_run_runs_the_torch_engine_with_the_threads_asked_or_the_cores(tmp_path, run_cli, monkeypatch, given, expected):
+    """Mutation caught: --threads parsed but not applied to the run (or the default left to torch)."""
+    from thrifty.md.torch_engine import job
+    seen = []
+
+    def fake_run(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise ThriftyError("stopped here")
+
+    monkeypatch.setattr(job, "run_torch_md", fake_run)
+    torch.set_num_threads(3)
+    code, _, err = run_cli("md", "run", "--system", "nanoconfinement", "--engine", "torch", *given,
+                           "--steps", "10", "--out", tmp_path / "out")
+    assert code == 2 and "stopped here" in err
+    assert seen == [available_cores() if expected == "cores" else expected]
+    assert torch.get_num_threads() == 3  # restored after the run
+    torch.set_num_threads(1)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--engine", "torch", "--threads", "0"], "--threads must be at least 1, got 0"),
+    (["--threads", "2"], "--threads applies to --engine torch"),
+])
+def test_bad_threads_are_one_line_and_exit_2(tmp_path, run_cli, args, fragment):
+    code, _, err = run_cli("md", "run", "--system", "nanoconfinement", *args, "--out", tmp_path / "out")
+    assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()

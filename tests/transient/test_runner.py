@@ -193,3 +193,67 @@ def test_an_injected_notice_comes_before_the_vms_end_and_the_vm_lives_it_out(tmp
     assert first[-1]["t_s"] - first[0]["t_s"] >= 3.0  # the whole life, though the job left at the notice
     step = int(decode((tmp_path / "ck" / "ckpt-000001.bin").read_bytes()).split(b":")[0])
     assert 0 < step < 400  # saved on the notice, and the second VM went on from there
+
+
+FINISH_ON_NOTICE_JOB = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from thrifty.transient.protocol import JobCheckpoints
+    ckpt = JobCheckpoints.from_environment()
+    print('{"job": "started"}', flush=True)     # the job's own stdout: not the runner's report
+    while not ckpt.notice:
+        time.sleep(0.01)
+    time.sleep(0.3)                             # the last of its work, inside the notice
+    ckpt.close()
+    Path(sys.argv[1]).write_text("done")
+""")
+
+
+@pytest.fixture()
+def finishing_job(tmp_path) -> Path:
+    path = tmp_path / "finish.py"
+    path.write_text(FINISH_ON_NOTICE_JOB)
+    return path
+
+
+@pytest.mark.timeout(120)
+def test_a_job_that_finishes_within_the_runners_notice_is_done_not_preempted(tmp_path, finishing_job):
+    """The runner's own SIGTERM is forwarded; the job completes and exits 0 within the 10 s
+    notice. Mutation caught: exit 0 in the window treated as preempted (the runner exits 75,
+    "restart me", for a job that finished)."""
+    out = tmp_path / "done.txt"
+    runner = Runner([sys.executable, str(finishing_job), str(out)], tmp_path / "ck", notice_s=10.0)
+    timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    report = runner.run()
+    timer.cancel()
+    assert out.read_text() == "done"
+    assert (report.exit_code, report.attempts, report.notices, report.preemptions) == (0, 1, 1, 0)
+    assert [e["event"] for e in report.events][-1] == "finished"
+
+
+@pytest.mark.timeout(120)
+def test_a_job_that_finishes_within_an_injected_notice_is_not_restarted(tmp_path, finishing_job, scripted_lifetimes):
+    """A VM of 8 s warns 2 s before its end (the job has started and listens by then, even on a
+    loaded machine); the job finishes (exit 0) on the warning. Mutation caught: exit 0 in the window
+    treated as preempted (a second attempt is started)."""
+    out = tmp_path / "done.txt"
+    report = Runner([sys.executable, str(finishing_job), str(out)], tmp_path / "ck", notice_s=2.0,
+                    lifetimes=scripted_lifetimes([8.0]), kill="sigterm", timeout_s=60).run()
+    assert out.read_text() == "done"
+    assert (report.exit_code, report.attempts, report.notices, report.preemptions) == (0, 1, 1, 0)
+    assert "restart" not in {e["event"] for e in report.events}
+
+
+@pytest.mark.timeout(120)
+def test_run_json_prints_one_document_the_runners(tmp_path):
+    """`thrifty run --json` over a job that prints JSON of its own: stdout is exactly one JSON
+    document, the runner's report; the job's line is on stderr. Mutation caught: the job's stdout
+    inherited (json.loads fails on the extra document)."""
+    done = subprocess.run([sys.executable, "-m", "thrifty.cli", "run", "--json", "--checkpoint-dir", str(tmp_path / "ck"),
+                           "--", sys.executable, "-c", "print('{\"job\": \"done\"}')"],
+                          check=False, capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["exit_code"], report["attempts"]) == (0, 1)
+    assert '{"job": "done"}' in done.stderr

@@ -84,6 +84,8 @@ def md_run(system: Annotated[str, typer.Option(
                help="openmm, or torch (md.torch_engine, batched and differentiable; nanoconfinement only)")] = "openmm",
            dtype: Annotated[str, typer.Option(help="float64 (bit-identical resumes on the CPU) or float32 (torch engine)")] = "float64",
            device: Annotated[str, typer.Option(help="cpu or cuda (torch engine)")] = "cpu",
+           threads: Annotated[Optional[int], typer.Option(
+               help="CPU threads of the torch engine (default: this machine's cores; give 1 on a shared one)")] = None,
            h: Annotated[float, typer.Option("--h", help=f"Wall separation, nm ({NANO})")] = 3.0,
            zp: Annotated[int, typer.Option("--zp", help=f"Cation valency 1..3 ({NANO})")] = 1,
            zn: Annotated[int, typer.Option("--zn", help=f"Anion valency, -1 ({NANO})")] = -1,
@@ -127,8 +129,12 @@ def md_run(system: Annotated[str, typer.Option(
             raise ThriftyError(f"unknown --dtype {dtype!r}; choose float64 or float32")
         if device not in ("cpu", "cuda"):
             raise ThriftyError(f"unknown --device {device!r}; choose cpu or cuda")
+        if threads is not None and threads < 1:
+            raise ThriftyError(f"--threads must be at least 1, got {threads}")
     elif (dtype, device) != ("float64", "cpu"):
         raise ThriftyError("--dtype and --device apply to --engine torch; OpenMM takes --platform")
+    elif threads is not None:
+        raise ThriftyError("--threads applies to --engine torch (OpenMM's CPU platform reads OPENMM_CPU_THREADS)")
     platform = platform or "Reference"
     if platform not in PLATFORMS:
         raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose {', '.join(PLATFORMS)}")
@@ -168,7 +174,9 @@ def md_run(system: Annotated[str, typer.Option(
     settings = MDSettings(system, steps, chunk, platform, seed, model, **run_length)
     if engine == "torch":
         from thrifty.md.torch_engine.job import run_torch_md
-        summary = run_torch_md(settings, out, checkpoints, dtype, device)
+        from thrifty.md.torch_engine.threads import available_cores, use_threads
+        with use_threads(threads or available_cores()):
+            summary = run_torch_md(settings, out, checkpoints, dtype, device)
     else:
         summary = run_md(settings, out, checkpoints)
     if json_out:

@@ -4,6 +4,10 @@ The runner starts the job (THRIFTY_CHECKPOINT_DIR set, transient.protocol), asks
 (SIGUSR1) on a schedule, treats its own SIGTERM as a preemption notice (forwarded; the job has
 `notice_s` to checkpoint, then it is killed), restarts the job whenever it dies from a
 preemption, and logs every event with its time to `events.jsonl` in the checkpoint directory.
+A job that exits 0 has finished, whenever it does so: during a notice's window (the runner's own, or
+an injected one) or at the instant its VM ends, that is success, never a preemption. The job's
+stdout goes to the runner's stderr, so that the runner's stdout carries only its own report (one
+JSON document with `thrifty run --json`), however many attempts print theirs.
 
 The schedule's intervals are work between checkpoints: a request is due an interval after the
 latest of the attempt's start (or, for a job that reports it, the end of its restart), the last
@@ -39,6 +43,7 @@ from thrifty.transient.simulation import LifetimeSampler
 
 KILL_MODES = ("sigkill", "sigterm", "mixed")
 POLL_S = 0.01
+STDERR_FD = 2  # the job's stdout: the runner's stdout is its report's alone
 
 
 class RunnerError(ThriftyError):
@@ -146,7 +151,7 @@ class Runner:
                     raise RunnerError(f"gave up after {self.max_restarts} restarts")
                 life = (float(self.lifetimes.sample(rng, 1)[0]) / self.time_scale
                         if self.lifetimes is not None else float("inf"))
-                proc = subprocess.Popen(self.command, env=env)
+                proc = subprocess.Popen(self.command, env=env, stdout=STDERR_FD)
                 attempt = _Attempt(attempts, time.monotonic())
                 began = self._last_save = attempt.began
                 # a warned preemption: SIGTERM notice_s before the VM's end, SIGKILL at it
@@ -192,12 +197,18 @@ class Runner:
                     self._event("preemption_notice", attempt=attempts)
                     self._terminate(proc, warn=True)
                     self._collect(attempt)
+                    if proc.returncode == 0:  # it finished within the notice: done, nothing to restart
+                        self._event("finished", attempt=attempts)
+                        return self._report(0, attempts, preemptions, notices, lost)
                     return self._report(PREEMPTED_EXIT, attempts, preemptions, notices, lost)
                 if kind == "exit" and warned:  # it stopped on the notice; the VM lives to its end
                     while time.monotonic() - began < life:
                         time.sleep(POLL_S)
                         self._collect(attempt)
                     kind = "preempt"
+                if kind == "preempt" and proc.poll() == 0:  # it finished as its VM ended: no restart
+                    self._event("finished", attempt=attempts)
+                    return self._report(0, attempts, preemptions, notices, lost)
                 if kind == "preempt":
                     preemptions += 1
                     self._event("preemption", attempt=attempts, notice=warned)

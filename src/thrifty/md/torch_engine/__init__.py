@@ -1,13 +1,13 @@
 """A batched, differentiable torch engine for the nanoconfinement model (md.nanoconfinement).
 
-R replicas with different parameters in padded tensors (replicas), dense all-pairs with the minimum
-image (pairs), WCA ion-ion and ion-wall repulsions (short_range), slab Ewald electrostatics (ewald),
+R replicas with different parameters in padded tensors (replicas), a Verlet neighbour list for a
+run's pair terms (neighbours) and dense all-pairs with the minimum image for autograd (pairs), WCA ion-ion and ion-wall repulsions (short_range), slab Ewald electrostatics (ewald),
 hand-derived forces for runs, in groups of replicas of similar size (forces), autograd through the
 dynamics for gradients (potential), a BAOAB Langevin integrator (integrator) and density profiles of a
 batched run (sampling); `thrifty md run --engine torch` runs one replica through the job loop, and
 an ion diameter is fitted to a target profile by autograd through a short run (job and fit, each
 imported on its own: not re-exported here). float64 or float32, CPU or GPU (written for both;
-tested on CPU). Imports torch: nothing on the CLI's import path may import this package.
+tested on CPU); threads sets torch's thread count for a run. Imports torch: nothing on the CLI's import path may import this package.
 """
 
 from thrifty.md.torch_engine.ewald import Ewald, prepare_ewald

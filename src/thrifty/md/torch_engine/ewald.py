@@ -9,11 +9,14 @@ periodic images along z (Yeh & Berkowitz, J. Chem. Phys. 111, 3155 (1999)). Ewal
   exp(i k.r_j), k = 2 pi (nx/Lx, ny/Ly, nz/Lz); half of the k-space, counted twice (S(-k) = S(k)*)
 - self: -alpha / sqrt(pi) sum_j q_j^2
 - slab: (2 pi / V) M_z^2, M_z = sum_j q_j z_j (Yeh & Berkowitz 1999, eq. 11; neutral systems)
-The splitting is the engine's own: the dense all-pairs real-space sum (pairs) costs the same at any
-cutoff, so rc is the longest the minimum image allows, min(lx/2, ly/2, Lz - h) (an ion's nearest z
-image is at least Lz - h away), not the model's cutoff (what OpenMM's neighbour list wants); the k-space
-sum, the dear part, then needs (cutoff / rc)^3 as many k-vectors (bench_torch_md's 4 nm box, cutoff 1.2 nm:
-rc 2 nm, 0.22x). The total is the same Ewald sum at the same tolerance. Parameters from the tolerance
+The splitting is the engine's own: rc is the longest the minimum image allows, min(lx/2, ly/2, Lz - h)
+(an ion's nearest z image is at least Lz - h away), not the model's cutoff (what OpenMM's PME wants);
+the k-space sum then needs (cutoff / rc)^3 as many k-vectors (bench_torch_md's 4 nm box, cutoff
+1.2 nm: rc 2 nm, 0.22x). The real-space pairs come from a Verlet list (neighbours), so they cost
+more at a longer rc; but for the default system a step costs about the same at rc 4.5 to 6 nm and more
+below (one thread, CPU time a step, float64: 3.5 nm, 1211 k-vectors and 15k listed pairs, twice 6 nm's
+241 k-vectors and 46k pairs; docs/md-engine.md):
+the reach is kept. The total is the same Ewald sum at the same tolerance. Parameters from the tolerance
 delta (the model's ewald_tolerance): alpha = sqrt(-ln(2 delta)) / rc, OpenMM's choice, so that
 erfc(alpha rc) ~ delta; k_max = 2 alpha sqrt(-ln delta), so the neglected
 Gaussian factor exp(-k_max^2 / 4 alpha^2) = delta. The relative error is then at most about delta:
@@ -31,7 +34,9 @@ import torch
 
 from thrifty.md.nanoconfinement import ONE_4PI_EPS0, NanoconfinementModel
 from thrifty.md.systems import WATER_PERMITTIVITY
+from thrifty.md.torch_engine.neighbours import SKIN_NM, NeighbourList
 from thrifty.md.torch_engine.replicas import Replicas
+from thrifty.md.torch_engine.short_range import WCA_REACH
 
 COULOMB = ONE_4PI_EPS0 / WATER_PERMITTIVITY  # kJ mol^-1 nm e^-2 for valencies in water
 
@@ -56,6 +61,7 @@ class Ewald:
     volume_nm3: torch.Tensor  # (R,)
     reach_nm: torch.Tensor  # (R,) real-space cutoff of the splitting (real_space_reach_nm)
     groups: tuple[SizeGroup, ...] = ()  # size_groups; () evaluates the batch as one group
+    neighbours: NeighbourList | None = None  # the pairs within reach_nm for forces.pair_terms; None: dense (list_pays)
 
 
 def size_groups(ions: list[int], k_vectors: list[int], models: tuple[NanoconfinementModel, ...],
@@ -88,6 +94,17 @@ def real_space_reach_nm(model: NanoconfinementModel) -> float:
     return min(model.side_nm / 2, model.box_z_nm - model.h_nm)
 
 
+def list_pays(model: NanoconfinementModel, skin_nm: float = SKIN_NM) -> bool:
+    """Whether a Verlet list would leave pairs out: the share of the slit within r_list = rc + skin of
+    an ion, min(4/3 pi r^3, pi r^2 h) / (lx ly h) (a sphere, or a cylinder once it spans the slit),
+    below 1. A list that holds every pair saves nothing and costs its gathers and scattered sums
+    (measured, CPU time: 1.5x the dense pass for one replica of 18 ions in a 4 nm box); the default
+    system's list holds 0.56 of the pairs (estimate 0.57), and its pair terms take 0.3x the dense pass."""
+    reach = real_space_reach_nm(model) + skin_nm
+    covered = min(4 / 3 * math.pi * reach ** 3, math.pi * reach ** 2 * model.h_nm) / (model.side_nm ** 2 * model.h_nm)
+    return covered < 1
+
+
 def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
     """Each replica's alpha and k-vectors from its reach, box and tolerance (None: its model's)."""
     dtype, device = batch.box_nm.dtype, batch.box_nm.device
@@ -112,7 +129,13 @@ def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
     to = dict(dtype=dtype, device=device)
     reach = torch.tensor([real_space_reach_nm(m) for m in batch.models], **to)
     groups = size_groups(batch.mask.sum(-1).tolist(), [len(k) for k in ks], batch.models, batch.mask.device)
-    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), reach, groups)
+    for model in batch.models:  # the list holds the pairs within reach: the WCA pairs must be among them
+        wca_reach = WCA_REACH * max(model.d_plus_nm, model.d_minus_nm)
+        if real_space_reach_nm(model) <= wca_reach:
+            raise ValueError(f"the real-space reach {real_space_reach_nm(model)} nm is within the WCA reach {wca_reach:.3f} nm")
+    neighbours = NeighbourList(reach) if any(list_pays(m) for m in batch.models) else None
+    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), reach, groups,
+                 neighbours)
 
 
 def real_kj_mol(batch: Replicas, setup: Ewald, r: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:

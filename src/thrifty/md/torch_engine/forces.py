@@ -1,4 +1,5 @@
-"""Hand-derived forces of every term, the hot path of a run (no autograd graph is built).
+"""Hand-derived forces of every term, the hot path of a run (no autograd graph is built); the pair
+terms over the pairs of a Verlet list (neighbours), the rest per size group.
 
 potential.energy_and_forces uses these unless the graph is kept for gradients through the dynamics
 (create_graph); tests/md/test_torch_engine.py checks them against autograd of potential.energies to
@@ -23,19 +24,20 @@ from thrifty.md.torch_engine.replicas import Replicas
 from thrifty.md.torch_engine.short_range import WCA_REACH
 
 
-def _wca(r: torch.Tensor, s: torch.Tensor, kt: float, inside: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _wca(r: torch.Tensor, s: torch.Tensor, kt: float,
+         inside: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(U, -dU/dr / r): WCA energy and its radial force over r, 0 outside `inside` or past the cut."""
     x = (s * s / (r * r)) ** 3
-    inside = inside & (r < WCA_REACH * s)
+    inside = r < WCA_REACH * s if inside is None else inside & (r < WCA_REACH * s)
     zero = torch.zeros_like(r)
     return (torch.where(inside, 4 * kt * (x * x - x) + kt, zero),
             torch.where(inside, 24 * kt * (2 * x * x - x) / (r * r), zero))
 
 
-def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
-               terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """((R,) energy, (R, N, 3) forces) of the ion-ion WCA (if "wca" in terms) and the real-space
-    Coulomb sum (if "coulomb"), one dense all-pairs pass with the minimum image."""
+def _dense_pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
+                      terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """pair_terms in one dense all-pairs pass with the minimum image (pairs.distances), per size group:
+    for batches whose list would hold every pair (ewald.list_pays)."""
     delta, r, pairs = distances(positions_nm, batch.box_nm, batch.mask)
     r2 = r * r
     energy = torch.zeros_like(r)
@@ -55,6 +57,39 @@ def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
         over_r = over_r + torch.where(inside, qq * (erfc_over_r + gauss) / r2, zero)
     forces = (over_r[..., None] * delta).sum(2)
     return 0.5 * energy.sum((1, 2)), forces
+
+
+def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
+               terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """((R,) energy, (R, N, 3) forces) of the ion-ion WCA (if "wca" in terms) and the real-space
+    Coulomb sum (if "coulomb"), over the pairs within the splitting's reach from setup.neighbours
+    (a Verlet list; the WCA reach is shorter, ewald.prepare_ewald checks)."""
+    near = setup.neighbours.pairs(positions_nm, batch.box_nm, batch.mask)
+    r, b = near.r_nm, near.replica
+    q, d = batch.charges_e.reshape(-1), batch.diameters_nm.reshape(-1)
+    r2 = r * r
+    energy = torch.zeros_like(r)
+    over_r = torch.zeros_like(r)  # -dU/dr / r of each pair
+    if "wca" in terms:  # the few pairs within the batch's longest WCA reach (~1% of the listed pairs)
+        close = (r < WCA_REACH * float(batch.diameters_nm.max())).nonzero().squeeze(1)
+        s = (d.index_select(0, near.first.index_select(0, close)) + d.index_select(0, near.second.index_select(0, close))) / 2
+        u, f = _wca(r.index_select(0, close), s, batch.kt_kj_mol)
+        energy.index_add_(0, close, u)
+        over_r.index_add_(0, close, f)
+    if "coulomb" in terms:
+        alpha = setup.alpha_per_nm.index_select(0, b)
+        qq = ew.COULOMB * q.index_select(0, near.first) * q.index_select(0, near.second)
+        erfc_over_r = torch.special.erfc(alpha * r) / r
+        gauss = 2 * alpha / math.sqrt(math.pi) * torch.exp(-alpha * alpha * r2)
+        energy = energy + qq * erfc_over_r
+        over_r = over_r + qq * (erfc_over_r + gauss) / r2
+    pair_force = over_r * near.delta_nm  # (3, P) on the first ion; the second gets its opposite
+    ions = torch.cat([near.first, near.second])
+    forces = torch.zeros(3, positions_nm.shape[0] * positions_nm.shape[1], dtype=r.dtype, device=r.device)
+    for axis in range(3):  # 1-D index_add_: a serial sum in the list's order (neighbours: bit for bit)
+        forces[axis].index_add_(0, ions, torch.cat([pair_force[axis], -pair_force[axis]]))
+    total = torch.zeros(positions_nm.shape[0], dtype=r.dtype, device=r.device).index_add_(0, b, energy)
+    return total, forces.T.reshape(positions_nm.shape)
 
 
 def wall_term(batch: Replicas, positions_nm: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,11 +129,11 @@ def slab_term(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor) -> t
     return factor * dipole ** 2, forces
 
 
-def _all_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
-               terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    parts = []
-    if "wca" in terms or "coulomb" in terms:
-        parts.append(pair_terms(batch, setup, positions_nm, terms))
+def _group_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor, terms: tuple[str, ...],
+                 dense_pairs: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    parts = [(positions_nm.new_zeros(positions_nm.shape[0]), torch.zeros_like(positions_nm))]
+    if dense_pairs and ("wca" in terms or "coulomb" in terms):
+        parts.append(_dense_pair_terms(batch, setup, positions_nm, terms))
     if "wall" in terms:
         parts.append(wall_term(batch, positions_nm))
     if "coulomb" in terms:
@@ -110,12 +145,18 @@ def _all_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
 
 def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
                       terms: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """((R,) energy of `terms`, (R, N, 3) forces), zero forces on padding; each of setup.groups
-    (replicas of similar size, ewald.size_groups) is evaluated on its own, cut to its own padding."""
+    """((R,) energy of `terms`, (R, N, 3) forces), zero forces on padding. With a neighbour list the
+    pair terms cover the whole batch in one pass (the list is flat: no padded pairs); the rest, and
+    dense pair terms without a list, per each of setup.groups (replicas of similar size,
+    ewald.size_groups), cut to its own padding."""
+    dense = setup.neighbours is None
+    if not dense and ("wca" in terms or "coulomb" in terms):
+        energy, forces = pair_terms(batch, setup, positions_nm, terms)
+    else:
+        energy, forces = positions_nm.new_zeros(positions_nm.shape[0]), torch.zeros_like(positions_nm)
     if len(setup.groups) <= 1:
-        return _all_terms(batch, setup, positions_nm, terms)
-    energy = positions_nm.new_zeros(positions_nm.shape[0])
-    forces = torch.zeros_like(positions_nm)
+        rest_energy, rest_forces = _group_terms(batch, setup, positions_nm, terms, dense)
+        return energy + rest_energy, forces + rest_forces
     for group in setup.groups:
         index, n, k = group.index, group.ions, group.k_vectors
         part = Replicas(batch.charges_e[index, :n], batch.diameters_nm[index, :n], batch.masses_amu[index, :n],
@@ -123,5 +164,7 @@ def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tens
                         group.models)
         part_setup = ew.Ewald(setup.alpha_per_nm[index], setup.k_per_nm[index, :k], setup.weight_nm[index, :k],
                               setup.volume_nm3[index], setup.reach_nm[index])
-        energy[index], forces[index, :n] = _all_terms(part, part_setup, positions_nm[index, :n], terms)
+        rest_energy, rest_forces = _group_terms(part, part_setup, positions_nm[index, :n], terms, dense)
+        energy[index] += rest_energy
+        forces[index, :n] += rest_forces
     return energy, forces

@@ -1,9 +1,8 @@
 """All pairs of a replica, dense: (R, N, N) distances with the minimum image in x, y and z.
 
-Dense all-pairs costs N^2 per replica but is one batched tensor program with no rebuilds, the same at
-any cutoff; for the few hundred ions of a nanoconfinement system it is what we use, and the Ewald
-splitting (ewald.real_space_reach_nm) puts as much of the Coulomb sum into it as the minimum image
-allows. The minimum image is exact for pairs within that reach: in x and y it is at most half the
+Dense all-pairs costs N^2 per replica but is one batched tensor program with no list, the reference
+for potential.energies (autograd, gradients through the dynamics); a run's hand-derived forces take
+their pairs from a Verlet list instead (neighbours, forces.pair_terms). The minimum image is exact for pairs within that reach: in x and y it is at most half the
 side, and in z the ions sit in a slit of h <= Lz / 3, so their nearest z image is the direct one and
 the next at least Lz - h >= reach away.
 """
