@@ -27,14 +27,26 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PIP_INSTALL) -e '.[all,test]'
 	touch $(STAMP)
 
-.PHONY: install demo test lint bench lock clean
+.PHONY: install demo test test-fast lint bench lock clean
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/thrifty plan --workload builtin:resnet18-cifar10 --db .thrifty/demo.db --plot .thrifty/plan.png
 
+# Tests. `make test` runs all of them (-n 2: two processes). `make test-fast` is the tier to run before each
+# commit: the pure numpy/scipy packages (planner, catalog, performance models, preemption models, the store),
+# without the tests marked slow, ray, openmm or distributed, so no torch worker processes, no Ray and no
+# OpenMM; under a minute on two cores. The markers are given by rule in tests/conftest.py (see
+# tests/suite_markers.py; slow ones are listed in tests/slow_tests.txt); `-m` picks any other tier, e.g.
+# `pytest -m "not ray and not openmm"` where those extras are not installed.
+TEST_ENV := GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1
+FAST_TESTS := tests/plan tests/catalog tests/perf tests/transient tests/test_store.py tests/test_records.py \
+	tests/test_suite_markers.py tests/test_nothing_imports_tests.py
 test: $(STAMP)
-	GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 $(BIN)/python -m pytest -q -n 2 tests
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 tests
+
+test-fast: $(STAMP)
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 -m "not slow and not ray and not openmm and not distributed" $(FAST_TESTS)
 
 # ruff (pyflakes, bugbear, isort, pyupgrade) and mypy over src/, as pyproject configures them
 lint: $(STAMP)

@@ -4,9 +4,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from suite_markers import markers_for
+
 os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 os.environ.setdefault("THRIFTY_ALLOW_BUSY", "1")  # this suite runs on loaded machines; tests of the check unset it
+
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Markers by rule (tests/suite_markers.py), so that no test file has to carry them."""
+    for item in items:
+        function = getattr(item, "originalname", item.name)
+        for marker in sorted(markers_for(item.nodeid, Path(item.path), function, list(getattr(item, "fixturenames", ())))):
+            item.add_marker(marker)
+
 
 FAST_PROFILE = ["--workers", "1,2", "--batch", "16,64", "--steps", "6"]
 

@@ -13,7 +13,6 @@ The bundled calibration data/gpu/roofline_params.json is package data: refit it 
 """
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,10 +66,6 @@ class PublishedRow:
     batch_per_gpu: float  # in published samples (GNMT: tokens, where the CSV counts sentences)
     samples_per_s_per_gpu: float
     source: str
-
-
-def _num(text: str) -> float:
-    return float(text) if text.strip() else math.nan
 
 
 def load_published(data_dir: Path | None = None) -> tuple[list[PublishedRow], dict[str, StepWork], dict]:

@@ -21,7 +21,6 @@ KIND_MATMUL, KIND_CONV, KIND_OTHER = 0, 1, 2
 COUNT_VERSION = 4  # of workloads.workcount's counting (older profiles are recounted): 2 added activation and
 # state bytes; 3 skips _unsafe_view and profiler markers and counts dropout as the fused GPU kernel;
 # 4 adds output elements, embedding traffic as a GPU runs it, activations as autograd's saved tensors
-KIND_NAMES = ("matmul", "conv", "other")
 
 
 @dataclass(frozen=True)
