@@ -211,12 +211,13 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                        "folder": "{in}/adir"}.items():
         reason = {"missing": "not found", "not_json": "not valid json", "list": "not a thrifty step-time model",
                   "no_cov": "malformed", "bad_utf8": "utf-8", "folder": "is a directory"}[name]
-        add(f"model predict --model {name}", f"model predict --model {path} --configs {{in}}/configs_ok.csv", reason)
+        add(f"model predict --step-time-model {name}",
+            f"model predict --step-time-model {path} --configs {{in}}/configs_ok.csv", reason)
     for name, path in {**BAD_CSV, "nan": "{in}/configs_nan.csv", "zero": "{in}/configs_zero.csv",
                        "negative": "{in}/configs_negative.csv", "huge": "{in}/configs_huge.csv"}.items():
         reason = {**CSV_REASONS, "nan": "num_workers >= num_nodes", "zero": "num_workers >= num_nodes",
                   "negative": "num_workers >= num_nodes", "huge": "no finite step time"}[name]
-        add(f"model predict --configs {name}", f"model predict --model {{in}}/model_ok.json --configs {path}", reason)
+        add(f"model predict --configs {name}", f"model predict --step-time-model {{in}}/model_ok.json --configs {path}", reason)
     project = "model project --instance-type n1-standard-4 --db {w}/t.db"
     add("model project unknown type", "model project --instance-type n9-nosuch --db {w}/t.db", "unknown instance type")
     add("model project no type", "model project --db {w}/t.db", "missing option '--instance-type'")
@@ -344,7 +345,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         reason = {**CSV_REASONS, "text": "is not a number", "negative": "must be a positive", "nan": "must be a positive",
                   "event": "unknown event", "censored_only": "need at least 4 preemptions"}[name]
         add(f"preempt fit {name}", f"preempt fit {path}", reason)
-    add("preempt fit --model", "preempt fit {in}/lifetimes_ok.csv --model gamma", "unknown lifetime model 'gamma'")
+    add("preempt fit --family", "preempt fit {in}/lifetimes_ok.csv --family gamma", "unknown lifetime model 'gamma'")
     add("preempt fit --method", "preempt fit {in}/lifetimes_ok.csv --method guess", "unknown fit method 'guess'")
     add("preempt fit --machine-type", "preempt fit {in}/lifetimes_ok.csv --machine-type n9-nosuch",
         "no lifetimes for machine type 'n9-nosuch'")
@@ -368,14 +369,14 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("preempt schedule --ckpt-cost 0", f"{schedule} --ckpt-cost 0", "--ckpt-cost must be positive")
     add("preempt schedule --vm-age beyond", f"{schedule} --vm-age 30h", "past the model's longest lifetime")
     add("preempt schedule --policy", f"{schedule} --policy sometimes", "unknown checkpoint policy")
-    add("preempt schedule --model", f"{schedule} --model nosuch", "unknown lifetime model")
-    add("preempt schedule --model not json", f"{schedule} --model {{in}}/not_json.json", "not valid json")
+    add("preempt schedule --lifetime-model", f"{schedule} --lifetime-model nosuch", "unknown lifetime model")
+    add("preempt schedule --lifetime-model not json", f"{schedule} --lifetime-model {{in}}/not_json.json", "not valid json")
     for value in ("abc", "0", "-1", "nan", ""):
         add(f"preempt reuse --job-hours {value or 'empty'}", f"preempt reuse --job-hours {shlex.quote(value)}",
             "--job-hours", "must be comma-separated numbers" if value == "abc" else "must be positive numbers")
     for option in ("--ckpt-cost", "--restart-cost", "--startup"):
         add(f"preempt reuse {option} abc", f"preempt reuse {option} abc", f"cannot read {option}")
-    add("preempt reuse --model", "preempt reuse --model nosuch", "unknown lifetime model")
+    add("preempt reuse --lifetime-model", "preempt reuse --lifetime-model nosuch", "unknown lifetime model")
     spot = "preempt spot --job-hours 5 --deadline 8h --spot-price 1 --on-demand-price 3"
     for option in ("--spot-price", "--on-demand-price", "--job-hours"):
         for value in ("0", "-1", "nan", "inf", "abc"):
@@ -389,7 +390,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         add(f"preempt spot --deadline {value}", f"{spot} --deadline {value}",
             "--deadline must be positive" if value == "0" else "cannot read --deadline")
     add("preempt spot --lifetimes", f"{spot} --lifetimes fake", "--lifetimes must be model or real")
-    add("preempt spot --model", f"{spot} --model nosuch", "unknown lifetime model")
+    add("preempt spot --lifetime-model", f"{spot} --lifetime-model nosuch", "unknown lifetime model")
     add("preempt spot deadline shorter than the job", f"{spot} --deadline 1h", "shorter than the job")
 
     # run

@@ -110,13 +110,13 @@ def test_model_fit_and_predict(run_cli, tmp_path):
     assert json.loads(out)["kind"] == "thrifty.steptime" and model.exists()
     configs = tmp_path / "c.csv"
     configs.write_text("num_nodes,num_workers,local_batch,label\n1,1,32,a\n2,16,32,b\n")
-    code, out, err = run_cli("model", "predict", "--model", model, "--configs", configs)
+    code, out, err = run_cli("model", "predict", "--step-time-model", model, "--configs", configs)
     assert code == 0, err
     lines = out.strip().splitlines()
     assert lines[0] == "num_nodes,num_workers,local_batch,label,step_time_s,step_time_low_s,step_time_high_s"
     assert float(lines[1].split(",")[4]) == pytest.approx(0.002 + 32e-4, rel=0.05)
     model.write_text("{broken")
-    _one_line_error(*run_cli("model", "predict", "--model", model, "--configs", configs), "not valid JSON")
+    _one_line_error(*run_cli("model", "predict", "--step-time-model", model, "--configs", configs), "not valid JSON")
     bad = tmp_path / "bad.csv"
     bad.write_text("num_workers,step_time_s\n1,0.1\n")
     _one_line_error(*run_cli("model", "fit", "--samples", bad), "missing columns", "num_nodes")
@@ -140,7 +140,7 @@ def test_unwritable_and_unreadable_paths_are_one_line_errors(profiled_db, run_cl
     assert sqlite3.connect(profiled_db).execute("SELECT COUNT(*) FROM decisions").fetchone()[0] == decisions
     configs = tmp_path / "configs.csv"
     configs.write_text("num_nodes,num_workers,local_batch\n1,1,8\n")
-    _one_line_error(*run_cli("model", "predict", "--model", tmp_path, "--configs", configs), "cannot read")
+    _one_line_error(*run_cli("model", "predict", "--step-time-model", tmp_path, "--configs", configs), "cannot read")
 
 
 def test_bare_numbers_are_seconds_for_costs_and_hours_for_ages(run_cli):

@@ -72,11 +72,11 @@ def test_more_commands_run_without_torch(tmp_path):
     configs = tmp_path / "configs.csv"
     configs.write_text("num_nodes,num_workers,local_batch\n1,2,48\n")
     model = tmp_path / "model.json"
-    for args in (["preempt", "fit", str(data_file()), "--model", "weibull", "--json"],
+    for args in (["preempt", "fit", str(data_file()), "--family", "weibull", "--json"],
                  ["preempt", "show", "gcp-2019", "--plot", str(tmp_path / "model.png"), "--json"],
                  ["preempt", "spot", "--job-hours", "2", "--deadline", "4h", "--spot-price", "0.3",
                   "--on-demand-price", "1", "--runs", "500", "--json"],
                  ["model", "fit", "--samples", str(samples), "--out", str(model), "--json"],
-                 ["model", "predict", "--model", str(model), "--configs", str(configs)]):
+                 ["model", "predict", "--step-time-model", str(model), "--configs", str(configs)]):
         done = cli_without(HEAVY, args)
         assert done.returncode == 0, (args, done.stderr)

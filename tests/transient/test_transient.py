@@ -285,13 +285,13 @@ def test_empirical_lifetimes_follow_kaplan_meier(google):
 
 
 def test_cli_fit_show_schedule(run_cli, tmp_path):
-    code, out, err = run_cli("preempt", "fit", data_file(), "--model", "bathtub", "--method", "lsq", "--json",
+    code, out, err = run_cli("preempt", "fit", data_file(), "--family", "bathtub", "--method", "lsq", "--json",
                              "--out", tmp_path / "m.json")
     assert code == 0, err
     chosen = json.loads(out)["chosen"]
     assert chosen["params"]["a"] == pytest.approx(0.414, rel=0.05)
     code, out, err = run_cli("preempt", "schedule", "--job-hours", "5", "--ckpt-cost", "60s",
-                             "--model", tmp_path / "m.json", "--json")
+                             "--lifetime-model", tmp_path / "m.json", "--json")
     assert code == 0, err
     result = json.loads(out)
     for key in ("intervals_s", "expected_makespan_s", "overhead_fraction"):
@@ -320,7 +320,7 @@ def test_cli_rejects_bad_lifetimes(run_cli, tmp_path, rows, message):
 @pytest.mark.parametrize("args, message", [
     (["--job-hours", "30", "--policy", "none"], "cannot finish"),
     (["--job-hours", "0.01", "--ckpt-cost", "2h"], "not smaller than the job"),
-    (["--job-hours", "5", "--model", "gcp-1999"], "unknown lifetime model 'gcp-1999'"),
+    (["--job-hours", "5", "--lifetime-model", "gcp-1999"], "unknown lifetime model 'gcp-1999'"),
     (["--job-hours", "5", "--ckpt-cost", "soon"], "cannot read --ckpt-cost"),
     (["--job-hours", "-2"], "positive"),
 ])
