@@ -27,13 +27,20 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PIP_INSTALL) -e '.[all,test]'
 	touch $(STAMP)
 
-.PHONY: install demo test bench lock clean
+.PHONY: install demo test bench lock clean browser
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/thrifty plan --workload builtin:resnet18-cifar10 --db .thrifty/demo.db --plot .thrifty/plan.png
 
-test: $(STAMP)
+# the browser test (tests/serve) drives Debian's headless Chromium; installed once where missing (root),
+# else that test skips and says why
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+		echo "chromium could not be installed: the browser test will skip"
+
+test: $(STAMP) browser
 	GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 $(BIN)/python -m pytest -q -n 2 tests
 
 bench: $(STAMP)

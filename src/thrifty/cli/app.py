@@ -5,7 +5,7 @@ import sys
 
 import typer
 
-from thrifty.cli import catalog, md_sweep, model, plan, preempt, profile, run, search, surrogate, train
+from thrifty.cli import catalog, md_sweep, model, plan, preempt, profile, run, search, serve, surrogate, train
 from thrifty.cli.common import run_app
 
 app = typer.Typer(help="Train and simulate on the cloud for less.", no_args_is_help=True,
@@ -22,6 +22,7 @@ run.md_app.command("sweep")(md_sweep.sweep)
 run.md_app.command("train-surrogate")(surrogate.train_surrogate)
 run.md_app.command("predict")(surrogate.predict)
 app.add_typer(run.md_app, name="md")
+app.command()(serve.serve)
 
 
 def main(argv: list[str] | None = None) -> int:
