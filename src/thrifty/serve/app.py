@@ -10,7 +10,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -201,6 +201,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.get("/", response_class=HTMLResponse)
     def index() -> str:
         return page_html(writes=settings.access.writes)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        return Response(status_code=204)  # none: a browser's automatic request answered without a 404
 
     @app.get("/assets/plotly.min.js")
     def plotly_js() -> FileResponse:

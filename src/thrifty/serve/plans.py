@@ -65,13 +65,16 @@ def plane(db: ThriftyDb, plan: dict) -> dict:
     return clean({**plan, "profile_id": db.key(profile_id),
                   "plane": {"time_s": c.time_s[keep].tolist(), "cost_usd": c.cost_usd[keep].tolist(),
                             "spot": c.spot[keep].astype(bool).tolist(),
-                            "label": [_label(result.describe(int(i))) for i in keep],
+                            "label": _labels(result, keep),
                             "candidates": int(len(c)), "feasible": int(ok.sum()), "shown": int(len(keep))},
                   "pareto": [result.describe(int(i)) for i in result.front],
                   "recomputed_recommendation": best,
                   "matches_stored": all(best.get(k) == stored.get(k) for k in SAME_KEYS)})
 
 
-def _label(d: dict) -> str:
-    return (f"{d['cloud']}:{d['instance_type']} {d['nodes']}x{d['workers'] // d['nodes']} B={d['global_batch']}"
-            f"{' spot' if d['spot'] else ''}")
+def _labels(result, keep: np.ndarray) -> list[str]:
+    """'cloud:type NODESxRANKS B=batch [spot]' per kept candidate."""
+    c, vms = result.candidates, result.vmx.vms
+    return [f"{vms[v].cloud}:{vms[v].instance_type} {int(n)}x{int(w) // int(n)} B={int(b)}{' spot' if s else ''}"
+            for v, n, w, b, s in zip(c.vm_index[keep].astype(int).tolist(), c.nodes[keep].tolist(),
+                                     c.workers[keep].tolist(), c.global_batch[keep].tolist(), c.spot[keep].tolist())]

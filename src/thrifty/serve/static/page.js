@@ -34,7 +34,7 @@ const views = {
       const pick = (spot) => q.time_s.map((t, i) => [t, q.cost_usd[i], q.label[i], q.spot[i]]).filter((r) => r[3] === spot);
       const cloud = (spot, name, colour) => {
         const rows = pick(spot);
-        return { name, type: "scattergl", mode: "markers", marker: { size: 4, color: colour, opacity: 0.35 },
+        return { name, type: "scatter", mode: "markers", marker: { size: 4, color: colour, opacity: 0.35 },
                  x: rows.map((r) => hours(r[0])), y: rows.map((r) => r[1]), text: rows.map((r) => r[2]) };
       };
       draw("plot-plan", [
