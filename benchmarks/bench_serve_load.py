@@ -27,7 +27,6 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-
 from common import save_figure, write_result
 
 WRITE_GOAL_S = 0.100
@@ -145,13 +144,13 @@ def main(clients: int = 50, seconds: float = 30.0, baseline_s: float = 10.0) -> 
         write_alone, write_loaded = _writes(tmp / "alone.npy"), _writes(tmp / "loaded.npy")
     lat = np.array(latencies)
     result = {
-        "clients": clients, "seconds": seconds, "requests": int(len(lat)), "failed_requests": len(failures),
+        "clients": clients, "seconds": seconds, "requests": len(lat), "failed_requests": len(failures),
         "failures_first": failures[:5], "requests_per_s": len(lat) / seconds,
         "latency_p50_s": float(np.percentile(lat, 50)), "latency_p99_s": float(np.percentile(lat, 99)),
         "latency_max_s": float(lat.max()),
-        "writes_alone": int(len(write_alone)), "write_alone_p99_s": float(np.percentile(write_alone[:, 1], 99)),
+        "writes_alone": len(write_alone), "write_alone_p99_s": float(np.percentile(write_alone[:, 1], 99)),
         "write_alone_max_s": float(write_alone[:, 1].max()),
-        "writes_under_load": int(len(write_loaded)),
+        "writes_under_load": len(write_loaded),
         "write_under_load_p99_s": float(np.percentile(write_loaded[:, 1], 99)),
         "write_under_load_max_s": float(write_loaded[:, 1].max()),
         "writes_over_100ms_under_load": int(np.sum(write_loaded[:, 1] > WRITE_GOAL_S)),

@@ -104,6 +104,7 @@ def campaign(tmp_path_factory) -> Path:
 def surrogate(tmp_path_factory) -> Path:
     """`md train-surrogate` on stand-in runs spanning the campaign's box (3 networks, 30 epochs)."""
     from standin_profiles import standin_runs, write_run
+
     from thrifty.md.params import ParameterBox
     root = tmp_path_factory.mktemp("surrogate")
     box = ParameterBox(low=(3.0, 1, -1, 0.3, 0.2, 0.2), high=(4.0, 3, -1, 0.9, 0.63, 0.63))

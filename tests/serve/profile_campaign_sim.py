@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from standin_profiles import standin_run, write_run
+
 from thrifty.md.params import check_point
 
 

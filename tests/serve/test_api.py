@@ -5,8 +5,8 @@ import sqlite3
 
 import numpy as np
 import pytest
-
 from conftest import TOKEN, cli, copy_db
+
 from thrifty.serve.security import Access
 from thrifty.serve.settings import ServeSettings
 from thrifty.store import PROBE_COLUMNS, Store
@@ -18,6 +18,7 @@ pytestmark = pytest.mark.timeout(2400)
 
 def client(**settings):
     from fastapi.testclient import TestClient
+
     from thrifty.serve.app import create_app
     return TestClient(create_app(ServeSettings(**settings)), base_url=HOST)
 
@@ -169,9 +170,8 @@ def test_off_loopback_writes_stay_off_without_a_token_from_the_environment():
 def test_reads_go_through_read_only_connections(stores):
     """Mutation caught: read_transaction opening the database writable (mode=ro dropped)."""
     from thrifty.serve.readonly import read_transaction
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        with read_transaction(stores["db"]) as conn:
-            conn.execute("CREATE TABLE serve_probe (x)")
+    with pytest.raises(sqlite3.OperationalError, match="readonly"), read_transaction(stores["db"]) as conn:
+        conn.execute("CREATE TABLE serve_probe (x)")
 
 
 def test_a_request_from_another_host_name_is_refused(stores):

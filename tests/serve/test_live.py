@@ -11,11 +11,10 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
-
 from conftest import PYTHON, ROOT, SEARCH, TOKEN, copy_db, env
+
 from thrifty.transient.protocol import PREEMPTED_EXIT, checkpoint_files
 
 SCREENSHOT = ROOT / "benchmarks" / "results" / "serve_page.png"
@@ -119,8 +118,8 @@ def chrome():
     from selenium.webdriver.chrome.service import Service
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,2600",
-                 "--no-proxy-server", "--disable-background-networking"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1400,2600", "--no-proxy-server", "--disable-background-networking"):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(driver), options=options)
 

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
-from module_blocker import cli_without, run_without  # noqa: E402
+from module_blocker import cli_without, run_without
 
 SERVE_PACKAGES = ("fastapi", "uvicorn", "plotly")
 

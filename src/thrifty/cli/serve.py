@@ -32,10 +32,12 @@ def serve(
     campaign_db: Annotated[Optional[list[Path]], typer.Option(
         "--campaign-db", help="MD campaign database (thrifty md sweep --db); repeatable")] = None,
     watch: Annotated[Optional[list[Path]], typer.Option(
-        "--watch", help="Folder of training run folders and thrifty run checkpoint folders, shown live; repeatable")] = None,
+        "--watch", help="Folder of training run folders and thrifty run checkpoint folders, shown live; "
+                        "repeatable")] = None,
     surrogate: Annotated[Optional[Path], typer.Option(
         help="Model folder of thrifty md train-surrogate: profiles for typed parameters, campaign accuracy")] = None,
-    host: Annotated[str, typer.Option(help="Address to bind (anything but loopback: writes need THRIFTY_SERVE_TOKEN)")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(
+        help="Address to bind (anything but loopback: writes need THRIFTY_SERVE_TOKEN)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: a free one)", min=0, max=65535)] = 8477,
     allow_writes: Annotated[bool, typer.Option(
         "--allow-writes", help="Allow starting plans and stopping jobs, with the token")] = False,
@@ -62,7 +64,8 @@ def serve(
         require("torch")
         from thrifty.md.surrogate import MODEL_FILE
         if not (surrogate / MODEL_FILE).is_file():
-            raise ThriftyError(f"--surrogate {surrogate}: no {MODEL_FILE} there (train one with thrifty md train-surrogate)")
+            raise ThriftyError(f"--surrogate {surrogate}: no {MODEL_FILE} there (train one with "
+                               "thrifty md train-surrogate)")
     for path in dbs + campaigns:
         if not enable_wal(path):
             stderr.print(f"[yellow]warning:[/] {path} could not be put in WAL mode; a writer may wait for a read",

@@ -41,7 +41,8 @@ class CampaignDb:
 
     def names(self) -> list[tuple[str, float, dict]]:
         with read_transaction(self.path) as conn:
-            rows = conn.execute("SELECT name, created_at, request_json FROM md_campaigns ORDER BY created_at").fetchall()
+            rows = conn.execute("SELECT name, created_at, request_json FROM md_campaigns "
+                                "ORDER BY created_at").fetchall()
         return [(r[0], r[1], json.loads(r[2])) for r in rows]
 
     def campaigns(self) -> list[dict]:

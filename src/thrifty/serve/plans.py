@@ -66,7 +66,7 @@ def plane(db: ThriftyDb, plan: dict) -> dict:
                   "plane": {"time_s": c.time_s[keep].tolist(), "cost_usd": c.cost_usd[keep].tolist(),
                             "spot": c.spot[keep].astype(bool).tolist(),
                             "label": _labels(result, keep),
-                            "candidates": int(len(c)), "feasible": int(ok.sum()), "shown": int(len(keep))},
+                            "candidates": len(c), "feasible": int(ok.sum()), "shown": len(keep)},
                   "pareto": [result.describe(int(i)) for i in result.front],
                   "recomputed_recommendation": best,
                   "matches_stored": all(best.get(k) == stored.get(k) for k in SAME_KEYS)})

@@ -2,6 +2,7 @@
 per rank and step), the batch split over time (each rank's local batch b_k per step) and the step
 times (each rank's compute time, the step's wall time)."""
 
+import math
 from collections import defaultdict
 
 
@@ -16,7 +17,7 @@ def run_series(steps: list[dict]) -> dict:
         series["local_batch"].append(int(row["local_batch"]))
         series["compute_time_s"].append(row.get("compute_time_s"))
         t = row.get("step_time_s")
-        if t is not None and t == t:
+        if t is not None and not math.isnan(t):
             step_time[int(row["step"])] = max(step_time.get(int(row["step"]), 0.0), float(t))
     ordered = sorted(step_time)
     return {"ranks": {str(rank): by_rank[rank] for rank in sorted(by_rank)},

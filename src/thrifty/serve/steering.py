@@ -32,4 +32,4 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
                                                      "budget_usd": budget_usd, "max_workers": max_workers,
                                                      "spot": spot}, best)
         decision = int(store.conn.execute("SELECT MAX(id) FROM decisions").fetchone()[0])
-    return {"id": db.key(decision), "recommended": best, "candidates": int(len(result.candidates))}
+    return {"id": db.key(decision), "recommended": best, "candidates": len(result.candidates)}
