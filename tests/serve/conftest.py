@@ -91,13 +91,40 @@ values = [0.627]
 
 @pytest.fixture(scope="session")
 def campaign(tmp_path_factory) -> Path:
-    """A campaign of 4 runs on Ray (2 local nodes) of the test simulation above."""
+    """A campaign of 4 runs of the test simulation above, by `md sweep` on Ray (2 local nodes).
+
+    Ray waits a fixed 30 s for its raylet to register (ray._private.node); on a machine loaded
+    far beyond its cores it does not start at all. Then, with a warning, the same 4 runs are
+    stored as md sweep stores them (md.campaign_store.CampaignStore: begin, record_run), each
+    simulated in this process instead of a Ray task."""
+    import warnings
     folder = tmp_path_factory.mktemp("campaign")
     (folder / "space.toml").write_text(SPACE)
     db = folder / "campaign.db"
-    cli("md", "sweep", "--space", folder / "space.toml", "--budget-runs", "4", "--db", db, "--pool", "spot:2",
-        "--simulation", "profile_campaign_sim:run", "--json", tries=3)
+    try:
+        cli("md", "sweep", "--space", folder / "space.toml", "--budget-runs", "4", "--db", db, "--pool", "spot:2",
+            "--simulation", "profile_campaign_sim:run", "--json")
+    except AssertionError as exc:
+        if RAY_START_FAILED not in str(exc):
+            raise
+        warnings.warn("Ray did not start on this loaded machine: the campaign is stored without it", stacklevel=1)
+        _store_without_ray(db, folder / "space.toml", 4)
     return db
+
+
+def _store_without_ray(db: Path, space_file: Path, runs: int) -> None:
+    from profile_campaign_sim import run
+    from thrifty.md.campaign_store import CampaignStore
+    from thrifty.md.sampler import make_sampler, point_key
+    from thrifty.md.space import load_space
+    from thrifty.transient.protocol import JobCheckpoints
+    space = load_space(space_file)
+    with CampaignStore(db, "default") as store:  # the request md sweep stores for these options
+        store.begin({"space": space.to_dict(), "sampler": "grid", "seed": 0, "simulation": "profile_campaign_sim:run"})
+        for params in make_sampler("grid", space, 0).next_points([], runs):
+            work = db.with_suffix(".runs") / point_key(params)
+            result = run(params, work, JobCheckpoints(work / "checkpoints", handle_signals=False))
+            store.record_run(point_key(params), params, result, attempts=1, lost_work_s=0.0)
 
 
 @pytest.fixture(scope="session")

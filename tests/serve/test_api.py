@@ -13,7 +13,7 @@ from thrifty.store import PROBE_COLUMNS, Store
 
 HOST = "http://127.0.0.1:8477"
 # the first test builds the session's stores with real commands: minutes on a loaded machine
-pytestmark = pytest.mark.timeout(2400)
+pytestmark = pytest.mark.timeout(3600)
 
 
 def client(**settings):
