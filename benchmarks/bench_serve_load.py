@@ -10,7 +10,8 @@ search's windows, plans, profiles and runs. First the writer runs alone for BASE
 a write takes on this machine with no reader), then with the clients. Reported: requests, failed
 requests (any status but 200, or no answer), latency percentiles (p50, p99, max), and the writes'
 duration (p99, max) alone and under load; the goal is no failed request and no write over 100 ms.
-Absolute times depend on the machine's load; compare the two phases' writes side by side. Run:
+Absolute times depend on the machine's load (recorded: the load average before and after); compare
+the two phases' writes side by side. Run:
     PYTHONPATH=src python benchmarks/bench_serve_load.py [--clients 50] [--seconds 30]
 """
 
@@ -125,6 +126,7 @@ def _writes(path: Path) -> np.ndarray:
 
 def main(clients: int = 50, seconds: float = 30.0, baseline_s: float = 10.0) -> dict:
     ctx = mp.get_context("spawn")
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         tmp = Path(tmp)
         db = tmp / "thrifty.db"
@@ -154,6 +156,8 @@ def main(clients: int = 50, seconds: float = 30.0, baseline_s: float = 10.0) -> 
         "write_under_load_p99_s": float(np.percentile(write_loaded[:, 1], 99)),
         "write_under_load_max_s": float(write_loaded[:, 1].max()),
         "writes_over_100ms_under_load": int(np.sum(write_loaded[:, 1] > WRITE_GOAL_S)),
+        # the machine's 1-minute load average (runnable processes) before and after, over its cores
+        "load_average_before": load_before, "load_average_after": os.getloadavg()[0], "cores": os.cpu_count(),
         "goal_met": bool(not failures and write_loaded[:, 1].max() <= WRITE_GOAL_S),
     }
     print({k: v for k, v in result.items() if k != "failures_first"})

@@ -98,5 +98,7 @@ def _run(settings) -> None:
     stderr.print(f"thrifty serve: http://{shown}:{port}/ ({settings.access.reason})", soft_wrap=True)
     if settings.access.token_printed:
         stderr.print(f"write token (shown once): {settings.access.token}", soft_wrap=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    # idle keep-alive connections kept 75 s (uvicorn's default, 5 s, races a client's next request on a
+    # busy machine: the request meets a connection being closed); the page's event stream is not idle
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75)
     uvicorn.Server(config).run(sockets=[sock])
