@@ -208,3 +208,17 @@ def test_an_open_read_does_not_hold_up_a_write(stores, tmp_path):
         # the reader still sees its snapshot, without the new row
         assert conn.execute("SELECT COUNT(*) FROM search_probes WHERE search_id = ?", (search,)).fetchone()[0] == 0
     writer.join()
+
+
+def test_no_page_of_the_server_refers_to_another_site(api):
+    """The page and its assets name no external URL; FastAPI's CDN-loaded /docs is off.
+    Mutations caught: a CDN script in the page; docs_url left at its default."""
+    import re
+    page = api.get("/").text
+    assert not re.search(r"(src|href)=\"(https?:)?//", page)
+    for asset in re.findall(r"(?:src|href)=\"(/assets/[^\"]+)\"", page):
+        body = api.get(asset)
+        assert body.status_code == 200
+        if asset.endswith((".js", ".css")) and "plotly" not in asset:
+            assert not re.search(r"https?://", body.text), asset
+    assert api.get("/docs").status_code == 404 and api.get("/openapi.json").status_code == 200

@@ -42,7 +42,8 @@ def _not_found(what: str, key: str) -> HTTPException:
 
 
 def create_app(settings: ServeSettings) -> FastAPI:
-    app = FastAPI(title="thrifty serve", version="1",
+    # no /docs or /redoc: FastAPI's pages load their scripts from a CDN; the schema is at /openapi.json
+    app = FastAPI(title="thrifty serve", version="1", docs_url=None, redoc_url=None,
                   description="Plans, profiles, searches, training runs and MD campaigns, read-only by default.")
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(settings.host, settings.port))
     dbs = [ThriftyDb(i, Path(p)) for i, p in enumerate(settings.dbs)]
