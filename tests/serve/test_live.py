@@ -25,7 +25,7 @@ def get(url: str, token: str | None = None, method: str = "GET") -> tuple[int, d
                                      headers={"Content-Type": "application/json",
                                               **({"Authorization": f"Bearer {token}"} if token else {})})
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=600) as response:  # a plan's plane: a minute when loaded
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -89,10 +89,12 @@ def test_the_event_stream_reports_each_window_of_a_running_search(stores, trace_
         search.kill()
 
 
-@pytest.fixture()
-def live_job(tmp_path):
+@pytest.fixture(scope="module")
+def live_job(tmp_path_factory):
     """`thrifty run -- thrifty train` on two ranks, slowed down so it runs for minutes, its
-    steps.csv appended at every other step's checkpoint."""
+    steps.csv appended at every other step's checkpoint; shared by the tests below, the last of
+    which stops it."""
+    tmp_path = tmp_path_factory.mktemp("live")
     watch = tmp_path / "watch"
     command = [PYTHON, "-m", "thrifty.cli", "run", "--checkpoint-dir", watch / "ck", "--notice", "60s", "--",
                PYTHON, "-m", "thrifty.cli", "train", "--run-dir", watch / "live-run", "--db", tmp_path / "live.db",
@@ -108,6 +110,18 @@ def live_job(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.mark.timeout(900)
+def test_stopping_a_job_needs_the_token(live_job, serve_process):
+    """Mutation caught: the stop served without the token (the run would end)."""
+    served = serve_process("--watch", live_job["watch"], "--allow-writes", env_extra={"THRIFTY_SERVE_TOKEN": TOKEN})
+    jobs = get(f"{served.url}/api/jobs")[1]
+    assert len(jobs) == 1 and jobs[0]["running"]
+    assert get(f"{served.url}/api/jobs/{jobs[0]['id']}/stop", method="POST")[0] == 401
+    assert get(f"{served.url}/api/jobs/{jobs[0]['id']}/stop", token="wrong", method="POST")[0] == 401
+    time.sleep(2)
+    assert live_job["proc"].poll() is None
 
 
 def chrome():
@@ -185,15 +199,3 @@ def test_the_page_draws_every_store_updates_live_and_stops_a_run(stores, campaig
     finally:
         browser.quit()
     assert SCREENSHOT.read_bytes()[:4] == b"\x89PNG"
-
-
-@pytest.mark.timeout(600)
-def test_stopping_a_job_needs_the_token(live_job, serve_process):
-    """Mutation caught: the stop served without the token (the run would end)."""
-    served = serve_process("--watch", live_job["watch"], "--allow-writes", env_extra={"THRIFTY_SERVE_TOKEN": TOKEN})
-    jobs = get(f"{served.url}/api/jobs")[1]
-    assert len(jobs) == 1 and jobs[0]["running"]
-    assert get(f"{served.url}/api/jobs/{jobs[0]['id']}/stop", method="POST")[0] == 401
-    assert get(f"{served.url}/api/jobs/{jobs[0]['id']}/stop", token="wrong", method="POST")[0] == 401
-    time.sleep(2)
-    assert live_job["proc"].poll() is None
