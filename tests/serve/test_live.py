@@ -192,7 +192,7 @@ def test_the_page_draws_every_store_updates_live_and_stops_a_run(stores, campaig
         # stop it from the page: the token typed in, the run's button pressed
         browser.find_element("id", "token").send_keys(TOKEN)
         wait_for(lambda: browser.find_elements("id", "stop-run"), 60, "the run's stop button")
-        browser.find_element("id", "stop-run").click()
+        browser.find_element("id", "stop-run").click()  # the button stays while the view refreshes
         assert live_job["proc"].wait(240) == PREEMPTED_EXIT
         assert checkpoint_files(live_job["watch"] / "ck")
         wait_for(lambda: "notice sent" in browser.find_element("id", "note-jobs").text, 60, "the page's note")

@@ -83,13 +83,16 @@ const views = {
       ], { xaxis: { title: { text: "step" } }, yaxis: { title: { text: "seconds" } } }, r.series.steps.length, id);
       const job = r.job;
       note("runs", `${r.series.steps.length} steps, ${ranks.length} ranks` + (job && job.running ? `; running as job ${job.id}` : ""));
-      const stop = $("stop-run");
-      if (stop) stop.remove();
+      let stop = $("stop-run");  // kept while the run's job runs, so focus and a click stay on it
       if (writes && job && job.running) {
-        const button = document.createElement("button");
-        button.id = "stop-run"; button.textContent = "Checkpoint and stop this run";
-        button.onclick = () => stopJob(job.id);
-        $("note-runs").after(button);
+        if (!stop) {
+          stop = document.createElement("button");
+          stop.id = "stop-run"; stop.textContent = "Checkpoint and stop this run";
+          $("note-runs").after(stop);
+        }
+        stop.onclick = () => stopJob(job.id);
+      } else if (stop) {
+        stop.remove();
       }
     },
   },
