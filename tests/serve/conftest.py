@@ -3,6 +3,7 @@ with a profile, a plan, a sim search and a short training run; a campaign databa
 `md sweep`; a surrogate of `md train-surrogate`. And a live `thrifty serve` on a free loopback
 port."""
 
+import json
 import os
 import socket
 import subprocess
@@ -65,11 +66,11 @@ def stores(profiled_db, trace_csv, tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("stores")
     db = folder / "thrifty.db"
     shutil.copy(profiled_db, db)
-    cli("plan", "--db", db, "--plot", folder / "plan.png", "--json")
+    plan = json.loads(cli("plan", "--db", db, "--plot", folder / "plan.png", "--json"))
     cli("search", "--backend", "sim", "--trace", trace_csv, *SEARCH, "--db", db, "--json")
     cli("train", "--db", db, "--steps", "12", "--nproc", "2", "--slowdown", "1,3", "--adjust-every", "2",
         "--checkpoint-every", "4", "--run-dir", folder / "runs" / "train1", "--json")
-    return {"db": db, "folder": folder, "runs": folder / "runs"}
+    return {"db": db, "folder": folder, "runs": folder / "runs", "plan": plan}
 
 
 SPACE = """[h_nm]
@@ -114,6 +115,7 @@ def campaign(tmp_path_factory) -> Path:
 
 def _store_without_ray(db: Path, space_file: Path, runs: int) -> None:
     from profile_campaign_sim import run
+
     from thrifty.md.campaign_store import CampaignStore
     from thrifty.md.sampler import make_sampler, point_key
     from thrifty.md.space import load_space

@@ -38,25 +38,25 @@ def test_health_and_the_openapi_schema_name_every_route(api):
 
 
 def test_a_plan_shows_its_pareto_front_and_the_stored_recommendation(api, stores):
-    """The plane computed again from the stored profile recommends what `thrifty plan` stored.
-    Mutations caught: another profile or request than the decision's (recommendation differs);
-    the front not on the lower-left edge of the drawn candidates."""
+    """The plane computed again from the stored profile has the front and the recommendation
+    `thrifty plan --json` printed. Mutations caught: another profile or request than the
+    decision's (another recommendation); the front from other candidates than the plan's."""
     plans = api.get("/api/plans").json()
     assert len(plans) == 1 and plans[0]["request"]["objective"] == "cost"
     plan = api.get(f"/api/plans/{plans[0]['id']}").json()
     assert plan["matches_stored"] is True
-    stored, again = plan["recommended"], plan["recomputed_recommendation"]
-    assert again["predicted_cost_usd"] == pytest.approx(stored["predicted_cost_usd"], rel=1e-9)
-    plane, front = plan["plane"], plan["pareto"]
-    assert plane["feasible"] > len(front) >= 1 and plane["shown"] == len(plane["time_s"]) == len(plane["cost_usd"])
-    cheapest = min(plane["cost_usd"])
-    assert min(d["predicted_cost_usd"] for d in front) == pytest.approx(cheapest)  # the front holds the cheapest
-    times = [d["predicted_time_s"] for d in front]
-    assert times == sorted(times)  # fastest first
-    for d in front:  # no drawn candidate dominates a front point
-        dominated = [(t, c) for t, c in zip(plane["time_s"], plane["cost_usd"])
-                     if t < d["predicted_time_s"] * (1 - 1e-9) and c < d["predicted_cost_usd"] * (1 - 1e-9)]
-        assert not dominated
+    printed = stores["plan"]
+    keys = ("cloud", "region", "instance_type", "nodes", "workers", "global_batch", "spot")
+    assert [{k: d[k] for k in keys} for d in plan["pareto"]] == [{k: d[k] for k in keys} for d in printed["pareto"]]
+    assert [d["predicted_cost_usd"] for d in plan["pareto"]] == pytest.approx(
+        [d["predicted_cost_usd"] for d in printed["pareto"]], rel=1e-9)
+    again = plan["recomputed_recommendation"]
+    assert again["predicted_cost_usd"] == pytest.approx(printed["recommended"]["predicted_cost_usd"], rel=1e-9)
+    plane = plan["plane"]
+    assert plane["candidates"] == printed["candidates_evaluated"] and plane["feasible"] == printed["candidates_feasible"]
+    assert plane["shown"] == len(plane["time_s"]) == len(plane["cost_usd"]) == len(plane["label"])
+    drawn = set(zip(plane["time_s"], plane["cost_usd"]))  # the front and the choice are among the points drawn
+    assert all((d["predicted_time_s"], d["predicted_cost_usd"]) in drawn for d in [*plan["pareto"], again])
 
 
 def test_a_search_shows_every_window_its_moves_and_spend(api, stores):
@@ -88,7 +88,7 @@ def test_a_training_run_shows_the_batch_split_and_step_times_per_rank(api, store
     assert set(series["ranks"]) == {"0", "1"} and series["steps"] == list(range(12))
     zero, one = series["ranks"]["0"], series["ranks"]["1"]
     assert all(x + y == stored["global_batch"] for x, y in zip(zero["local_batch"], one["local_batch"]))
-    assert one["local_batch"][-1] < zero["local_batch"][-1]  # the 3x slower rank got the smaller batch
+    assert any(y < x for x, y in zip(zero["local_batch"], one["local_batch"]))  # the 3x slower rank got less
     rows = {(r["step"], r["rank"]): r for r in a["steps"]}
     assert series["step_time_s"] == [max(rows[(s, 0)]["step_time_s"], rows[(s, 1)]["step_time_s"]) for s in range(12)]
 
