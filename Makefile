@@ -27,11 +27,18 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PIP_INSTALL) -e '.[all,test]'
 	touch $(STAMP)
 
-.PHONY: install demo test test-fast lint bench lock clean
+.PHONY: install demo test test-fast lint browser bench lock clean
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/thrifty plan --workload builtin:resnet18-cifar10 --db .thrifty/demo.db --plot .thrifty/plan.png
+
+# the browser test (tests/serve) drives Debian's headless Chromium; installed once where missing (root),
+# else that test skips and says why
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+		echo "chromium could not be installed: the browser test will skip"
 
 # Tests. `make test` runs all of them (-n 2: two processes). `make test-fast` is the tier to run before each
 # commit: the pure numpy/scipy packages (planner, catalog, performance models, preemption models, the store),
@@ -42,7 +49,7 @@ demo: $(STAMP)
 TEST_ENV := GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1
 FAST_TESTS := tests/plan tests/catalog tests/perf tests/transient tests/test_store.py tests/test_records.py \
 	tests/test_suite_markers.py tests/test_nothing_imports_tests.py
-test: $(STAMP)
+test: $(STAMP) browser
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 tests
 
 test-fast: $(STAMP)

@@ -35,7 +35,7 @@ def test_the_core_install_is_the_planning_packages():
     assert _names(extras["train"]) == {"torch"}
     assert _names(extras["md"]) == {"openmm", "torch"}
     assert _names(extras["campaign"]) == {"ray"}
-    assert extras["all"] == ["thrifty[train,md,campaign]"]
+    assert extras["all"] == ["thrifty[train,md,campaign,serve]"]
 
 
 @pytest.mark.parametrize("command", ["thrifty train", "thrifty plan", "thrifty md run", "thrifty md sweep",

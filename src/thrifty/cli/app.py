@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from thrifty.cli import catalog, md_sweep, model, plan, preempt, profile, run, search, surrogate, train
+from thrifty.cli import catalog, md_sweep, model, plan, preempt, profile, run, search, serve, surrogate, train
 from thrifty.cli.common import run_app
 from thrifty.cli.logs import configure_logging
 
@@ -34,6 +34,7 @@ run.md_app.command("sweep")(md_sweep.sweep)
 run.md_app.command("train-surrogate")(surrogate.train_surrogate)
 run.md_app.command("predict")(surrogate.predict)
 app.add_typer(run.md_app, name="md")
+app.command()(serve.serve)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,139 @@
+"""Everything `thrifty serve` reads of the MD side, in this one module: campaigns through
+md.campaign_store's public methods, and the nanoconfinement surrogate through md.surrogate's
+load/predict API (md.surrogate_metrics for its accuracy).
+
+CampaignStore's methods run on a read-only connection (readonly.read_transaction) put in place of
+the read-write one its constructor would open (which also creates its tables), so `completed` and
+`batches` read as the campaign itself reads them, and nothing is written.
+
+Per campaign: its request (space, sampler, simulation), progress (runs completed and converged
+over time), the preemptions (a run's attempts beyond the first) and the work redone after them,
+and what the runs' own results say they cost. The campaign store keeps no node lifetimes, so the
+pool's bill (`thrifty md sweep`'s md.pool.bill) is not in it: a result's `cost_usd`, where the
+simulation reports one, is summed; otherwise the bill is None with the reason.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from thrifty.errors import ThriftyError
+from thrifty.md.campaign_store import CampaignStore
+from thrifty.serve.readonly import read_transaction
+
+CAMPAIGN_TABLES = ("md_campaigns", "md_campaign_runs")
+
+
+def _store(conn, path: Path, name: str) -> CampaignStore:
+    store = CampaignStore.__new__(CampaignStore)
+    store.path, store.name, store.conn = Path(path), name, conn
+    return store
+
+
+@dataclass(frozen=True)
+class CampaignDb:
+    """One `--campaign-db`; a campaign's id is `{index}-{name}`."""
+
+    index: int
+    path: Path
+
+    def names(self) -> list[tuple[str, float, dict]]:
+        with read_transaction(self.path) as conn:
+            rows = conn.execute("SELECT name, created_at, request_json FROM md_campaigns "
+                                "ORDER BY created_at").fetchall()
+        return [(r[0], r[1], json.loads(r[2])) for r in rows]
+
+    def campaigns(self) -> list[dict]:
+        out = []
+        for name, created, request in self.names():
+            with read_transaction(self.path) as conn:
+                runs = _store(conn, self.path, name).completed()
+            out.append({"id": f"{self.index}-{name}", "name": name, "created_at": created,
+                        "sampler": request.get("sampler"), "simulation": request.get("simulation"),
+                        "runs": len(runs), "converged": sum(bool(r["result"].get("converged")) for r in runs)})
+        return out
+
+    def campaign(self, name: str, surrogate: "Surrogate | None") -> dict | None:
+        known = {n: (created, request) for n, created, request in self.names()}
+        if name not in known:
+            return None
+        created, request = known[name]
+        with read_transaction(self.path) as conn:
+            store = _store(conn, self.path, name)
+            runs, batches = store.completed(), store.batches()
+            finished = dict(conn.execute("SELECT run_id, finished_at FROM md_campaign_runs WHERE campaign = ?",
+                                         (name,)).fetchall())
+        progress, converged, preemptions, redone = [], 0, 0, 0.0
+        for i, run in enumerate(runs, start=1):
+            converged += bool(run["result"].get("converged"))
+            preemptions += max(int(run["attempts"]) - 1, 0)
+            redone += float(run["lost_work_s"])
+            progress.append({"run_id": run["run_id"], "completed": i, "converged": converged,
+                             "elapsed_s": finished[run["run_id"]] - created, "preemptions": preemptions,
+                             "lost_work_s": redone, "steps": run["result"].get("steps"), "params": run["params"]})
+        costs = [r["result"]["cost_usd"] for r in runs if isinstance(r["result"].get("cost_usd"), (int, float))]
+        bill = {"cost_usd": float(sum(costs)), "runs_priced": len(costs)} if costs else {
+            "cost_usd": None, "reason": "the campaign store keeps no node lifetimes and no run reported cost_usd; "
+                                        "thrifty md sweep prints the pool's bill at its end"}
+        work = self.path.with_suffix(".runs")  # md sweep's default --work-dir
+        return {"id": f"{self.index}-{name}", "name": name, "created_at": created, "request": request,
+                "runs": len(runs), "converged": converged, "preemptions": preemptions, "lost_work_s": redone,
+                "batches": len(batches), "progress": progress, "bill": bill,
+                "surrogate_accuracy": None if surrogate is None else surrogate.accuracy_on(
+                    [work / r["run_id"] for r in runs])}
+
+
+class Surrogate:
+    """The `--surrogate` model folder (md.surrogate.Ensemble), loaded once; needs torch."""
+
+    def __init__(self, folder: Path) -> None:
+        from thrifty.md.surrogate import Ensemble
+        self.folder = Path(folder)
+        self.ensemble = Ensemble.load(self.folder)
+
+    def describe(self) -> dict:
+        from thrifty.md.params import PARAMETERS
+        low, high = self.ensemble.training_range()
+        return {"members": len(self.ensemble.networks), "bins": self.ensemble.config.bins,
+                "range": {name: [float(lo), float(hi)] for name, lo, hi in zip(PARAMETERS, low, high)}}
+
+    def profile(self, values: dict) -> dict:
+        """Both density profiles at one point with the ensemble's spread, as `thrifty md predict`
+        gives them (mean and sd over the networks, z from the mid-plane in nm); one-line errors
+        for a point md.params refuses or one outside the training range."""
+        from thrifty.md.params import PARAMETERS, check_point
+        from thrifty.md.profile_grid import to_z_nm
+        point = check_point(values)
+        low, high = self.ensemble.training_range()
+        for name, value, lo, hi in zip(PARAMETERS, point, low, high):
+            if not lo - 1e-9 <= value <= hi + 1e-9:
+                raise ThriftyError(f"{name} = {value:g} is outside the range the surrogate was trained on "
+                                   f"({lo:g}-{hi:g}); it does not extrapolate")
+        members = self.ensemble.predict(point).members[:, 0]  # (members, 2, bins)
+        h = float(point[PARAMETERS.index("h_nm")])
+        out = {"point": dict(zip(PARAMETERS, point.tolist())), "z_nm": to_z_nm(h, self.ensemble.config.bins).tolist()}
+        for i, ion in enumerate(("cation", "anion")):
+            out[ion] = {"mean_molar": members[:, i].mean(0).tolist(), "sd_molar": members[:, i].std(0).tolist()}
+        return out
+
+    def accuracy_on(self, folders: list[Path]) -> dict:
+        """md.surrogate_metrics.accuracy of the model on those run folders md.runs can read
+        (params.json and profiles.csv, as the nanoconfinement runs write them)."""
+        from thrifty.md.runs import grid_arrays, read_run
+        from thrifty.md.surrogate_metrics import accuracy
+        runs = []
+        for folder in folders:
+            try:
+                runs.append(read_run(folder))
+            except (ThriftyError, OSError):
+                continue  # not a nanoconfinement run (the stand-in writes other columns), or not there
+        if not runs:
+            return {"runs": 0, "within_error": None,
+                    "reason": "no run folder of this campaign holds params.json and nanoconfinement profiles"}
+        points, density, error = grid_arrays(runs, self.ensemble.config.bins)
+        predicted = self.ensemble.predict(points).mean
+        result = accuracy(points, predicted, density, error).to_dict()
+        per_run = [float(np.mean(np.abs(p - d) <= e)) for p, d, e in zip(predicted, density, error)]
+        return {"runs": len(runs), **result, "per_run_within_error": per_run, "run_names": [r.name for r in runs]}

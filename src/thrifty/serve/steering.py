@@ -1,0 +1,35 @@
+"""The writes `--allow-writes` opens: a new plan from a stored profile, and the notice to a job.
+
+A plan is computed as `thrifty plan` computes it (serve.plans: the job model rebuilt from the
+profile, every candidate of the bundled catalog evaluated, the workload's search windows read) and
+its decision stored through thrifty.store.Store in one transaction, as `thrifty plan` stores it."""
+
+from thrifty.errors import ThriftyError
+from thrifty.serve.plans import job_model_of, vm_arrays
+from thrifty.serve.stores import ThriftyDb
+
+OBJECTIVES = ("cost", "time", "knee")
+SPOT = ("both", "only", "never")
+
+
+def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline_s: float | None = None,
+               budget_usd: float | None = None, max_workers: int = 32, spot: str = "both") -> dict:
+    """Plan from stored profile `profile_id`; the stored decision's id and the recommendation."""
+    from thrifty.plan import PlanRequest
+    from thrifty.plan import plan as run_plan
+    from thrifty.store import Store
+    record = db.profile_record(profile_id)
+    if record is None:
+        raise LookupError(f"no profile {db.key(profile_id)}")
+    if objective not in OBJECTIVES or spot not in SPOT:
+        raise ThriftyError(f"objective must be one of {', '.join(OBJECTIVES)} and spot one of {', '.join(SPOT)}")
+    request = PlanRequest(objective=objective, deadline_s=deadline_s, budget_usd=budget_usd,
+                          max_workers=max_workers, spot=spot)
+    result = run_plan(vm_arrays(), job_model_of(record), request, db.workload_probes(record["workload_key"]))
+    best = result.describe(result.best)
+    with Store(db.path) as store:
+        store.save_decision(record["workload_key"], {"objective": objective, "deadline_s": deadline_s,
+                                                     "budget_usd": budget_usd, "max_workers": max_workers,
+                                                     "spot": spot}, best)
+        decision = int(store.conn.execute("SELECT MAX(id) FROM decisions").fetchone()[0])
+    return {"id": db.key(decision), "recommended": best, "candidates": len(result.candidates)}

@@ -1,0 +1,204 @@
+"""Stores made by real commands, shared by the serve tests (session fixtures): a thrifty database
+with a profile, a plan, a sim search and a short training run; a campaign database of a stand-in
+`md sweep`; a surrogate of `md train-surrogate`. And a live `thrifty serve` on a free loopback
+port."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+MD_TESTS = ROOT / "tests" / "md"
+sys.path.insert(0, str(MD_TESTS))  # standin_profiles: the surrogate's test fixture
+PYTHON = sys.executable
+TOKEN = "test-token-0123456789"
+
+pytest.importorskip("fastapi")
+pytest.importorskip("plotly")
+
+
+def env(**extra) -> dict:
+    paths = [str(ROOT / "src"), str(HERE), str(MD_TESTS), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **extra}
+
+
+RAY_START_FAILED = "timed out during startup"  # Ray waits 30 s for its raylet, fixed (ray._private.node)
+
+
+def cli(*args, timeout: float = 600, tries: int = 1) -> str:
+    """A real thrifty command in its own process; its stdout. `tries`: run a command that starts
+    Ray again when Ray's start-up timed out (a loaded machine), as a user would."""
+    for attempt in range(tries):
+        done = subprocess.run([PYTHON, "-m", "thrifty.cli", *map(str, args)], env=env(), capture_output=True,
+                              text=True, timeout=timeout)
+        if done.returncode == 0 or RAY_START_FAILED not in done.stderr:
+            break
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def trace_csv(tmp_path_factory) -> Path:
+    from thrifty.search.synthetic import VMSpec, synthetic_trace
+    from thrifty.search.trace import write_trace
+    path = tmp_path_factory.mktemp("trace") / "trace.csv"
+    write_trace(path, synthetic_trace([VMSpec("small", 0.2, 1.0), VMSpec("mid", 0.4, 2.2), VMSpec("big", 0.8, 3.0)],
+                                      [1, 2, 4, 8], [64, 128, 256, 512, 1024]))
+    return path
+
+
+SEARCH = ("--target-samples", "2e7", "--noise-scale", "500")
+
+
+@pytest.fixture(scope="session")
+def stores(profiled_db, trace_csv, tmp_path_factory) -> dict:
+    """thrifty.db: a profile (conftest's profiled_db), a plan from it, a sim search, a training
+    run of 12 steps on two ranks, one three times slower (sleep emulation)."""
+    import shutil
+    folder = tmp_path_factory.mktemp("stores")
+    db = folder / "thrifty.db"
+    shutil.copy(profiled_db, db)
+    plan = json.loads(cli("plan", "--db", db, "--plot", folder / "plan.png", "--json"))
+    cli("search", "--backend", "sim", "--trace", trace_csv, *SEARCH, "--db", db, "--json")
+    cli("train", "--db", db, "--steps", "12", "--nproc", "2", "--slowdown", "1,3", "--adjust-every", "2",
+        "--checkpoint-every", "4", "--run-dir", folder / "runs" / "train1", "--json")
+    return {"db": db, "folder": folder, "runs": folder / "runs", "plan": plan}
+
+
+SPACE = """[h_nm]
+min = 3.0
+max = 4.0
+points = 2
+[z_plus]
+values = [1, 2]
+[z_minus]
+values = [-1]
+[c_molar]
+values = [0.5]
+[d_plus_nm]
+values = [0.474]
+[d_minus_nm]
+values = [0.627]
+"""
+
+
+@pytest.fixture(scope="session")
+def campaign(tmp_path_factory) -> Path:
+    """A campaign of 4 runs of the test simulation above, by `md sweep` on Ray (2 local nodes).
+
+    Ray waits a fixed 30 s for its raylet to register (ray._private.node); on a machine loaded
+    far beyond its cores it does not start at all. Then, with a warning, the same 4 runs are
+    stored as md sweep stores them (md.campaign_store.CampaignStore: begin, record_run), each
+    simulated in this process instead of a Ray task."""
+    import warnings
+    folder = tmp_path_factory.mktemp("campaign")
+    (folder / "space.toml").write_text(SPACE)
+    db = folder / "campaign.db"
+    try:
+        cli("md", "sweep", "--space", folder / "space.toml", "--budget-runs", "4", "--db", db, "--pool", "spot:2",
+            "--simulation", "profile_campaign_sim:run", "--json")
+    except AssertionError as exc:
+        if RAY_START_FAILED not in str(exc):
+            raise
+        warnings.warn("Ray did not start on this loaded machine: the campaign is stored without it", stacklevel=1)
+        _store_without_ray(db, folder / "space.toml", 4)
+    return db
+
+
+def _store_without_ray(db: Path, space_file: Path, runs: int) -> None:
+    from profile_campaign_sim import run
+
+    from thrifty.md.campaign_store import CampaignStore
+    from thrifty.md.sampler import make_sampler, point_key
+    from thrifty.md.space import load_space
+    from thrifty.transient.protocol import JobCheckpoints
+    space = load_space(space_file)
+    with CampaignStore(db, "default") as store:  # the request md sweep stores for these options
+        store.begin({"space": space.to_dict(), "sampler": "grid", "seed": 0, "simulation": "profile_campaign_sim:run"})
+        for params in make_sampler("grid", space, 0).next_points([], runs):
+            work = db.with_suffix(".runs") / point_key(params)
+            result = run(params, work, JobCheckpoints(work / "checkpoints", handle_signals=False))
+            store.record_run(point_key(params), params, result, attempts=1, lost_work_s=0.0)
+
+
+@pytest.fixture(scope="session")
+def surrogate(tmp_path_factory) -> Path:
+    """`md train-surrogate` on stand-in runs spanning the campaign's box (3 networks, 30 epochs)."""
+    from standin_profiles import standin_runs, write_run
+
+    from thrifty.md.params import ParameterBox
+    root = tmp_path_factory.mktemp("surrogate")
+    box = ParameterBox(low=(3.0, 1, -1, 0.3, 0.2, 0.2), high=(4.0, 3, -1, 0.9, 0.63, 0.63))
+    points = np.vstack([box.low, box.high, box.sample(10, np.random.default_rng(0))])
+    for run in standin_runs(points, 1):
+        write_run(root / "runs" / run.name, run)
+    cli("md", "train-surrogate", "--runs", root / "runs", "--out", root / "model", "--members", "3",
+        "--max-epochs", "30", "--json")
+    return root / "model"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    def __init__(self, args: list, env_extra: dict | None = None) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen([PYTHON, "-m", "thrifty.cli", "serve", "--port", str(self.port), *map(str, args)],
+                                     env=env(**(env_extra or {})), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.wait_ready()
+
+    def wait_ready(self, timeout_s: float = 120) -> None:
+        import urllib.request
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"thrifty serve exited: {self.proc.stderr.read()}")
+            try:
+                urllib.request.urlopen(self.url + "/api/health", timeout=2).read()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("thrifty serve did not answer")
+
+    def close(self) -> str:
+        self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return err
+
+
+@pytest.fixture()
+def serve_process():
+    started = []
+
+    def start(*args, env_extra=None) -> Served:
+        served = Served(list(args), env_extra)
+        started.append(served)
+        return served
+    yield start
+    for served in started:
+        served.close()
+
+
+def copy_db(source: Path, target: Path) -> Path:
+    """A consistent copy of a database, its WAL included (sqlite3's online backup)."""
+    import sqlite3
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst)
+    return target

@@ -1,0 +1,224 @@
+"""The JSON API through the ASGI test client, against stores made by real commands (conftest)."""
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+from conftest import TOKEN, cli, copy_db
+
+from thrifty.serve.security import Access
+from thrifty.serve.settings import ServeSettings
+from thrifty.store import PROBE_COLUMNS, Store
+
+HOST = "http://127.0.0.1:8477"
+# the first test builds the session's stores with real commands: minutes on a loaded machine
+pytestmark = pytest.mark.timeout(3600)
+
+
+def client(**settings):
+    from fastapi.testclient import TestClient
+
+    from thrifty.serve.app import create_app
+    return TestClient(create_app(ServeSettings(**settings)), base_url=HOST)
+
+
+@pytest.fixture(scope="module")
+def api(stores, campaign, surrogate):
+    return client(dbs=(stores["db"],), campaign_dbs=(campaign,), watch=(stores["runs"],), surrogate=surrogate)
+
+
+def test_health_and_the_openapi_schema_name_every_route(api):
+    """Mutation caught: a route left out of the app (its path missing from the schema)."""
+    assert api.get("/api/health").json()["status"] == "ok"
+    paths = set(api.get("/openapi.json").json()["paths"])
+    assert {"/api/plans", "/api/plans/{plan_id}", "/api/profiles", "/api/searches", "/api/searches/{search_id}",
+            "/api/runs", "/api/runs/{run_id}", "/api/campaigns", "/api/campaigns/{campaign_id}", "/api/health",
+            "/api/events", "/api/jobs", "/api/jobs/{job_id}/stop", "/api/surrogate/profile"} <= paths
+
+
+def test_a_plan_shows_its_pareto_front_and_the_stored_recommendation(api, stores):
+    """The plane computed again from the stored profile has the front and the recommendation
+    `thrifty plan --json` printed. Mutations caught: another profile or request than the
+    decision's (another recommendation); the front from other candidates than the plan's."""
+    plans = api.get("/api/plans").json()
+    assert len(plans) == 1 and plans[0]["request"]["objective"] == "cost"
+    plan = api.get(f"/api/plans/{plans[0]['id']}").json()
+    assert plan["matches_stored"] is True
+    printed = stores["plan"]
+    keys = ("cloud", "region", "instance_type", "nodes", "workers", "global_batch", "spot")
+    assert [{k: d[k] for k in keys} for d in plan["pareto"]] == [{k: d[k] for k in keys} for d in printed["pareto"]]
+    assert [d["predicted_cost_usd"] for d in plan["pareto"]] == pytest.approx(
+        [d["predicted_cost_usd"] for d in printed["pareto"]], rel=1e-9)
+    again = plan["recomputed_recommendation"]
+    assert again["predicted_cost_usd"] == pytest.approx(printed["recommended"]["predicted_cost_usd"], rel=1e-9)
+    plane = plan["plane"]
+    assert plane["candidates"] == printed["candidates_evaluated"] and plane["feasible"] == printed["candidates_feasible"]
+    assert plane["shown"] == len(plane["time_s"]) == len(plane["cost_usd"]) == len(plane["label"])
+    drawn = set(zip(plane["time_s"], plane["cost_usd"]))  # the front and the choice are among the points drawn
+    assert all((d["predicted_time_s"], d["predicted_cost_usd"]) in drawn for d in [*plan["pareto"], again])
+
+
+def test_a_search_shows_every_window_its_moves_and_spend(api, stores):
+    """Mutations caught: a window dropped, spend not cumulative, a move missed or invented."""
+    searches = api.get("/api/searches").json()
+    assert len(searches) == 1 and searches[0]["finished"]
+    found = api.get(f"/api/searches/{searches[0]['id']}").json()
+    with Store(stores["db"]) as store:
+        probes = store.search_probes(int(searches[0]["id"].split("-")[1]))
+    assert [w["instance_type"] for w in found["windows"]] == [p["instance_type"] for p in probes]
+    assert found["spend_usd"] == pytest.approx(sum(p["cost_usd"] for p in probes))
+    assert found["windows"][-1]["spend_usd"] == pytest.approx(found["spend_usd"])
+    keys = ("instance_type", "num_nodes", "num_workers", "global_batch")
+    changes = [i for i in range(1, len(probes)) if any(probes[i][k] != probes[i - 1][k] for k in keys)]
+    assert [m["window"] for m in found["moves"]] == changes and changes
+
+
+def test_a_training_run_shows_the_batch_split_and_step_times_per_rank(api, stores):
+    """From the database and, the same rows, from its run folder (steps.csv). Mutations caught:
+    a rank's rows mixed with another's; the step time not the slowest rank's; the folder run
+    read from another file than steps.csv."""
+    runs = api.get("/api/runs").json()
+    stored = next(r for r in runs if r["source"] == "database")
+    folder = next(r for r in runs if r["source"] == "folder")
+    a = api.get(f"/api/runs/{stored['id']}").json()
+    b = api.get(f"/api/runs/{folder['id']}").json()
+    assert a["series"] == b["series"]
+    series = a["series"]
+    assert set(series["ranks"]) == {"0", "1"} and series["steps"] == list(range(12))
+    zero, one = series["ranks"]["0"], series["ranks"]["1"]
+    assert all(x + y == stored["global_batch"] for x, y in zip(zero["local_batch"], one["local_batch"]))
+    assert any(y < x for x, y in zip(zero["local_batch"], one["local_batch"]))  # the 3x slower rank got less
+    rows = {(r["step"], r["rank"]): r for r in a["steps"]}
+    assert series["step_time_s"] == [max(rows[(s, 0)]["step_time_s"], rows[(s, 1)]["step_time_s"]) for s in range(12)]
+
+
+def test_a_campaign_shows_progress_preemptions_and_surrogate_accuracy(api, campaign, surrogate):
+    """Accuracy as md.surrogate_metrics computes it on the campaign's run folders. Mutations
+    caught: progress not cumulative; accuracy over other runs than the campaign's."""
+    from thrifty.md.runs import grid_arrays, read_run
+    from thrifty.md.surrogate import Ensemble
+    from thrifty.md.surrogate_metrics import accuracy
+    listed = api.get("/api/campaigns").json()
+    assert [c["runs"] for c in listed] == [4]
+    found = api.get(f"/api/campaigns/{listed[0]['id']}").json()
+    assert [p["completed"] for p in found["progress"]] == [1, 2, 3, 4]
+    assert found["preemptions"] == 0 and found["bill"]["cost_usd"] is None and found["bill"]["reason"]
+    runs = [read_run(campaign.with_suffix(".runs") / p["run_id"]) for p in found["progress"]]
+    model = Ensemble.load(surrogate)
+    points, density, error = grid_arrays(runs, model.config.bins)
+    expected = accuracy(points, model.predict(points).mean, density, error)
+    assert found["surrogate_accuracy"]["runs"] == 4
+    assert found["surrogate_accuracy"]["within_error"] == pytest.approx(expected.within_error)
+    assert found["surrogate_accuracy"]["run_names"] == [p["run_id"] for p in found["progress"]]
+
+
+def test_the_surrogate_profile_is_what_md_predict_gives(api, surrogate):
+    """Mutation caught: parameters passed in another order than md.params.PARAMETERS."""
+    point = {"h_nm": 3.5, "z_plus": 2, "c_molar": 0.5, "d_plus_nm": 0.474, "d_minus_nm": 0.627}
+    got = api.get("/api/surrogate/profile", params=point).json()
+    want = json.loads(cli("md", "predict", "--h", "3.5", "--zp", "2", "--c", "0.5", "--d-plus", "0.474",
+                          "--d-minus", "0.627", "--model", surrogate, "--json"))
+    assert np.allclose(got["z_nm"], want["z_nm"])
+    for ion in ("cation", "anion"):
+        assert np.allclose(got[ion]["mean_molar"], want[ion]["mean_molar"], rtol=1e-6)
+        assert np.allclose(got[ion]["sd_molar"], want[ion]["sd_molar"], rtol=1e-6, atol=1e-9)
+    outside = api.get("/api/surrogate/profile", params={**point, "h_nm": 9})
+    assert outside.status_code == 400 and "outside the range" in outside.json()["error"]
+
+
+@pytest.mark.parametrize("url", ["/api/plans/0-999", "/api/plans/7-1", "/api/plans/..%2F..%2Fetc%2Fpasswd",
+                                 "/api/searches/abc", "/api/searches/0-999", "/api/runs/db0-999",
+                                 "/api/runs/w0-999", "/api/runs/..", "/api/campaigns/0-nosuch",
+                                 "/api/campaigns/5-default", "/api/nosuch"])
+def test_bad_ids_are_404_with_a_json_error(api, url):
+    """Mutation caught: an unknown id answered 500 (a KeyError) or with HTML."""
+    response = api.get(url)
+    assert response.status_code == 404 and response.headers["content-type"].startswith("application/json")
+    assert response.json()["error"]
+
+
+def test_writes_need_allow_writes_and_the_token(stores):
+    """Mutations caught: a write served without the token, or with a wrong one; a write served
+    when --allow-writes was not given."""
+    profile = client(dbs=(stores["db"],)).get("/api/profiles").json()[0]["id"]
+    ask = {"profile": profile, "objective": "time"}
+    assert client(dbs=(stores["db"],)).post("/api/plans", json=ask).status_code == 403
+    open_app = client(dbs=(stores["db"],), access=Access.decide("127.0.0.1", True, {"THRIFTY_SERVE_TOKEN": TOKEN}))
+    assert open_app.post("/api/plans", json=ask).status_code == 401
+    wrong = open_app.post("/api/plans", json=ask, headers={"Authorization": "Bearer " + TOKEN[:-1] + "x"})
+    assert wrong.status_code == 401 and wrong.json()["error"]
+    with Store(stores["db"]) as store:
+        before = store.count("decisions")
+    done = open_app.post("/api/plans", json=ask, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert done.status_code == 201, done.text
+    with Store(stores["db"]) as store:
+        assert store.count("decisions") == before + 1
+    listed = open_app.get("/api/plans").json()
+    assert listed[0]["id"] == done.json()["id"] and listed[0]["request"]["objective"] == "time"
+    assert open_app.post("/api/plans", json={"profile": "0-999"},
+                         headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
+
+
+def test_off_loopback_writes_stay_off_without_a_token_from_the_environment():
+    """Mutation caught: --host 0.0.0.0 --allow-writes serving writes with a printed token."""
+    assert not Access.decide("0.0.0.0", True, {}).writes
+    assert Access.decide("0.0.0.0", True, {"THRIFTY_SERVE_TOKEN": TOKEN}).writes
+    assert Access.decide("127.0.0.1", True, {}).token_printed
+
+
+def test_reads_go_through_read_only_connections(stores):
+    """Mutation caught: read_transaction opening the database writable (mode=ro dropped)."""
+    from thrifty.serve.readonly import read_transaction
+    with pytest.raises(sqlite3.OperationalError, match="readonly"), read_transaction(stores["db"]) as conn:
+        conn.execute("CREATE TABLE serve_probe (x)")
+
+
+def test_a_request_from_another_host_name_is_refused(stores):
+    """Mutation caught: the Host check left out (a rebound DNS name would reach the API)."""
+    assert client(dbs=(stores["db"],)).get("/api/health", headers={"host": "evil.example:8477"}).status_code == 400
+
+
+def test_an_open_read_does_not_hold_up_a_write(stores, tmp_path):
+    """In WAL (as thrifty serve sets it at start) a search window commits while a read
+    transaction of the server is still open. Mutation caught: enable_wal not switching the
+    journal (in the rollback journal the commit waits for the reader: Store gives up after 5 s
+    with 'database is locked')."""
+    import threading
+
+    from thrifty.serve.readonly import enable_wal, read_transaction
+    db = copy_db(stores["db"], tmp_path / "wal.db")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"  # as thrifty's Store makes it
+    assert enable_wal(db)
+    with Store(db) as store:
+        search = store.start_search("w", "k", 0, {})
+    committed = threading.Event()
+
+    def write() -> None:
+        with Store(db) as store:
+            store.save_search_window(search, 0, {c: 1 for c in PROBE_COLUMNS}, {"state": 1})
+        committed.set()
+
+    with read_transaction(db) as conn:
+        conn.execute("SELECT COUNT(*) FROM search_probes").fetchone()  # the snapshot is taken: a SHARED lock
+        writer = threading.Thread(target=write)
+        writer.start()
+        assert committed.wait(60), "the write waited for the reader"
+        # the reader still sees its snapshot, without the new row
+        assert conn.execute("SELECT COUNT(*) FROM search_probes WHERE search_id = ?", (search,)).fetchone()[0] == 0
+    writer.join()
+
+
+def test_no_page_of_the_server_refers_to_another_site(api):
+    """The page and its assets name no external URL; FastAPI's CDN-loaded /docs is off.
+    Mutations caught: a CDN script in the page; docs_url left at its default."""
+    import re
+    page = api.get("/").text
+    assert not re.search(r"(src|href)=\"(https?:)?//", page)
+    for asset in re.findall(r"(?:src|href)=\"(/assets/[^\"]+)\"", page):
+        body = api.get(asset)
+        assert body.status_code == 200
+        if asset.endswith((".js", ".css")) and "plotly" not in asset:
+            assert not re.search(r"https?://", body.text), asset
+    assert api.get("/docs").status_code == 404 and api.get("/openapi.json").status_code == 200
