@@ -110,7 +110,7 @@ def test_in_a_slit_narrower_than_two_diameters_the_contact_density_is_at_closest
     contact density is the density where an ion centre touches the wall, h/2 - d/2 = 0.037 nm
     from the mid-plane: the middle bin. Mutations caught: the within-one-diameter rule kept (it
     excluded the middle bin and read 0.046 M), one wall only, the mid-plane bin's error counted twice."""
-    h, d = 0.7, 0.627
+    d = 0.627
     z = np.array([-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3])  # 7 bins of 0.1 nm
     molar = np.array([[0.0, 0.0, 0.046, 6.4, 0.046, 0.0, 0.0]] * 2)
     p = prof.Profiles(z, molar, np.full((2, 7), 0.2), 10, 0.1)

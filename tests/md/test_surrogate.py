@@ -16,6 +16,7 @@ from thrifty.md.surrogate.shapes import (
     flat_profiles,
     integrals,
     net_charge,
+    wall_boltzmann,
 )
 
 BOX = ParameterBox((2.5, 1, -1, 0.3, 0.474, 0.627), (4.0, 3, -1, 0.9, 0.474, 0.627))
@@ -47,15 +48,20 @@ def test_counts_charge_and_symmetry_hold_by_construction_whatever_the_weights(st
     assert np.abs(members - members[:1]).max() > 0.01  # the members do differ (the check is not vacuous)
 
 
-def test_an_untrained_member_predicts_the_flat_profile():
-    """The last layer starts at zero, so before training the shape is the prior: the flat profile
-    (to the prior's 1% floor in unreachable bins). Mutation caught: no prior (a uniform shape over the
-    slit, ions in the walls)."""
+def test_an_untrained_member_predicts_ions_that_feel_only_the_walls():
+    """The last layer starts at zero, so before training the shape is the prior: the walls' Boltzmann
+    factor (the ideal gas between the model's walls), scaled to the counts; nearly the flat profile.
+    Mutation caught: no prior (a uniform shape over the slit, ions inside the walls)."""
     runs = standin_runs(BOX.sample(6, np.random.default_rng(1)), 2)
     model = train_ensemble(runs, SurrogateConfig(hidden=(8,), max_epochs=1, patience=1, members=2, learning_rate=0.0))
     points = BOX.sample(10, np.random.default_rng(4))
+    ideal = wall_boltzmann(points, 50)
+    ideal *= (count_integrals(points, None) / integrals(points, ideal))[..., None]
+    predicted = model.predict(points).mean
+    assert np.abs(predicted - ideal).max() < 1e-3 * ideal.max()
     flat = flat_profiles(points, None, 50)
-    assert np.abs(model.predict(points).mean - flat).max() < 0.02 * flat.max()
+    assert np.abs(predicted - flat)[..., 5:-5].max() < 0.1 * flat.max()  # away from the walls' soft edge
+    assert (predicted[..., [0, -1]] < 1e-3 * flat.max()).all()  # no ion centre in the wall
 
 
 def _copies(point: np.ndarray, shape: np.ndarray, error: float, n: int, name: str) -> list[Run]:

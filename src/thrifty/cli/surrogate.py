@@ -17,7 +17,7 @@ def train_surrogate(
                                                 "and params.json)")],
         out: Annotated[Path, typer.Option(help="Model folder (surrogate.pt is written there atomically)")],
         members: Annotated[int, typer.Option(help="Networks in the ensemble")] = 5,
-        max_epochs: Annotated[int, typer.Option(help="Epochs at most per network (early stopping)")] = 3000,
+        max_epochs: Annotated[int, typer.Option(help="Epochs at most per network (early stopping)")] = 2000,
         folds: Annotated[int, typer.Option(help="Cross-validation folds: the held-out scores and the band's "
                                                 "calibration")] = 5,
         box_nm: Annotated[Optional[float], typer.Option(

@@ -16,6 +16,7 @@ from thrifty.md.runs import Run
 class ReplaySet:
     runs: list[Run]
     steps: np.ndarray
+    blocks: np.ndarray  # complete blocks of each run's block averages (its error bars' degrees of freedom + 1)
     converged: np.ndarray
     wall_s: np.ndarray
     box_nm: float
@@ -26,5 +27,5 @@ class ReplaySet:
         with np.load(Path(path)) as data:
             runs = [Run(data["points"][i], data["z_nm"][i, :n], data["density"][i, :, :n], data["error"][i, :, :n],
                         f"run{int(data['index'][i]):04d}") for i, n in enumerate(data["bins"])]
-            return cls(runs, data["steps"], data["converged"], data["wall_s"], float(data["box_nm"]),
+            return cls(runs, data["steps"], data["blocks"], data["converged"], data["wall_s"], float(data["box_nm"]),
                        json.loads(str(data["settings"])))
