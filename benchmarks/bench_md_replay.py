@@ -20,9 +20,11 @@ fixed before the runs; RMS against the truth and the share within 2 MD error bar
 it. Goal: active reaches random's final accuracy (at BUDGET runs) with <= 0.7 x BUDGET runs, median
 over seeds. The stop test (md.active.stopping_test: share within 2 bars >= DEFAULT_TARGET on the
 TEST runs, 30 or more) is reported too: the runs at which each strategy would have stopped.
-`--quick`: 2 seeds, TEST 20, BUDGET 30, written as md_replay_quick (git-ignored).
+Seeds run in JOBS processes. `--quick`: 2 seeds, TEST 20, BUDGET 30, written as md_replay_quick
+(git-ignored).
 """
 
+import multiprocessing
 import sys
 import time
 from dataclasses import asdict
@@ -45,8 +47,9 @@ NAME = "md_replay_quick" if QUICK else "md_replay"
 DATA = Path(__file__).resolve().parent / "data" / "md_replay" / "runs.npz"
 SEEDS = (0, 1) if QUICK else (0, 1, 2, 3, 4)
 TEST, START, K = (20 if QUICK else 40), 10, 5
-BUDGET = 30 if QUICK else 60
-GRID_LEVELS = ((2, 2), (3, 2), (3, 3), (4, 3), (4, 4), (5, 4))  # (h, c) levels x 3 z+: 12 ... 60 runs
+BUDGET = 30 if QUICK else 50
+GRID_LEVELS = ((2, 2), (3, 2), (3, 3), (4, 3), (4, 4))  # (h, c) levels x 3 z+: 12 ... 48 runs
+JOBS = 2  # seeds replayed in parallel processes
 BOX = ParameterBox((2.5, 1, -1, 0.3, 0.474, 0.627), (4.0, 3, -1, 0.9, 0.474, 0.627))
 STRATEGIES = ("active", "random", "grid")
 
@@ -103,6 +106,7 @@ def first_reaching(curve: list[dict], chi2: float) -> int | None:
 
 
 def replay(data: ReplaySet, seed: int, config: SurrogateConfig) -> dict:
+    torch.set_num_threads(1)  # in each worker process
     order = np.random.default_rng([seed, 0]).permutation(len(data.runs))
     test_runs = [data.runs[i] for i in order[:TEST]]
     pool = [data.runs[i] for i in order[TEST:]]
@@ -152,11 +156,11 @@ def main() -> None:
     began = time.perf_counter()
     data = ReplaySet.load(DATA)
     config = SurrogateConfig(box_nm=data.box_nm)
-    rows = []
-    for seed in SEEDS:
-        rows.append(replay(data, seed, config))
-        print(f"seed {seed}: active reaches random's final chi2 {rows[-1]['random_final']['chi2_per_bin']:.3f} "
-              f"at {rows[-1]['active_runs_to_random_final']} runs", file=sys.stderr, flush=True)
+    with multiprocessing.get_context("fork").Pool(JOBS) as workers:
+        rows = workers.starmap(replay, [(data, seed, config) for seed in SEEDS])
+    for r in rows:
+        print(f"seed {r['seed']}: active reaches random's final chi2 {r['random_final']['chi2_per_bin']:.3f} "
+              f"at {r['active_runs_to_random_final']} runs", file=sys.stderr, flush=True)
     ratios = [r["ratio_to_random_budget"] for r in rows]
     median_ratio = float(np.median([np.inf if v is None else v for v in ratios]))
     result = {"setup": {"data": str(DATA.relative_to(DATA.parents[2])), "runs_in_data": len(data.runs),

@@ -94,8 +94,45 @@ def extract(root: Path) -> Path:
                         box_nm=np.float64(SIM.box_nm), parameters=np.array(PARAMETERS),
                         settings=json.dumps({"simulation": SIM.__dict__, "box": BOX.to_dict(),
                                              "point_seed": POINT_SEED, "extracted_at_revision": revision}))
+    write_source(root, logs, blocks, revision)
     print(f"{len(runs)} runs ({sum(g['converged'] for g in logs)} converged) -> {path}", file=sys.stderr)
     return path
+
+
+def write_source(root: Path, logs: list[dict], blocks: list[int], revision: str) -> None:
+    """SOURCE.md beside runs.npz: how the data set was made."""
+    ran_at = (root / "REVISION").read_text().strip() if (root / "REVISION").exists() else "unknown"
+    wall = np.array([g["wall_s"] for g in logs])
+    steps = np.array([g["steps"] for g in logs])
+    converged = sum(g["converged"] for g in logs)
+    text = f"""# The replay data set (runs.npz)
+
+{len(logs)} nanoconfinement MD runs, {converged} of them converged (every error bar <= {SIM.tolerance_molar} M with
+at least 10 blocks) and {len(logs) - converged} stopped at the {SIM.cap_steps}-step cap (their error bars are
+kept: they are larger, and honest). Points: `build_md_replay.points` (uniform in h {BOX.low[0]}-{BOX.high[0]} nm,
+z+ {int(BOX.low[1])}-{int(BOX.high[1])}, c {BOX.low[3]}-{BOX.high[3]} M; z- -1, d+ {BOX.low[4]}, d- {BOX.low[5]} nm; seed {POINT_SEED}),
+the finished runs among indices {min(g['index'] for g in logs)}-{max(g['index'] for g in logs)} (a run in progress when the
+drivers were stopped is missing).
+
+Made with (2 processes, on the 2-core machine shared with other jobs, load average 15-30):
+
+    cp -r src /work/md_replay_runs/src     # a snapshot of the code, so edits do not reach a running driver
+    PYTHONPATH=/work/md_replay_runs/src nice -n 10 python benchmarks/build_md_replay.py run --worker K --workers 2
+    python benchmarks/build_md_replay.py extract
+
+The runs used the code at git revision {ran_at} (the snapshot; md.job.run_md through
+md.nanoconfinement_run.NanoconfinementRun, the path `thrifty md sweep` takes); extracted at {revision}.
+Settings (bench_md_campaign_real.py's): {json.dumps(SIM.__dict__)}; OpenMM CPU platform, one thread
+(OPENMM_CPU_THREADS=1), seed 0 for every run. Steps per run {int(steps.min())}-{int(steps.max())} (median
+{int(np.median(steps))}), complete blocks {min(blocks)}-{max(blocks)}, wall time {wall.min():.0f}-{wall.max():.0f} s
+(median {np.median(wall):.0f} s) on the loaded machine. The run folders (profiles.csv, params.json,
+summary.json, thermo.csv, profiles.png) stay in /work/md_replay_runs/, outside the repository.
+
+runs.npz (numpy, read by thrifty.md.surrogate.replay.ReplaySet): points (n, 6; md.params order),
+z_nm, density and error (n, 2, bins; molar; NaN-padded past each run's round(h / 0.05) bins), bins,
+steps, blocks, converged, wall_s, index, box_nm, parameters, settings (JSON).
+"""
+    (DATA / "SOURCE.md").write_text(text)
 
 
 def main() -> None:
