@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from standin_profiles import BIN_NM, standin_run, true_profiles, write_run
+
 from thrifty.cli.app import main
 from thrifty.errors import ThriftyError
 from thrifty.md.active_sweep import ActiveSampler, check_active, ensemble_trainer
@@ -61,10 +61,10 @@ class Fake:
 
     def __init__(self, runs: list, peak: tuple[float, float], exact: bool) -> None:
         self.trained_on, self.peak, self.exact = {run.name for run in runs}, np.array(peak), exact
-        self.config = SimpleNamespace(bins=50)
+        self.config = SimpleNamespace(bins=50, box_nm=None)
         self.predicted: list[np.ndarray] = []
 
-    def spread(self, points: np.ndarray) -> np.ndarray:
+    def disagreement(self, points: np.ndarray) -> np.ndarray:
         unit = np.column_stack([(points[:, 0] - 3.0) / 1.0, (points[:, 3] - 0.3) / 0.6])
         return np.exp(-3 * np.linalg.norm(unit - self.peak, axis=1))
 
@@ -122,12 +122,13 @@ def test_the_stop_scores_runs_the_surrogate_had_not_trained_on(tmp_path):
     made, train = _fakes(exact=True)
     with CampaignStore(tmp_path / "c.db") as store:
         store.begin({"test": "stop"})
-        sampler = ActiveSampler(SPACE, store, tmp_path / "runs", target_within_error=0.8, initial_runs=6, train=train)
+        sampler = ActiveSampler(SPACE, store, tmp_path / "runs", target_within_error=0.8, initial_runs=6, train=train,
+                                min_stop_runs=3)
         _drive(sampler, store, tmp_path / "runs", 3, 30)
         batches, completed = store.batches(), store.completed()
         outcome = sampler.outcome(completed, 30)
     assert len(batches) == 2 and len(completed) == 9  # the design, one picked batch, then the stop
-    assert outcome.stopped == "target" and outcome.test.runs == 3 and outcome.test.accuracy.within_error >= 0.8
+    assert outcome.stopped == "target" and outcome.test.runs == 3 and outcome.test.within_2_bars >= 0.8
     tested = {run_id for run_id, _ in batches[-1]}
     scorers = [m for m in made if m.predicted]
     assert scorers and all(not (m.trained_on & tested) for m in scorers)
@@ -138,11 +139,12 @@ def test_an_inaccurate_surrogate_runs_to_the_budget_and_says_so(tmp_path):
     made, train = _fakes(exact=False)
     with CampaignStore(tmp_path / "c.db") as store:
         store.begin({"test": "budget"})
-        sampler = ActiveSampler(SPACE, store, tmp_path / "runs", target_within_error=0.8, initial_runs=6, train=train)
+        sampler = ActiveSampler(SPACE, store, tmp_path / "runs", target_within_error=0.8, initial_runs=6, train=train,
+                                min_stop_runs=3)
         _drive(sampler, store, tmp_path / "runs", 2, 10)
         outcome = sampler.outcome(store.completed(), 10)
         rows = list(sqlite3.connect(tmp_path / "c.db").execute("SELECT COUNT(*) FROM md_campaign_runs"))
-    assert outcome.stopped == "budget" and outcome.test.runs == 2 and outcome.test.accuracy.within_error < 0.8
+    assert outcome.stopped == "budget" and outcome.test.runs == 4 and outcome.test.within_2_bars < 0.8
     assert rows == [(10,)]
 
 
@@ -216,7 +218,7 @@ def test_an_active_sweep_on_ray_stops_at_its_target_and_stores_each_run_once(loc
     with CampaignStore(tmp_path / "c.db") as store:
         store.begin({"test": "ray"})
         sampler = ActiveSampler(SPACE, store, tmp_path / "runs", target_within_error=0.8, initial_runs=6,
-                                train=train)
+                                train=train, min_stop_runs=2)
         report = run_campaign(_config(tmp_path / "runs", 20), sampler, Toy(), store)
         outcome = sampler.outcome(report.runs, 20)
         batches = store.batches()
@@ -224,7 +226,7 @@ def test_an_active_sweep_on_ray_stops_at_its_target_and_stores_each_run_once(loc
     assert report.duplicates == 0 and all(n == 1 for _, n in rows) and len(rows) == report.completed == 8
     assert [len(b) for b in batches] == [6, 2]  # the design, then one point per worker
     assert {r for b in batches for r, _ in b} == {r for r, _ in rows}
-    assert outcome.stopped == "target" and outcome.test.runs == 2 and outcome.test.accuracy.within_error >= 0.8
+    assert outcome.stopped == "target" and outcome.test.runs == 2 and outcome.test.within_2_bars >= 0.8
 
 
 def test_a_restarted_driver_resubmits_the_pending_batch_and_duplicates_nothing(local_ray, tmp_path):

@@ -74,3 +74,48 @@ def test_md_summary_and_surrogate_read_the_same_contact_density():
     md = prof.landmarks(p, ("cation", "anion"), (d / 2, d / 2))["cation"]["contact_molar"]
     surrogate = features(to_grid(z, molar, h), h, d)["contact"]
     assert md == pytest.approx(1.8, rel=0.01) and surrogate == pytest.approx(md, rel=0.02)
+
+
+def test_a_relative_tolerance_holds_each_bin_to_its_density_above_an_absolute_floor():
+    """Mutations caught: the relative bar ignored (the dilute bin's 0.1 M error passes at 0.15 M
+    absolute), the floor ignored (an empty bin's tiny error fails), the bar taken from the largest
+    density instead of each bin's."""
+    p = prof.Profiles(np.array([-0.5, 0.5]), np.array([[0.05, 2.0]]), np.array([[0.1, 0.15]]), prof.MIN_BLOCKS, 1.0)
+    assert prof.converged(p, 0.15)  # absolute only (the call the job loops make): 0.1 and 0.15 <= 0.15
+    assert not prof.converged(p, 0.02, relative=0.1)  # 0.1 > max(0.005, 0.02) in the dilute bin
+    assert prof.converged(p, 0.1, relative=0.1)  # 0.1 <= floor 0.1; 0.15 <= 0.1 x 2.0 = 0.2
+    assert not prof.converged(p, 0.1, relative=0.05)  # 0.15 > max(0.1, 0.1)
+    assert not prof.converged(prof.Profiles(p.z_nm, p.molar, p.error_molar, prof.MIN_BLOCKS - 1, 1.0), 1.0, relative=1.0)
+
+
+def test_symmetric_profiles_average_mirrored_blocks_and_their_error_accounts_for_both_halves():
+    """Each block's histogram averaged with its mirror image, then the usual mean and block error.
+    Mutations caught: no mirroring (the mean stays lopsided), errors combined as if independent
+    after the fact (here the halves are anti-correlated: every ion is in one half, so the symmetric
+    profile has no scatter at all)."""
+    edges = np.linspace(-1.0, 1.0, 5)
+    blocks = np.zeros((4, 1, 4))
+    blocks[[0, 2], 0, 0] = 2.0  # two blocks with both ions in the left bin, two in the right
+    blocks[[1, 3], 0, 3] = 2.0
+    plain = prof.profiles(blocks, 4, 1, edges, 1.0)
+    mirrored = prof.profiles(blocks, 4, 1, edges, 1.0, symmetric=True)
+    assert np.allclose(plain.molar, mirrored.molar)  # already symmetric on average
+    assert plain.error_molar[0, 0] > 0 and np.allclose(mirrored.error_molar, 0.0)
+    lopsided = prof.profiles(blocks[[0, 2]], 2, 1, edges, 1.0, symmetric=True)
+    assert np.allclose(lopsided.molar[0], lopsided.molar[0, ::-1]) and lopsided.molar[0, 0] > 0
+
+
+def test_in_a_slit_narrower_than_two_diameters_the_contact_density_is_at_closest_approach():
+    """h = 0.7 nm < 2 d = 1.254 nm: all anions in the middle bin at 6.4 M (the issue's run). The
+    contact density is the density where an ion centre touches the wall, h/2 - d/2 = 0.037 nm
+    from the mid-plane: the middle bin. Mutations caught: the within-one-diameter rule kept (it
+    excluded the middle bin and read 0.046 M), one wall only, the mid-plane bin's error counted twice."""
+    d = 0.627
+    z = np.array([-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3])  # 7 bins of 0.1 nm
+    molar = np.array([[0.0, 0.0, 0.046, 6.4, 0.046, 0.0, 0.0]] * 2)
+    p = prof.Profiles(z, molar, np.full((2, 7), 0.2), 10, 0.1)
+    out = prof.landmarks(p, ("cation", "anion"), (d / 2, d / 2))["anion"]
+    assert out["contact_molar"] == pytest.approx(6.4) and out["contact_err"] == pytest.approx(0.2)
+    from thrifty.md.profile_grid import contact_bins
+    left, right = contact_bins(np.array([-0.15, -0.05, 0.05, 0.15]), 0.8, 0.5)  # closest approach at +-0.15
+    assert left.tolist() == [0] and right.tolist() == [3]

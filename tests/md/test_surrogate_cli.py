@@ -1,13 +1,14 @@
 """`thrifty md train-surrogate` and `thrifty md predict` on stand-in runs (a fixture, not physics):
-a model trained and used end to end, and every bad request as one line and exit code 2."""
+a model trained and used end to end, its held-out report beside the baselines, and every bad
+request as one line and exit code 2."""
 
 import json
 
 import numpy as np
 import pytest
 import torch
-
 from standin_profiles import standin_runs, write_run
+
 from thrifty.cli.app import main
 from thrifty.md.params import ParameterBox
 from thrifty.md.surrogate import MODEL_FILE
@@ -24,8 +25,25 @@ def model_dir(tmp_path_factory):
     for run in standin_runs(np.vstack([corners, box.sample(10, np.random.default_rng(0))]), 1):
         write_run(root / "runs" / run.name, run)
     assert main(["md", "train-surrogate", "--runs", str(root / "runs"), "--out", str(root / "model"),
-                 "--members", "3", "--max-epochs", "30", "--json"]) == 0
+                 "--members", "3", "--max-epochs", "30", "--folds", "3"]) == 0
     return root / "model"
+
+
+def test_train_surrogate_reports_held_out_scores_beside_the_baselines(run_cli, model_dir, tmp_path):
+    """Mutations caught: a report without the baselines, or scored on the runs it trained on (the
+    cross-validation's out-of-fold predictions are the held-out ones: every run appears once)."""
+    code, out, err = run_cli("md", "train-surrogate", "--runs", model_dir.parent / "runs", "--out", tmp_path / "m",
+                             "--members", "2", "--max-epochs", "20", "--folds", "3", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    scores = data["held_out"]["scores"]
+    assert set(scores) == {"network", "flat", "nearest run", "gaussian process"} and data["held_out"]["folds"] == 3
+    for row in scores.values():
+        assert set(row["rms_molar"]) == {"cation", "anion"} and 0 <= row["within_2_bars"] <= 1
+    assert scores["network"]["max_abs_net_charge_molar_nm"] < 1e-4 and data["band_scale"] > 0
+    code, out, _ = run_cli("md", "train-surrogate", "--runs", model_dir.parent / "runs", "--out", tmp_path / "m2",
+                           "--members", "2", "--max-epochs", "20", "--folds", "3")
+    assert code == 0 and "gaussian process" in out and "nearest run" in out and "flat" in out
 
 
 def _one_line_error(code: int, err: str, fragment: str) -> None:
@@ -41,11 +59,13 @@ def test_predict_prints_the_densities_with_intervals_the_profile_as_json_and_a_p
     code, out, _ = run_cli("md", "predict", *POINT, "--model", model_dir, "--json", "--plot", tmp_path / "p.png")
     data = json.loads(out)
     assert code == 0 and (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
-    assert len(data["z_nm"]) == len(data["cation"]["mean_molar"]) == len(data["anion"]["sd_molar"]) == 50
+    assert len(data["z_nm"]) == len(data["cation"]["mean_molar"]) == len(data["anion"]["high_molar"]) == 50
     assert data["z_nm"][0] == pytest.approx(-3.5 / 2 + 3.5 / 100)  # the reduced grid mapped back to nm
     for ion in ("cation", "anion"):
         for name in ("contact", "peak", "mid"):
             assert data[ion][name]["low"] <= data[ion][name]["mean"] <= data[ion][name]["high"]
+        assert all(lo <= m <= hi for lo, m, hi in zip(data[ion]["low_molar"], data[ion]["mean_molar"],
+                                                          data[ion]["high_molar"]))
 
 
 @pytest.mark.parametrize("change, fragment", [
@@ -55,7 +75,7 @@ def test_predict_prints_the_densities_with_intervals_the_profile_as_json_and_a_p
     ({"--zp": "0"}, "z+ (cation valency) must be 1, 2 or 3, got 0"),
     ({"--zn": "-2"}, "z- (anion valency) must be -1, got -2"),
     ({"--h": "nan"}, "h_nm must be a positive number"),
-    ({"--h": "9"}, "h_nm = 9 is outside the range the surrogate was trained on"),
+    ({"--h": "9"}, "from the nearest training run"),
     ({"--model": "MISSING"}, "surrogate.pt not found"),
 ])
 def test_bad_requests_are_one_line(run_cli, model_dir, tmp_path, change, fragment):

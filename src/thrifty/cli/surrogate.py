@@ -18,33 +18,55 @@ def train_surrogate(
         out: Annotated[Path, typer.Option(help="Model folder (surrogate.pt is written there atomically)")],
         members: Annotated[int, typer.Option(help="Networks in the ensemble")] = 5,
         max_epochs: Annotated[int, typer.Option(help="Epochs at most per network (early stopping)")] = 2000,
+        folds: Annotated[int, typer.Option(help="Cross-validation folds: the held-out scores and the band's "
+                                                "calibration")] = 5,
+        box_nm: Annotated[Optional[float], typer.Option(
+            help="Wall side of the runs' box, nm (default: the model's, 15 nm up to 0.5 M, 10 nm above)")] = None,
         seed: Annotated[int, typer.Option()] = 0,
         json_out: JsonOpt = False) -> None:
-    """Train the surrogate ensemble on completed nanoconfinement runs and save it."""
+    """Train the surrogate ensemble on completed nanoconfinement runs, calibrate its 90% band by
+    cross-validation and save it; print its held-out (cross-validated) scores beside the flat
+    profile, the nearest run and a Gaussian process."""
     from thrifty.io import check_writable_dir
     from thrifty.md.runs import read_runs
-    from thrifty.md.surrogate import SurrogateConfig, train_ensemble
-    if members < 2 or max_epochs < 1:
-        raise ThriftyError("--members must be 2 or more (the spread needs two) and --max-epochs positive")
+    from thrifty.md.surrogate.calibration import fit_surrogate  # torch: a missing extra is named at once
+    from thrifty.md.surrogate.network import SurrogateConfig
+    if members < 2 or max_epochs < 1 or folds < 2:
+        raise ThriftyError("--members must be 2 or more (the spread needs two), --max-epochs positive and "
+                           "--folds 2 or more")
+    if box_nm is not None and not box_nm > 0:
+        raise ThriftyError(f"--box-nm must be a positive number, got {box_nm:g}")
     check_writable_dir(out, "--out")
     completed = read_runs(runs)
-    ensemble = train_ensemble(completed, SurrogateConfig(members=members, max_epochs=max_epochs, seed=seed))
+    config = SurrogateConfig(members=members, max_epochs=max_epochs, box_nm=box_nm, seed=seed)
+    ensemble, cv = fit_surrogate(completed, config, folds)
     path = ensemble.save(out)
-    summary = {"runs": len(completed), "members": members, "best_epochs": ensemble.epochs, "model": str(path)}
+    scores = cv.scores()
+    summary = {"runs": len(completed), "members": members, "best_epochs": ensemble.epochs, "model": str(path),
+               "band_scale": ensemble.band_scale, "held_out": {"folds": folds, "scores": scores}}
     if json_out:
         print_json(summary)
-    else:
-        stdout.print(f"trained {members} networks on {len(completed)} runs (best epochs "
-                     f"{', '.join(map(str, ensemble.epochs))}); saved {path}")
+        return
+    stdout.print(f"trained {members} networks on {len(completed)} runs; saved {path}")
+    stdout.print(f"held out ({folds}-fold cross-validation, every run predicted by models not trained on it):")
+    stdout.print(f"{'':18}{'RMS cation':>11}{'RMS anion':>11}{'within 2 bars':>15}{'chi2/bin':>10}{'|net charge|':>14}")
+    for name, row in scores.items():
+        stdout.print(f"{name:18}{row['rms_molar']['cation']:>9.3f} M{row['rms_molar']['anion']:>9.3f} M"
+                     f"{row['within_2_bars']:>15.1%}{row['chi2_per_bin']:>10.2f}"
+                     f"{row['max_abs_net_charge_molar_nm']:>10.3f} M nm")
+    stdout.print(f"(an exact predictor: about 95% within 2 bars, chi2/bin about 1; the 90% band is mean +- "
+                 f"{ensemble.band_scale:.2f} sqrt(sd^2 + MD error^2))")
 
 
-def _check_in_range(point, ensemble) -> None:
-    from thrifty.md.params import PARAMETERS
-    low, high = ensemble.training_range()
-    for name, value, lo, hi in zip(PARAMETERS, point, low, high):
-        if not lo - 1e-9 <= value <= hi + 1e-9:
-            raise ThriftyError(f"{name} = {value:g} is outside the range the surrogate was trained on "
-                               f"({lo:g}-{hi:g}); it does not extrapolate")
+def _check_in_domain(point, ensemble) -> float:
+    """The distance to the nearest training run (scaled: md.surrogate.domain), or a one-line error if
+    it is beyond the training domain's limit."""
+    distance = float(ensemble.domain.distance(point)[0])
+    if distance > ensemble.domain.limit:
+        raise ThriftyError(f"the point is {distance:.2f} from the nearest training run (scaled; the limit is "
+                           f"{ensemble.domain.limit:.2f}): outside what the surrogate was trained on, it does "
+                           "not extrapolate (a valency seen only at other h or c counts as far)")
+    return distance
 
 
 def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")],
@@ -56,8 +78,8 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
             zn: Annotated[int, typer.Option("--zn", help="Anion valency (the model has -1)")] = -1,
             plot: Annotated[Optional[Path], typer.Option(help="PNG of both profiles with their bands")] = None,
             json_out: JsonOpt = False) -> None:
-    """Predict the cation and anion density profiles (molar) at one point, with the ensemble's interval
-    (mean +- 2 sd of the networks)."""
+    """Predict the cation and anion density profiles (molar) at one point, with the 90% band an MD run
+    there would fall in (calibrated on runs the networks did not train on)."""
     from thrifty.md.params import PARAMETERS, check_point
     point = check_point(dict(zip(PARAMETERS, (h, zp, zn, c, d_plus, d_minus))))
     if plot is not None:
@@ -66,17 +88,19 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
     from thrifty.md.profile_grid import features, to_z_nm
     from thrifty.md.surrogate import Ensemble
     ensemble = Ensemble.load(model)
-    _check_in_range(point, ensemble)
-    members = ensemble.predict(point).members[:, 0]  # (members, 2, bins)
+    distance = _check_in_domain(point, ensemble)
+    prediction = ensemble.predict(point)
+    mean, (low, high) = prediction.mean[0], (b[0] for b in prediction.band())
     z_nm = to_z_nm(h, ensemble.config.bins)
-    result = {"point": dict(zip(PARAMETERS, point.tolist())), "z_nm": z_nm.tolist()}
+    result = {"point": dict(zip(PARAMETERS, point.tolist())), "z_nm": z_nm.tolist(),
+              "nearest_training_distance": distance, "band": "90% (calibrated)"}
     for i, (ion, d) in enumerate(zip(IONS, (d_plus, d_minus))):
-        per_member = features(members[:, i], h, d)
-        result[ion] = {"mean_molar": members[:, i].mean(0).tolist(), "sd_molar": members[:, i].std(0).tolist(),
-                       **{name: {"mean": float(v.mean()), "low": float(v.mean() - 2 * v.std()),
-                                 "high": float(v.mean() + 2 * v.std())} for name, v in per_member.items()}}
+        at = {k: features(v[i], h, d) for k, v in (("mean", mean), ("low", low), ("high", high))}
+        result[ion] = {"mean_molar": mean[i].tolist(), "low_molar": low[i].tolist(), "high_molar": high[i].tolist(),
+                       **{name: {k: float(at[k][name]) for k in ("mean", "low", "high")}
+                          for name in ("contact", "peak", "mid")}}
     if plot is not None:
-        _plot(plot, z_nm, members, point)
+        _plot(plot, z_nm, mean, low, high, point)
         result["plot"] = str(plot)
     if json_out:
         print_json(result)
@@ -86,19 +110,18 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
         stdout.print(f"{ion:8}" + "".join(
             f"{result[ion][name]['mean']:>8.3f} ({result[ion][name]['low']:.3f}-{result[ion][name]['high']:.3f})"
             for name in ("contact", "peak", "mid")))
-    stdout.print(f"(mean of {len(members)} networks and mean +- 2 sd)")
+    stdout.print(f"(mean of {len(ensemble.networks)} networks and the 90% band an MD run falls in)")
     if plot is not None:
         stdout.print(f"plot: {plot}")
 
 
-def _plot(path: Path, z_nm, members, point) -> None:
+def _plot(path: Path, z_nm, mean, low, high, point) -> None:
     from thrifty.io import write_png
 
     def draw(fig, ax) -> None:
         for i, (ion, colour) in enumerate(zip(IONS, ("tab:red", "tab:blue"))):
-            mean, sd = members[:, i].mean(0), members[:, i].std(0)
-            ax.plot(z_nm, mean, color=colour, label=f"{ion} (mean of {len(members)} networks)")
-            ax.fill_between(z_nm, mean - 2 * sd, mean + 2 * sd, color=colour, alpha=0.25, label=f"{ion} +-2 sd")
+            ax.plot(z_nm, mean[i], color=colour, label=f"{ion} (ensemble mean)")
+            ax.fill_between(z_nm, low[i], high[i], color=colour, alpha=0.25, label=f"{ion} 90% band")
         ax.set_xlabel("z from the mid-plane (nm)")
         ax.set_ylabel("density (molar)")
         ax.legend()

@@ -4,11 +4,14 @@ Batch by batch, one point per free worker:
 - batch 0, the initial design: the random sampler's first `initial_runs` points (space-filling in
   expectation, and the same in every driver for a seed);
 - once a batch has completed, the surrogate (md.surrogate's ensemble, trained on every completed
-  run) picks the next batch with md.active.pick_batch: the most uncertain points of a fresh uniform
-  candidate pool of the space, at least DEFAULT_MIN_DISTANCE apart in the unit box;
-- before that, a batch the surrogate picked is its held-out test: md.active.stopping_test scores
-  the surrogate that picked it (trained without it) on its runs, and the campaign stops (no more
-  points) when the share of bins within the MD error bar reaches `target_within_error`.
+  run) picks the next batch with md.active.pick_batch: the largest expected reduction of the
+  model's uncertainty (against the MD noise) over a fresh uniform candidate pool of the space, no
+  pick within DEFAULT_MIN_DISTANCE (unit box) of a run already made or picked;
+- before that, the batches the surrogate picked are its held-out test: each scored by the surrogate
+  trained on the runs before it, pooled over the latest batches until they hold MIN_STOP_RUNS runs
+  (md.active.stopping_test, with the flat, nearest-run and Gaussian-process baselines fitted on the
+  same runs beside it), and the campaign stops (no more points) when the share of bins within 2 MD
+  error bars reaches `target_within_error` on at least MIN_STOP_RUNS such runs.
 Every batch is stored (md.campaign_store.add_batch) before its points are returned for submission;
 a restarted driver gets the unfinished points of the last batch back first, not a new pick (the
 surrogate's training is stochastic, so a new pick would be other points), and their runs resume
@@ -26,7 +29,16 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from thrifty.errors import ThriftyError
-from thrifty.md.active import DEFAULT_POOL, Predicts, StopTest, pick_batch, stopping_test
+from thrifty.md.active import (
+    DEFAULT_POOL,
+    DEFAULT_TARGET,
+    MIN_STOP_RUNS,
+    HeldOut,
+    Predicts,
+    StopTest,
+    pick_batch,
+    stopping_test,
+)
 from thrifty.md.campaign_store import CampaignStore
 from thrifty.md.params import PARAMETERS, ParameterBox
 from thrifty.md.runs import Run, read_run
@@ -40,7 +52,7 @@ MIN_INITIAL_RUNS = 5  # md.surrogate.train_ensemble needs 5 runs
 
 
 class Surrogate(Predicts, Protocol):
-    def spread(self, points: np.ndarray) -> np.ndarray: ...
+    def disagreement(self, points: np.ndarray) -> np.ndarray: ...
 
 
 Trainer = Callable[[list[Run]], Surrogate]
@@ -76,9 +88,11 @@ class Outcome:
     test: StopTest | None  # the last held-out test (None: no batch picked by the surrogate completed)
 
     def to_dict(self, target_within_error: float) -> dict:
-        test = None if self.test is None else {"within_error": self.test.accuracy.within_error,
-                                               "rmse_molar": self.test.accuracy.rmse_molar,
-                                               "runs": self.test.runs}
+        """The campaign's surrogate report: the held-out share within 2 MD error bars ("within_error"
+        for the CLI), and the scores of the surrogate and the baselines on those runs."""
+        test = None if self.test is None else {"within_error": self.test.within_2_bars,
+                                               "metric": "share of bins within 2 MD error bars",
+                                               "scores": self.test.scores, "runs": self.test.runs}
         return {"stopped": self.stopped, "target_within_error": target_within_error, "held_out": test}
 
 
@@ -89,14 +103,16 @@ class ActiveSampler:
     `train` turns completed runs into a surrogate (default: md.surrogate's ensemble)."""
 
     def __init__(self, space: ParameterSpace, store: CampaignStore, work_dir: Path, *,
-                 target_within_error: float = 0.95, initial_runs: int = 8, seed: int = 0,
-                 train: Trainer | None = None, pool_size: int = DEFAULT_POOL) -> None:
+                 target_within_error: float = DEFAULT_TARGET, initial_runs: int = 8, seed: int = 0,
+                 train: Trainer | None = None, pool_size: int = DEFAULT_POOL, min_stop_runs: int = MIN_STOP_RUNS,
+                 box_nm: float | None = None) -> None:
         self.space, self.store, self.work_dir = space, store, Path(work_dir)
         self.target, self.initial_runs, self.seed, self.pool_size = target_within_error, initial_runs, seed, pool_size
+        self.min_stop_runs, self.box_nm = min_stop_runs, box_nm
         self.train = train or ensemble_trainer()
         self.test: StopTest | None = None
         self._runs: dict[str, Run] = {}
-        self._model: tuple[frozenset[str], Surrogate] | None = None  # (trained on these run ids, model)
+        self._models: dict[frozenset[str], Surrogate] = {}  # by the run ids each trained on
 
     def next_points(self, completed: Sequence[dict], k: int) -> list[dict]:
         done = {run["run_id"] for run in completed}
@@ -107,7 +123,7 @@ class ActiveSampler:
                 return waiting  # the batch in flight, or left unfinished by a dead driver
         if not batches:
             return self._store(RandomSampler(self.space, self.seed).next_points(completed, self.initial_runs))
-        self._test_last_batch(done, batches)
+        self._test_batches(done, batches)
         if self.test is not None and self.test.met:
             return []
         return self._store(self._pick(self._fit(done), done, k, len(batches)))
@@ -117,7 +133,7 @@ class ActiveSampler:
         done = {run["run_id"] for run in completed}
         batches = self.store.batches()
         if batches and all(run_id in done for run_id, _ in batches[-1]):
-            self._test_last_batch(done, batches)
+            self._test_batches(done, batches)
         if self.test is not None and self.test.met:
             return Outcome("target", self.test)
         return Outcome("budget" if len(done) >= budget_runs else "no points left", self.test)
@@ -134,17 +150,27 @@ class ActiveSampler:
 
     def _fit(self, run_ids: set[str]) -> Surrogate:
         key = frozenset(run_ids)
-        if self._model is None or self._model[0] != key:
-            self._model = (key, self.train(self._read(set(run_ids))))
-        return self._model[1]
+        if key not in self._models:
+            self._models[key] = self.train(self._read(set(run_ids)))
+        return self._models[key]
 
-    def _test_last_batch(self, done: set[str], batches: list[list[tuple[str, dict]]]) -> None:
-        """Score the last batch, if the surrogate picked it, with a surrogate not trained on it (the
-        one that picked it, or after a restart one trained on the same earlier runs)."""
-        if len(batches) < 2:
-            return
-        last = {run_id for run_id, _ in batches[-1]}
-        self.test = stopping_test(self._fit(done - last), self._read(last), self.target)
+    def _test_batches(self, done: set[str], batches: list[list[tuple[str, dict]]]) -> None:
+        """Score the latest batches the surrogate picked (not the initial design), newest first until
+        they hold min_stop_runs runs, each with the surrogate trained on the runs before it (the one
+        that picked it, or after a restart one trained on the same earlier runs) and the baselines
+        fitted on those runs."""
+        from thrifty.md.surrogate.baselines import baselines
+        tests, runs, seen = [], 0, set(done)
+        for batch in reversed(batches[1:]):
+            ids = {run_id for run_id, _ in batch} & seen
+            seen -= {run_id for run_id, _ in batch}
+            model, before = self._fit(seen), self._read(seen)
+            tests.append(HeldOut(model, self._read(ids), baselines(before, self.box_nm, model.config.bins)))
+            runs += len(ids)
+            if runs >= self.min_stop_runs:
+                break
+        if tests:
+            self.test = stopping_test(tests, self.target, self.min_stop_runs)
 
     def _pick(self, model: Surrogate, done: set[str], k: int, batch: int) -> list[dict]:
         fixed = next(iter(self._runs.values())).point  # values of the parameters the space leaves out
@@ -153,7 +179,8 @@ class ActiveSampler:
         pool = list({point_key(p): p for p in pool}.values())  # a space of listed values repeats points
         if not pool:
             return []
-        chosen = pick_batch(model, self._array(pool, fixed), min(k, len(pool)), self._box(fixed))
+        taken = np.stack([run.point for run in self._read(done)])
+        chosen = pick_batch(model, self._array(pool, fixed), min(k, len(pool)), self._box(fixed), taken=taken)
         return [pool[i] for i in chosen]
 
     def _candidates(self, rng: np.random.Generator) -> list[dict]:

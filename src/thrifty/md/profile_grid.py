@@ -16,7 +16,11 @@ h/2 - d/2: the profile jumps from 0 to its contact value there, so a value read 
 depends on where the jump falls between bins (a bin straddling it averages the empty layer with the
 peak) and on the resolution (0.05 nm MD bins, h/50 on the grid). The layer's maximum moves little
 with binning, and it is the contact peak, which is what the paper's contact density describes as
-far as this code's sources tell (its exact recipe is not quoted here).
+far as this code's sources tell (its exact recipe is not quoted here). In a slit narrower than two
+diameters (h < 2 d) the layers of the two walls overlap and there is no layer one diameter wide at
+either wall: the contact density is then the density at closest approach, the bin holding
+z = +-(h/2 - d/2) (an ion centre touching the wall), so with all ions in the middle it is the
+middle bin's density.
 Peak is the largest density anywhere; mid-plane is the density at s = 0 (interpolated on the grid).
 """
 
@@ -45,8 +49,14 @@ def to_z_nm(h_nm: float, bins: int = DEFAULT_BINS) -> np.ndarray:
 
 def contact_bins(z_nm: np.ndarray, h_nm: float, d_nm: float) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the bins at most one ion diameter from the left and from the right wall
-    (h/2 - |z| <= d, z from the mid-plane); each wall's outermost bin at least."""
+    (h/2 - |z| <= d, z from the mid-plane; each wall's outermost bin at least); if h < 2 d, each
+    wall's bin of closest approach, nearest z = -+(h/2 - d/2)."""
     z_nm = np.asarray(z_nm, float)
+    if h_nm < 2 * d_nm:
+        closest = max(h_nm - d_nm, 0.0) / 2
+        left = int(np.argmin(np.abs(z_nm + closest)))
+        right = len(z_nm) - 1 - int(np.argmin(np.abs(z_nm[::-1] - closest)))  # the mirror's tie: the other side
+        return np.array([left]), np.array([right])
     near = h_nm / 2 - np.abs(z_nm) <= d_nm
     near[[0, -1]] = True
     return np.flatnonzero(near & (z_nm < 0)), np.flatnonzero(near & (z_nm > 0))

@@ -6,8 +6,15 @@ samples; its error bar in each bin is the standard error of the complete blocks'
 sd(block means) / sqrt(blocks) (Flyvbjerg & Petersen, J. Chem. Phys. 91, 461 (1989): blocks long
 against the correlation time make the means independent). Between walls the bins are
 BIN_WIDTH_NM wide (the last is stretched or shrunk to end on the wall), densities are in mol/L,
-and a run has converged when every bin's error bar is at or below the tolerance and at least
-MIN_BLOCKS blocks are complete.
+and a run has converged when at least MIN_BLOCKS blocks are complete and every bin's error bar is
+at or below the tolerance: an absolute one (molar), or with `relative`, the larger of that share of
+the bin's density and the absolute floor (so a dilute mid-plane is not "converged" at several
+times its own density, nor a dense contact peak held to a dilute bin's bar).
+
+Between two identical walls a profile is even about the mid-plane: `profiles(..., symmetric=True)`
+averages each block's histogram with its mirror image before the mean and the block-average error,
+so the error bars of the symmetrised profile account for the two halves' correlation (the bins
+must be symmetric about the mid-plane, as `edges_nm` makes them between walls).
 """
 
 import io
@@ -60,7 +67,10 @@ class Profiles:
 
 
 def profiles(blocks: np.ndarray, samples: int, samples_per_block: int, edges: np.ndarray,
-             area_nm2: float) -> Profiles:
+             area_nm2: float, symmetric: bool = False) -> Profiles:
+    """Mean and block-average error bars; `symmetric`: of the blocks averaged with their mirror images."""
+    if symmetric:
+        blocks = 0.5 * (blocks + blocks[..., ::-1])
     bin_volume_molar = area_nm2 * np.diff(edges) * PER_NM3_PER_MOLAR  # count / this = mol/L
     mean = blocks.sum(axis=0) / max(samples, 1) / bin_volume_molar
     complete = samples // samples_per_block
@@ -73,8 +83,13 @@ def profiles(blocks: np.ndarray, samples: int, samples_per_block: int, edges: np
     return Profiles(centres, mean, error, complete, float(edges[1] - edges[0]))
 
 
-def converged(p: Profiles, tolerance_molar: float) -> bool:
-    return p.complete_blocks >= MIN_BLOCKS and p.max_error_molar() <= tolerance_molar
+def converged(p: Profiles, tolerance_molar: float, relative: float | None = None) -> bool:
+    """MIN_BLOCKS complete and every error bar <= tolerance_molar, or with `relative` (e.g. 0.1) <= the
+    larger of relative x the bin's density and tolerance_molar (then the absolute floor)."""
+    if p.complete_blocks < MIN_BLOCKS:
+        return False
+    allowed = tolerance_molar if relative is None else np.maximum(relative * np.abs(p.molar), tolerance_molar)
+    return bool(np.all(p.error_molar <= allowed))
 
 
 def _at(p: Profiles, s: int, bins: list[int]) -> tuple[float, float]:
@@ -85,9 +100,10 @@ def _at(p: Profiles, s: int, bins: list[int]) -> tuple[float, float]:
 
 def landmarks(p: Profiles, names: tuple[str, ...], radii_nm: tuple[float, ...] | None) -> dict[str, dict]:
     """Per species: mid-plane density (the bins at z = 0, symmetrised), peak density and where, and the
-    contact density (needs the radii, d = 2 r): the largest density within one diameter of each wall,
-    the two walls averaged, with the error of those two bins; the surrogate's definition
-    (md.profile_grid.contact_density, where the choice is argued)."""
+    contact density (needs the radii, d = 2 r): the largest density within one diameter of each wall
+    (in a slit narrower than 2 d: the density at closest approach, h/2 - d/2 from the mid-plane), the
+    two walls averaged, with the error of those bins; the surrogate's definition
+    (md.profile_grid.contact_bins, where the choice is argued)."""
     half_nm = -p.z_nm[0] + 0.5 * (p.z_nm[1] - p.z_nm[0]) if len(p.z_nm) > 1 else 0.0
 
     def nearest(z: float) -> int:
@@ -101,7 +117,7 @@ def landmarks(p: Profiles, names: tuple[str, ...], radii_nm: tuple[float, ...] |
                "peak_err": float(p.error_molar[s, peak]), "peak_z_nm": float(p.z_nm[peak])}
         if radii_nm is not None:
             walls = contact_bins(p.z_nm, 2 * half_nm, 2 * radii_nm[s])
-            contact, contact_err = _at(p, s, [int(b[np.argmax(p.molar[s, b])]) for b in walls])
+            contact, contact_err = _at(p, s, sorted({int(b[np.argmax(p.molar[s, b])]) for b in walls}))
             row |= {"contact_molar": contact, "contact_err": contact_err}
         out[name] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
     return out
