@@ -6,9 +6,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_MODULES = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"tests"}
-# Known, being fixed: the surrogate benchmark loads tests/md/standin_profiles.py (the MD surrogate
-# engineer moves the stand-in out of tests/); remove this entry with that change.
-KNOWN = {"benchmarks/bench_md_surrogate.py"}
 
 
 def imports_of_tests(path: Path) -> list[str]:
@@ -31,17 +28,13 @@ def imports_of_tests(path: Path) -> list[str]:
 def test_no_module_of_src_or_benchmarks_imports_from_tests():
     offenders = {str(p.relative_to(ROOT)): imports_of_tests(p)
                  for folder in ("src", "benchmarks") for p in sorted((ROOT / folder).rglob("*.py"))}
-    offenders = {k: v for k, v in offenders.items() if v and k not in KNOWN}
+    offenders = {k: v for k, v in offenders.items() if v}
     assert not offenders, offenders
 
 
 def test_the_check_sees_both_ways_into_tests(tmp_path):
-    """The check cannot pass vacuously: it finds a direct import and the sys.path route (the known
-    exception is found too, while it stands)."""
+    """The check cannot pass vacuously: it finds a direct import and the sys.path route."""
     sample = tmp_path / "bench.py"
     sample.write_text("import sys\nsys.path.insert(0, str(ROOT / 'tests' / 'md'))\n"
                       "from standin_profiles import standin_runs\nfrom tests.train import processes\n")
     assert len(imports_of_tests(sample)) == 3
-    for known in KNOWN:
-        if (ROOT / known).is_file():
-            assert imports_of_tests(ROOT / known), f"{known} no longer imports from tests/: drop it from KNOWN"
