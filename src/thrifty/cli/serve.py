@@ -3,7 +3,7 @@ extra's packages are imported inside the command: without them it says in one li
 install them."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -28,13 +28,13 @@ def _check_serve_packages() -> None:
 
 
 def serve(
-    db: Annotated[Optional[list[Path]], typer.Option("--db", help="thrifty database to show; repeatable")] = None,
-    campaign_db: Annotated[Optional[list[Path]], typer.Option(
+    db: Annotated[list[Path] | None, typer.Option("--db", help="thrifty database to show; repeatable")] = None,
+    campaign_db: Annotated[list[Path] | None, typer.Option(
         "--campaign-db", help="MD campaign database (thrifty md sweep --db); repeatable")] = None,
-    watch: Annotated[Optional[list[Path]], typer.Option(
+    watch: Annotated[list[Path] | None, typer.Option(
         "--watch", help="Folder of training run folders and thrifty run checkpoint folders, shown live; "
                         "repeatable")] = None,
-    surrogate: Annotated[Optional[Path], typer.Option(
+    surrogate: Annotated[Path | None, typer.Option(
         help="Model folder of thrifty md train-surrogate: profiles for typed parameters, campaign accuracy")] = None,
     host: Annotated[str, typer.Option(
         help="Address to bind (anything but loopback: writes need THRIFTY_SERVE_TOKEN)")] = "127.0.0.1",

@@ -95,7 +95,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @lru_cache(maxsize=32)
     def computed_plane(db_index: int, row_id: int) -> dict:
         db = dbs[db_index]
-        return plans.plane(db, db.plan(row_id))
+        stored = db.plan(row_id)
+        if stored is None:  # get_plan checked; a plan cannot be deleted from a read-only store
+            raise _not_found("plan", str(row_id))
+        return plans.plane(db, stored)
 
     @app.get("/api/plans/{plan_id}")
     def get_plan(plan_id: str) -> dict:
@@ -140,7 +143,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         folders, jobs = scan()
         if run_id in folders:
             job = watched.job_for_run(folders[run_id], jobs)
-            found = {**folders[run_id].detail(), "job": None if job is None else job.state()}
+            found: dict | None = {**folders[run_id].detail(), "job": None if job is None else job.state()}
         elif run_id.startswith("db"):
             db, row_id = row(run_id[2:], "run")
             found = db.run(row_id)

@@ -97,7 +97,7 @@ class Surrogate:
         from thrifty.md.params import PARAMETERS
         low, high = self.ensemble.training_range()
         return {"members": len(self.ensemble.networks), "bins": self.ensemble.config.bins,
-                "range": {name: [float(lo), float(hi)] for name, lo, hi in zip(PARAMETERS, low, high)}}
+                "range": {name: [float(lo), float(hi)] for name, lo, hi in zip(PARAMETERS, low, high, strict=True)}}
 
     def profile(self, values: dict) -> dict:
         """Both density profiles at one point with the ensemble's spread, as `thrifty md predict`
@@ -107,13 +107,13 @@ class Surrogate:
         from thrifty.md.profile_grid import to_z_nm
         point = check_point(values)
         low, high = self.ensemble.training_range()
-        for name, value, lo, hi in zip(PARAMETERS, point, low, high):
+        for name, value, lo, hi in zip(PARAMETERS, point, low, high, strict=True):
             if not lo - 1e-9 <= value <= hi + 1e-9:
                 raise ThriftyError(f"{name} = {value:g} is outside the range the surrogate was trained on "
                                    f"({lo:g}-{hi:g}); it does not extrapolate")
         members = self.ensemble.predict(point).members[:, 0]  # (members, 2, bins)
         h = float(point[PARAMETERS.index("h_nm")])
-        out = {"point": dict(zip(PARAMETERS, point.tolist())), "z_nm": to_z_nm(h, self.ensemble.config.bins).tolist()}
+        out = {"point": dict(zip(PARAMETERS, point.tolist(), strict=True)), "z_nm": to_z_nm(h, self.ensemble.config.bins).tolist()}
         for i, ion in enumerate(("cation", "anion")):
             out[ion] = {"mean_molar": members[:, i].mean(0).tolist(), "sd_molar": members[:, i].std(0).tolist()}
         return out
@@ -135,5 +135,5 @@ class Surrogate:
         points, density, error = grid_arrays(runs, self.ensemble.config.bins)
         predicted = self.ensemble.predict(points).mean
         result = accuracy(points, predicted, density, error).to_dict()
-        per_run = [float(np.mean(np.abs(p - d) <= e)) for p, d, e in zip(predicted, density, error)]
+        per_run = [float(np.mean(np.abs(p - d) <= e)) for p, d, e in zip(predicted, density, error, strict=True)]
         return {"runs": len(runs), **result, "per_run_within_error": per_run, "run_names": [r.name for r in runs]}

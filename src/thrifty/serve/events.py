@@ -19,7 +19,7 @@ HEARTBEAT_S = 15.0  # a comment line, so proxies and browsers keep the stream op
 
 
 def _stat(path: Path) -> tuple:
-    out = []
+    out: list[tuple[int, int] | None] = []
     for p in (path, Path(f"{path}-wal")):
         try:
             s = os.stat(p)
@@ -29,7 +29,7 @@ def _stat(path: Path) -> tuple:
     return tuple(out)
 
 
-def thrifty_versions(db) -> dict[str, dict[str, object]]:
+def thrifty_versions(db) -> dict[str, dict]:
     """Per kind, per id: a number that changes when that id's data does."""
     with read_transaction(db.path) as conn:
         plans = {db.key(r[0]): 1 for r in conn.execute("SELECT id FROM decisions")}

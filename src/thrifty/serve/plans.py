@@ -49,6 +49,8 @@ def plane(db: ThriftyDb, plan: dict) -> dict:
     if profile_id is None:
         return {**plan, "plane": None, "reason": "no profile of this workload is stored in this database"}
     record = db.profile_record(profile_id)
+    if record is None:
+        return {**plan, "plane": None, "reason": "its profile is no longer in this database"}
     asked = plan["request"]
     request = PlanRequest(objective=asked["objective"], deadline_s=asked.get("deadline_s"),
                           budget_usd=asked.get("budget_usd"), max_workers=asked.get("max_workers", 32),
@@ -77,4 +79,4 @@ def _labels(result, keep: np.ndarray) -> list[str]:
     c, vms = result.candidates, result.vmx.vms
     return [f"{vms[v].cloud}:{vms[v].instance_type} {int(n)}x{int(w) // int(n)} B={int(b)}{' spot' if s else ''}"
             for v, n, w, b, s in zip(c.vm_index[keep].astype(int).tolist(), c.nodes[keep].tolist(),
-                                     c.workers[keep].tolist(), c.global_batch[keep].tolist(), c.spot[keep].tolist())]
+                                     c.workers[keep].tolist(), c.global_batch[keep].tolist(), c.spot[keep].tolist(), strict=True)]

@@ -2,6 +2,7 @@
 through `readonly.read_transaction`. A database is addressed by its index among `--db` options
 and a row by its integer id: ids come from the request only as numbers bound into SQL."""
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ class ThriftyDb:
                 "FROM profiles AS p ORDER BY p.id DESC").fetchall()
         names = ("workload_key", "workload", "created_at", "instance_type", "threads_per_rank", "param_count",
                  "train_size", "samples")
-        return [{"id": self.key(r[0]), **dict(zip(names, r[1:]))} for r in rows]
+        return [{"id": self.key(r[0]), **dict(zip(names, r[1:], strict=True))} for r in rows]
 
     def profile_record(self, row_id: int) -> dict | None:
         """A profile with its samples and calibration, as thrifty.store.Store.latest_profile reads
@@ -71,7 +72,7 @@ class ThriftyDb:
                                "meta_json, workload_key, created_at FROM profiles WHERE id = ?", (row_id,)).fetchone()
             if row is None:
                 return None
-            samples = [dict(zip(STEP_FIELDS, (float("nan") if v is None else v for v in s))) for s in conn.execute(
+            samples = [dict(zip(STEP_FIELDS, (float("nan") if v is None else v for v in s), strict=True)) for s in conn.execute(
                 f"SELECT {STEP_COLUMNS} FROM step_samples WHERE profile_id = ?", (row_id,))]
             cal = conn.execute("SELECT global_batch, steps, reached_target, target_metric, final_metric, "
                                "wall_time_s, noise_json FROM calibrations WHERE profile_id = ?", (row_id,)).fetchone()
@@ -97,7 +98,7 @@ class ThriftyDb:
                 f"SELECT p.search_id, p.window, {columns} FROM search_probes AS p JOIN searches AS s "
                 "ON s.id = p.search_id WHERE s.workload_key = ? AND p.steps > 0 ORDER BY s.id DESC, p.window",
                 (workload_key,)).fetchall()
-        return [dict(zip(("search_id", "window", *PROBE_COLUMNS), r)) for r in rows]
+        return [dict(zip(("search_id", "window", *PROBE_COLUMNS), r, strict=True)) for r in rows]
 
     def searches(self) -> list[dict]:
         with read_transaction(self.path) as conn:
@@ -117,12 +118,12 @@ class ThriftyDb:
                                "WHERE id = ?", (row_id,)).fetchone()
             if row is None:
                 return None
-            windows = [dict(zip(("window", *PROBE_COLUMNS), r)) for r in conn.execute(
+            windows = [dict(zip(("window", *PROBE_COLUMNS), r, strict=True)) for r in conn.execute(
                 f"SELECT window, {', '.join(PROBE_COLUMNS)} FROM search_probes WHERE search_id = ? ORDER BY window",
                 (row_id,))]
         config = ("instance_type", "num_nodes", "num_workers", "global_batch")
         moves, spend, elapsed = [], 0.0, 0.0
-        for before, after in zip(windows, windows[1:]):
+        for before, after in itertools.pairwise(windows):
             if any(before[k] != after[k] for k in config):
                 moves.append({"window": after["window"], "from": {k: before[k] for k in config},
                               "to": {k: after[k] for k in config}})
@@ -140,14 +141,14 @@ class ThriftyDb:
             rows = conn.execute("SELECT id, created_at, workload, mode, policy, workers, global_batch, run_dir "
                                 "FROM train_runs ORDER BY id DESC").fetchall()
         names = ("created_at", "workload", "mode", "policy", "workers", "global_batch", "run_dir")
-        return [{"id": f"db{self.key(r[0])}", "source": "database", **dict(zip(names, r[1:]))} for r in rows]
+        return [{"id": f"db{self.key(r[0])}", "source": "database", **dict(zip(names, r[1:], strict=True))} for r in rows]
 
     def run(self, row_id: int) -> dict | None:
         with read_transaction(self.path) as conn:
             row = conn.execute("SELECT id, summary_json FROM train_runs WHERE id = ?", (row_id,)).fetchone()
             if row is None:
                 return None
-            steps = [dict(zip(STEP_FIELDS, s)) for s in conn.execute(
+            steps = [dict(zip(STEP_FIELDS, s, strict=True)) for s in conn.execute(
                 f"SELECT {STEP_COLUMNS} FROM train_steps WHERE run_id = ? ORDER BY step, rank", (row_id,))]
         return clean({"id": f"db{self.key(row[0])}", "source": "database", "summary": json.loads(row[1]),
                       "steps": steps})

@@ -77,12 +77,13 @@ class Job:
     def state(self) -> dict:
         events = self.events()
         starts = [i for i, e in enumerate(events) if e.get("event") == "start"]
-        pid = events[starts[-1]].get("pid") if starts else None
+        logged = events[starts[-1]].get("pid") if starts else None
+        pid = None if logged is None else int(logged)
         ended = any(e.get("event") in ("finished", "failed") for e in events[starts[-1]:]) if starts else True
-        running = pid is not None and not ended and _alive(int(pid))
-        runner = _parent(int(pid)) if running else None
+        running = pid is not None and not ended and _alive(pid)
+        runner = _parent(pid) if pid is not None and running else None
         return {"id": self.id, "name": self.folder.name, "running": running, "pid": pid if running else None,
-                "runner_pid": runner, "command": _command_line(int(pid)) if running else [],
+                "runner_pid": runner, "command": _command_line(pid) if pid is not None and running else [],
                 "attempts": len(starts), "checkpoints": len(checkpoint_files(self.folder)),
                 "preemptions": sum(e.get("event") == "preemption" for e in events),
                 "last_event": events[-1] if events else None}
