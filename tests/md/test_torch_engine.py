@@ -10,7 +10,8 @@ import torch
 from openmm import unit
 from test_nanoconfinement import SMALL, _direct_ewald_kj_mol, _spread
 
-from thrifty.md.nanoconfinement import GROUPS, NanoconfinementModel, nanoconfinement_system, slit_nm
+from thrifty.md.engines.openmm_nanoconfinement import GROUPS, nanoconfinement_system
+from thrifty.md.nanoconfinement import NanoconfinementModel, slit_nm
 from thrifty.md.torch_engine import TERMS, energy_and_forces, prepare_ewald, replicas
 
 torch.set_num_threads(1)

@@ -5,7 +5,7 @@ import sys
 
 import typer
 
-from thrifty.cli import catalog, md_sweep, model, plan, preempt, profile, run, search, surrogate, train
+from thrifty.cli import catalog, md_run, md_sweep, model, plan, preempt, profile, run, search, surrogate, train
 from thrifty.cli.common import run_app
 
 app = typer.Typer(help="Train and simulate on the cloud for less.", no_args_is_help=True,
@@ -18,10 +18,10 @@ app.command()(search.search)
 app.command()(train.train)
 app.add_typer(preempt.app, name="preempt")
 app.command(context_settings=run.RUN_CONTEXT)(run.run)
-run.md_app.command("sweep")(md_sweep.sweep)
-run.md_app.command("train-surrogate")(surrogate.train_surrogate)
-run.md_app.command("predict")(surrogate.predict)
-app.add_typer(run.md_app, name="md")
+md_run.md_app.command("sweep")(md_sweep.sweep)
+md_run.md_app.command("train-surrogate")(surrogate.train_surrogate)
+md_run.md_app.command("predict")(surrogate.predict)
+app.add_typer(md_run.md_app, name="md")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from thrifty.md.nanoconfinement import ONE_4PI_EPS0, NanoconfinementModel
-from thrifty.md.systems import WATER_PERMITTIVITY
+from thrifty.md.nanoconfinement import ONE_4PI_EPS0, WATER_PERMITTIVITY, NanoconfinementModel
 from thrifty.md.torch_engine.replicas import Replicas
 
 COULOMB = ONE_4PI_EPS0 / WATER_PERMITTIVITY  # kJ mol^-1 nm e^-2 for valencies in water
