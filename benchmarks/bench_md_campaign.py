@@ -1,9 +1,9 @@
 """A small MD campaign on an emulated preemptible pool vs the same campaign on demand.
 
-Ray's multi-node test cluster on this machine (md.pool.EmulatedPool: a head and NODES one-CPU
+Ray's multi-node test cluster on this machine (md.campaign.pool.EmulatedPool: a head and NODES one-CPU
 raylet nodes on 127.0.0.1). Spot: every node is SIGKILLed when a lifetime drawn from the bundled
 bathtub model (gcp-2019) runs out and replaced; on demand: no kills. Scaled time: one simulated
-hour is one real second (TIME_SCALE = 3600). The simulation is the numpy STAND-IN (md.standin),
+hour is one real second (TIME_SCALE = 3600). The simulation is the numpy STAND-IN (md.campaign.standin),
 not MD: each run converges in about 0.5-4 s of wall time (0.5-4 simulated hours). Three spot
 campaigns (lifetime seeds 1-3) and one on demand run the same BUDGET grid points with DP
 checkpoints and SciSpot placement; the bill is per node-second (model time, one-minute minimum)
@@ -22,17 +22,18 @@ import time
 from pathlib import Path
 
 import numpy as np
+from thrifty.catalog import load_catalog
+from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan, ScheduledCheckpoints
+from thrifty.md.campaign.point_samplers import GridSampler, Sampler
+from thrifty.md.campaign.pool import EmulatedPool, Placement, PoolSpec, bill, loopback_ray
+from thrifty.md.campaign.runner import CampaignConfig, CampaignReport, run_campaign
+from thrifty.md.campaign.simulations import BatchSimulation, SimulationFn
+from thrifty.md.campaign.standin import StandIn
+from thrifty.md.campaign.store import CampaignStore
+from thrifty.md.space import parse_space
+from thrifty.transient.registry import load_model
 
 from common import save_figure, write_result
-from thrifty.catalog import load_catalog
-from thrifty.md.campaign import CampaignConfig, CampaignReport, run_campaign
-from thrifty.md.campaign_store import CampaignStore
-from thrifty.md.pool import EmulatedPool, Placement, PoolSpec, bill, loopback_ray
-from thrifty.md.sampler import GridSampler, Sampler
-from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints, SimulationFn
-from thrifty.md.space import parse_space
-from thrifty.md.standin import StandIn
-from thrifty.transient.registry import load_model
 
 NODES, BUDGET, TIME_SCALE, JOB_HOURS = 3, 16, 3600.0, 2.0
 SPOT_SEEDS = (1, 2, 3)  # lifetime draws of the spot pool, one campaign each
@@ -46,7 +47,7 @@ def campaign(kind: str, root: Path, seed: int = 0) -> dict:
 
 
 def pool_campaign(kind: str, root: Path, *, nodes: int, time_scale: float, job_hours: float, budget: int,
-                  sampler: Sampler, simulation: SimulationFn, seed: int) -> tuple[CampaignReport, dict, int]:
+                  sampler: Sampler, simulation: BatchSimulation | SimulationFn, seed: int) -> tuple[CampaignReport, dict, int]:
     """One campaign on a fresh emulated pool of `nodes` (spot: bathtub kills, gcp-2019) in scaled
     time, DP checkpoints for `job_hours` and SciSpot placement: its report, its bill at the
     catalog's n1-standard-4 prices, and the runs stored more than once (the goal is 0)."""
@@ -101,7 +102,7 @@ def main() -> None:
     path = write_result("md_campaign", {
         "setup": {"nodes": NODES, "budget_runs": BUDGET, "time_scale_model_s_per_wall_s": TIME_SCALE,
                   "job_hours_for_the_schedule": JOB_HOURS, "lifetime_model": "gcp-2019", "spot_seeds": SPOT_SEEDS,
-                  "instance_type": "gcp n1-standard-4", "simulation": "numpy stand-in (md.standin), not MD",
+                  "instance_type": "gcp n1-standard-4", "simulation": "numpy stand-in (md.campaign.standin), not MD",
                   "space": SPACE},
         "campaigns": results, **summary})
     import matplotlib.pyplot as plt

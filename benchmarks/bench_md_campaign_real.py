@@ -14,9 +14,9 @@ bin holds few ions and the error bars are wide: the accuracy targets below are f
     from the same START random runs and add K per round up to BUDGET; the grid is a sequence of
     full grids (z+ x levels of h x levels of c). Every point is one MD run (a run two strategies
     share is run once).
-(b) The campaign on the emulated spot pool (md.pool.EmulatedPool: NODES one-CPU Ray nodes,
+(b) The campaign on the emulated spot pool (md.campaign.pool.EmulatedPool: NODES one-CPU Ray nodes,
     bathtub lifetimes gcp-2019, TIME_SCALE model seconds per wall second, DP checkpoints, SciSpot
-    placement) vs on demand, the same CAMPAIGN_RUNS random points (md.sampler.RandomSampler, one
+    placement) vs on demand, the same CAMPAIGN_RUNS random points (md.campaign.point_samplers.RandomSampler, one
     seed, so both run the same points): wall time, node-hours and bill (n1-standard-4), preemptions,
     work redone, duplicate runs.
 (c) Held-out accuracy and RMSE of contact, peak and mid-plane density of each strategy's last
@@ -52,28 +52,30 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from bench_md_campaign import pool_campaign
-from common import save_figure, write_result
 from thrifty.md.active import next_points
-from thrifty.md.nanoconfinement_run import NanoconfinementRun
+from thrifty.md.campaign.checkpoint_schedule import ScheduledCheckpoints
+from thrifty.md.campaign.nanoconfinement_runs import NanoconfinementRuns
+from thrifty.md.campaign.point_samplers import RandomSampler
 from thrifty.md.params import PARAMETERS, ParameterBox
 from thrifty.md.profile_grid import features
 from thrifty.md.runs import Run, grid_arrays, read_run
-from thrifty.md.sampler import RandomSampler
-from thrifty.md.simulation import ScheduledCheckpoints
+from thrifty.md.sampling_settings import SamplingSettings
 from thrifty.md.space import parse_space
 from thrifty.md.surrogate import Ensemble, SurrogateConfig, train_ensemble
 from thrifty.md.surrogate_metrics import accuracy
+
+from bench_md_campaign import pool_campaign
+from common import save_figure, write_result
 
 QUICK = "--quick" in sys.argv
 NAME = "md_campaign_real_quick" if QUICK else "md_campaign_real"
 BOX = ParameterBox((2.5, 1, -1, 0.3, 0.474, 0.627), (4.0, 3, -1, 0.9, 0.474, 0.627))
 SPACE = "[h_nm]\nmin = 2.5\nmax = 4.0\n[z_plus]\nvalues = [1, 2, 3]\n[c_molar]\nmin = 0.3\nmax = 0.9\n"
-SIM = NanoconfinementRun(platform="CPU", chunk=100, equilibration_steps=1000, samples_per_block=5,
-                         tolerance_molar=0.15, cap_steps=20_000, box_nm=4.0, cutoff_nm=1.5)
+SAMPLING = SamplingSettings(chunk=100, equilibration_steps=1000, samples_per_block=5, tolerance_molar=0.15,
+                            cap_steps=20_000)
 if QUICK:
-    SIM = replace(SIM, tolerance_molar=0.3, cap_steps=8000)
+    SAMPLING = replace(SAMPLING, tolerance_molar=0.3, cap_steps=8000)
+SIM = NanoconfinementRuns(platform="CPU", sampling=SAMPLING, box_nm=4.0, cutoff_nm=1.5)
 NETWORK = SurrogateConfig(hidden=(64, 64), max_epochs=400, patience=60)
 TEST, START, K, BUDGET = (2, 5, 2, 7) if QUICK else (12, 8, 4, 28)
 GRID_LEVELS = ((2, 1),) if QUICK else ((2, 2), (3, 2), (3, 3), (4, 3))  # (h, c) levels, x 3 z+: 45 points
@@ -100,7 +102,8 @@ class MD:
         if key not in self.runs:
             folder = self.root / f"run{len(self.runs):04d}"
             began = time.perf_counter()
-            result = SIM(dict(zip(PARAMETERS, point.tolist())), folder, ScheduledCheckpoints(folder / "ck", []))
+            [result] = SIM.run_batch([dict(zip(PARAMETERS, point.tolist()))], [folder],
+                                     ScheduledCheckpoints(folder / "ck", []))
             self.log.append({"point": list(key), "wall_s": time.perf_counter() - began, "steps": result["steps"],
                              "converged": result["converged"]})
             print(f"run {len(self.runs)}: {self.log[-1]}", file=sys.stderr, flush=True)
@@ -155,9 +158,9 @@ def predict_latency_ms(model: Ensemble, points: np.ndarray) -> float:
 def early_stopping(log: list[dict]) -> dict:
     steps = [r["steps"] for r in log]
     return {"runs": len(steps), "converged": sum(r["converged"] for r in log), "steps_run": sum(steps),
-            "fixed_at_longest_needed": len(steps) * max(steps), "fixed_at_cap": len(steps) * SIM.cap_steps,
+            "fixed_at_longest_needed": len(steps) * max(steps), "fixed_at_cap": len(steps) * SAMPLING.cap_steps,
             "saved_vs_longest": 1 - sum(steps) / (len(steps) * max(steps)),
-            "saved_vs_cap": 1 - sum(steps) / (len(steps) * SIM.cap_steps)}
+            "saved_vs_cap": 1 - sum(steps) / (len(steps) * SAMPLING.cap_steps)}
 
 
 def campaign(kind: str, root: Path, job_hours: float, seed: int = 0) -> dict:

@@ -29,11 +29,12 @@ import matplotlib.pyplot as plt
 import openmm
 import torch
 from openmm import unit
+from thrifty.md.engines.openmm_nanoconfinement import nanoconfinement_system
+from thrifty.md.nanoconfinement import NanoconfinementModel
+from thrifty.md.torch_engine import integrator as it
+from thrifty.md.torch_engine import prepare_ewald, replicas
 
 from common import save_figure, write_result
-from thrifty.md.nanoconfinement import NanoconfinementModel, nanoconfinement_system
-from thrifty.md.torch_engine import prepare_ewald, replicas
-from thrifty.md.torch_engine import integrator as it
 
 
 def models(count: int) -> list[NanoconfinementModel]:

@@ -1,8 +1,8 @@
 """Checkpoints on a script: saved every few chunks, and a death at a chosen chunk."""
 
 import pytest
+from md_jobs import OpenMMJob, run_openmm
 
-from thrifty.md.job import MDSettings, run_md
 from thrifty.transient.protocol import JobCheckpoints
 
 
@@ -31,6 +31,6 @@ def flaky():
 @pytest.fixture()
 def run_job(tmp_path):
     """run_md into tmp_path/OUT with checkpoints in tmp_path/CK, by default one after every chunk."""
-    def run(settings: MDSettings, out: str = "out", ck: str = "ck", every: int = 1) -> dict:
-        return run_md(settings, tmp_path / out, FlakyCheckpoints(tmp_path / ck, every, None))
+    def run(settings: OpenMMJob, out: str = "out", ck: str = "ck", every: int = 1) -> dict:
+        return run_openmm(settings, tmp_path / out, FlakyCheckpoints(tmp_path / ck, every, None))
     return run

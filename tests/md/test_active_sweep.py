@@ -19,13 +19,13 @@ from standin_profiles import BIN_NM, standin_run, true_profiles, write_run
 from thrifty.cli.app import main
 from thrifty.errors import ThriftyError
 from thrifty.md.active_sweep import ActiveSampler, check_active, ensemble_trainer
-from thrifty.md.campaign import CampaignConfig, run_campaign
-from thrifty.md.campaign_store import CampaignStore
+from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan
+from thrifty.md.campaign.point_samplers import RandomSampler, point_key
+from thrifty.md.campaign.pool import loopback_ray
+from thrifty.md.campaign.runner import CampaignConfig, run_campaign
+from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.params import PARAMETERS
-from thrifty.md.pool import loopback_ray
 from thrifty.md.profile_grid import to_grid
-from thrifty.md.sampler import RandomSampler, point_key
-from thrifty.md.simulation import CheckpointPlan
 from thrifty.md.space import parse_space
 from thrifty.transient.registry import load_model
 

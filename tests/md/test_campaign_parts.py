@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from thrifty.cli.app import main
-from thrifty.md.campaign_store import CampaignStore
-from thrifty.md.sampler import GridSampler, RandomSampler, point_key
-from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints, lost_work
+from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan, ScheduledCheckpoints, lost_work
+from thrifty.md.campaign.point_samplers import GridSampler, RandomSampler, point_key
+from thrifty.md.campaign.standin import StandIn
+from thrifty.md.campaign.store import CampaignStore
+from thrifty.md.campaign.sweep import SweepOptions
 from thrifty.md.space import parse_space
-from thrifty.md.standin import StandIn
 from thrifty.transient.registry import load_model
 from thrifty.transient.schedule import Job, plan_schedule
 
@@ -54,7 +55,8 @@ def test_a_bad_space_file_is_one_line_and_exit_2(tmp_path, capsys, text, reason)
 def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, capsys, extra, reason):
     space = tmp_path / "space.toml"
     space.write_text(SPACE)
-    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"), *extra])
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"),
+                 "--simulation", "standin", *extra])
     err = capsys.readouterr().err.strip()
     assert code == 2 and reason in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "c.db").exists()
@@ -67,6 +69,9 @@ def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, c
      "refuses (c_molar = 0.5, h_nm = 2): the box side 3.0 nm is too small for the cutoff 2.500 nm"),
     ("[h_nm]\nvalues = [2.0]\n", ["--cap-steps", "1000"], "--equilibrate 20000 leaves no steps to sample"),
     ("[h_nm]\nvalues = [2.0]\n", ["--tolerance", "0"], "must be positive"),
+    # a fractional valency (it ran rounded to 2 while its run id hashed 1.5), listed between integers too
+    ("[z_plus]\nvalues = [1, 1.5, 2]\n", [], "z_plus is a valency and must be an integer, got 1.5"),
+    ("[z_plus]\nmin = 1\nmax = 3\n", [], "z_plus is a valency: give it as a list of integers"),
 ])
 def test_a_nanoconfinement_space_or_run_setting_the_model_refuses_is_one_line_before_ray_starts(
         tmp_path, capsys, text, extra, reason):
@@ -74,11 +79,24 @@ def test_a_nanoconfinement_space_or_run_setting_the_model_refuses_is_one_line_be
     # the settings' checks removed
     space = tmp_path / "space.toml"
     space.write_text(text)
-    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"),
-                 "--simulation", "nanoconfinement", *extra])
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"), *extra])
     err = capsys.readouterr().err.strip()
     assert code == 2 and reason in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "c.db").exists()
+
+
+def test_a_sweep_runs_the_md_model_and_bills_wall_time_unless_asked_otherwise(tmp_path, capsys):
+    # mutations caught: --simulation defaulting to the stand-in (a space of the stand-in's names would
+    # be accepted and its runs would ignore the model); --time-scale 3600 for a real campaign (an
+    # 8-run sweep of minutes billed as hundreds of node-hours)
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "nanoconfinement has no parameter h, zp" in err, err
+    assert SweepOptions(space, 2).model_seconds_per_wall_second == 1.0
+    assert SweepOptions(space, 2, emulate_preemptions=True).model_seconds_per_wall_second == 3600.0
+    assert SweepOptions(space, 2, time_scale=60.0, emulate_preemptions=True).model_seconds_per_wall_second == 60.0
 
 
 def test_grid_covers_the_box_and_skips_completed_points():
@@ -202,7 +220,7 @@ def test_lost_work_counts_what_each_dead_attempt_ran_past_its_last_save(tmp_path
 
 
 def test_placement_reuses_the_safest_idle_node_and_goes_fresh_near_the_wall():
-    from thrifty.md.pool import Placement
+    from thrifty.md.campaign.pool import Placement
     _, model = load_model("gcp-2019")
     placement = Placement.solve(model, 3 * 3600, 60.0, 60.0, 60.0)
     young, middle, old = 0.0, 8 * 3600, 23 * 3600

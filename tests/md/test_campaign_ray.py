@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from thrifty.md.campaign import CampaignConfig, run_campaign
-from thrifty.md.campaign_store import CampaignStore
-from thrifty.md.pool import EmulatedPool, PoolSpec, loopback_ray
-from thrifty.md.sampler import GridSampler
-from thrifty.md.simulation import CheckpointPlan, ScheduledCheckpoints
+from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan, ScheduledCheckpoints
+from thrifty.md.campaign.point_samplers import GridSampler
+from thrifty.md.campaign.pool import EmulatedPool, PoolSpec, loopback_ray
+from thrifty.md.campaign.runner import CampaignConfig, run_campaign
+from thrifty.md.campaign.standin import StandIn
+from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.space import parse_space
-from thrifty.md.standin import StandIn
 from thrifty.transient.registry import load_model
 
 pytestmark = pytest.mark.timeout(400)  # a hang guard: Ray under a loaded suite takes minutes
@@ -140,7 +140,7 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
     db, work = tmp_path / "c.db", tmp_path / "runs"
     command = [sys.executable, "-m", "thrifty.cli", "md", "sweep", "--space", str(space), "--budget-runs", "4",
                "--db", str(db), "--work-dir", str(work), "--pool", "spot:2", "--address", pool.cluster.address,
-               "--json"]
+               "--simulation", "standin", "--time-scale", "3600", "--json"]
     env = {**os.environ, "PYTHONPATH": SRC, "RAY_TMPDIR": str(tmp)}
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 

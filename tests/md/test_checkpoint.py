@@ -5,30 +5,30 @@ import json
 
 import numpy as np
 import pytest
+from md_jobs import OpenMMJob
 
-import thrifty.md.job
+import thrifty.md.engines.openmm_engine
 from thrifty.errors import ThriftyError
-from thrifty.md.job import MDSettings
-from thrifty.md.systems import confined_ions, lennard_jones_fluid
+from thrifty.md.engines.openmm_systems import confined_ions, lennard_jones_fluid
 from thrifty.transient.protocol import JobCheckpoints
 
-LJ = MDSettings(system="lj", steps=100, chunk=50)
+LJ = OpenMMJob(system="lj", steps=100, chunk=50)
 
 
 def test_another_system_is_refused_naming_both(run_job):
     run_job(LJ)
     with pytest.raises(ThriftyError, match=r"system lj \(216 particles, n_atoms=216.*this run is ions \(120 particles"):
-        run_job(MDSettings(system="ions", steps=100, chunk=50))
+        run_job(OpenMMJob(system="ions", steps=100, chunk=50))
 
 
 def test_same_system_with_other_parameters_is_refused(run_job, monkeypatch):
     """Other wall separation, same 120 particles: OpenMM would load the checkpoint without a word."""
-    run_job(MDSettings(system="ions", steps=100, chunk=50))
-    monkeypatch.setattr(thrifty.md.job, "build", lambda name, seed, model: confined_ions(wall_separation_nm=3.5, seed=seed))
+    run_job(OpenMMJob(system="ions", steps=100, chunk=50))
+    monkeypatch.setattr(thrifty.md.engines.openmm_engine, "build", lambda name, seed, model: confined_ions(wall_separation_nm=3.5, seed=seed))
     with pytest.raises(ThriftyError, match=r"wall_separation_nm=3\.0.*this run is ions \(120 particles, n_pairs=60, "
                                            r"wall_separation_nm=3\.5"):
-        run_job(MDSettings(system="ions", steps=200, chunk=50))
-    monkeypatch.setattr(thrifty.md.job, "build", lambda name, seed, model: lennard_jones_fluid(n_atoms=125, seed=seed))
+        run_job(OpenMMJob(system="ions", steps=200, chunk=50))
+    monkeypatch.setattr(thrifty.md.engines.openmm_engine, "build", lambda name, seed, model: lennard_jones_fluid(n_atoms=125, seed=seed))
     with pytest.raises(ThriftyError, match=r"this run is lj \(125 particles, n_atoms=125"):
         run_job(LJ)
 
@@ -36,18 +36,18 @@ def test_same_system_with_other_parameters_is_refused(run_job, monkeypatch):
 def test_other_platform_or_seed_is_refused(run_job):
     run_job(LJ)
     with pytest.raises(ThriftyError, match="made on OpenMM platform Reference.*give --platform Reference"):
-        run_job(MDSettings(system="lj", steps=100, chunk=50, platform="CPU"))
+        run_job(OpenMMJob(system="lj", steps=100, chunk=50, platform="CPU"))
     with pytest.raises(ThriftyError, match="for --seed 0, this run asked for --seed 1"):
-        run_job(MDSettings(system="lj", steps=100, chunk=50, seed=1))
+        run_job(OpenMMJob(system="lj", steps=100, chunk=50, seed=1))
 
 
 def test_a_checkpoint_past_the_target_is_refused_and_one_at_it_only_writes_outputs(tmp_path, run_job):
-    first = run_job(MDSettings(system="lj", steps=200, chunk=50))
+    first = run_job(OpenMMJob(system="lj", steps=200, chunk=50))
     with pytest.raises(ThriftyError, match=r"at step 200, beyond --steps 100: give --steps 200 or more"):
         run_job(LJ, out="other")
     assert not (tmp_path / "other").exists()  # refused before any output
     thermo = (tmp_path / "out" / "thermo.csv").read_text()
-    again = run_job(MDSettings(system="lj", steps=200, chunk=50))  # a restart after the last checkpoint
+    again = run_job(OpenMMJob(system="lj", steps=200, chunk=50))  # a restart after the last checkpoint
     assert again == first and (tmp_path / "out" / "thermo.csv").read_text() == thermo
 
 
@@ -55,6 +55,18 @@ def _npz(**arrays) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return buffer.getvalue()
+
+
+def test_a_checkpoint_of_the_current_format_packed_field_by_field_resumes_bit_identically(tmp_path, run_job):
+    """thrifty-md/3 as this and the previous version write it (the engine protocol changed nothing in it):
+    mutation caught: a field renamed or dropped, or the format bumped, in md.engines.openmm_checkpoint."""
+    whole = run_job(OpenMMJob(system="lj", steps=200, chunk=50), out="whole", ck="ck-whole")
+    run_job(OpenMMJob(system="lj", steps=100, chunk=50), out="parts", ck="ck-parts")
+    with np.load(io.BytesIO(JobCheckpoints(tmp_path / "ck-parts", handle_signals=False).latest())) as data:
+        fields = {k: data[k] for k in ("identity", "platform", "seed", "step", "samples", "histogram", "openmm",
+                                       "sampling")}
+    JobCheckpoints(tmp_path / "ck-v3", handle_signals=False).save(_npz(format="thrifty-md/3", **fields))
+    assert run_job(OpenMMJob(system="lj", steps=200, chunk=50), out="parts", ck="ck-v3") == whole
 
 
 FIRST_FORMAT = _npz(step=np.int64(50), histogram=np.zeros((2, 60)), openmm=np.zeros(8, np.uint8))

@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 import pytest
+from md_jobs import OpenMMJob, run_openmm
 
-from thrifty.md.job import MDSettings, run_md
 from thrifty.transient.runner import Runner
 
 
@@ -20,14 +20,14 @@ def _state(out) -> dict:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("system", ["ions", "lj"])
 def test_killed_and_resumed_runs_end_bit_identical(tmp_path, system, flaky):
-    settings = MDSettings(system=system, steps=600, chunk=50)
-    whole = run_md(settings, tmp_path / "whole", flaky(tmp_path / "ck-whole", every=3, die_at=None))
+    settings = OpenMMJob(system=system, steps=600, chunk=50)
+    whole = run_openmm(settings, tmp_path / "whole", flaky(tmp_path / "ck-whole", every=3, die_at=None))
     rng = np.random.default_rng(1)
     attempts = 0
     while True:
         attempts += 1
         try:
-            resumed = run_md(settings, tmp_path / "parts",
+            resumed = run_openmm(settings, tmp_path / "parts",
                              flaky(tmp_path / "ck-parts", every=2, die_at=int(rng.integers(2, 6))))
             break
         except flaky.Killed:
@@ -42,7 +42,7 @@ def test_killed_and_resumed_runs_end_bit_identical(tmp_path, system, flaky):
 
 
 def test_ion_density_profile_stays_between_the_walls(tmp_path, run_job):
-    run_job(MDSettings(system="ions", steps=300, chunk=50), out="out")
+    run_job(OpenMMJob(system="ions", steps=300, chunk=50), out="out")
     assert (tmp_path / "out" / "density_profile.csv").read_text().startswith("z_nm,cation_per_nm3,anion_per_nm3\n")
     rows = np.loadtxt(tmp_path / "out" / "density_profile.csv", delimiter=",", skiprows=1)
     assert rows.shape == (60, 3)
@@ -74,7 +74,7 @@ def test_fault_injection_with_real_processes(tmp_path, scripted_lifetimes):
 def test_lj_profile_names_its_one_species_and_averages_over_the_samples_taken(tmp_path, run_job):
     """120 steps in chunks of 50 are three samples (50, 100, 120): the periodic box holds all 216 atoms
     in every one, so the profile integrates to 216 (not 324, as dividing by 120 // 50 gave)."""
-    run_job(MDSettings(system="lj", steps=120, chunk=50))
+    run_job(OpenMMJob(system="lj", steps=120, chunk=50))
     text = (tmp_path / "out" / "density_profile.csv").read_text()
     assert text.startswith("z_nm,particle_per_nm3\n")
     rows = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1)

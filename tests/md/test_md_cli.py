@@ -1,12 +1,15 @@
-"""`thrifty md run` refusals: one line on stderr, exit code 2, nothing left behind, no simulation."""
+"""`thrifty md run`: refusals (one line on stderr, exit code 2, nothing left behind, no simulation), and
+what a run records (params.json, its parameters in summary.json, one JSON document on stdout)."""
 
+import json
 import subprocess
 import sys
 
 import pytest
+from md_jobs import OpenMMJob
 
-from thrifty.md.job import MDSettings
-from thrifty.md.systems import available_platforms
+from thrifty.md.engines.openmm_systems import available_platforms
+from thrifty.md.runs import read_run
 
 
 def _one_line_error(code: int, err: str, *fragments: str) -> None:
@@ -40,7 +43,7 @@ def test_unwritable_output_folders_fail_before_any_work(run_cli, tmp_path, optio
 
 
 def test_resume_refusals_through_the_cli(tmp_path, run_job):
-    run_job(MDSettings(system="lj", steps=100, chunk=50))
+    run_job(OpenMMJob(system="lj", steps=100, chunk=50), out="first")  # its checkpoints in ck, not its --out
     def md_run(*args: str) -> tuple[int, str]:
         done = subprocess.run([sys.executable, "-m", "thrifty.cli", "md", "run", "--checkpoint-dir", str(tmp_path / "ck"),
                                "--out", str(tmp_path / "out"), *args], capture_output=True, text=True, timeout=120)
@@ -48,3 +51,35 @@ def test_resume_refusals_through_the_cli(tmp_path, run_job):
     _one_line_error(*md_run("--system", "ions"), "system lj (216 particles", "this run is ions (120 particles")
     _one_line_error(*md_run("--system", "lj", "--steps", "50"), "at step 100, beyond --steps 50")
     assert not list((tmp_path / "ck").glob(".ready-*"))  # the runner is told to stop signalling
+
+
+SMALL_RUN = ["md", "run", "--system", "nanoconfinement", "--h", "2", "--c", "0.8", "--box-nm", "2.4",
+             "--cutoff-nm", "1", "--steps", "40", "--chunk", "2", "--equilibrate", "0", "--json"]  # 2 blocks of 10
+
+
+def test_md_run_records_its_parameters_and_shows_progress(run_cli, tmp_path):
+    # mutations caught: params.json not written (the run could not train a surrogate); the summary without
+    # the model's parameters, seed or engine; a second document (or any other text) on stdout; no progress
+    code, out, err = run_cli(*SMALL_RUN, "--seed", "3", "--out", tmp_path / "run")
+    assert code == 0, err
+    summary = json.loads(out)  # one JSON document, nothing else
+    point = {"h_nm": 2.0, "z_plus": 1, "z_minus": -1, "c_molar": 0.8, "d_plus_nm": 0.474, "d_minus_nm": 0.627}
+    assert json.loads((tmp_path / "run" / "params.json").read_text()) == point
+    assert summary["parameters"] == point | {"box_nm": 2.4, "box_z_nm": 6.0, "cutoff_nm": 1.0, "ewald_tolerance": 5e-4}
+    assert (summary["seed"], summary["engine"], summary["platform"], summary["steps"]) == (3, "openmm", "Reference", 40)
+    assert summary["sampling"]["steps"] == 40 and summary["sampling"]["equilibration_steps"] == 0
+    assert read_run(tmp_path / "run").h_nm == 2.0  # a run folder the surrogate reads
+    assert "md run nanoconfinement" in err  # the progress bar, on stderr
+
+
+def test_a_finished_out_is_refused_unless_forced(run_cli, tmp_path):
+    # mutations caught: a finished --out overwritten silently; --force not honoured
+    out = tmp_path / "run"
+    assert run_cli(*SMALL_RUN, "--seed", "3", "--out", out)[0] == 0
+    first = (out / "summary.json").read_text()
+    code, _, err = run_cli(*SMALL_RUN, "--seed", "4", "--out", out)
+    _one_line_error(code, err, f"--out {out} holds a finished run (summary.json): give --force")
+    assert (out / "summary.json").read_text() == first
+    code, stdout, err = run_cli(*SMALL_RUN, "--seed", "4", "--out", out, "--force")
+    assert code == 0, err
+    assert json.loads(stdout)["seed"] == 4 and json.loads((out / "summary.json").read_text())["seed"] == 4

@@ -10,8 +10,8 @@ import pytest
 from openmm import unit
 from scipy.special import erfc
 
-from thrifty.md.nanoconfinement import (GROUPS, ONE_4PI_EPS0, NanoconfinementModel, ion_counts, kt_kj_mol,
-                                        nanoconfinement_system, slit_nm)
+from thrifty.md.engines.openmm_nanoconfinement import GROUPS, nanoconfinement_system
+from thrifty.md.nanoconfinement import ONE_4PI_EPS0, NanoconfinementModel, ion_counts, kt_kj_mol, slit_nm
 
 KT = 8.314462618e-3 * 298.0
 # a few ions in a small box (2.4 x 2.4 nm, h 2 nm, Lz 6 nm): 10 ions with z+ = 1, 6 with z+ = 2

@@ -9,9 +9,9 @@ import sys
 
 import numpy as np
 import pytest
+from md_jobs import OpenMMJob, run_openmm
 
 from thrifty.errors import ThriftyError
-from thrifty.md.job import MDSettings, run_md
 from thrifty.md.nanoconfinement import NanoconfinementModel
 
 SMALL = NanoconfinementModel(h_nm=2.0, c_molar=0.8, box_nm=2.4, cutoff_nm=1.0)  # 10 ions
@@ -19,10 +19,10 @@ HEADER = "z_nm,cation_molar,cation_err,anion_molar,anion_err\n"
 OUTPUTS = ("profiles.csv", "density_profile.csv", "thermo.csv", "summary.json")
 
 
-def _settings(**changes) -> MDSettings:
+def _settings(**changes) -> OpenMMJob:
     base = dict(system="nanoconfinement", steps=300, chunk=20, model=SMALL, equilibration_steps=60,
                 samples_per_block=3)
-    return MDSettings(**(base | changes))
+    return OpenMMJob(**(base | changes))
 
 
 def _killed_and_resumed(tmp_path, settings, flaky, seed: int) -> dict:
@@ -31,7 +31,7 @@ def _killed_and_resumed(tmp_path, settings, flaky, seed: int) -> dict:
     while True:
         attempts += 1
         try:
-            summary = run_md(settings, tmp_path / "parts", flaky(tmp_path / "ck-parts", every=2,
+            summary = run_openmm(settings, tmp_path / "parts", flaky(tmp_path / "ck-parts", every=2,
                                                                   die_at=int(rng.integers(2, 6))))
             assert attempts >= 3
             return summary
@@ -45,7 +45,7 @@ def _same_outputs(a, b) -> None:
 
 
 def test_outputs_and_a_killed_and_resumed_run_end_bit_identical(tmp_path, flaky):
-    whole = run_md(_settings(), tmp_path / "whole", flaky(tmp_path / "ck-whole", every=3, die_at=None))
+    whole = run_openmm(_settings(), tmp_path / "whole", flaky(tmp_path / "ck-whole", every=3, die_at=None))
     resumed = _killed_and_resumed(tmp_path, _settings(), flaky, seed=1)
     assert resumed == whole
     _same_outputs(tmp_path / "whole", tmp_path / "parts")
@@ -66,12 +66,12 @@ def test_outputs_and_a_killed_and_resumed_run_end_bit_identical(tmp_path, flaky)
 def test_without_steps_it_stops_when_converged_or_at_the_cap_and_resumes_identically(tmp_path, flaky):
     """Ten blocks of three 20-step samples after 60 steps: a loose tolerance converges at step 660."""
     loose = _settings(steps=None, tolerance_molar=50.0, cap_steps=2000)
-    converged = run_md(loose, tmp_path / "whole", flaky(tmp_path / "ck-whole", every=3, die_at=None))
+    converged = run_openmm(loose, tmp_path / "whole", flaky(tmp_path / "ck-whole", every=3, die_at=None))
     assert converged["stopped"] == "converged" and converged["steps"] == 660 and converged["complete_blocks"] == 10
     assert converged["max_error_molar"] <= 50.0
     assert _killed_and_resumed(tmp_path, loose, flaky, seed=2) == converged
     _same_outputs(tmp_path / "whole", tmp_path / "parts")
-    capped = run_md(_settings(steps=None, tolerance_molar=1e-6, cap_steps=200), tmp_path / "cap",
+    capped = run_openmm(_settings(steps=None, tolerance_molar=1e-6, cap_steps=200), tmp_path / "cap",
                     flaky(tmp_path / "ck-cap", every=3, die_at=None))
     assert capped["stopped"] == "cap" and capped["steps"] == 200 and capped["max_error_molar"] > 1e-6
 
@@ -90,7 +90,8 @@ def test_a_steps_run_continued_through_the_cli_matches_one_straight_run(tmp_path
     straight = _md_run(tmp_path, "straight", "--steps", "400", "--equilibrate", "60")
     first = _md_run(tmp_path, "parts", "--steps", "200", "--equilibrate", "60")
     assert first["steps"] == 200
-    continued = _md_run(tmp_path, "parts", "--steps", "400", "--equilibrate", "60")  # resumes at step 200
+    # a finished --out is replaced only with --force (tests/md/test_md_cli.py); this one left no checkpoint
+    continued = _md_run(tmp_path, "parts", "--steps", "400", "--equilibrate", "60", "--force")
     assert continued == straight
     _same_outputs(tmp_path / "straight", tmp_path / "parts")
 
@@ -98,10 +99,10 @@ def test_a_steps_run_continued_through_the_cli_matches_one_straight_run(tmp_path
 def test_a_resume_that_would_sample_differently_is_refused(tmp_path, flaky):
     """--steps 200 then --steps 400 with the default --equilibrate (N/5: 40, then 80) would splice two
     different profiles together."""
-    run_md(_settings(steps=200, equilibration_steps=40), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
+    run_openmm(_settings(steps=200, equilibration_steps=40), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
     with pytest.raises(ThriftyError, match=r"samples profiles after step 40 \(3 samples a block\), this run after "
                                            r"step 80 \(3 a block\): give --equilibrate 40"):
-        run_md(_settings(steps=400, equilibration_steps=80), tmp_path / "out",
+        run_openmm(_settings(steps=400, equilibration_steps=80), tmp_path / "out",
                flaky(tmp_path / "ck", every=1, die_at=None))
 
 

@@ -4,7 +4,8 @@ import openmm
 import pytest
 
 from thrifty.errors import ThriftyError
-from thrifty.md.systems import available_platforms, build, get_platform, make_simulation
+from thrifty.md.engines.openmm_engine import build
+from thrifty.md.engines.openmm_systems import available_platforms, get_platform, make_simulation
 
 
 @pytest.mark.skipif("CUDA" in available_platforms(), reason="this OpenMM has CUDA")

@@ -3,10 +3,10 @@
 import csv
 
 import pytest
+from md_jobs import OpenMMJob, run_openmm
 
 from thrifty.errors import ThriftyError
-from thrifty.md.checkpoint import unpack
-from thrifty.md.job import MDSettings, run_md
+from thrifty.md.engines.openmm_checkpoint import unpack
 from thrifty.md.thermo import COLUMNS, ThermoLog
 
 HEADER = ",".join(COLUMNS) + "\n"
@@ -17,7 +17,7 @@ def _row(step: int) -> str:
 
 
 def test_lj_temperature_follows_the_thermostat_and_the_summary_holds_the_last_row(tmp_path, run_job):
-    summary = run_job(MDSettings(system="lj", steps=800, chunk=50))
+    summary = run_job(OpenMMJob(system="lj", steps=800, chunk=50))
     with (tmp_path / "out" / "thermo.csv").open() as handle:
         rows = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
     assert [r["step"] for r in rows] == list(range(0, 801, 50))
@@ -41,7 +41,7 @@ def test_each_checkpoint_finds_its_rows_already_in_the_file(tmp_path, flaky):
             assert seen[-1] == str(step)
             return super().save(payload, began_s=began_s)
 
-    run_md(MDSettings(system="lj", steps=150, chunk=50), tmp_path / "out", Watching(tmp_path / "ck", 1, None))
+    run_openmm(OpenMMJob(system="lj", steps=150, chunk=50), tmp_path / "out", Watching(tmp_path / "ck", 1, None))
     assert seen == ["50", "100", "150"]
 
 

@@ -11,7 +11,8 @@ import torch
 from openmm import unit
 from test_nanoconfinement import SMALL
 
-from thrifty.md.nanoconfinement import GROUPS, NanoconfinementModel, nanoconfinement_system
+from thrifty.md.engines.openmm_nanoconfinement import GROUPS, nanoconfinement_system
+from thrifty.md.nanoconfinement import NanoconfinementModel
 from thrifty.md.torch_engine import energy_and_forces, prepare_ewald, replicas
 from thrifty.md.torch_engine import integrator as it
 

@@ -13,7 +13,8 @@ from openmm import unit
 from test_nanoconfinement import SMALL, _direct_ewald_kj_mol, _spread
 
 from thrifty.errors import ThriftyError
-from thrifty.md.nanoconfinement import GROUPS, NanoconfinementModel, nanoconfinement_system, slit_nm
+from thrifty.md.engines.openmm_nanoconfinement import GROUPS, nanoconfinement_system
+from thrifty.md.nanoconfinement import NanoconfinementModel, slit_nm
 from thrifty.md.torch_engine import TERMS, energy_and_forces, prepare_ewald, replicas, short_range
 from thrifty.md.torch_engine import ewald as ew
 from thrifty.md.torch_engine.forces import pair_terms
@@ -198,14 +199,13 @@ def test_use_threads_sets_the_count_and_restores_it_on_errors_too():
 @pytest.mark.parametrize("given, expected", [(["--threads", "1"], 1), ([], "cores")])
 def test_md_run_runs_the_torch_engine_with_the_threads_asked_or_the_cores(tmp_path, run_cli, monkeypatch, given, expected):
     """Mutation caught: --threads parsed but not applied to the run (or the default left to torch)."""
-    from thrifty.md.torch_engine import job
     seen = []
 
     def fake_run(*args, **kwargs):
         seen.append(torch.get_num_threads())
         raise ThriftyError("stopped here")
 
-    monkeypatch.setattr(job, "run_torch_md", fake_run)
+    monkeypatch.setattr("thrifty.md.engines.job_loop.run_one", fake_run)
     torch.set_num_threads(3)
     code, _, err = run_cli("md", "run", "--system", "nanoconfinement", "--engine", "torch", *given,
                            "--steps", "10", "--out", tmp_path / "out")

@@ -2,6 +2,7 @@
 (a run split in two, and one killed and resumed), refusals of a resume into another engine, dtype or
 system, of --engine torch with another system, and profiles.csv with the OpenMM engine's columns and bins."""
 
+import io
 import json
 import signal
 import subprocess
@@ -11,12 +12,11 @@ import time
 import numpy as np
 import pytest
 import torch
+from md_jobs import OpenMMJob, run_openmm, run_torch
 
 from thrifty.errors import ThriftyError
-from thrifty.md.job import MDSettings, run_md
 from thrifty.md.nanoconfinement import NanoconfinementModel
-from thrifty.md.torch_engine.job import run_torch_md
-from thrifty.transient.protocol import PREEMPTED_EXIT, ready_file
+from thrifty.transient.protocol import PREEMPTED_EXIT, JobCheckpoints, ready_file
 
 torch.set_num_threads(1)
 
@@ -24,10 +24,10 @@ SMALL = NanoconfinementModel(h_nm=2.0, c_molar=0.8, box_nm=2.4, cutoff_nm=1.0)  
 OUTPUTS = ("profiles.csv", "density_profile.csv", "thermo.csv", "summary.json")
 
 
-def _settings(**changes) -> MDSettings:
+def _settings(**changes) -> OpenMMJob:
     base = dict(system="nanoconfinement", steps=240, chunk=20, model=SMALL, equilibration_steps=40,
                 samples_per_block=3)
-    return MDSettings(**(base | changes))
+    return OpenMMJob(**(base | changes))
 
 
 def _same_outputs(a, b) -> None:
@@ -38,16 +38,16 @@ def _same_outputs(a, b) -> None:
 
 
 def test_a_run_split_in_two_and_a_killed_run_end_bit_identical_to_a_straight_one(tmp_path, flaky):
-    straight = run_torch_md(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-straight", every=5, die_at=None))
-    half = run_torch_md(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-split", every=1, die_at=None))
+    straight = run_torch(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-straight", every=5, die_at=None))
+    half = run_torch(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-split", every=1, die_at=None))
     assert half["steps"] == 120
-    assert run_torch_md(_settings(), tmp_path / "split", flaky(tmp_path / "ck-split", every=1, die_at=None)) == straight
+    assert run_torch(_settings(), tmp_path / "split", flaky(tmp_path / "ck-split", every=1, die_at=None)) == straight
     _same_outputs(tmp_path / "straight", tmp_path / "split")
     attempts = 0
     while True:  # checkpoints every 2 chunks, dies at the 3rd chunk of each attempt
         attempts += 1
         try:
-            killed = run_torch_md(_settings(), tmp_path / "killed", flaky(tmp_path / "ck-killed", every=2, die_at=3))
+            killed = run_torch(_settings(), tmp_path / "killed", flaky(tmp_path / "ck-killed", every=2, die_at=3))
             break
         except flaky.Killed:
             continue
@@ -58,41 +58,72 @@ def test_a_run_split_in_two_and_a_killed_run_end_bit_identical_to_a_straight_one
 
 
 def test_a_float32_run_split_in_two_also_ends_bit_identical_on_the_cpu(tmp_path, flaky):
-    straight = run_torch_md(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-s", every=5, die_at=None), "float32")
-    run_torch_md(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None), "float32")
-    assert run_torch_md(_settings(), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None),
+    straight = run_torch(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-s", every=5, die_at=None), "float32")
+    run_torch(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None), "float32")
+    assert run_torch(_settings(), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None),
                         "float32") == straight
     assert straight["dtype"] == "float32"
     _same_outputs(tmp_path / "straight", tmp_path / "split")
 
 
+def _as_single_format(payload: bytes) -> bytes:
+    """A batch-of-one checkpoint re-packed in the single-run format `md run --engine torch` wrote before
+    a single run became a batch of one (thrifty-md-torch/1: the same fields, unbatched)."""
+    with np.load(io.BytesIO(payload)) as data:
+        [identity] = json.loads(str(data["identity"]))
+        buffer = io.BytesIO()
+        np.savez(buffer, format="thrifty-md-torch/1",
+                 identity=json.dumps({k: v for k, v in identity.items() if k not in ("seed", "sampling")}),
+                 seed=np.int64(identity["seed"]), step=data["step"], samples=data["samples"],
+                 histogram=data["blocks_0"], positions=data["positions"][0], velocities=data["velocities"][0],
+                 rng_state=data["rng_state"], sampling=json.dumps(identity["sampling"]))
+    return buffer.getvalue()
+
+
+def test_checkpoints_of_the_previous_single_run_format_resume_and_unknown_ones_are_refused(tmp_path, flaky):
+    # mutations caught: the single-run format refused or misread (positions not unbatched, the
+    # generator's state or the blocks lost: the resumed run differs from the straight one)
+    straight = run_torch(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-straight", every=5, die_at=None))
+    run_torch(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-split", every=1, die_at=None))
+    checkpoints = JobCheckpoints(tmp_path / "ck-old", handle_signals=False)
+    checkpoints.save(_as_single_format(JobCheckpoints(tmp_path / "ck-split", handle_signals=False).latest()))
+    assert run_torch(_settings(), tmp_path / "split", flaky(tmp_path / "ck-old", every=1, die_at=None)) == straight
+    _same_outputs(tmp_path / "straight", tmp_path / "split")
+    buffer = io.BytesIO()
+    np.savez(buffer, format="thrifty-md-torch/0", step=np.int64(20))
+    JobCheckpoints(tmp_path / "ck-unknown", handle_signals=False).save(buffer.getvalue())
+    with pytest.raises(ThriftyError, match=r"was not written by this version of the torch engine "
+                                           r"\(thrifty-md-torch/batch-1 or thrifty-md-torch/1\)"):
+        run_torch(_settings(), tmp_path / "unknown", flaky(tmp_path / "ck-unknown", every=1, die_at=None))
+
+
 def test_a_resume_into_another_dtype_engine_or_system_is_refused(tmp_path, flaky):
-    run_torch_md(_settings(steps=60), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
+    run_torch(_settings(steps=60), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
     with pytest.raises(ThriftyError, match=r"is for --dtype float64, this run asked for --dtype float32: give "
                                            r"--dtype float64"):
-        run_torch_md(_settings(steps=120), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None), "float32")
+        run_torch(_settings(steps=120), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None), "float32")
     with pytest.raises(ThriftyError, match=r"written by the torch engine \(--engine torch --dtype float64\); this run "
                                            r"is --engine openmm"):
-        run_md(_settings(steps=120), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
+        run_openmm(_settings(steps=120), tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
     with pytest.raises(ThriftyError, match=r"is for system nanoconfinement \(10 particles, h_nm=2.0.*this run is "
                                            r"nanoconfinement \(8 particles\)"):
-        run_torch_md(_settings(steps=120, model=NanoconfinementModel(h_nm=1.6, c_molar=0.8, box_nm=2.4,
+        run_torch(_settings(steps=120, model=NanoconfinementModel(h_nm=1.6, c_molar=0.8, box_nm=2.4,
                                                                      cutoff_nm=1.0)),
                      tmp_path / "out", flaky(tmp_path / "ck", every=1, die_at=None))
-    run_md(_settings(steps=60), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=1, die_at=None))
+    run_openmm(_settings(steps=60), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=1, die_at=None))
     with pytest.raises(ThriftyError, match=r"written by the OpenMM engine \(--engine openmm\); this run is "
                                            r"--engine torch: give --engine openmm"):
-        run_torch_md(_settings(steps=120), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=1, die_at=None))
+        run_torch(_settings(steps=120), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=1, die_at=None))
 
 
 def test_profiles_have_the_openmm_engines_columns_bins_and_summary_keys(tmp_path, flaky):
-    omm = run_md(_settings(steps=100), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=5, die_at=None))
-    tch = run_torch_md(_settings(steps=100), tmp_path / "tch", flaky(tmp_path / "ck-tch", every=5, die_at=None))
+    omm = run_openmm(_settings(steps=100), tmp_path / "omm", flaky(tmp_path / "ck-omm", every=5, die_at=None))
+    tch = run_torch(_settings(steps=100), tmp_path / "tch", flaky(tmp_path / "ck-tch", every=5, die_at=None))
     a = (tmp_path / "omm" / "profiles.csv").read_text().splitlines()
     b = (tmp_path / "tch" / "profiles.csv").read_text().splitlines()
     assert a[0] == b[0] == "z_nm,cation_molar,cation_err,anion_molar,anion_err"
     assert [row.split(",")[0] for row in a] == [row.split(",")[0] for row in b] and len(a) == 1 + 40
-    assert set(omm) <= set(tch) and set(tch) - set(omm) == {"engine", "dtype"}
+    assert set(omm) <= set(tch) and set(tch) - set(omm) == {"dtype", "replicas"}
     assert set(omm["densities"]["cation"]) == set(tch["densities"]["cation"])
     assert tch["bin_width_nm"] == omm["bin_width_nm"] and tch["samples"] == omm["samples"]
     rows = np.loadtxt(tmp_path / "tch" / "profiles.csv", delimiter=",", skiprows=1)
@@ -104,7 +135,7 @@ def test_profiles_have_the_openmm_engines_columns_bins_and_summary_keys(tmp_path
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "thrifty.cli", "md", "run", *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=300)  # a hang guard: torch starts slowly on a loaded machine
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -15,15 +15,15 @@ import torch
 
 from thrifty.cli.app import main
 from thrifty.md import profiles as prof
-from thrifty.md import simulation as sim
-from thrifty.md.campaign import CampaignConfig, batch_dir, run_batch_points, run_campaign
-from thrifty.md.campaign_store import CampaignStore
-from thrifty.md.nanoconfinement_run import model_at
-from thrifty.md.pool import loopback_ray
-from thrifty.md.sampler import GridSampler, point_key
-from thrifty.md.simulation import CheckpointPlan
+from thrifty.md.campaign import checkpoint_schedule as sim
+from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan
+from thrifty.md.campaign.nanoconfinement_runs import NanoconfinementRuns, model_at
+from thrifty.md.campaign.point_samplers import GridSampler, point_key
+from thrifty.md.campaign.pool import loopback_ray
+from thrifty.md.campaign.runner import CampaignConfig, batch_dir, run_batch, run_campaign
+from thrifty.md.campaign.store import CampaignStore
+from thrifty.md.sampling_settings import SamplingSettings
 from thrifty.md.space import parse_space
-from thrifty.md.torch_engine.batch_job import TorchBatchRun
 from thrifty.md.torch_engine.sampling import sample_profiles
 from thrifty.transient.registry import load_model
 
@@ -31,8 +31,8 @@ torch.set_num_threads(1)
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 BOX, CUTOFF = 2.4, 1.0  # 10 to 20 ions a replica
-SMALL = TorchBatchRun(chunk=20, equilibration_steps=40, samples_per_block=3, tolerance_molar=1e-9, cap_steps=200,
-                      box_nm=BOX, cutoff_nm=CUTOFF)
+SAMPLING = SamplingSettings(chunk=20, equilibration_steps=40, samples_per_block=3, tolerance_molar=1e-9, cap_steps=200)
+SMALL = NanoconfinementRuns(engine="torch", sampling=SAMPLING, box_nm=BOX, cutoff_nm=CUTOFF)
 SPACE = parse_space("[h_nm]\nvalues = [2.0, 2.4]\n[c_molar]\nvalues = [0.8]\n[z_plus]\nvalues = [1, 2]\n")
 OUTPUTS = ("profiles.csv", "thermo.csv", "summary.json", "params.json", "density_profile.csv")
 
@@ -54,8 +54,8 @@ def _plan(time_scale: float = 3600.0) -> CheckpointPlan:
 
 def _batched_csv(points: list[dict], path) -> list[str]:
     """profiles.csv of each point from md.torch_engine.sampling.sample_profiles on the same batch."""
-    found = sample_profiles([model_at(p, BOX, CUTOFF) for p in points], SMALL.cap_steps, SMALL.equilibration_steps,
-                            SMALL.chunk, SMALL.samples_per_block, SMALL.seed)
+    found = sample_profiles([model_at(p, BOX, CUTOFF) for p in points], SAMPLING.cap_steps,
+                            SAMPLING.equilibration_steps, SAMPLING.chunk, SAMPLING.samples_per_block, SMALL.seed)
     texts = []
     for i, p in enumerate(found):
         prof.write_csv(path / f"ref-{i}.csv", p, ("cation", "anion"))
@@ -99,7 +99,7 @@ def test_a_batch_task_killed_after_a_checkpoint_resumes_bit_identically_on_its_r
     # state differ from the straight run); the retry not finding its batch's checkpoints (resumed False)
     points = GridSampler(SPACE).next_points([], 2)
     plan = _plan(time_scale=1e9)  # the DP schedule's intervals in microseconds: a checkpoint every chunk
-    straight = run_batch_points(SMALL, points, str(tmp_path / "straight"), plan, None)
+    straight = run_batch(SMALL, points, str(tmp_path / "straight"), plan, None)
     due, calls = sim.ScheduledCheckpoints.due, []
 
     class Killed(Exception):
@@ -113,8 +113,8 @@ def test_a_batch_task_killed_after_a_checkpoint_resumes_bit_identically_on_its_r
 
     monkeypatch.setattr(sim.ScheduledCheckpoints, "due", dying_due)
     with pytest.raises(Killed):
-        run_batch_points(SMALL, points, str(tmp_path / "killed"), plan, None)
-    retried = run_batch_points(SMALL, points, str(tmp_path / "killed"), plan, None)
+        run_batch(SMALL, points, str(tmp_path / "killed"), plan, None)
+    retried = run_batch(SMALL, points, str(tmp_path / "killed"), plan, None)
     assert all(out["attempts"] == 2 and out["resumed"] for out in retried)
     assert [o["result"] for o in retried] == [o["result"] for o in straight]
     logs = sorted((batch_dir(tmp_path / "killed", [point_key(p) for p in points]) / "attempts").glob("*.json"))
@@ -132,7 +132,8 @@ def test_a_batch_task_killed_after_a_checkpoint_resumes_bit_identically_on_its_r
 @pytest.mark.parametrize("extra, reason", [
     (["--replicas", "2"], "add --engine torch"),
     (["--engine", "torch", "--replicas", "0"], "--replicas must be a positive integer"),
-    (["--engine", "torch", "--replicas", "2"], "--engine torch runs --simulation nanoconfinement only"),
+    (["--engine", "torch", "--replicas", "2", "--simulation", "standin"],
+     "--engine torch runs --simulation nanoconfinement only"),
     (["--engine", "jax", "--simulation", "nanoconfinement"], "unknown --engine"),
     (["--dtype", "float32", "--simulation", "nanoconfinement"], "--dtype and --device apply to --engine torch"),
     (["--engine", "torch", "--simulation", "nanoconfinement", "--dtype", "float16"], "unknown --dtype"),
@@ -155,9 +156,9 @@ def test_bad_engine_or_replicas_are_one_line_and_exit_2(tmp_path, capsys, extra,
 CLI_SWEEP = """
 import sys
 from thrifty.cli.app import main
-from thrifty.md.torch_engine.batch_job import TorchBatchRun
-# chunk and block size at test size (no CLI options): the defaults of the TorchBatchRun the CLI makes (test-only)
-TorchBatchRun.__init__.__defaults__ = (20, 20_000, 3, 0.02, 200_000, None, 2.5, 0, "float64", "cpu")
+from thrifty.md.sampling_settings import SamplingSettings
+# chunk and block size at test size (no CLI options): the defaults of the settings the CLI makes (test-only)
+SamplingSettings.__init__.__defaults__ = (None, 20, 20_000, 3, 0.02, 200_000)
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -174,8 +175,9 @@ def test_the_cli_runs_a_torch_sweep_as_batches_of_replicas(tmp_path):
                            "--tolerance", "1e-9", "--cap-steps", "200", "--box-nm", "2.4", "--cutoff-nm", "1.0", "--json"],
                           capture_output=True, text=True, timeout=280, env={**os.environ, "PYTHONPATH": SRC})
     assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads(done.stdout[done.stdout.index("{"):])
+    report = json.loads(done.stdout)  # one JSON document on stdout (Ray's own lines go to stderr)
     assert report["completed"] == 2 and report["stored_now"] == 2 and report["duplicates"] == 0
+    assert report["time_scale"] == 1.0  # not emulated: billed in wall time
     assert len(list((tmp_path / "runs").glob("batch-*"))) == 1
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/summary.json")]
     assert len(summaries) == 2 and all(s["replicas"] == 2 and s["dtype"] == "float32" and s["steps"] == 200

@@ -22,8 +22,8 @@ block: about 14 s for torch and 6 s for OpenMM (25-30 s in all with the machine 
 
 import numpy as np
 import torch
+from md_jobs import OpenMMJob, run_openmm
 
-from thrifty.md.job import MDSettings, run_md
 from thrifty.md.nanoconfinement import NanoconfinementModel
 from thrifty.md.torch_engine.sampling import sample_profiles
 from thrifty.transient.protocol import JobCheckpoints
@@ -36,8 +36,8 @@ CHI2_PER_BIN = 3.0
 
 def test_torch_and_openmm_profiles_agree_within_their_error_bars(tmp_path):
     replicas = sample_profiles([MODEL] * 4, seed=1, **SAMPLING)
-    settings = MDSettings(system="nanoconfinement", platform="CPU", seed=2, model=MODEL, **SAMPLING)
-    run_md(settings, tmp_path / "openmm", JobCheckpoints(tmp_path / "ck", handle_signals=False))
+    settings = OpenMMJob(system="nanoconfinement", platform="CPU", seed=2, model=MODEL, **SAMPLING)
+    run_openmm(settings, tmp_path / "openmm", JobCheckpoints(tmp_path / "ck", handle_signals=False))
     rows = np.loadtxt(tmp_path / "openmm" / "profiles.csv", delimiter=",", skiprows=1)
     openmm_molar, openmm_err = rows[:, [1, 3]].T, rows[:, [2, 4]].T  # (cation, anion) x bins
     chi2_per_bin = []

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from thrifty.cli import catalog, md_sweep, model, plan, preempt, profile, run, search, serve, surrogate, train
+from thrifty.cli import catalog, md_run, md_sweep, model, plan, preempt, profile, run, search, serve, surrogate, train
 from thrifty.cli.common import run_app
 from thrifty.cli.logs import configure_logging
 
@@ -30,10 +30,10 @@ app.command()(search.search)
 app.command()(train.train)
 app.add_typer(preempt.app, name="preempt")
 app.command(context_settings=run.RUN_CONTEXT)(run.run)
-run.md_app.command("sweep")(md_sweep.sweep)
-run.md_app.command("train-surrogate")(surrogate.train_surrogate)
-run.md_app.command("predict")(surrogate.predict)
-app.add_typer(run.md_app, name="md")
+md_run.md_app.command("sweep")(md_sweep.sweep)
+md_run.md_app.command("train-surrogate")(surrogate.train_surrogate)
+md_run.md_app.command("predict")(surrogate.predict)
+app.add_typer(md_run.md_app, name="md")
 app.command()(serve.serve)
 
 

@@ -39,10 +39,10 @@ from thrifty.md.active import (
     pick_batch,
     stopping_test,
 )
-from thrifty.md.campaign_store import CampaignStore
+from thrifty.md.campaign.point_samplers import RandomSampler, point_key
+from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.params import PARAMETERS, ParameterBox
 from thrifty.md.runs import Run, read_run
-from thrifty.md.sampler import RandomSampler, point_key
 from thrifty.md.space import ParameterSpace
 
 if TYPE_CHECKING:

@@ -18,17 +18,18 @@ Units: nm, ps, kJ/mol, amu, e.
   volume; a CustomCVForce over a CustomExternalForce that computes M_z.
 - Counts: N- = int(c 0.6022 V_slit) rounded down to a multiple of z+, V_slit = lx ly h;
   N+ = |z-| N- / z+ (electroneutral).
-Force groups (for tests and diagnostics): see GROUPS.
+
+This module is the model alone (numbers, counts, geometry, the start lattice): it imports neither
+OpenMM nor torch. The OpenMM system is built in md.engines.openmm_nanoconfinement, the torch
+replicas in md.torch_engine.replicas.
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
-import openmm
 
 from thrifty.errors import ThriftyError
-from thrifty.md.systems import WATER_PERMITTIVITY, MDSystem
 from thrifty.md.thermo import GAS_CONSTANT_KJ_MOL_K
 
 ONE_4PI_EPS0 = 138.935456  # kJ mol^-1 nm e^-2 (OpenMM's 1/(4 pi eps0))
@@ -37,8 +38,8 @@ TEMPERATURE_K = 298.0
 ION_MASS_AMU = 40.0  # equal masses: the profiles do not depend on them
 TIMESTEP_PS = 0.005  # 1/90 of the period of a WCA contact vibration (s 0.55 nm, 40 amu)
 PADDING = 3.0  # Lz >= 3 h (Yeh & Berkowitz 1999)
-GROUPS = {"coulomb": 0, "slab": 1, "wca": 2, "wall": 3}
-WCA = "4 * eps * ((s / r)^12 - (s / r)^6) + eps"
+WATER_PERMITTIVITY = 80.0  # relative permittivity of water at 298 K
+SPECIES_NAMES = ("cation", "anion")
 
 
 @dataclass(frozen=True)
@@ -105,58 +106,6 @@ def slit_nm(model: NanoconfinementModel) -> tuple[float, float]:
     return mid - model.h_nm / 2, mid + model.h_nm / 2
 
 
-def _coulomb(model: NanoconfinementModel, charges: np.ndarray) -> openmm.NonbondedForce:
-    force = openmm.NonbondedForce()
-    force.setNonbondedMethod(openmm.NonbondedForce.PME)
-    force.setCutoffDistance(model.cutoff_nm)
-    force.setEwaldErrorTolerance(model.ewald_tolerance)
-    force.setUseDispersionCorrection(False)
-    for q in charges / math.sqrt(WATER_PERMITTIVITY):  # water as a continuum: q / sqrt(80) in vacuum Coulomb
-        force.addParticle(q, 1.0, 0.0)
-    force.setForceGroup(GROUPS["coulomb"])
-    return force
-
-
-def _slab(model: NanoconfinementModel, charges: np.ndarray) -> openmm.CustomCVForce:
-    dipole = openmm.CustomExternalForce("q * z")  # M_z = sum_i q_i z_i
-    dipole.addPerParticleParameter("q")
-    for i, q in enumerate(charges):
-        dipole.addParticle(i, [q])
-    volume_nm3 = model.side_nm ** 2 * model.box_z_nm
-    # Yeh & Berkowitz 1999: E = 2 pi / V M_z^2 (Gaussian); here 1/(4 pi eps0 eps_r) in kJ mol^-1 nm e^-2
-    force = openmm.CustomCVForce(f"{ONE_4PI_EPS0 / WATER_PERMITTIVITY * 2 * math.pi / volume_nm3!r} * mz^2")
-    force.addCollectiveVariable("mz", dipole)
-    force.setForceGroup(GROUPS["slab"])
-    return force
-
-
-def _wca(model: NanoconfinementModel, diameters: np.ndarray, kt: float) -> openmm.CustomNonbondedForce:
-    force = openmm.CustomNonbondedForce(f"step(2^(1/6) * s - r) * ({WCA}); s = (d1 + d2) / 2")
-    force.addGlobalParameter("eps", kt)
-    force.addPerParticleParameter("d")
-    for d in diameters:
-        force.addParticle([d])
-    force.setNonbondedMethod(openmm.CustomNonbondedForce.CutoffPeriodic)
-    force.setCutoffDistance(2 ** (1 / 6) * float(diameters.max()))
-    force.setForceGroup(GROUPS["wca"])
-    return force
-
-
-def _walls(model: NanoconfinementModel, diameters: np.ndarray, kt: float) -> openmm.CustomExternalForce:
-    """The shifted 12-6 repulsion in the distance r from the ion centre to each wall plane, s = d/2."""
-    low, high = slit_nm(model)
-    one_wall = "step(2^(1/6) * s - {r}) * (4 * eps * ((s / {r})^12 - (s / {r})^6) + eps)"
-    force = openmm.CustomExternalForce(" + ".join(one_wall.format(r=r) for r in ("(z - zlo)", "(zhi - z)")) +
-                                       "; s = d / 2")
-    for name, value in (("eps", kt), ("zlo", low), ("zhi", high)):
-        force.addGlobalParameter(name, value)
-    force.addPerParticleParameter("d")
-    for i, d in enumerate(diameters):
-        force.addParticle(i, [d])
-    force.setForceGroup(GROUPS["wall"])
-    return force
-
-
 def _start_positions(model: NanoconfinementModel, diameters: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Layers a diameter apart across the slit, a square lattice in each; ions shuffled over the sites."""
     n, largest = len(diameters), float(diameters.max())
@@ -170,21 +119,27 @@ def _start_positions(model: NanoconfinementModel, diameters: np.ndarray, rng: np
     return np.column_stack([xy, sites[:, 2]])
 
 
-def nanoconfinement_system(model: NanoconfinementModel = NanoconfinementModel(), seed: int = 0) -> MDSystem:
+@dataclass(frozen=True)
+class IonLayout:
+    """The ions of one system: species 0 (cations) then 1 (anions), their charges (valencies),
+    diameters and start positions (nm, in the padded box)."""
+
+    species: np.ndarray
+    charges_e: np.ndarray
+    diameters_nm: np.ndarray
+    positions_nm: np.ndarray
+
+
+def radii_nm(model: NanoconfinementModel) -> tuple[float, float]:
+    """Per species (cation, anion): an ion touches a wall at this distance from it."""
+    return model.d_plus_nm / 2, model.d_minus_nm / 2
+
+
+def ion_layout(model: NanoconfinementModel, seed: int = 0) -> IonLayout:
+    """The model's ions and their start lattice; the seed shuffles the sites (as every engine starts)."""
     model.check()
     n_plus, n_minus = ion_counts(model)
     species = np.array([0] * n_plus + [1] * n_minus)
     charges = np.where(species == 0, model.z_plus, model.z_minus).astype(float)
     diameters = np.where(species == 0, model.d_plus_nm, model.d_minus_nm)
-    kt = kt_kj_mol()
-    system = openmm.System()
-    side, box_z = model.side_nm, model.box_z_nm
-    system.setDefaultPeriodicBoxVectors(openmm.Vec3(side, 0, 0), openmm.Vec3(0, side, 0), openmm.Vec3(0, 0, box_z))
-    for _ in species:
-        system.addParticle(ION_MASS_AMU)
-    for force in (_coulomb(model, charges), _slab(model, charges), _wca(model, diameters, kt),
-                  _walls(model, diameters, kt)):
-        system.addForce(force)
-    positions = _start_positions(model, diameters, np.random.default_rng(seed))
-    return MDSystem("nanoconfinement", asdict(model), system, positions, TEMPERATURE_K, TIMESTEP_PS,
-                    species, ("cation", "anion"), slit_nm(model), (model.d_plus_nm / 2, model.d_minus_nm / 2))
+    return IonLayout(species, charges, diameters, _start_positions(model, diameters, np.random.default_rng(seed)))

@@ -39,10 +39,12 @@ class Parameter:
     def grid(self) -> list[float]:
         if self.values:
             return list(self.values)
+        low, high = self.low, self.high
+        assert low is not None and high is not None  # a range: _parameter sets both
         if self.points == 1:
-            return [0.5 * (self.low + self.high)]
-        step = (self.high - self.low) / (self.points - 1)
-        return [self.low + i * step for i in range(self.points)]
+            return [0.5 * (low + high)]
+        step = (high - low) / (self.points - 1)
+        return [low + i * step for i in range(self.points)]
 
     def to_dict(self) -> dict:
         return {"values": list(self.values)} if self.values else \

@@ -3,36 +3,19 @@
 Rows are appended as the run goes and flushed to disk (fsync) before every checkpoint, so the
 file always holds every row up to the newest checkpoint's step; rows after it, including a line
 half-written when the process died, are dropped when the run resumes (as `thrifty train` truncates
-its step log), so an interrupted run ends with the same file as an uninterrupted one.
+its step log), so an interrupted run ends with the same file as an uninterrupted one. Each engine
+makes its rows (md.engines.protocol.Engine.energies); this module needs neither OpenMM nor torch.
 """
 
 import os
 from pathlib import Path
 from typing import TextIO
 
-import openmm
-from openmm import unit
-
 from thrifty.errors import ThriftyError
 from thrifty.io import write_text_atomic
 
 COLUMNS = ("step", "time_ps", "potential_energy_kj_mol", "kinetic_energy_kj_mol", "temperature_k")
 GAS_CONSTANT_KJ_MOL_K = 8.314462618e-3  # R = N_A k_B (CODATA 2018), kJ/(mol K)
-
-
-def degrees_of_freedom(system: openmm.System) -> int:
-    """3N minus constraints, minus 3 when the centre-of-mass motion is removed (as OpenMM counts)."""
-    removed = any(isinstance(f, openmm.CMMotionRemover) for f in system.getForces())
-    return 3 * system.getNumParticles() - system.getNumConstraints() - (3 if removed else 0)
-
-
-def thermo_row(state: openmm.State, step: int, timestep_ps: float, dof: int) -> dict[str, float]:
-    kinetic_kj_mol = state.getKineticEnergy().value_in_unit(unit.kilojoule_per_mole)
-    return {"step": step, "time_ps": step * timestep_ps,
-            "potential_energy_kj_mol": state.getPotentialEnergy().value_in_unit(unit.kilojoule_per_mole),
-            "kinetic_energy_kj_mol": kinetic_kj_mol,
-            # equipartition: KE = dof k_B T / 2 (per mole: R instead of k_B)
-            "temperature_k": 2 * kinetic_kj_mol / (dof * GAS_CONSTANT_KJ_MOL_K)}
 
 
 def _line(row: dict[str, float]) -> str:

@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from thrifty.md.nanoconfinement import ONE_4PI_EPS0, NanoconfinementModel
-from thrifty.md.systems import WATER_PERMITTIVITY
+from thrifty.md.nanoconfinement import ONE_4PI_EPS0, WATER_PERMITTIVITY, NanoconfinementModel
 from thrifty.md.torch_engine.neighbours import SKIN_NM, NeighbourList
 from thrifty.md.torch_engine.replicas import Replicas
 from thrifty.md.torch_engine.short_range import WCA_REACH

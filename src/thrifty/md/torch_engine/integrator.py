@@ -17,7 +17,7 @@ from thrifty.md.torch_engine.ewald import Ewald
 from thrifty.md.torch_engine.potential import energy_and_forces
 from thrifty.md.torch_engine.replicas import Replicas
 
-FRICTION_PER_PS = 1.0  # as md.systems.make_simulation
+FRICTION_PER_PS = 1.0  # as md.engines.openmm_systems.make_simulation
 
 
 @dataclass(frozen=True)

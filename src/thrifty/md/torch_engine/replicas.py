@@ -10,8 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from thrifty.md.nanoconfinement import (ION_MASS_AMU, NanoconfinementModel, kt_kj_mol, nanoconfinement_system,
-                                        slit_nm)
+from thrifty.md.nanoconfinement import ION_MASS_AMU, NanoconfinementModel, ion_layout, kt_kj_mol, slit_nm
 
 
 @dataclass(frozen=True)
@@ -29,7 +28,7 @@ class Replicas:
 def replicas(models: list[NanoconfinementModel], seed: int = 0, dtype: torch.dtype = torch.float64,
              device: str | torch.device = "cpu") -> tuple[Replicas, torch.Tensor]:
     """The replicas and their start positions (R, N, 3): md.nanoconfinement's lattice for each model."""
-    systems = [nanoconfinement_system(m, seed) for m in models]
+    systems = [ion_layout(m, seed) for m in models]
     n = max(len(s.species) for s in systems)
     r = len(models)
     charges, diameters = np.zeros((r, n)), np.zeros((r, n))
@@ -41,7 +40,7 @@ def replicas(models: list[NanoconfinementModel], seed: int = 0, dtype: torch.dty
         charges[i, :k] = np.where(cation, m.z_plus, m.z_minus)
         diameters[i, :k] = np.where(cation, m.d_plus_nm, m.d_minus_nm)
         mask[i, :k], masses[i, :k] = True, ION_MASS_AMU
-        positions[i, :k] = s.positions
+        positions[i, :k] = s.positions_nm
         positions[i, k:] = [m.side_nm / 2, m.side_nm / 2, m.box_z_nm / 2]
     as_tensor = lambda a: torch.as_tensor(a, dtype=dtype, device=device)  # noqa: E731
     batch = Replicas(as_tensor(charges), as_tensor(diameters), as_tensor(masses), torch.as_tensor(mask, device=device),

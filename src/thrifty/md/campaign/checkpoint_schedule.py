@@ -1,14 +1,4 @@
-"""What a campaign runs: a simulation function, and the checkpoint schedule it is handed.
-
-    simulate(params: dict, work_dir: Path, checkpoints: ScheduledCheckpoints) -> dict
-
-A simulation resumes from `checkpoints.latest()` (the newest intact checkpoint; a damaged newest
-one falls back to the one before, transient.protocol), works in chunks, calls
-`checkpoints.due()` after each chunk and `checkpoints.save(payload)` when it says so, and
-returns a result dict holding at least `steps` (MD steps run in all) and `converged` (it stopped
-because its density profile's block-averaged error bars fell below the tolerance, rather than at
-its step cap). The OpenMM job (`md.job.run_md`) already speaks this protocol. A BatchSimulation
-runs R points as one job (`run_batch`) with one checkpoint schedule for the batch.
+"""The checkpoint schedule a campaign's task hands its simulation (md.campaign.simulations).
 
 ScheduledCheckpoints is transient.protocol.JobCheckpoints whose `due()` follows the model-aware
 DP schedule (transient.schedule.plan_schedule) of the pool's lifetime model, for a job of the
@@ -24,26 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
-from thrifty.errors import ThriftyError
 from thrifty.io import write_text_atomic
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.protocol import JobCheckpoints
 from thrifty.transient.schedule import Job, plan_schedule
-
-
-class SimulationFn(Protocol):
-    def __call__(self, params: dict, work_dir: Path, checkpoints: "ScheduledCheckpoints") -> dict: ...
-
-
-@runtime_checkable
-class BatchSimulation(Protocol):
-    """Runs several points as one job (md.torch_engine.batch_job): one run folder per point, one set of
-    checkpoints for the batch, one result per point in the points' order."""
-
-    def run_batch(self, points: list[dict], work_dirs: list[Path], checkpoints: "ScheduledCheckpoints") -> list[dict]:
-        ...
 
 
 @dataclass(frozen=True)
@@ -102,8 +77,8 @@ class ScheduledCheckpoints(JobCheckpoints):
             self._write_log()
         return self.requested
 
-    def save(self, payload: bytes) -> Path:
-        path = super().save(payload)
+    def save(self, payload: bytes, *, began_s: float | None = None) -> Path:
+        path = super().save(payload, began_s=began_s)
         self.last_save, self.saved_chunk, self.saves = self.clock(), self.chunks, self.saves + 1
         if self.attempt_log is not None:
             self._write_log()
@@ -111,6 +86,7 @@ class ScheduledCheckpoints(JobCheckpoints):
 
     def _write_log(self) -> None:
         """Written to a temp name and renamed: a worker killed mid-write leaves the previous log."""
+        assert self.attempt_log is not None
         write_text_atomic(self.attempt_log, json.dumps({
             "began": self.began, "last_chunk": self.clock(), "last_save": self.last_save,
             "chunks": self.chunks, "saved_chunk": self.saved_chunk, "saves": self.saves,
@@ -129,22 +105,3 @@ def lost_work(attempts_dir: Path) -> tuple[int, float, int]:
     lost_s = sum(max(log["last_chunk"] - log["last_save"], 0.0) for log in logs[:-1])
     lost_chunks = sum(log["chunks"] - log["saved_chunk"] for log in logs[:-1])
     return len(logs), lost_s, lost_chunks
-
-
-BUILT_IN = {"standin": "thrifty.md.standin:StandIn",
-            "nanoconfinement": "thrifty.md.nanoconfinement_run:NanoconfinementRun"}
-
-
-def resolve_simulation(spec: str) -> SimulationFn:
-    """A built-in name or `package.module:attribute` (a simulation function, or a class whose
-    default instance is one)."""
-    import importlib
-    target = BUILT_IN.get(spec, spec)
-    module, _, attribute = target.partition(":")
-    if not module or not attribute:
-        raise ThriftyError(f"unknown simulation {spec!r}: give {', '.join(BUILT_IN)} or package.module:function")
-    try:
-        found = getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ThriftyError(f"cannot load simulation {spec!r}: {exc}") from None
-    return found() if isinstance(found, type) else found

@@ -22,6 +22,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -101,7 +102,7 @@ class Placement:
         best = min(idle_ages_s, key=lambda n: self.expected_at(idle_ages_s[n]))
         if not self.fresh_better(idle_ages_s[best]):
             return best, None
-        return None, max(idle_ages_s, key=idle_ages_s.get)
+        return None, max(idle_ages_s, key=lambda n: idle_ages_s[n])
 
 
 def loopback_ray():
@@ -125,7 +126,7 @@ class EmulatedPool:
         self.shared_dir = Path(self.shared_dir)
         self.nodes_file = self.shared_dir / "nodes.json"
         self._rng = np.random.default_rng(self.seed)
-        self._live: dict[str, tuple[object, float]] = {}  # node id -> (ray Node, death wall time)
+        self._live: dict[str, tuple[Any, float]] = {}  # node id -> (ray Node, death wall time)
         self.preemptions = self.retired = 0
 
     def start(self) -> str:

@@ -1,38 +1,38 @@
 """A campaign on Ray: a sampler's parameter points run as Ray tasks until the budget of runs is
 stored, on a pool of (preemptible) nodes.
 
-Every run is one Ray task (`run_point`) working in `work_dir/<run id>/`, a folder every node can
-reach (this machine's disk for the embedded engine and the emulated pool; a shared file system
-for a real cluster). The task derives its checkpoint schedule from the pool's lifetime model and
-its node's age (md.simulation.CheckpointPlan) and resumes from the newest intact checkpoint there.
+Every task is one batch of up to `replicas` points (a batch of one unless the simulation batches:
+md.campaign.simulations), one job on one worker: each point keeps its run folder
+`work_dir/<run id>/` and is stored on its own. A batch checkpoints in `work_dir/batch-<hash of its
+run ids>/` (a batch of one in its run's folder), on storage every node can reach (this machine's
+disk for the embedded engine and the emulated pool; a shared file system for a real cluster). The
+task derives its checkpoint schedule from the pool's lifetime model and its node's age
+(md.campaign.checkpoint_schedule.CheckpointPlan) and resumes from the newest intact checkpoint there.
 Two mechanisms bring a run back:
 - a node dies: Ray retries the task (`max_retries`, system failures only; a simulation that raises
   is not retried) on another node, where it resumes from its checkpoint;
 - the driver dies: a restarted driver reads the store, asks the sampler again (deterministic
   samplers return the same unfinished points, hence the same run ids and folders; the active
   sampler, which is not deterministic, returns the batch it stored before it was submitted) and
-  resubmits them; they resume from their checkpoints.
-A finished run is stored once (md.campaign_store: keyed by campaign and run id, one transaction);
+  resubmits them; they resume from their checkpoints. A driver that forms the same batch (the
+  sampler's points in order, R at a time) resumes it, while one whose batch was partly stored forms
+  new batches of the points left (each stored once: the sampler skips stored points).
+A finished run is stored once (md.campaign.store: keyed by campaign and run id, one transaction);
 a completion that finds its run stored already is counted as a duplicate and not stored again.
-
-With a BatchSimulation (md.torch_engine.batch_job) and `replicas` R, up to R points form one task
-(`run_batch_points`), one job on one worker: each point keeps its run folder and run id and is
-stored on its own, as above; the batch checkpoints in `work_dir/batch-<hash of its run ids>/`, so a
-retried task finds its batch's checkpoints, and a restarted driver that forms the same batch (the
-sampler's points in order, R at a time) resumes it, while one whose batch was partly stored forms new
-batches of the points left (each stored once: the sampler skips stored points).
 """
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from thrifty.errors import ThriftyError
-from thrifty.md.campaign_store import CampaignStore
-from thrifty.md.pool import EmulatedPool, Placement, node_age_model_s
-from thrifty.md.sampler import Sampler, point_key
-from thrifty.md.simulation import BatchSimulation, CheckpointPlan, ScheduledCheckpoints, SimulationFn, lost_work
+from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan, ScheduledCheckpoints, lost_work
+from thrifty.md.campaign.point_samplers import Sampler, point_key
+from thrifty.md.campaign.pool import EmulatedPool, Placement, node_age_model_s
+from thrifty.md.campaign.simulations import BatchSimulation, SimulationFn, as_batch
+from thrifty.md.campaign.store import CampaignStore
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class CampaignConfig:
     plan: CheckpointPlan
     concurrency: int  # runs in flight at once (the pool's size)
     max_retries: int = 50  # Ray retries of a run whose node died
-    replicas: int = 1  # points per task, with a BatchSimulation
+    replicas: int = 1  # points per task (a batch)
     gpus_per_task: float = 0  # Ray resources a task asks for besides its one CPU (the torch engine on cuda)
 
 
@@ -75,27 +75,20 @@ def _attempt(work: Path, plan: CheckpointPlan, nodes_file: str | None) -> tuple[
                                 attempt_log=attempts_dir / f"{attempt:03d}.json"), node_id
 
 
-def run_point(simulation: SimulationFn, params: dict, work_dir: str, plan: CheckpointPlan,
-              nodes_file: str | None) -> dict:
-    """One attempt at one run, inside a Ray worker: schedule for this node's age, resume, run."""
-    work = Path(work_dir)
-    checkpoints, node_id = _attempt(work, plan, nodes_file)
-    result = simulation(params, work, checkpoints)
-    attempts, lost_s, _ = lost_work(work / "attempts")
-    return {"result": result, "attempts": attempts, "lost_work_s": lost_s, "node_id": node_id,
-            "resumed": checkpoints.resumed_from is not None}
-
-
 def batch_dir(work_dir: Path, run_ids: list[str]) -> Path:
-    """Where a batch of these runs (in this order) keeps its checkpoints and attempt logs."""
+    """Where a batch of these runs (in this order) keeps its checkpoints and attempt logs: a batch of
+    one in its run's folder."""
+    if len(run_ids) == 1:
+        return Path(work_dir) / run_ids[0]
     return Path(work_dir) / f"batch-{hashlib.sha256(' '.join(run_ids).encode()).hexdigest()[:16]}"
 
 
-def run_batch_points(simulation: BatchSimulation, points: list[dict], work_dir: str, plan: CheckpointPlan,
-                     nodes_file: str | None) -> list[dict]:
-    """One attempt at a batch of runs in one job; one run_point-like outcome per point: the batch's
-    attempts are each point's, its lost work is shared out evenly (the campaign sums lost work
-    over the runs, and a batch redoes its work once, not once per point)."""
+def run_batch(simulation: BatchSimulation, points: list[dict], work_dir: str, plan: CheckpointPlan,
+              nodes_file: str | None) -> list[dict]:
+    """One attempt at a batch of runs in one job, inside a Ray worker: schedule for this node's age,
+    resume, run. One outcome per point: the batch's attempts are each point's, its lost work is
+    shared out evenly (the campaign sums lost work over the runs, and a batch redoes its work once,
+    not once per point)."""
     run_ids = [point_key(p) for p in points]
     work = batch_dir(Path(work_dir), run_ids)
     checkpoints, node_id = _attempt(work, plan, nodes_file)
@@ -105,20 +98,26 @@ def run_batch_points(simulation: BatchSimulation, points: list[dict], work_dir: 
              "resumed": checkpoints.resumed_from is not None} for r in results]
 
 
-def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: SimulationFn, store: CampaignStore,
-                 pool: EmulatedPool | None = None, placement: Placement | None = None) -> CampaignReport:
+def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimulation | SimulationFn,
+                 store: CampaignStore,
+                 pool: EmulatedPool | None = None, placement: Placement | None = None,
+                 on_stored: Callable[[int], None] | None = None) -> CampaignReport:
     """Run points until `budget_runs` are stored (or the sampler has no more); Ray must be
-    initialised (embedded, joined, or the emulated pool's cluster)."""
+    initialised (embedded, joined, or the emulated pool's cluster). A simulation function runs as
+    batches of one. `on_stored(runs)` hears the number of stored runs at the start and after every
+    completed task (progress)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     started = time.monotonic()
-    batched = isinstance(simulation, BatchSimulation)
-    per_task = config.replicas if batched else 1
+    batches = as_batch(simulation)
+    per_task = config.replicas
     task = ray.remote(num_cpus=1, num_gpus=config.gpus_per_task, max_retries=config.max_retries,
-                      retry_exceptions=False)(run_batch_points if batched else run_point)
+                      retry_exceptions=False)(run_batch)
     nodes_file = None if pool is None else str(pool.nodes_file)
     report = CampaignReport()
     completed = store.completed()
+    stored = on_stored or (lambda runs: None)
+    stored(len(completed))
     pending: dict = {}  # ObjectRef -> (run ids, points, node id or None)
     while len(completed) < config.budget_runs:
         flying = sum(len(ids) for ids, _, _ in pending.values())
@@ -140,12 +139,7 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: Simulatio
                         break
                     options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
                 ids = [point_key(p) for p in points]
-                if batched:
-                    ref = task.options(**options).remote(simulation, points, str(config.work_dir), config.plan,
-                                                         nodes_file)
-                else:
-                    ref = task.options(**options).remote(simulation, points[0], str(config.work_dir / ids[0]),
-                                                         config.plan, nodes_file)
+                ref = task.options(**options).remote(batches, points, str(config.work_dir), config.plan, nodes_file)
                 pending[ref] = (ids, points, node)
         if not pending:
             break  # the sampler has no point left
@@ -159,12 +153,13 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: Simulatio
             except ray.exceptions.RayTaskError as exc:
                 raise ThriftyError(f"run {' '.join(ids)} ({', '.join(map(str, points))}) failed in the simulation: "
                                    f"{str(exc.cause or exc).splitlines()[0]}") from None
-            for run_id, params, out in zip(ids, points, outs if batched else [outs]):
+            for run_id, params, out in zip(ids, points, outs, strict=True):
                 if store.record_run(run_id, params, out["result"], out["attempts"], out["lost_work_s"]):
                     report.stored_now += 1
                 else:
                     report.duplicates += 1
             completed = store.completed()
+            stored(len(completed))
     report.runs = completed
     report.completed = len(completed)
     report.steps = sum(int(r["result"]["steps"]) for r in completed)

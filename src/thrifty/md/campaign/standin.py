@@ -83,7 +83,8 @@ class StandIn:
         sem = np.std(blocks, axis=0, ddof=1) / np.sqrt(len(blocks))
         edges = np.linspace(0.0, p["h"], BINS + 1)
         write_text_atomic(work_dir / "profiles.csv", "z_nm,density_per_nm,error_per_nm\n" + "".join(
-            f"{0.5 * (a + b):.6f},{d:.9f},{e:.9f}\n" for a, b, d, e in zip(edges[:-1], edges[1:], profile, sem)))
+            f"{0.5 * (a + b):.6f},{d:.9f},{e:.9f}\n"
+            for a, b, d, e in zip(edges[:-1], edges[1:], profile, sem, strict=True)))
         result = {"steps": chunk * self.steps_per_chunk, "converged": bool(converged), "profile_error": error,
                   "ions": n_ions, "contact_density": float(profile[0]), "mid_density": float(profile[BINS // 2]),
                   "state_sha256": hashlib.sha256(x.tobytes() + np.asarray(blocks).tobytes()).hexdigest()}

@@ -1,4 +1,4 @@
-"""What an MD checkpoint holds, and the checks that run before OpenMM sees it.
+"""What an OpenMM engine's checkpoint holds, and the checks that run before OpenMM sees it.
 
 OpenMM's own checkpoint (positions, velocities, box, integrator and its random-number state) only
 loads into a Context of the same system on the same platform and build; anything else fails deep
@@ -19,10 +19,11 @@ import numpy as np
 import openmm
 
 from thrifty.errors import ThriftyError
-from thrifty.md.systems import MDSystem
+from thrifty.md.engines.checkpoint_formats import OPENMM_FORMAT, TORCH_PREFIX
+from thrifty.md.engines.openmm_systems import MDSystem
+from thrifty.md.engines.resume import START_OVER
 
-FORMAT = "thrifty-md/3"
-TORCH_PREFIX = "thrifty-md-torch/"  # md.torch_engine.job's checkpoints
+FORMAT = OPENMM_FORMAT
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,8 @@ def unpack(payload: bytes, where: Path) -> MDCheckpoint:
             if "format" not in data.files:
                 raise ValueError
             if str(data["format"]).startswith(TORCH_PREFIX):
-                engine = json.loads(str(data["identity"]))
+                written = json.loads(str(data["identity"]))
+                engine = written[0] if isinstance(written, list) else written  # a batch: its first replica
                 raise ThriftyError(f"the checkpoint in {where} was written by the torch engine "
                                    f"(--engine torch --dtype {engine['dtype']}); this run is --engine openmm: give "
                                    f"--engine torch --dtype {engine['dtype']}, or use another --checkpoint-dir "
@@ -81,30 +83,9 @@ def unpack(payload: bytes, where: Path) -> MDCheckpoint:
                            f"`thrifty md run` ({FORMAT}): use another --checkpoint-dir (or --out)") from None
 
 
-START_OVER = "use another --checkpoint-dir (or --out) to start a new run"
-
-
-def check_continuation(saved_seed: int, seed: int, saved_sampling: dict, sampling: dict, saved_step: int,
-                       steps: int, where: Path) -> None:
-    """What every engine's resume must share with the run it continues: the seed, how the profiles
-    are sampled, and a target not behind the checkpoint; one line naming the option otherwise."""
-    if saved_seed != seed:
-        raise ThriftyError(f"the checkpoint in {where} is for --seed {saved_seed}, this run asked for "
-                           f"--seed {seed}: give --seed {saved_seed}, or {START_OVER}")
-    if saved_sampling != sampling:
-        raise ThriftyError(f"the checkpoint in {where} samples profiles after step "
-                           f"{saved_sampling['equilibration_steps']:,} ({saved_sampling['samples_per_block']} samples a "
-                           f"block), this run after step {sampling['equilibration_steps']:,} "
-                           f"({sampling['samples_per_block']} a block): give --equilibrate "
-                           f"{saved_sampling['equilibration_steps']}, or {START_OVER}")
-    if saved_step > steps:
-        raise ThriftyError(f"the checkpoint in {where} is at step {saved_step:,}, beyond --steps {steps:,}: "
-                           f"give --steps {saved_step} or more to continue that run, or {START_OVER}")
-
-
-def check_resume(saved: MDCheckpoint, identity: dict, platform: str, seed: int, steps: int, sampling: dict,
-                 where: Path) -> None:
-    """Refuse, in one line, a resume that OpenMM would fail on or that would not be the run asked for."""
+def check_resume(saved: MDCheckpoint, identity: dict, platform: str, where: Path) -> None:
+    """Refuse, in one line, a resume that OpenMM would fail on (the loop checks seed, sampling and
+    target: md.engines.resume)."""
     if saved.identity != identity:
         raise ThriftyError(f"the checkpoint in {where} is for system {describe(saved.identity)}, this run is "
                            f"{describe(identity)}: resume with the same --system, or {START_OVER}")
@@ -112,4 +93,3 @@ def check_resume(saved: MDCheckpoint, identity: dict, platform: str, seed: int, 
         raise ThriftyError(f"the checkpoint in {where} was made on OpenMM platform {saved.platform}, which is "
                            f"the only one it loads on; this run asked for {platform}: give --platform "
                            f"{saved.platform}, or {START_OVER}")
-    check_continuation(saved.seed, seed, saved.sampling, sampling, saved.step, steps, where)

@@ -1,4 +1,4 @@
-"""OpenMM systems for the preemption-tolerant MD jobs (units: nm, ps, kJ/mol, amu, e).
+"""OpenMM systems for the MD jobs (units: nm, ps, kJ/mol, amu, e), and OpenMM's platforms.
 
 - `lj`: a Lennard-Jones fluid (argon: sigma 0.34 nm, epsilon 0.996 kJ/mol, 39.95 amu) in a cubic
   periodic box at reduced density 0.8, cutoff 2.5 sigma with a switching function.
@@ -22,10 +22,10 @@ import openmm
 from openmm import unit
 
 from thrifty.errors import ThriftyError
+from thrifty.md.nanoconfinement import WATER_PERMITTIVITY
 
-SYSTEMS = ("lj", "ions", "nanoconfinement")
+SYSTEMS = ("lj", "ions", "nanoconfinement")  # nanoconfinement: md.engines.openmm_nanoconfinement
 PLATFORMS = ("Reference", "CPU", "CUDA", "OpenCL")  # those `md run` offers; OpenMM builds have a subset
-WATER_PERMITTIVITY = 80.0
 
 
 @dataclass(frozen=True)
@@ -105,18 +105,6 @@ def confined_ions(n_pairs: int = 60, wall_separation_nm: float = 3.0, seed: int 
     positions = _lattice(2 * n_pairs, np.array([side, side, h - diameter]), rng) + np.array([0, 0, 1.5 + diameter / 2])
     return MDSystem("ions", {"n_pairs": n_pairs, "wall_separation_nm": h}, system, positions, 298.0, 0.002,
                     species, ("cation", "anion"), (1.5, 1.5 + h))
-
-
-def build(name: str, seed: int = 0, model=None) -> MDSystem:
-    """The named system; `model` is the NanoconfinementModel for nanoconfinement (None: its defaults)."""
-    if name == "lj":
-        return lennard_jones_fluid(seed=seed)
-    if name == "ions":
-        return confined_ions(seed=seed)
-    if name == "nanoconfinement":
-        from thrifty.md.nanoconfinement import NanoconfinementModel, nanoconfinement_system  # it imports MDSystem
-        return nanoconfinement_system(model or NanoconfinementModel(), seed)
-    raise ValueError(f"unknown MD system {name!r}; choose {', '.join(SYSTEMS)}")
 
 
 def available_platforms() -> list[str]:

@@ -40,7 +40,7 @@ class GridSampler:
     def next_points(self, completed: Sequence[dict], k: int) -> list[dict]:
         done = {point_key(run["params"]) for run in completed}
         grids = [p.grid() for p in self.space.parameters]
-        points = (dict(zip(self.space.names, combo)) for combo in itertools.product(*grids))
+        points = (dict(zip(self.space.names, combo, strict=True)) for combo in itertools.product(*grids))
         return list(itertools.islice((p for p in points if point_key(p) not in done), k))
 
 
@@ -54,11 +54,12 @@ class RandomSampler:
     def point(self, i: int) -> dict:
         rng = np.random.default_rng([self.seed, i])
         return {p.name: float(p.values[rng.integers(len(p.values))]) if p.values
-                else float(rng.uniform(p.low, p.high)) for p in self.space.parameters}
+                else float(rng.uniform(p.low, p.high)) for p in self.space.parameters}  # type: ignore[arg-type]
 
     def next_points(self, completed: Sequence[dict], k: int) -> list[dict]:
         done = {point_key(run["params"]) for run in completed}
-        out, i = [], 0
+        out: list[dict] = []
+        i = 0
         while len(out) < k and i < len(done) + k + 10_000:
             point = self.point(i)
             if point_key(point) not in done:

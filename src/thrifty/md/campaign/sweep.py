@@ -1,0 +1,254 @@
+"""`thrifty md sweep` assembled: the options checked, the campaign's identity in its store, the
+simulation chosen, Ray started (embedded here, joined at --address, or the emulated preemptible
+pool), the campaign run and its report with the pool's bill. The CLI (cli/md_sweep.py) only parses
+and prints.
+
+Defaults: the nanoconfinement model (the stand-in only when asked for: it ignores the model's
+parameters); wall-clock accounting (time scale 1: a wall second is a model second, so the bill is
+what the campaign took) unless preemptions are emulated, where a model hour passes in a wall second
+(3600) so that a short test sees the pool's lifetimes.
+"""
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from thrifty.errors import ThriftyError
+from thrifty.md.campaign.simulations import BatchSimulation
+
+EMULATED_TIME_SCALE = 3600.0  # model seconds per wall second on the emulated pool
+WALL_TIME_SCALE = 1.0
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """`md sweep`'s options, durations already in model seconds."""
+
+    space: Path
+    budget_runs: int
+    db: Path = Path("campaign.db")
+    pool: str = "spot:4"
+    address: str | None = None
+    campaign: str = "default"
+    sampler: str = "grid"
+    seed: int = 0
+    target_within_error: float = 0.95
+    initial_runs: int = 8
+    simulation: str = "nanoconfinement"
+    work_dir: Path | None = None
+    lifetime_model: str = "gcp-2019"
+    instance_type: str = "n1-standard-4"
+    job_hours: float = 3.0
+    checkpoint_cost_s: float = 60.0
+    restart_cost_s: float = 60.0
+    startup_s: float = 60.0
+    time_scale: float | None = None  # None: 1, or 3600 with emulate_preemptions
+    engine: str = "openmm"
+    replicas: int = 1
+    dtype: str = "float64"
+    device: str = "cpu"
+    equilibrate: int | None = None
+    tolerance: float | None = None
+    cap_steps: int | None = None
+    box_nm: float | None = None
+    cutoff_nm: float | None = None
+    emulate_preemptions: bool = False
+
+    @property
+    def model_seconds_per_wall_second(self) -> float:
+        if self.time_scale is not None:
+            return self.time_scale
+        return EMULATED_TIME_SCALE if self.emulate_preemptions else WALL_TIME_SCALE
+
+
+def check_engine(o: SweepOptions) -> None:
+    """--engine, --replicas, --dtype and --device, refused in one line before anything starts (CUDA is
+    checked here unless the campaign joins a cluster: its GPU nodes are not this machine)."""
+    if o.engine not in ("openmm", "torch"):
+        raise ThriftyError(f"unknown --engine {o.engine!r}; choose openmm or torch")
+    if o.replicas < 1:
+        raise ThriftyError(f"--replicas must be a positive integer, got {o.replicas}")
+    if o.engine == "openmm" and o.replicas > 1:
+        raise ThriftyError("--replicas > 1 batches points on the torch engine: add --engine torch")
+    if o.engine == "openmm" and (o.dtype, o.device) != ("float64", "cpu"):
+        raise ThriftyError("--dtype and --device apply to --engine torch")
+    if o.engine == "torch" and o.simulation != "nanoconfinement":
+        raise ThriftyError(f"--engine torch runs --simulation nanoconfinement only, not {o.simulation}")
+    if o.dtype not in ("float64", "float32"):
+        raise ThriftyError(f"unknown --dtype {o.dtype!r}; choose float64 or float32")
+    if o.device not in ("cpu", "cuda"):
+        raise ThriftyError(f"unknown --device {o.device!r}; choose cpu or cuda")
+    if o.device == "cuda" and o.address is None:
+        import torch
+        if not torch.cuda.is_available():
+            raise ThriftyError("--device cuda: torch finds no CUDA device here; give --device cpu, or --address "
+                               "of a Ray cluster with GPU nodes")
+
+
+def run_settings(o: SweepOptions) -> dict[str, Any]:
+    """The nanoconfinement runs' settings the options give, by their field names (a campaign's request
+    records them); one line for a bad value or another simulation."""
+    options: dict[str, Any] = {"equilibration_steps": o.equilibrate, "tolerance_molar": o.tolerance,
+                               "cap_steps": o.cap_steps, "box_nm": o.box_nm, "cutoff_nm": o.cutoff_nm}
+    given = {k: v for k, v in options.items() if v is not None}
+    if given and o.simulation != "nanoconfinement":
+        raise ThriftyError("--equilibrate, --tolerance, --cap-steps, --box-nm and --cutoff-nm apply to "
+                           f"--simulation nanoconfinement only, not {o.simulation}")
+    if any(not v > 0 for k, v in given.items() if k != "equilibration_steps") or given.get("equilibration_steps", 0) < 0:
+        raise ThriftyError("--tolerance, --cap-steps, --box-nm and --cutoff-nm must be positive, --equilibrate at least 0")
+    _sampling(given).check()
+    return given
+
+
+def _sampling(given: dict[str, Any]):
+    from thrifty.md.sampling_settings import SamplingSettings
+    names = {f.name for f in fields(SamplingSettings)}
+    return SamplingSettings(**{k: v for k, v in given.items() if k in names})
+
+
+def choose_simulation(o: SweepOptions, given: dict[str, Any]) -> BatchSimulation:
+    """The campaign's batch simulation: the MD runs on the chosen engine, or a named simulation."""
+    if o.simulation == "nanoconfinement":
+        from thrifty.md.campaign.nanoconfinement_runs import NanoconfinementRuns
+        return NanoconfinementRuns(engine=o.engine, dtype=o.dtype, device=o.device, sampling=_sampling(given),
+                                   **{k: v for k, v in given.items() if k in ("box_nm", "cutoff_nm")})
+    from thrifty.md.campaign.simulations import resolve_simulation
+    return resolve_simulation(o.simulation)
+
+
+def request(o: SweepOptions, space: dict, given: dict[str, Any]) -> dict[str, Any]:
+    """The campaign's identity in its store: a restart must ask for the same campaign."""
+    found: dict[str, Any] = {"space": space, "sampler": o.sampler, "seed": o.seed, "simulation": o.simulation}
+    if o.engine == "torch":  # a campaign's runs are of one engine and precision
+        found["engine"] = "torch"
+        if o.dtype != "float64":
+            found["dtype"] = o.dtype
+    if o.sampler == "active":
+        found["initial_runs"] = o.initial_runs
+    if given:  # a campaign's runs share their length and system size
+        found["run"] = given
+    return found
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Ray prints its nodes' deaths on stdout (from Python and from its C++ core): keep stdout for
+    the report by pointing file descriptor 1 at stderr meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def init_ray(o: SweepOptions, emulated_address: str | None, nodes: int) -> None:
+    """Ray on the emulated pool, joined at --address, or embedded here with one CPU per node; every
+    address it binds here is 127.0.0.1."""
+    from thrifty.md.campaign.pool import loopback_ray
+    ray = loopback_ray()
+    if emulated_address is not None:
+        ray.init(address=emulated_address, _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
+    elif o.address:
+        ray.init(address=o.address, log_to_driver=False, logging_level="ERROR")
+    else:
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=nodes,
+                 log_to_driver=False, logging_level="ERROR")
+
+
+def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
+    """Check the options, run the campaign and return its report (one JSON document's worth)."""
+    from thrifty.catalog import load_catalog
+    from thrifty.catalog.names import find_type
+    from thrifty.extras import require
+    from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan
+    from thrifty.md.campaign.point_samplers import SAMPLERS, Sampler, make_sampler
+    from thrifty.md.campaign.pool import EmulatedPool, NodeLife, Placement, PoolSpec, bill
+    from thrifty.md.campaign.runner import CampaignConfig, run_campaign
+    from thrifty.md.campaign.store import CampaignStore
+    from thrifty.md.space import load_space
+    from thrifty.progress import ProgressBar
+    from thrifty.transient.registry import load_model
+    if o.budget_runs < 1:
+        raise ThriftyError(f"--budget-runs must be a positive integer, got {o.budget_runs}")
+    if o.sampler not in SAMPLERS:
+        raise ThriftyError(f"unknown sampler {o.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+    if o.address and o.emulate_preemptions:
+        raise ThriftyError("give --address or --emulate-preemptions, not both")
+    check_engine(o)
+    # met only after the store is written (Ray) or after the first runs (the active sampler's surrogate)
+    require("ray", *(["torch"] if o.sampler == "active" else []))
+    given = run_settings(o)
+    parameter_space = load_space(o.space)
+    if o.simulation == "nanoconfinement":
+        from thrifty.md.campaign.nanoconfinement_runs import check_space
+        check_space(parameter_space, given.get("box_nm"), given.get("cutoff_nm", 2.5))
+    if o.sampler == "active":
+        from thrifty.md.active_sweep import check_active
+        if o.simulation == "standin":
+            raise ThriftyError("--sampler active trains on run folders with params.json, which the stand-in does "
+                               "not write: use --simulation nanoconfinement or your own")
+        check_active(parameter_space, o.target_within_error, o.initial_runs, o.budget_runs)
+    spec = PoolSpec.parse(o.pool)
+    vms = find_type(load_catalog(), o.instance_type, "gcp")
+    if not vms:
+        raise ThriftyError(f"unknown GCP instance type {o.instance_type!r} (see thrifty catalog list --cloud gcp)")
+    _, lifetime = load_model(o.lifetime_model)
+    time_scale = o.model_seconds_per_wall_second
+    plan = CheckpointPlan(lifetime, o.job_hours * 3600, o.checkpoint_cost_s, o.restart_cost_s, time_scale)
+    plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
+    simulation = choose_simulation(o, given)
+    work = Path(o.work_dir or o.db.with_suffix(".runs"))
+    outcome = None
+    with CampaignStore(o.db, o.campaign) as store:
+        resumed = store.begin(request(o, parameter_space.to_dict(), given))
+        chosen: Sampler
+        if o.sampler == "active":
+            from thrifty.md.active_sweep import ActiveSampler
+            active = ActiveSampler(parameter_space, store, work, target_within_error=o.target_within_error,
+                                   initial_runs=o.initial_runs, seed=o.seed)
+            chosen = active
+        else:
+            chosen = make_sampler(o.sampler, parameter_space, o.seed)
+        emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")), o.seed) \
+            if o.emulate_preemptions else None
+        began = time.time()
+        with stdout_to_stderr():
+            import ray
+            bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
+            try:
+                init_ray(o, None if emulated is None else emulated.start(), spec.nodes)
+                placement = None if emulated is None else Placement.solve(lifetime, plan.job_s, o.checkpoint_cost_s,
+                                                                           o.restart_cost_s, o.startup_s)
+                report = run_campaign(CampaignConfig(o.budget_runs, work, plan, spec.nodes, replicas=o.replicas,
+                                                     gpus_per_task=1 if o.device == "cuda" else 0),
+                                      chosen, simulation, store, emulated, placement,
+                                      on_stored=None if bar is None else lambda runs: bar.update(min(runs, o.budget_runs)))
+                if o.sampler == "active":
+                    outcome = active.outcome(report.runs, o.budget_runs).to_dict(o.target_within_error)
+            finally:
+                if bar is not None:
+                    bar.close()
+                ray.shutdown()
+                if emulated is not None:
+                    emulated.shutdown()
+                    shutil.rmtree(emulated.shared_dir, ignore_errors=True)
+    lives = emulated.lives if emulated is not None else \
+        [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
+    summary = {"campaign": o.campaign, "resumed": resumed, "pool": o.pool, "instance_type": o.instance_type,
+               "simulation": o.simulation, "engine": o.engine, "time_scale": time_scale, **report.summary(),
+               **bill(lives, vms[0], time_scale, time.time())}
+    if outcome is not None:
+        summary["active"] = outcome
+    return summary
