@@ -1,5 +1,5 @@
 """Build the replayable MD data set of bench_md_replay.py once: real nanoconfinement runs (OpenMM
-CPU, one thread each, md.nanoconfinement_run.NanoconfinementRun: the path `thrifty md sweep` and
+CPU, one thread each, md.campaign.nanoconfinement_runs.NanoconfinementRuns: the path `thrifty md sweep` and
 the campaign take) at random points of bench_md_campaign_real.py's box with its settings (4 nm box,
 cutoff 1.5 nm, 1000 steps of equilibration, 5 samples a block, every error bar <= 0.15 M or the
 20,000-step cap).
@@ -29,14 +29,16 @@ import numpy as np
 
 os.environ.setdefault("OPENMM_CPU_THREADS", "1")
 
-from thrifty.md.nanoconfinement_run import NanoconfinementRun
+from thrifty.md.campaign.checkpoint_schedule import ScheduledCheckpoints
+from thrifty.md.campaign.nanoconfinement_runs import NanoconfinementRuns
 from thrifty.md.params import PARAMETERS, ParameterBox
 from thrifty.md.runs import read_run
-from thrifty.md.simulation import ScheduledCheckpoints
+from thrifty.md.sampling_settings import SamplingSettings
 
 BOX = ParameterBox((2.5, 1, -1, 0.3, 0.474, 0.627), (4.0, 3, -1, 0.9, 0.474, 0.627))
-SIM = NanoconfinementRun(platform="CPU", chunk=100, equilibration_steps=1000, samples_per_block=5,
-                         tolerance_molar=0.15, cap_steps=20_000, box_nm=4.0, cutoff_nm=1.5)
+SAMPLING = SamplingSettings(chunk=100, equilibration_steps=1000, samples_per_block=5, tolerance_molar=0.15,
+                            cap_steps=20_000)
+SIM = NanoconfinementRuns(platform="CPU", sampling=SAMPLING, box_nm=4.0, cutoff_nm=1.5)
 POINT_SEED = 2026
 FIRST_BLOCK = 200  # points 0-199: one sample of 200 (seed POINT_SEED); further points: a second sample
 ROOT = Path("/work/md_replay_runs")
@@ -60,7 +62,8 @@ def run(root: Path, worker: int, workers: int, n: int) -> None:
         partial = root / f"run{i:04d}.partial"
         shutil.rmtree(partial, ignore_errors=True)
         began = time.perf_counter()
-        summary = SIM(dict(zip(PARAMETERS, point.tolist())), partial, ScheduledCheckpoints(partial / "ck", []))
+        [summary] = SIM.run_batch([dict(zip(PARAMETERS, point.tolist(), strict=True))], [partial],
+                                  ScheduledCheckpoints(partial / "ck", []))
         wall_s = time.perf_counter() - began
         (partial / "replay.json").write_text(json.dumps({"index": i, "wall_s": wall_s, "steps": summary["steps"],
                                                          "converged": summary["converged"]}) + "\n")
@@ -121,7 +124,7 @@ Made with (2 processes, on the 2-core machine shared with other jobs, load avera
     python benchmarks/build_md_replay.py extract
 
 The runs used the code at git revision {ran_at} (the snapshot; md.job.run_md through
-md.nanoconfinement_run.NanoconfinementRun, the path `thrifty md sweep` takes); extracted at {revision}.
+md.campaign.nanoconfinement_runs.NanoconfinementRuns, the path `thrifty md sweep` takes); extracted at {revision}.
 Settings (bench_md_campaign_real.py's): {json.dumps(SIM.__dict__)}; OpenMM CPU platform, one thread
 (OPENMM_CPU_THREADS=1), seed 0 for every run. Steps per run {int(steps.min())}-{int(steps.max())} (median
 {int(np.median(steps))}), complete blocks {min(blocks)}-{max(blocks)}, wall time {wall.min():.0f}-{wall.max():.0f} s

@@ -9,7 +9,7 @@
 - `slow`: named in tests/slow_tests.txt (measured over ~5 s in a loaded `make test`).
 
 Imports inside functions of src/ are followed only one step, for the functions a test imports by name
-(`from thrifty.md.pool import loopback_ray` earns `ray`: loopback_ray imports it): the CLI loads each
+(`from thrifty.md.campaign.pool import loopback_ray` earns `ray`: loopback_ray imports it): the CLI loads each
 command's heavy packages inside the command, so following every call would mark each CLI test with
 everything. A test function's own imports, and those of the fixtures it uses, mark that test only."""
 

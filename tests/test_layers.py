@@ -41,13 +41,6 @@ ENTRY_POINTS = {
     "thrifty.train.__main__": "`python -m thrifty.train`, the command torchrun launches on every node",
 }
 
-# Known import cycles, as (importer, imported) edges that close them.
-KNOWN_CYCLE_EDGES = {
-    ("thrifty.md.nanoconfinement", "thrifty.md.systems"),  # being removed by the MD loop work
-    ("thrifty.md.systems", "thrifty.md.nanoconfinement"),  # being removed by the MD loop work
-}
-
-
 def modules(src: Path = SRC) -> dict[str, tuple[Path, bool]]:
     """Dotted module name -> (file, is a package's __init__) for every module under src/thrifty."""
     found = {}
@@ -156,13 +149,7 @@ def test_every_module_is_in_a_layer():
 
 def test_no_import_cycle_among_thriftys_modules():
     cycles = cycle_edges(GRAPH)
-    assert cycles - KNOWN_CYCLE_EDGES == set(), "import cycle(s): " + ", ".join(
-        f"{a} -> {b}" for a, b in sorted(cycles - KNOWN_CYCLE_EDGES))
-
-
-def test_known_cycles_are_still_there_or_leave_the_list():
-    gone = KNOWN_CYCLE_EDGES - cycle_edges(GRAPH)
-    assert not gone, f"no longer a cycle, remove from KNOWN_CYCLE_EDGES: {sorted(gone)}"
+    assert not cycles, "import cycle(s): " + ", ".join(f"{a} -> {b}" for a, b in sorted(cycles))
 
 
 def test_no_module_imports_a_higher_layer():

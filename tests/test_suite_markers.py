@@ -15,19 +15,19 @@ def _markers(relpath: str, function: str = "test_x", fixtures: tuple[str, ...] =
 
 
 def test_a_module_that_imports_ray_through_thrifty_gets_ray(tmp_path, monkeypatch):
-    """`from thrifty.md.pool import loopback_ray` earns `ray` (loopback_ray imports it when called);
+    """`from thrifty.md.campaign.pool import loopback_ray` earns `ray` (loopback_ray imports it when called);
     Mutation caught: not following the imported function's own imports."""
     test_file = tmp_path / "test_sample.py"
-    test_file.write_text("from thrifty.md.pool import loopback_ray\n\ndef test_x():\n    loopback_ray()\n")
+    test_file.write_text("from thrifty.md.campaign.pool import loopback_ray\n\ndef test_x():\n    loopback_ray()\n")
     monkeypatch.setattr(sm, "TESTS", tmp_path)
     assert "ray" in sm.markers_for("test_sample.py::test_x", test_file, "test_x", [])
 
 
 def test_module_level_imports_of_thrifty_are_followed_to_openmm_and_to_the_launcher(tmp_path, monkeypatch):
-    """thrifty.md.job imports OpenMM when loaded, thrifty.train.trainer the process launcher; a plain
+    """thrifty.md.engines.openmm_engine imports OpenMM when loaded, thrifty.train.trainer the process launcher; a plain
     planner import earns nothing. Mutation caught: reading only the test file's own imports."""
     monkeypatch.setattr(sm, "TESTS", tmp_path)
-    cases = {"from thrifty.md.job import run_md": {"openmm"}, "import thrifty.train.trainer": {"distributed"},
+    cases = {"from thrifty.md.engines.openmm_engine import OpenMMEngine": {"openmm"}, "import thrifty.train.trainer": {"distributed"},
              "from thrifty.plan.optimizer import plan": set(), "import numpy": set()}
     for i, (line, expected) in enumerate(cases.items()):
         test_file = tmp_path / f"test_{i}.py"

@@ -96,7 +96,7 @@ def campaign(tmp_path_factory) -> Path:
 
     Ray waits a fixed 30 s for its raylet to register (ray._private.node); on a machine loaded
     far beyond its cores it does not start at all. Then, with a warning, the same 4 runs are
-    stored as md sweep stores them (md.campaign_store.CampaignStore: begin, record_run), each
+    stored as md sweep stores them (md.campaign.store.CampaignStore: begin, record_run), each
     simulated in this process instead of a Ray task."""
     import warnings
     folder = tmp_path_factory.mktemp("campaign")
@@ -116,8 +116,8 @@ def campaign(tmp_path_factory) -> Path:
 def _store_without_ray(db: Path, space_file: Path, runs: int) -> None:
     from profile_campaign_sim import run
 
-    from thrifty.md.campaign_store import CampaignStore
-    from thrifty.md.sampler import make_sampler, point_key
+    from thrifty.md.campaign.store import CampaignStore
+    from thrifty.md.campaign.point_samplers import make_sampler, point_key
     from thrifty.md.space import load_space
     from thrifty.transient.protocol import JobCheckpoints
     space = load_space(space_file)

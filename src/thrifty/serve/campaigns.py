@@ -1,5 +1,5 @@
 """Everything `thrifty serve` reads of the MD side, in this one module: campaigns through
-md.campaign_store's public methods, and the nanoconfinement surrogate through md.surrogate's
+md.campaign.store's public methods, and the nanoconfinement surrogate through md.surrogate's
 load/predict API (md.surrogate_metrics for its accuracy).
 
 CampaignStore's methods run on a read-only connection (readonly.read_transaction) put in place of
@@ -9,7 +9,7 @@ the read-write one its constructor would open (which also creates its tables), s
 Per campaign: its request (space, sampler, simulation), progress (runs completed and converged
 over time), the preemptions (a run's attempts beyond the first) and the work redone after them,
 and what the runs' own results say they cost. The campaign store keeps no node lifetimes, so the
-pool's bill (`thrifty md sweep`'s md.pool.bill) is not in it: a result's `cost_usd`, where the
+pool's bill (`thrifty md sweep`'s md.campaign.pool.bill) is not in it: a result's `cost_usd`, where the
 simulation reports one, is summed; otherwise the bill is None with the reason.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from thrifty.errors import ThriftyError
-from thrifty.md.campaign_store import CampaignStore
+from thrifty.md.campaign.store import CampaignStore
 from thrifty.serve.readonly import read_transaction
 
 CAMPAIGN_TABLES = ("md_campaigns", "md_campaign_runs")
