@@ -58,17 +58,6 @@ def train_surrogate(
                  f"{ensemble.band_scale:.2f} sqrt(sd^2 + MD error^2))")
 
 
-def _check_in_domain(point, ensemble) -> float:
-    """The distance to the nearest training run (scaled: md.surrogate.domain), or a one-line error if
-    it is beyond the training domain's limit."""
-    distance = float(ensemble.domain.distance(point)[0])
-    if distance > ensemble.domain.limit:
-        raise ThriftyError(f"the point is {distance:.2f} from the nearest training run (scaled; the limit is "
-                           f"{ensemble.domain.limit:.2f}): outside what the surrogate was trained on, it does "
-                           "not extrapolate (a valency seen only at other h or c counts as far)")
-    return distance
-
-
 def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")],
             zp: Annotated[int, typer.Option("--zp", help="Cation valency, 1..3")],
             c: Annotated[float, typer.Option("--c", help="Salt concentration, molar")],
@@ -88,7 +77,7 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
     from thrifty.md.profile_grid import features, to_z_nm
     from thrifty.md.surrogate import Ensemble
     ensemble = Ensemble.load(model)
-    distance = _check_in_domain(point, ensemble)
+    distance = ensemble.domain.check(point)
     prediction = ensemble.predict(point)
     mean, (low, high) = prediction.mean[0], (b[0] for b in prediction.band())
     z_nm = to_z_nm(h, ensemble.config.bins)

@@ -95,27 +95,28 @@ class Surrogate:
 
     def describe(self) -> dict:
         from thrifty.md.params import PARAMETERS
-        low, high = self.ensemble.training_range()
+        domain = self.ensemble.domain
         return {"members": len(self.ensemble.networks), "bins": self.ensemble.config.bins,
-                "range": {name: [float(lo), float(hi)] for name, lo, hi in zip(PARAMETERS, low, high, strict=True)}}
+                "range": {name: [float(lo), float(hi)]
+                          for name, lo, hi in zip(PARAMETERS, domain.low, domain.high, strict=True)},
+                "domain_limit": domain.limit}
 
     def profile(self, values: dict) -> dict:
-        """Both density profiles at one point with the ensemble's spread, as `thrifty md predict`
-        gives them (mean and sd over the networks, z from the mid-plane in nm); one-line errors
-        for a point md.params refuses or one outside the training range."""
+        """Both density profiles at one point with the calibrated 90% band, as `thrifty md predict`
+        gives them (z from the mid-plane in nm); one-line errors for a point md.params refuses or one
+        outside the training domain (md.surrogate.domain: the joint check)."""
         from thrifty.md.params import PARAMETERS, check_point
         from thrifty.md.profile_grid import to_z_nm
         point = check_point(values)
-        low, high = self.ensemble.training_range()
-        for name, value, lo, hi in zip(PARAMETERS, point, low, high, strict=True):
-            if not lo - 1e-9 <= value <= hi + 1e-9:
-                raise ThriftyError(f"{name} = {value:g} is outside the range the surrogate was trained on "
-                                   f"({lo:g}-{hi:g}); it does not extrapolate")
-        members = self.ensemble.predict(point).members[:, 0]  # (members, 2, bins)
+        distance = self.ensemble.domain.check(point)
+        prediction = self.ensemble.predict(point)
+        mean, (low, high) = prediction.mean[0], (b[0] for b in prediction.band())
         h = float(point[PARAMETERS.index("h_nm")])
-        out = {"point": dict(zip(PARAMETERS, point.tolist(), strict=True)), "z_nm": to_z_nm(h, self.ensemble.config.bins).tolist()}
+        out = {"point": dict(zip(PARAMETERS, point.tolist(), strict=True)),
+               "z_nm": to_z_nm(h, self.ensemble.config.bins).tolist(), "nearest_training_distance": distance,
+               "band": "90% (calibrated)"}
         for i, ion in enumerate(("cation", "anion")):
-            out[ion] = {"mean_molar": members[:, i].mean(0).tolist(), "sd_molar": members[:, i].std(0).tolist()}
+            out[ion] = {"mean_molar": mean[i].tolist(), "low_molar": low[i].tolist(), "high_molar": high[i].tolist()}
         return out
 
     def accuracy_on(self, folders: list[Path]) -> dict:

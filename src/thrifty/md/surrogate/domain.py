@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from thrifty.errors import ThriftyError
 from thrifty.md.params import INTEGER_PARAMETERS, PARAMETERS
 
 INTEGER = np.array([p in INTEGER_PARAMETERS for p in PARAMETERS])
@@ -53,6 +54,15 @@ class Domain:
 
     def inside(self, points: np.ndarray) -> np.ndarray:
         return self.distance(points) <= self.limit
+
+    def check(self, point: np.ndarray) -> float:
+        """The point's distance to the nearest training point, or a one-line error beyond the limit."""
+        distance = float(self.distance(point)[0])
+        if distance > self.limit:
+            raise ThriftyError(f"the point is {distance:.2f} from the nearest training run (scaled; the limit is "
+                               f"{self.limit:.2f}): outside what the surrogate was trained on, it does not "
+                               "extrapolate (a valency seen only at other h or c counts as far)")
+        return distance
 
     def to_dict(self) -> dict:
         return {"points": self.points.tolist(), "low": self.low.tolist(), "high": self.high.tolist(),

@@ -174,9 +174,9 @@ async function surrogate(event) {
   try {
     const s = await getJson(`/api/surrogate/profile?${query}`);
     const band = (ion, colour) => {
-      const m = s[ion].mean_molar, sd = s[ion].sd_molar;
-      return [{ name: `${ion} +-2 sd`, x: [...s.z_nm, ...s.z_nm.slice().reverse()],
-                y: [...m.map((v, i) => v + 2 * sd[i]), ...m.map((v, i) => v - 2 * sd[i]).reverse()],
+      const m = s[ion].mean_molar, low = s[ion].low_molar, high = s[ion].high_molar;
+      return [{ name: `${ion} 90% band`, x: [...s.z_nm, ...s.z_nm.slice().reverse()],
+                y: [...high, ...low.slice().reverse()],
                 fill: "toself", line: { width: 0 }, fillcolor: colour + "40", hoverinfo: "skip" },
               { name: `${ion} mean`, mode: "lines", line: { color: colour }, x: s.z_nm, y: m }];
     };
