@@ -98,6 +98,12 @@ REGISTRY: tuple[Benchmark, ...] = (
     _b("bench_md_campaign_real.py", "long md", "md_campaign_real",
        "The ML-assisted campaign on real MD (nanoconfinement on OpenMM): runs to a held-out accuracy, the "
        "spot pool vs on demand, surrogate speed-up, early stopping."),
+    _b("bench_md_replay.py", "long md", "md_replay",
+       "Active, random and grid sampling replayed on the stored real-MD data set (benchmarks/data/md_replay): "
+       "held-out chi^2 per bin against runs used, over seeds."),
+    _b("bench_serve_load.py", "quick", "bench_serve_load",
+       "`thrifty serve` under 50 concurrent clients for 30 s while a search writes its store: failed "
+       "requests, latency percentiles, the writer's commit times."),
     _b("bench_gpu.py", "gpu", "gpu_training",
        "`thrifty train`'s step on a real GPU beside what `thrifty model project` predicts for it, and the "
        "torch MD engine on CUDA."),
