@@ -14,7 +14,7 @@ emulated types (search.start). `sim` has no workload: it starts on cheapest_star
 import json
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -35,8 +35,18 @@ from thrifty.errors import ThriftyError
 
 if TYPE_CHECKING:  # thrifty.search imports numpy and scipy: only inside the command
     from thrifty.search.config import Config
+    from thrifty.search.loop import Outcome
 
 BACKENDS = ("sim", "local")  # a cloud backend (SkyPilot) comes later
+
+T = TypeVar("T")
+
+
+def _given(value: T | None, backend: str, option: str) -> T:
+    """`value`, which the option checks at the top of `search` require for this backend."""
+    if value is None:
+        raise ThriftyError(f"--backend {backend} needs {option}")
+    return value
 
 
 def _start(text: str, prices: dict, where: str) -> "Config":
@@ -138,34 +148,41 @@ def search(
     rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))
     restart_s = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
     startup_s = parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True)
-    sizes = None if backend == "sim" else _local_batches(workload, batches, work_dir, resume)
+    sizes = [] if backend == "sim" else _local_batches(_given(workload, backend, "--workload"), batches, work_dir,
+                                                       resume)
     job = None
     if backend == "local" and (start is None or target_samples is None or
                                (noise_scale is None and noise_scale_trace is None)):
         from thrifty.cli.jobmodel import workload_job_model
         with Store(db or DEFAULT_DB) as profiles:
-            job = workload_job_model(profiles, workload)[0]
+            job = workload_job_model(profiles, _given(workload, backend, "--workload"))[0]
     target_samples, noise_scale, origin = _job_defaults(job, workload, target_samples, noise_scale,
                                                         noise_scale_trace)
     schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
-                else read_noise_trace(noise_scale_trace, target_samples))
+                else read_noise_trace(_given(noise_scale_trace, backend, "--noise-scale or --noise-scale-trace"),
+                                      target_samples))
     scenario = None if rows is None else Scenario(rows, schedule, goal, measurement_noise, restart_s, startup_s)
+    best: Outcome | None
     with ExitStack() as stack:
         store = None if db is None else stack.enter_context(Store(db))
         if backend == "sim":
-            prices = {r.config: r.price_per_hour for r in rows}
+            scenario = _given(scenario, backend, "--trace")
+            prices = {r.config: r.price_per_hour for r in scenario.rows}
             first = cheapest_start(prices) if start is None else _start(start, prices, "the trace")
             origin.update(start_source="cheapest" if start is None else "--start", start_predicted=None)
             best = oracle(scenario)
             outcomes = _sim_searches(scenario, first, seed, seeds, store, resume, json_out, stack)
         else:
             from thrifty.search.local import LocalBackend, load_local_types
-            local = LocalBackend(workload, load_local_types(types), schedule, work_dir, global_batches=sizes,
+            local_workload = _given(workload, backend, "--workload")
+            local = LocalBackend(local_workload, load_local_types(types), schedule, work_dir, global_batches=sizes,
                                  max_nodes=max_nodes, max_ranks=max_ranks, startup_cost_s=startup_s, seed=seed)
             stack.callback(local.close)
             prices = {c: local.price_per_hour(c) for c in local.candidates()}
             if start is None:
                 from thrifty.search.start import plan_start
+                if job is None:  # read above whenever --start is not given
+                    raise ThriftyError("--backend local without --start needs the workload's job model")
                 planned = plan_start(job, local, goal)
                 first = planned.config
                 origin.update(start_source="plan",
@@ -174,7 +191,7 @@ def search(
                 first = _start(start, prices, "the emulated types")
                 origin.update(start_source="--start", start_predicted=None)
             best = None if scenario is None else oracle(scenario)
-            outcomes = [_local_search(local, workload, goal, first, seed, store, resume, json_out, stack)]
+            outcomes = [_local_search(local, local_workload, goal, first, seed, store, resume, json_out, stack)]
     _report(outcomes, best, first, goal, seed, prices, schedule, plot, json_out,
             trace.name if trace else f"{workload} (local)", origin)
 
@@ -193,10 +210,10 @@ def _job_defaults(job, workload: str | None, target_samples: float | None, noise
             raise ThriftyError(f"{workload}'s job model takes its steps from a published recipe "
                                f"({job.recipe['source']}), which gives no gradient noise scale: give "
                                f"{' and '.join(missing)}")
-        if target_samples is None:
-            target_samples, origin["target_samples_source"] = job.s_min * job.noise_scale, "workload profile"
         if noise_scale is None and noise_scale_trace is None:
             noise_scale, origin["noise_scale_source"] = job.noise_scale, "workload profile"
+    if target_samples is None:  # missing above: job is the workload's job model
+        target_samples, origin["target_samples_source"] = job.s_min * job.noise_scale, "workload profile"
     return target_samples, noise_scale, {**origin, "target_samples": target_samples, "noise_scale": noise_scale}
 
 

@@ -2,7 +2,7 @@
 torch is imported inside the commands; a request is checked (md.params) before a model is loaded."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,7 @@ def train_surrogate(
         max_epochs: Annotated[int, typer.Option(help="Epochs at most per network (early stopping)")] = 2000,
         folds: Annotated[int, typer.Option(help="Cross-validation folds: the held-out scores and the band's "
                                                 "calibration")] = 5,
-        box_nm: Annotated[Optional[float], typer.Option(
+        box_nm: Annotated[float | None, typer.Option(
             help="Wall side of the runs' box, nm (default: the model's, 15 nm up to 0.5 M, 10 nm above)")] = None,
         seed: Annotated[int, typer.Option()] = 0,
         json_out: JsonOpt = False) -> None:
@@ -65,12 +65,12 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
             d_minus: Annotated[float, typer.Option("--d-minus", help="Anion diameter, nm")],
             model: Annotated[Path, typer.Option(help="Model folder from train-surrogate")],
             zn: Annotated[int, typer.Option("--zn", help="Anion valency (the model has -1)")] = -1,
-            plot: Annotated[Optional[Path], typer.Option(help="PNG of both profiles with their bands")] = None,
+            plot: Annotated[Path | None, typer.Option(help="PNG of both profiles with their bands")] = None,
             json_out: JsonOpt = False) -> None:
     """Predict the cation and anion density profiles (molar) at one point, with the 90% band an MD run
     there would fall in (calibrated on runs the networks did not train on)."""
     from thrifty.md.params import PARAMETERS, check_point
-    point = check_point(dict(zip(PARAMETERS, (h, zp, zn, c, d_plus, d_minus))))
+    point = check_point(dict(zip(PARAMETERS, (h, zp, zn, c, d_plus, d_minus), strict=True)))
     if plot is not None:
         from thrifty.io import check_writable_file
         check_writable_file(plot, "--plot")
@@ -81,9 +81,9 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
     prediction = ensemble.predict(point)
     mean, (low, high) = prediction.mean[0], (b[0] for b in prediction.band())
     z_nm = to_z_nm(h, ensemble.config.bins)
-    result = {"point": dict(zip(PARAMETERS, point.tolist())), "z_nm": z_nm.tolist(),
+    result = {"point": dict(zip(PARAMETERS, point.tolist(), strict=True)), "z_nm": z_nm.tolist(),
               "nearest_training_distance": distance, "band": "90% (calibrated)"}
-    for i, (ion, d) in enumerate(zip(IONS, (d_plus, d_minus))):
+    for i, (ion, d) in enumerate(zip(IONS, (d_plus, d_minus), strict=True)):
         at = {k: features(v[i], h, d) for k, v in (("mean", mean), ("low", low), ("high", high))}
         result[ion] = {"mean_molar": mean[i].tolist(), "low_molar": low[i].tolist(), "high_molar": high[i].tolist(),
                        **{name: {k: float(at[k][name]) for k in ("mean", "low", "high")}
@@ -108,7 +108,7 @@ def _plot(path: Path, z_nm, mean, low, high, point) -> None:
     from thrifty.io import write_png
 
     def draw(fig, ax) -> None:
-        for i, (ion, colour) in enumerate(zip(IONS, ("tab:red", "tab:blue"))):
+        for i, (ion, colour) in enumerate(zip(IONS, ("tab:red", "tab:blue"), strict=True)):
             ax.plot(z_nm, mean[i], color=colour, label=f"{ion} (ensemble mean)")
             ax.fill_between(z_nm, low[i], high[i], color=colour, alpha=0.25, label=f"{ion} 90% band")
         ax.set_xlabel("z from the mid-plane (nm)")

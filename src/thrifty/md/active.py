@@ -44,8 +44,14 @@ class Uncertain(Protocol):
     def disagreement(self, points: np.ndarray) -> np.ndarray: ...
 
 
+class HasBins(Protocol):
+    @property
+    def bins(self) -> int: ...  # profile bins of the grid (md.surrogate.network.SurrogateConfig)
+
+
 class Predicts(Protocol):
-    config: object  # with .bins
+    @property
+    def config(self) -> HasBins: ...
 
     def predict(self, points: np.ndarray): ...  # -> md.surrogate.network.Prediction
 
@@ -120,7 +126,7 @@ def stopping_test(tests: list[HeldOut], target_within_2_bars: float = DEFAULT_TA
         parts.setdefault("surrogate", []).append(test.model.predict(points).mean)
         for name, baseline in test.baselines.items():
             parts.setdefault(name, []).append(baseline.predict(points))
-    points, density, error = (np.concatenate(a) for a in zip(*arrays))
+    points, density, error = (np.concatenate(a) for a in zip(*arrays, strict=True))
     scores = {name: score(points, np.concatenate(p), density, error) for name, p in parts.items()
               if len(p) == len(arrays)}
     share = scores["surrogate"]["within_2_bars"]

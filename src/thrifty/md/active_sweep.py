@@ -186,7 +186,7 @@ class ActiveSampler:
     def _candidates(self, rng: np.random.Generator) -> list[dict]:
         """A uniform pool of the space: uniform in each range, a uniform choice among listed values."""
         columns = {p.name: rng.choice(np.asarray(p.values, float), self.pool_size) if p.values
-                   else rng.uniform(p.low, p.high, self.pool_size) for p in self.space.parameters}
+                   else rng.uniform(*p.bounds(), self.pool_size) for p in self.space.parameters}
         return [{name: float(column[i]) for name, column in columns.items()} for i in range(self.pool_size)]
 
     def _array(self, points: list[dict], fixed: np.ndarray) -> np.ndarray:
@@ -199,8 +199,7 @@ class ActiveSampler:
     def _box(self, fixed: np.ndarray) -> ParameterBox:
         """The space as a box (a list of values spans its smallest to its largest) for the pick's
         distance rule."""
-        ranges = {p.name: (min(p.values), max(p.values)) if p.values else (p.low, p.high)
-                  for p in self.space.parameters}
-        low = tuple(ranges.get(name, (v, v))[0] for name, v in zip(PARAMETERS, fixed.tolist()))
-        high = tuple(ranges.get(name, (v, v))[1] for name, v in zip(PARAMETERS, fixed.tolist()))
+        ranges = {p.name: p.bounds() for p in self.space.parameters}
+        low = tuple(ranges.get(name, (v, v))[0] for name, v in zip(PARAMETERS, fixed.tolist(), strict=True))
+        high = tuple(ranges.get(name, (v, v))[1] for name, v in zip(PARAMETERS, fixed.tolist(), strict=True))
         return ParameterBox(low, high)

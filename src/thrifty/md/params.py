@@ -29,7 +29,7 @@ class ParameterBox:
     def __post_init__(self) -> None:
         if len(self.low) != len(PARAMETERS) or len(self.high) != len(PARAMETERS):
             raise ThriftyError(f"a parameter box needs {len(PARAMETERS)} lows and highs ({', '.join(PARAMETERS)})")
-        if any(lo > hi for lo, hi in zip(self.low, self.high)):
+        if any(lo > hi for lo, hi in zip(self.low, self.high, strict=True)):
             raise ThriftyError(f"a parameter box needs low <= high, got {self.low} and {self.high}")
 
     def unit(self, points: np.ndarray) -> np.ndarray:

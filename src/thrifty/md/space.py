@@ -46,6 +46,14 @@ class Parameter:
         step = (high - low) / (self.points - 1)
         return [low + i * step for i in range(self.points)]
 
+    def bounds(self) -> tuple[float, float]:
+        """[low, high] of a range; the smallest and the largest of a list of values."""
+        if self.values:
+            return min(self.values), max(self.values)
+        if self.low is None or self.high is None:
+            raise SpaceError(f"parameter {self.name} has neither a range nor a list of values")
+        return self.low, self.high
+
     def to_dict(self) -> dict:
         return {"values": list(self.values)} if self.values else \
             {"min": self.low, "max": self.high, "points": self.points}

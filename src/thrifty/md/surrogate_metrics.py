@@ -7,6 +7,7 @@ metrics a perfect predictor can reach (`within_bars`, `chi2_per_bin`). No torch.
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from thrifty.md.params import PARAMETERS
 from thrifty.md.profile_grid import features
@@ -21,7 +22,7 @@ def fraction_within_error(predicted: np.ndarray, simulated: np.ndarray, error: n
     return float(np.mean(np.abs(predicted - simulated) <= error))
 
 
-def rmse(predicted: np.ndarray, simulated: np.ndarray) -> float:
+def rmse(predicted: npt.ArrayLike, simulated: npt.ArrayLike) -> float:
     return float(np.sqrt(np.mean((np.asarray(predicted, float) - np.asarray(simulated, float)) ** 2)))
 
 
@@ -40,8 +41,8 @@ def accuracy(points: np.ndarray, predicted: np.ndarray, simulated: np.ndarray, e
     scores = {}
     for i, ion in enumerate(IONS):
         d = points[:, D_INDEX[ion]]
-        mine = [features(p, hh, dd) for p, hh, dd in zip(predicted[:, i], h, d)]
-        theirs = [features(p, hh, dd) for p, hh, dd in zip(simulated[:, i], h, d)]
+        mine = [features(p, hh, dd) for p, hh, dd in zip(predicted[:, i], h, d, strict=True)]
+        theirs = [features(p, hh, dd) for p, hh, dd in zip(simulated[:, i], h, d, strict=True)]
         for name in ("contact", "peak", "mid"):
             scores[f"{ion}_{name}"] = rmse([m[name] for m in mine], [t[name] for t in theirs])
     return Accuracy(fraction_within_error(predicted, simulated, error), scores)

@@ -89,7 +89,7 @@ class JobCheckpoints:
         self.notice = False
         self.skipped: list[str] = []
         runner_dir = os.environ.get(ENV_DIR)  # a runner reads the reports there
-        self.reporting = bool(runner_dir) and Path(runner_dir).resolve() == self.directory.resolve()
+        self.reporting = bool(runner_dir and Path(runner_dir).resolve() == self.directory.resolve())
         if handle_signals:
             signal.signal(signal.SIGUSR1, self._on_request)
             signal.signal(signal.SIGTERM, self._on_notice)

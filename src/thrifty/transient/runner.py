@@ -140,7 +140,7 @@ class Runner:
         self._planning: tuple[tuple[float, float], Future] | None = None
         self._planner = ThreadPoolExecutor(1, thread_name_prefix="thrifty-plan")
         if self.schedule is not None:
-            self._event("plan", **self._plan_detail())
+            self._event("plan", **self._plan_detail(self.schedule))
         attempts = preemptions = notices = 0
         lost = 0.0
         proc = None
@@ -160,7 +160,7 @@ class Runner:
                 warned = False
                 self._event("start", attempt=attempts, pid=proc.pid,
                             vm_lifetime_s=None if life == float("inf") else life)
-                outcome = None
+                outcome: tuple[str, int | None] | None = None
                 while outcome is None:
                     time.sleep(POLL_S)
                     now = time.monotonic()
@@ -268,24 +268,24 @@ class Runner:
                 self._event("checkpoint_cost", attempt=attempt.number, file=record.get("file"),
                             cost_s=self._checkpoint_costs[-1])
         if self.schedule is not None:
-            self._plan_again(measured)
+            self._plan_again(self.schedule, measured)
 
-    def _plan_again(self, measured: bool) -> None:
+    def _plan_again(self, schedule: AdaptiveSchedule, measured: bool) -> None:
         """Adopt a plan made in the background, and start one when a measured cost has moved: a
         DP solve takes 0.1-2 s, which must not hold up the kills and requests of a compressed clock."""
         if self._planning is not None and self._planning[1].done():
             costs, future = self._planning
             self._planning = None
             try:
-                self.schedule.adopt(*costs, future.result())
-                self._event("plan", **self._plan_detail())
+                schedule.adopt(*costs, future.result())
+                self._event("plan", **self._plan_detail(schedule))
             except ThriftyError as exc:  # e.g. no VM survives the measured restart: keep the last plan
                 self._event("plan_failed", checkpoint_cost_s=costs[0], restart_cost_s=costs[1], error=str(exc))
             measured = True
         if measured and self._planning is None:
-            costs = self.schedule.moved(self._checkpoint_costs, self._restart_costs)
-            if costs is not None:
-                self._planning = (costs, self._planner.submit(self.schedule.intervals_for, *costs))
+            moved = schedule.moved(self._checkpoint_costs, self._restart_costs)
+            if moved is not None:
+                self._planning = (moved, self._planner.submit(schedule.intervals_for, *moved))
 
     def _new_reports(self) -> list[dict]:
         """Whole lines the job appended to its reports since the last look (a line garbled by a
@@ -308,9 +308,10 @@ class Runner:
                 records.append(record)
         return records
 
-    def _plan_detail(self) -> dict:
-        return {"checkpoint_cost_s": self.schedule.checkpoint_cost_s, "restart_cost_s": self.schedule.restart_cost_s,
-                "intervals_s": self.schedule.intervals_s}
+    @staticmethod
+    def _plan_detail(schedule: AdaptiveSchedule) -> dict:
+        return {"checkpoint_cost_s": schedule.checkpoint_cost_s, "restart_cost_s": schedule.restart_cost_s,
+                "intervals_s": schedule.intervals_s}
 
     def _report(self, code: int, attempts: int, preemptions: int, notices: int, lost: float) -> RunReport:
         return RunReport(code, time.monotonic() - self._start, attempts, preemptions, notices,

@@ -146,7 +146,7 @@ class Ensemble:
     def __post_init__(self) -> None:
         for net in self.networks:
             net.eval()
-        self._x = tuple(torch.as_tensor(v, dtype=torch.float32) for v in (self.x_mean, self.x_std))
+        self._x = (torch.as_tensor(self.x_mean, dtype=torch.float32), torch.as_tensor(self.x_std, dtype=torch.float32))
 
     def half_members(self, points: np.ndarray) -> np.ndarray:
         """(members, n, 2, bins / 2): each member's half-profiles, molar."""
@@ -222,6 +222,9 @@ def _train_member(x: torch.Tensor, frame: _Frame, y: torch.Tensor, e: torch.Tens
             best_state = {k: v.clone() for k, v in net.state_dict().items()}
         elif epoch - best_epoch >= config.patience:
             break
+    if best_state is None:  # no epoch (max_epochs 0), or no finite validation loss in any
+        raise ThriftyError(f"a surrogate network had no finite validation loss in {config.max_epochs} epochs "
+                           "(max_epochs, learning_rate or the data)")
     net.load_state_dict(best_state)
     net.eval()
     return net, best_epoch + 1

@@ -113,7 +113,8 @@ def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
         alpha = math.sqrt(-math.log(2 * delta)) / real_space_reach_nm(model)
         k_max = 2 * alpha * math.sqrt(-math.log(delta))
         box = torch.tensor([model.side_nm, model.side_nm, model.box_z_nm], dtype=torch.float64)
-        m = _half_space(tuple(math.ceil(k_max * float(side) / (2 * math.pi)) for side in box))
+        nx, ny, nz = (math.ceil(k_max * float(side) / (2 * math.pi)) for side in box)
+        m = _half_space((nx, ny, nz))
         k = 2 * math.pi * m.to(torch.float64) / box
         k2 = (k * k).sum(-1)
         k, k2 = k[k2 <= k_max ** 2], k2[k2 <= k_max ** 2]
@@ -123,17 +124,17 @@ def prepare_ewald(batch: Replicas, tolerance: float | None = None) -> Ewald:
     size = max(len(k) for k in ks)
     k_pad = torch.zeros(len(ks), size, 3, dtype=torch.float64)
     w_pad = torch.zeros(len(ks), size, dtype=torch.float64)
-    for i, (k, w) in enumerate(zip(ks, weights)):
+    for i, (k, w) in enumerate(zip(ks, weights, strict=True)):
         k_pad[i, :len(k)], w_pad[i, :len(w)] = k, w
-    to = dict(dtype=dtype, device=device)
-    reach = torch.tensor([real_space_reach_nm(m) for m in batch.models], **to)
+    reach = torch.tensor([real_space_reach_nm(m) for m in batch.models], dtype=dtype, device=device)
     groups = size_groups(batch.mask.sum(-1).tolist(), [len(k) for k in ks], batch.models, batch.mask.device)
     for model in batch.models:  # the list holds the pairs within reach: the WCA pairs must be among them
         wca_reach = WCA_REACH * max(model.d_plus_nm, model.d_minus_nm)
         if real_space_reach_nm(model) <= wca_reach:
             raise ValueError(f"the real-space reach {real_space_reach_nm(model)} nm is within the WCA reach {wca_reach:.3f} nm")
     neighbours = NeighbourList(reach) if any(list_pays(m) for m in batch.models) else None
-    return Ewald(torch.tensor(alphas, **to), k_pad.to(**to), w_pad.to(**to), batch.box_nm.prod(-1), reach, groups,
+    return Ewald(torch.tensor(alphas, dtype=dtype, device=device), k_pad.to(dtype=dtype, device=device),
+                 w_pad.to(dtype=dtype, device=device), batch.box_nm.prod(-1), reach, groups,
                  neighbours)
 
 

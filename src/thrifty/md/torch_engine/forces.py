@@ -64,6 +64,8 @@ def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
     """((R,) energy, (R, N, 3) forces) of the ion-ion WCA (if "wca" in terms) and the real-space
     Coulomb sum (if "coulomb"), over the pairs within the splitting's reach from setup.neighbours
     (a Verlet list; the WCA reach is shorter, ewald.prepare_ewald checks)."""
+    if setup.neighbours is None:
+        raise ValueError("pair_terms needs a Verlet list (setup.neighbours); dense setups use the all-pairs pass")
     near = setup.neighbours.pairs(positions_nm, batch.box_nm, batch.mask)
     r, b = near.r_nm, near.replica
     q, d = batch.charges_e.reshape(-1), batch.diameters_nm.reshape(-1)
@@ -140,7 +142,10 @@ def _group_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor, t
         parts.append(reciprocal_term(batch, setup, positions_nm))
     if "slab" in terms:
         parts.append(slab_term(batch, setup, positions_nm))
-    return sum(e for e, _ in parts), sum(f for _, f in parts)
+    energy, forces = parts[0]
+    for e, f in parts[1:]:
+        energy, forces = energy + e, forces + f
+    return energy, forces
 
 
 def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,

@@ -65,7 +65,7 @@ class NeighbourList:
             near = upper & mask[b][:, None] & mask[b][None, :] & ((delta * delta).sum(-1) < reach * reach)
             i, j = near.nonzero(as_tuple=True)
             found.append((torch.full_like(i, b), b * n + i, b * n + j))
-        self._replica, self._first, self._second = (torch.cat(parts) for parts in zip(*found))
+        self._replica, self._first, self._second = (torch.cat(parts) for parts in zip(*found, strict=True))
         self._box = box_nm[self._replica].T.contiguous()
         self._cut2 = (self.cutoff_nm * self.cutoff_nm)[self._replica]
         self._reference = positions_nm.detach().clone()

@@ -36,6 +36,10 @@ def energy_and_forces(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tens
     with torch.enable_grad():
         x = positions_nm if positions_nm.requires_grad else positions_nm.detach().requires_grad_(True)
         each = energies(batch, setup, x)
-        energy = sum(each[t] for t in terms)
+        if not terms:
+            raise ValueError("energy_and_forces by autograd needs at least one term")
+        energy = each[terms[0]]
+        for t in terms[1:]:
+            energy = energy + each[t]
         (gradient,) = torch.autograd.grad(energy.sum(), x, create_graph=True)
     return energy, -gradient

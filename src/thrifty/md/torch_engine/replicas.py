@@ -34,7 +34,7 @@ def replicas(models: list[NanoconfinementModel], seed: int = 0, dtype: torch.dty
     charges, diameters = np.zeros((r, n)), np.zeros((r, n))
     mask, masses = np.zeros((r, n), bool), np.ones((r, n))
     positions = np.zeros((r, n, 3))
-    for i, (m, s) in enumerate(zip(models, systems)):
+    for i, (m, s) in enumerate(zip(models, systems, strict=True)):
         k = len(s.species)
         cation = s.species == 0
         charges[i, :k] = np.where(cation, m.z_plus, m.z_minus)

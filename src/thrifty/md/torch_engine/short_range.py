@@ -28,8 +28,7 @@ def wall_kj_mol(batch: Replicas, positions_nm: torch.Tensor) -> torch.Tensor:
     """(R,) WCA of each ion with the lower and the upper wall (padding sits far from both, masked)."""
     z = positions_nm[..., 2]
     s = batch.diameters_nm / 2
-    energy = 0.0
-    for r in (z - batch.walls_nm[:, :1], batch.walls_nm[:, 1:] - z):
-        r = torch.where(batch.mask, r, torch.ones_like(r))
-        energy = energy + torch.where(batch.mask, wca(r, s, batch.kt_kj_mol), torch.zeros_like(r))
-    return energy.sum(1)
+    lower, upper = (torch.where(batch.mask, wca(torch.where(batch.mask, r, torch.ones_like(r)), s, batch.kt_kj_mol),
+                                torch.zeros_like(r))
+                    for r in (z - batch.walls_nm[:, :1], batch.walls_nm[:, 1:] - z))
+    return (lower + upper).sum(1)
