@@ -404,9 +404,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
             UNWRITABLE_DIR_REASONS[name])
     for option, values in (("--job-hours", ("-3", "0", "nan", "inf")), ("--time-scale", ("0", "-1", "nan", "inf")),
                            ("--ckpt-cost", ("abc", "-1")), ("--restart-cost", ("abc",)), ("--notice", ("abc", "-5")),
-                           ("--kill", ("gently",)), ("--model", ("nosuch",))):
+                           ("--kill", ("gently",)), ("--lifetime-model", ("nosuch",))):
         for value in values:
-            reason = {"--kill": ("unknown kill mode",), "--model": ("unknown lifetime model",),
+            reason = {"--kill": ("unknown kill mode",), "--lifetime-model": ("unknown lifetime model",),
                       "--job-hours": (option, "is not a positive number"),
                       "--time-scale": (option, "is not a positive number")}.get(option, (f"cannot read {option}",))
             add(f"run {option} {value}", f"run --checkpoint-dir {{w}}/ck {option} {value} -- true", *reason)
@@ -457,14 +457,14 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                  "--d-minus": "d_minus_nm"}[option]
         rule = {"--zp": "(cation valency) must be 1, 2 or 3", "--zn": "(anion valency) must be -1"}.get(
             option, "must be a positive number")
-        numbers("md predict", option, values, f"{rest} --model {{in}}/adir",
+        numbers("md predict", option, values, f"{rest} --surrogate {{in}}/adir",
                 lambda v, f=field, r=rule: "input should be a valid" if v in ("abc", "2.5") else (f, r))
     predict = "md predict " + " ".join(f"{k} {v}" for k, v in point.items())
-    add("md predict --model empty folder", f"{predict} --model {{in}}/adir", "surrogate.pt not found")
-    add("md predict --model missing", f"{predict} --model {{w}}/none", "surrogate.pt not found")
-    add("md predict --model a file", f"{predict} --model {{in}}/afile", "surrogate.pt not found")
+    add("md predict --surrogate empty folder", f"{predict} --surrogate {{in}}/adir", "surrogate.pt not found")
+    add("md predict --surrogate missing", f"{predict} --surrogate {{w}}/none", "surrogate.pt not found")
+    add("md predict --surrogate a file", f"{predict} --surrogate {{in}}/afile", "surrogate.pt not found")
     for name, path in UNWRITABLE.items():
-        add(f"md predict --plot {name}", f"{predict} --model {{in}}/adir --plot {path}", "cannot write",
+        add(f"md predict --plot {name}", f"{predict} --surrogate {{in}}/adir --plot {path}", "cannot write",
             UNWRITABLE_REASONS[name])
     surrogate = "md train-surrogate --out {w}/model"
     add("md train-surrogate --runs missing", f"{surrogate} --runs {{w}}/none", "runs folder not found")

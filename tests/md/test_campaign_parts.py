@@ -47,7 +47,7 @@ def test_a_bad_space_file_is_one_line_and_exit_2(tmp_path, capsys, text, reason)
     (["--simulation", "nowhere"], "unknown simulation"),
     (["--simulation", "thrifty.md.nothing:simulate"], "cannot load simulation"),
     (["--instance-type", "z9-huge"], "unknown GCP instance type"),
-    (["--model", "nope"], "unknown lifetime model"),
+    (["--lifetime-model", "nope"], "unknown lifetime model"),
     (["--ckpt-cost", "5h", "--job-hours", "1"], "checkpoint cost"),
     (["--address", "127.0.0.1:1", "--emulate-preemptions"], "not both"),
     (["--tolerance", "0.1"], "apply to --simulation nanoconfinement only, not standin"),

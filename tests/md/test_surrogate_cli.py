@@ -53,10 +53,10 @@ def _one_line_error(code: int, err: str, fragment: str) -> None:
 
 
 def test_predict_prints_the_densities_with_intervals_the_profile_as_json_and_a_plot(run_cli, model_dir, tmp_path):
-    code, out, err = run_cli("md", "predict", *POINT, "--model", model_dir)
+    code, out, err = run_cli("md", "predict", *POINT, "--surrogate", model_dir)
     assert code == 0, err
     assert code == 0 and "contact" in out and "mid-plane" in out and out.count("(") >= 7
-    code, out, _ = run_cli("md", "predict", *POINT, "--model", model_dir, "--json", "--plot", tmp_path / "p.png")
+    code, out, _ = run_cli("md", "predict", *POINT, "--surrogate", model_dir, "--json", "--plot", tmp_path / "p.png")
     data = json.loads(out)
     assert code == 0 and (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     assert len(data["z_nm"]) == len(data["cation"]["mean_molar"]) == len(data["anion"]["high_molar"]) == 50
@@ -76,10 +76,10 @@ def test_predict_prints_the_densities_with_intervals_the_profile_as_json_and_a_p
     ({"--zn": "-2"}, "z- (anion valency) must be -1, got -2"),
     ({"--h": "nan"}, "h_nm must be a positive number"),
     ({"--h": "9"}, "from the nearest training run"),
-    ({"--model": "MISSING"}, "surrogate.pt not found"),
+    ({"--surrogate": "MISSING"}, "surrogate.pt not found"),
 ])
 def test_bad_requests_are_one_line(run_cli, model_dir, tmp_path, change, fragment):
-    options = dict(zip(POINT[::2], POINT[1::2]), **{"--model": str(model_dir)})
+    options = dict(zip(POINT[::2], POINT[1::2]), **{"--surrogate": str(model_dir)})
     options.update({k: str(tmp_path / v) if v == "MISSING" else v for k, v in change.items()})
     code, _, err = run_cli("md", "predict", *(x for kv in options.items() for x in kv))
     _one_line_error(code, err, fragment)
@@ -88,7 +88,7 @@ def test_bad_requests_are_one_line(run_cli, model_dir, tmp_path, change, fragmen
 def test_a_broken_model_and_an_empty_runs_folder_are_one_line(run_cli, tmp_path):
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / MODEL_FILE).write_text("garbage")
-    code, _, err = run_cli("md", "predict", *POINT, "--model", tmp_path / "model")
+    code, _, err = run_cli("md", "predict", *POINT, "--surrogate", tmp_path / "model")
     _one_line_error(code, err, "is not a thrifty surrogate")
     (tmp_path / "runs").mkdir()
     code, _, err = run_cli("md", "train-surrogate", "--runs", tmp_path / "runs", "--out", tmp_path / "out")

@@ -118,7 +118,7 @@ def test_the_surrogate_profile_is_what_md_predict_gives(api, surrogate):
     point = {"h_nm": 3.5, "z_plus": 2, "c_molar": 0.5, "d_plus_nm": 0.474, "d_minus_nm": 0.627}
     got = api.get("/api/surrogate/profile", params=point).json()
     want = json.loads(cli("md", "predict", "--h", "3.5", "--zp", "2", "--c", "0.5", "--d-plus", "0.474",
-                          "--d-minus", "0.627", "--model", surrogate, "--json"))
+                          "--d-minus", "0.627", "--surrogate", surrogate, "--json"))
     assert np.allclose(got["z_nm"], want["z_nm"])
     for ion in ("cation", "anion"):
         assert np.allclose(got[ion]["mean_molar"], want[ion]["mean_molar"], rtol=1e-6)

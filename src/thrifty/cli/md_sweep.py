@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
+from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
+from thrifty.md.active import DEFAULT_TARGET
 
 
 def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min = 3.0 max = 4.0, [zp] values = [1, 2]")],
@@ -17,17 +19,18 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
               help="Join this Ray cluster (ray://host:10001 or host:port) instead of starting one here")] = None,
           campaign: Annotated[str, typer.Option(help="Campaign name inside --db")] = "default",
           sampler: Annotated[str, typer.Option(
-              help="grid, random or active (a surrogate picks the most uncertain points; see README)")] = "grid",
+              help="grid, random or active (a surrogate picks where it would learn most; docs/md-surrogate.md)")] = "grid",
           seed: Annotated[int, typer.Option()] = 0,
           target_within_error: Annotated[float, typer.Option(
-              help="active: stop when this share of profile bins of a new batch is within its MD error bar")] = 0.95,
+              help="active: stop when this share of profile bins of runs it has not trained on is within 2 MD "
+                   "error bars (an exact predictor scores about 0.95)")] = DEFAULT_TARGET,
           initial_runs: Annotated[int, typer.Option(help="active: runs of the random initial design")] = 8,
           simulation: Annotated[str, typer.Option(help="nanoconfinement (the MD model, to convergence), standin (a numpy "
                                                     "stand-in that ignores the model's parameters) or "
                                                     "package.module:function")] = "nanoconfinement",
           work_dir: Annotated[Path | None, typer.Option(
               help="Run folders and checkpoints, on storage every node reaches (default: DB.runs beside --db)")] = None,
-          model: Annotated[str, typer.Option(help="Lifetime model of the pool's VMs")] = "gcp-2019",
+          lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
           instance_type: Annotated[str, typer.Option(help="GCP VM type of the pool (its catalog prices)")] = "n1-standard-4",
           job_hours: Annotated[float, typer.Option(help="Expected length of one run, model hours", callback=positive)] = 3.0,
           ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, model time")] = "60s",
@@ -55,13 +58,13 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
           cutoff_nm: Annotated[float | None, typer.Option(
               help="--simulation nanoconfinement: real-space Coulomb cutoff, nm (default 2.5)")] = None,
           emulate_preemptions: Annotated[bool, typer.Option(
-              help="Run on Ray's multi-node test cluster here, killing spot nodes at lifetimes drawn from --model")] = False,
+              help="Run on Ray's multi-node test cluster here, killing spot nodes at lifetimes drawn from --lifetime-model")] = False,
           json_out: JsonOpt = False) -> None:
     """Run simulations over a parameter box as Ray tasks that checkpoint and resume; every completed run lands in --db once."""
     from thrifty.md.campaign.sweep import SweepOptions, run_sweep
     summary = run_sweep(SweepOptions(
         space, budget_runs, db, pool, address, campaign, sampler, seed, target_within_error, initial_runs, simulation,
-        work_dir, model, instance_type, job_hours, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
+        work_dir, lifetime_model, instance_type, job_hours, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
         parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True),
         parse_duration_s(startup, what="--startup", bare_unit="s", allow_zero=True), time_scale, engine, replicas,
         dtype, device, equilibrate, tolerance, cap_steps, box_nm, cutoff_nm, emulate_preemptions))
@@ -78,5 +81,5 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
         held_out = outcome["held_out"]
         stdout.print(f"active learning stopped at the {outcome['stopped']}: " + (
             "no batch picked by the surrogate completed" if held_out is None else
-            f"{held_out['within_error']:.1%} of profile bins within the MD error bar on the last "
+            f"{held_out['within_error']:.1%} of profile bins within 2 MD error bars on the last "
             f"{held_out['runs']} runs it had not trained on (target {target_within_error:.1%})"))

@@ -6,6 +6,7 @@ from typing import Annotated
 import typer
 
 from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
+from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
 from thrifty.errors import ThriftyError
 
 # `thrifty run -- CMD ...`: everything after the options is the command
@@ -14,7 +15,7 @@ RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 def run(ctx: typer.Context,
         checkpoint_dir: Annotated[Path, typer.Option(help="Where the job's checkpoints and events.jsonl go")] = Path(".thrifty/run"),
-        model: Annotated[str, typer.Option(help="Lifetime model for the checkpoint schedule")] = "gcp-2019",
+        lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
         job_hours: Annotated[float | None, typer.Option(
             help="Expected work, hours: DP schedule (else Young)", callback=positive)] = None,
         ckpt_cost: Annotated[str, typer.Option(
@@ -34,7 +35,7 @@ def run(ctx: typer.Context,
     command = list(ctx.args)
     if not command:
         raise ThriftyError("no command to run: give it after --, e.g. thrifty run -- python job.py")
-    _, lifetime = load_model(model)
+    _, lifetime = load_model(lifetime_model)
     delta = parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s")
     restart = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
     # costs are model time (like --job-hours); the job's measured ones replace them as they come

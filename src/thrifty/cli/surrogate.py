@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from thrifty.cli.common import JsonOpt, print_json, stdout
+from thrifty.cli.common import JsonOpt, print_json, renamed, stdout
 from thrifty.errors import ThriftyError
 
 IONS = ("cation", "anion")
@@ -63,9 +63,10 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
             c: Annotated[float, typer.Option("--c", help="Salt concentration, molar")],
             d_plus: Annotated[float, typer.Option("--d-plus", help="Cation diameter, nm")],
             d_minus: Annotated[float, typer.Option("--d-minus", help="Anion diameter, nm")],
-            model: Annotated[Path, typer.Option(help="Model folder from train-surrogate")],
+            surrogate: Annotated[Path, typer.Option(help="The surrogate's folder, from train-surrogate")],
             zn: Annotated[int, typer.Option("--zn", help="Anion valency (the model has -1)")] = -1,
             plot: Annotated[Path | None, typer.Option(help="PNG of both profiles with their bands")] = None,
+            old_model: Annotated[str | None, renamed("--model", "--surrogate", "the folder of train-surrogate")] = None,
             json_out: JsonOpt = False) -> None:
     """Predict the cation and anion density profiles (molar) at one point, with the 90% band an MD run
     there would fall in (calibrated on runs the networks did not train on)."""
@@ -76,7 +77,7 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
         check_writable_file(plot, "--plot")
     from thrifty.md.profile_grid import features, to_z_nm
     from thrifty.md.surrogate import Ensemble
-    ensemble = Ensemble.load(model)
+    ensemble = Ensemble.load(surrogate)
     distance = ensemble.domain.check(point)
     prediction = ensemble.predict(point)
     mean, (low, high) = prediction.mean[0], (b[0] for b in prediction.band())

@@ -39,7 +39,7 @@ class SweepOptions:
     campaign: str = "default"
     sampler: str = "grid"
     seed: int = 0
-    target_within_error: float = 0.95
+    target_within_error: float = 0.9  # md.active.DEFAULT_TARGET: the share of bins within 2 MD error bars
     initial_runs: int = 8
     simulation: str = "nanoconfinement"
     work_dir: Path | None = None
