@@ -31,6 +31,21 @@ def get(url: str, token: str | None = None, method: str = "GET") -> tuple[int, d
         return exc.code, json.loads(exc.read())
 
 
+def select_run(browser, run_id: str) -> None:
+    """Pick a run in the page's run list. The list is rebuilt when the event stream reports a change,
+    so an element found a moment ago can be gone: find it again until the pick holds."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import Select
+
+    def pick() -> bool:
+        try:
+            Select(browser.find_element("id", "pick-runs")).select_by_value(run_id)
+            return True
+        except StaleElementReferenceException:
+            return False
+    wait_for(pick, 30, f"run {run_id} in the run list")
+
+
 def wait_for(condition, timeout_s: float, what: str):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -158,7 +173,6 @@ def test_the_page_draws_every_store_updates_live_and_stops_a_run(stores, campaig
     stored_run = next(r for r in api["runs"] if r["source"] == "database")
     live_run = next(r for r in api["runs"] if r["source"] == "folder" and r["job"])
     browser = chrome()
-    from selenium.webdriver.support.ui import Select
     try:
         browser.set_page_load_timeout(120)
         browser.get(served.url + "/")
@@ -167,7 +181,7 @@ def test_the_page_draws_every_store_updates_live_and_stops_a_run(stores, campaig
         wait_for(lambda: points(browser, "plot-search") == len(search["windows"]), 60, "the search's plot")
         wait_for(lambda: points(browser, "plot-campaign-progress") == 4, 60, "the campaign's plot")
         wait_for(lambda: points(browser, "plot-campaign-accuracy") == 4, 60, "the surrogate accuracy plot")
-        Select(browser.find_element("id", "pick-runs")).select_by_value(stored_run["id"])
+        select_run(browser, stored_run["id"])
         wait_for(lambda: browser.find_element("id", "plot-split").get_attribute("data-source") == stored_run["id"]
                  and points(browser, "plot-split") == 12, 60, "the stored run's plots")
         assert points(browser, "plot-steptime") == 12
@@ -177,7 +191,7 @@ def test_the_page_draws_every_store_updates_live_and_stops_a_run(stores, campaig
         browser.find_element("css selector", "#surrogate-form button").click()
         wait_for(lambda: points(browser, "plot-surrogate") == 50, 60, "the surrogate profile")
         # a live run: its plots grow as steps.csv does, by the event stream alone
-        Select(browser.find_element("id", "pick-runs")).select_by_value(live_run["id"])
+        select_run(browser, live_run["id"])
         wait_for(lambda: browser.find_element("id", "plot-split").get_attribute("data-source") == live_run["id"]
                  and points(browser, "plot-split") > 0, 60, "the live run's plots")
         first = points(browser, "plot-split")

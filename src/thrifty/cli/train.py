@@ -4,6 +4,7 @@ Local processes with --nproc, or one rank of a torchrun launch (RANK / WORLD_SIZ
 environment), synchronous (--mode bsp) or with a parameter server (--mode asp).
 """
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -125,9 +126,12 @@ def train(
         raise ThriftyError("--mode asp trains in fp32 on the CPU; --device and --precision are for --mode bsp")
     from thrifty.io import removed_on_failure
     from thrifty.store import Store
-    with Store(db):  # a database that cannot be opened fails now, not after the training
-        pass
     from thrifty.train.launcher import launched_by_torchrun, start_worker_server
+    if not launched_by_torchrun() or os.environ.get("RANK", "0") == "0":
+        # the rank that stores the run (rank 0 under torchrun) checks the database now, not after the
+        # training; every rank opening it at once raced for its write lock
+        with Store(db):
+            pass
     if not launched_by_torchrun():
         start_worker_server()  # its imports overlap the dry run
     loaded = load_workload(workload)
