@@ -7,11 +7,13 @@ import csv
 import functools
 import io
 import json
+import math
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from thrifty.errors import ThriftyError
 
@@ -93,6 +95,17 @@ def check_writable_file(path: Path, what: str) -> None:
     if path.is_dir():
         raise ThriftyError(f"cannot write {what} {path}: it is a folder")
     check_writable_dir(path.parent, what)
+
+
+def json_safe(value: Any) -> Any:
+    """NaN and infinities as None, in nested dicts, lists and tuples: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def read_json(path: Path, error: type[Exception], what: str):

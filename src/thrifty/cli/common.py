@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from thrifty.errors import ThriftyError
 from thrifty.extras import missing_extra
+from thrifty.io import json_safe
 from thrifty.store import DEFAULT_DB
 from thrifty.workloads.names import DEFAULT_WORKLOAD
 
@@ -113,19 +114,9 @@ def parse_money_usd(text: str, *, what: str = "budget") -> float:
     return value
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 def print_json(data: Any) -> None:
     """JSON on stdout; NaN and infinities become null (JSON has no such numbers)."""
-    sys.stdout.write(json.dumps(_clean(data), indent=2) + "\n")
+    sys.stdout.write(json.dumps(json_safe(data), indent=2) + "\n")
 
 
 def fmt_duration(seconds: float) -> str:

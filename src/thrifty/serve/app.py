@@ -16,13 +16,14 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from thrifty.errors import ThriftyError
+from thrifty.io import json_safe
 from thrifty.serve import events, plans, steering, watched
 from thrifty.serve.campaigns import CampaignDb, Surrogate
 from thrifty.serve.page import PLOTLY_JS, STATIC, page_html
 from thrifty.serve.runs import run_series
 from thrifty.serve.security import allowed_hosts
 from thrifty.serve.settings import ServeSettings
-from thrifty.serve.stores import ThriftyDb, clean
+from thrifty.serve.stores import ThriftyDb
 
 ROW_ID = re.compile(r"^(\d{1,4})-(\d{1,18})$")
 CAMPAIGN_ID = re.compile(r"^(\d{1,4})-(.{1,200})$")
@@ -151,7 +152,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             found = None
         if found is None:
             raise _not_found("run", run_id)
-        return clean({**found, "series": run_series(found["steps"])})
+        return json_safe({**found, "series": run_series(found["steps"])})
 
     @app.get("/api/jobs")
     def list_jobs() -> list[dict]:
@@ -179,7 +180,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             found = cdbs[int(match.group(1))].campaign(match.group(2), surrogate)
         if found is None:
             raise _not_found("campaign", campaign_id)
-        return clean(found)
+        return json_safe(found)
 
     @app.get("/api/surrogate")
     def surrogate_info() -> dict:

@@ -15,7 +15,8 @@ from functools import lru_cache
 import numpy as np
 
 from thrifty.errors import ThriftyError
-from thrifty.serve.stores import ThriftyDb, clean
+from thrifty.io import json_safe
+from thrifty.serve.stores import ThriftyDb
 
 MAX_POINTS = 4000
 SAME_KEYS = ("cloud", "region", "instance_type", "nodes", "workers", "global_batch", "spot")
@@ -64,14 +65,14 @@ def plane(db: ThriftyDb, plan: dict) -> dict:
     keep = np.union1d(keep, np.append(result.front, result.best))
     best = result.describe(result.best)
     stored = plan["recommended"]
-    return clean({**plan, "profile_id": db.key(profile_id),
-                  "plane": {"time_s": c.time_s[keep].tolist(), "cost_usd": c.cost_usd[keep].tolist(),
-                            "spot": c.spot[keep].astype(bool).tolist(),
-                            "label": _labels(result, keep),
-                            "candidates": len(c), "feasible": int(ok.sum()), "shown": len(keep)},
-                  "pareto": [result.describe(int(i)) for i in result.front],
-                  "recomputed_recommendation": best,
-                  "matches_stored": all(best.get(k) == stored.get(k) for k in SAME_KEYS)})
+    return json_safe({**plan, "profile_id": db.key(profile_id),
+                      "plane": {"time_s": c.time_s[keep].tolist(), "cost_usd": c.cost_usd[keep].tolist(),
+                                "spot": c.spot[keep].astype(bool).tolist(),
+                                "label": _labels(result, keep),
+                                "candidates": len(c), "feasible": int(ok.sum()), "shown": len(keep)},
+                      "pareto": [result.describe(int(i)) for i in result.front],
+                      "recomputed_recommendation": best,
+                      "matches_stored": all(best.get(k) == stored.get(k) for k in SAME_KEYS)})
 
 
 def _labels(result, keep: np.ndarray) -> list[str]:

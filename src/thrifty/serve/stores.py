@@ -4,26 +4,15 @@ and a row by its integer id: ids come from the request only as numbers bound int
 
 import itertools
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from thrifty.io import json_safe
 from thrifty.records import STEP_FIELDS
 from thrifty.serve.readonly import read_transaction
 from thrifty.store import PROBE_COLUMNS, TABLES
 
 STEP_COLUMNS = ", ".join(STEP_FIELDS)
-
-
-def clean(value):
-    """NaN and infinities as None: JSON has no such numbers (SQLite stores NaN as NULL already)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -132,9 +121,9 @@ class ThriftyDb:
             elapsed += w["wall_time_s"] or 0.0
             w.update(spend_usd=spend, elapsed_s=elapsed)
         result = None if row[5] is None else json.loads(row[5])
-        return clean({"id": self.key(row[0]), "created_at": row[1], "workload_key": row[2], "seed": row[3],
-                      "request": json.loads(row[4]), "finished": result is not None, "result": result,
-                      "windows": windows, "moves": moves, "spend_usd": spend})
+        return json_safe({"id": self.key(row[0]), "created_at": row[1], "workload_key": row[2], "seed": row[3],
+                          "request": json.loads(row[4]), "finished": result is not None, "result": result,
+                          "windows": windows, "moves": moves, "spend_usd": spend})
 
     def runs(self) -> list[dict]:
         with read_transaction(self.path) as conn:
@@ -150,5 +139,5 @@ class ThriftyDb:
                 return None
             steps = [dict(zip(STEP_FIELDS, s, strict=True)) for s in conn.execute(
                 f"SELECT {STEP_COLUMNS} FROM train_steps WHERE run_id = ? ORDER BY step, rank", (row_id,))]
-        return clean({"id": f"db{self.key(row[0])}", "source": "database", "summary": json.loads(row[1]),
-                      "steps": steps})
+        return json_safe({"id": f"db{self.key(row[0])}", "source": "database", "summary": json.loads(row[1]),
+                          "steps": steps})
