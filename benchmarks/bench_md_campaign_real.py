@@ -9,8 +9,8 @@ bin holds few ions and the error bars are wide: the accuracy targets below are f
 
 (a) Runs to a held-out accuracy: a surrogate (an ensemble of 5 small 64 -> 64 networks, to fit
     the time; the published one is 512 -> 256) is trained after every round and scored on TEST
-    held-out random MD runs (share of bins within the MD error bar, md.surrogate_metrics). Active
-    learning (md.active.next_points: the pick of `--sampler active`) and random sampling start
+    held-out random MD runs (share of bins within the MD error bar, md.surrogate.metrics). Active
+    learning (md.surrogate.active.next_points: the pick of `--sampler active`) and random sampling start
     from the same START random runs and add K per round up to BUDGET; the grid is a sequence of
     full grids (z+ x levels of h x levels of c). Every point is one MD run (a run two strategies
     share is run once).
@@ -52,7 +52,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from thrifty.md.active import next_points
+
+from bench_md_campaign import pool_campaign
+from common import save_figure, write_result
 from thrifty.md.campaign.checkpoint_schedule import ScheduledCheckpoints
 from thrifty.md.campaign.nanoconfinement_runs import NanoconfinementRuns
 from thrifty.md.campaign.point_samplers import RandomSampler
@@ -62,10 +64,8 @@ from thrifty.md.runs import Run, grid_arrays, read_run
 from thrifty.md.sampling_settings import SamplingSettings
 from thrifty.md.space import parse_space
 from thrifty.md.surrogate import Ensemble, SurrogateConfig, train_ensemble
-from thrifty.md.surrogate_metrics import accuracy
-
-from bench_md_campaign import pool_campaign
-from common import save_figure, write_result
+from thrifty.md.surrogate.active import next_points
+from thrifty.md.surrogate.metrics import accuracy
 
 QUICK = "--quick" in sys.argv
 NAME = "md_campaign_real_quick" if QUICK else "md_campaign_real"

@@ -8,7 +8,7 @@ the same MD and the comparison costs trainings, not simulations.
 Per seed (SEEDS): TEST random runs are held out (never trained on, never picked); the rest is the
 candidate pool. Active and random start from the same START random pool runs and add K per round
 up to BUDGET; after every round the ensemble (md.surrogate.network; 3 members and patience 80, lighter
-than the default 5 and 150, to fit the machine's time) is trained and scored on the TEST runs (md.surrogate_metrics.score). Active picks with
+than the default 5 and 150, to fit the machine's time) is trained and scored on the TEST runs (md.surrogate.metrics.score). Active picks with
 md.active.pick_batch: expected reduction of the model's variance against the MD noise over the
 pool, no pick within its min_distance of a run already trained on. Random picks uniformly from the
 pool. The grid strategy trains on a sequence of full grids (z+ x h levels x c levels) whose nodes
@@ -18,7 +18,7 @@ node's run is up to ~0.1 of the box away from it).
 Accuracy is the held-out chi^2 per bin (the soft-label loss; an exact predictor scores about 1),
 fixed before the runs; RMS against the truth and the share within 2 MD error bars are kept beside
 it. Goal: active reaches random's final accuracy (at BUDGET runs) with <= 0.7 x BUDGET runs, median
-over seeds. The stop test (md.active.stopping_test: share within 2 bars >= DEFAULT_TARGET on the
+over seeds. The stop test (md.surrogate.active.stopping_test: share within 2 bars >= DEFAULT_TARGET on the
 TEST runs, 30 or more) is reported too: the runs at which each strategy would have stopped.
 Seeds run in JOBS processes. `--quick`: 2 seeds, TEST 20, BUDGET 30, written as md_replay_quick
 (git-ignored).
@@ -34,13 +34,13 @@ import numpy as np
 import torch
 
 from common import save_figure, write_result
-from thrifty.md.active import DEFAULT_TARGET, MIN_STOP_RUNS, pick_batch
 from thrifty.md.params import ParameterBox
 from thrifty.md.runs import Run
+from thrifty.md.surrogate.active import DEFAULT_TARGET, MIN_STOP_RUNS, pick_batch
+from thrifty.md.surrogate.metrics import score
 from thrifty.md.surrogate.network import SurrogateConfig, train_ensemble
 from thrifty.md.surrogate.noise import held_out_arrays
 from thrifty.md.surrogate.replay import ReplaySet
-from thrifty.md.surrogate_metrics import score
 
 QUICK = "--quick" in sys.argv
 NAME = "md_replay_quick" if QUICK else "md_replay"

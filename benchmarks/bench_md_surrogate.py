@@ -8,7 +8,7 @@ TEST other random runs are held out. The surrogate (md.surrogate.calibration.fit
 ensemble, its 90% band calibrated by 5-fold cross-validation on the TRAIN runs only) and the
 baselines fitted on the same TRAIN runs (flat profile, nearest run, Gaussian process) predict the
 TEST runs' symmetrised profiles. Reported per split and as the median over splits:
-- RMS against MD per ion, and against the truth (md.surrogate_metrics.rms_vs_truth: the MD noise
+- RMS against MD per ion, and against the truth (md.surrogate.metrics.rms_vs_truth: the MD noise
   taken out; an exact predictor scores 0 there and the noise RMS against MD, also reported);
 - the share of bins within 2 MD error bars and chi^2 per bin, beside what the noise-free profile
   itself would score on these runs (`exact_predictor`: with 10-20 blocks an error bar is itself
@@ -30,10 +30,10 @@ import torch
 from common import save_figure, write_result
 from thrifty.md.surrogate.baselines import baselines
 from thrifty.md.surrogate.calibration import NETWORK, fit_surrogate
+from thrifty.md.surrogate.metrics import band_coverage, reached, score
 from thrifty.md.surrogate.network import SurrogateConfig
 from thrifty.md.surrogate.noise import held_out_arrays
 from thrifty.md.surrogate.replay import ReplaySet
-from thrifty.md.surrogate_metrics import band_coverage, reached, score
 
 QUICK = "--quick" in sys.argv
 NAME = "md_surrogate_quick" if QUICK else "md_surrogate"

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from thrifty.errors import ThriftyError
-from thrifty.md.active import HeldOut, pick_batch, stopping_test
 from thrifty.md.params import ParameterBox
 from thrifty.md.runs import Run
+from thrifty.md.surrogate.active import HeldOut, pick_batch, stopping_test
 from thrifty.md.surrogate.baselines import Flat
 from thrifty.md.surrogate.shapes import flat_profiles
 

@@ -18,7 +18,6 @@ from standin_profiles import BIN_NM, standin_run, true_profiles, write_run
 
 from thrifty.cli.app import main
 from thrifty.errors import ThriftyError
-from thrifty.md.active_sweep import ActiveSampler, check_active, ensemble_trainer
 from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan
 from thrifty.md.campaign.point_samplers import RandomSampler, point_key
 from thrifty.md.campaign.pool import loopback_ray
@@ -27,6 +26,7 @@ from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.params import PARAMETERS
 from thrifty.md.profile_grid import to_grid
 from thrifty.md.space import parse_space
+from thrifty.md.surrogate.active_sweep import ActiveSampler, check_active, ensemble_trainer
 from thrifty.transient.registry import load_model
 
 pytestmark = pytest.mark.timeout(180)  # each test, the Ray start-up included (30 s quiet; a hang guard, generous for loaded machines)
@@ -171,9 +171,9 @@ def test_a_space_without_the_surrogates_parameters_is_refused():
 
 
 def test_the_active_sampler_imports_torch_only_to_train():
-    # mutation caught: md.surrogate (torch) imported at the top of md.active_sweep, which the CLI
+    # mutation caught: md.surrogate (torch) imported at the top of md.surrogate.active_sweep, which the CLI
     # imports for every --sampler active before anything trains
-    code = "import sys, thrifty.cli.app, thrifty.md.active_sweep; print('torch' in sys.modules)"
+    code = "import sys, thrifty.cli.app, thrifty.md.surrogate.active_sweep; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150,
                           env={**os.environ, "PYTHONPATH": SRC})
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr

@@ -10,10 +10,10 @@ import torch
 
 from thrifty.md.surrogate.baselines import baselines
 from thrifty.md.surrogate.calibration import NETWORK, fit_surrogate
+from thrifty.md.surrogate.metrics import band_coverage, score
 from thrifty.md.surrogate.network import SurrogateConfig
 from thrifty.md.surrogate.noise import held_out_arrays
 from thrifty.md.surrogate.replay import ReplaySet
-from thrifty.md.surrogate_metrics import band_coverage, score
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "md_replay" / "runs.npz"
 pytestmark = pytest.mark.timeout(600)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from thrifty.md.profile_grid import features, reduced_grid, to_grid, to_z_nm
-from thrifty.md.surrogate_metrics import accuracy, fraction_within_error, rmse
+from thrifty.md.surrogate.metrics import accuracy, fraction_within_error, rmse
 
 
 def test_fraction_within_error_counts_bins_inside_the_bar_edges_included():

@@ -13,7 +13,7 @@ from torch.nn import functional as F
 
 from thrifty.perf.roofline import compute_time_s, load_params, read_gpu_specs
 from thrifty.perf.work import KIND_MATMUL, StepWork
-from thrifty.train.workcount import count_model_step
+from thrifty.workloads.workcount import count_model_step
 
 SPECS = read_gpu_specs()
 PARAMS, _ = load_params()
@@ -163,7 +163,7 @@ def test_dense_optimizer_update_is_memory_traffic_per_parameter():
 def test_counting_a_recurrent_layer_as_cudnn_keeps_its_outputs_and_gradients_exact(cls):
     """train.workcount.CudnnRNN records cuDNN's kernels but must not change what the step
     computes. Mutation caught: the counted layer's backward dropping or misordering gradients."""
-    from thrifty.train.workcount import CudnnRNN, KernelRecorder
+    from thrifty.workloads.workcount import CudnnRNN, KernelRecorder
     torch.manual_seed(0)
     layer = cls(4, 8, num_layers=2, batch_first=True, bidirectional=True)
     x = torch.randn(3, 5, 4, requires_grad=True)

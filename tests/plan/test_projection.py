@@ -14,8 +14,8 @@ from thrifty.perf.cpu import ThreadScaling
 from thrifty.perf.gpu_calibration import fit_roofline, load_published
 from thrifty.perf.roofline import GPUSpec, RooflineParams, compute_time_s, load_params
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork
-from thrifty.train.workcount import FusedDropout, KernelRecorder, count_model_step, count_workload
 from thrifty.workloads import load_workload
+from thrifty.workloads.workcount import FusedDropout, KernelRecorder, count_model_step, count_workload
 
 PARAMS = RooflineParams(launch_s=5e-6, vector_efficiency=0.5, tensor_efficiency=0.25,
                         matrix_outputs_per_sm=4096.0, vector_outputs_per_sm=1024.0, power_fraction=1.0,

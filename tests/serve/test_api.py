@@ -5,8 +5,8 @@ import sqlite3
 
 import numpy as np
 import pytest
-from conftest import TOKEN, cli, copy_db
 
+from conftest import TOKEN, cli, copy_db
 from thrifty.serve.security import Access
 from thrifty.serve.settings import ServeSettings
 from thrifty.store import PROBE_COLUMNS, Store
@@ -95,11 +95,11 @@ def test_a_training_run_shows_the_batch_split_and_step_times_per_rank(api, store
 
 
 def test_a_campaign_shows_progress_preemptions_and_surrogate_accuracy(api, campaign, surrogate):
-    """Accuracy as md.surrogate_metrics computes it on the campaign's run folders. Mutations
+    """Accuracy as md.surrogate.metrics computes it on the campaign's run folders. Mutations
     caught: progress not cumulative; accuracy over other runs than the campaign's."""
     from thrifty.md.runs import grid_arrays, read_run
     from thrifty.md.surrogate import Ensemble
-    from thrifty.md.surrogate_metrics import accuracy
+    from thrifty.md.surrogate.metrics import accuracy
     listed = api.get("/api/campaigns").json()
     assert [c["runs"] for c in listed] == [4]
     found = api.get(f"/api/campaigns/{listed[0]['id']}").json()

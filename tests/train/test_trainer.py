@@ -14,9 +14,9 @@ import torch
 from processes import local_ranks
 
 from thrifty.checkpoint_file import CheckpointError, load_state
+from thrifty.records import RunLog
 from thrifty.train.hetero import SlowdownSchedule, parse_slowdown
 from thrifty.train.policies import ControllerSettings
-from thrifty.records import RunLog
 from thrifty.train.trainer import TrainConfig, run_training
 from thrifty.transient.protocol import checkpoint_files
 
@@ -44,7 +44,9 @@ def test_dynamic_policy_follows_a_speed_change(tmp_path):
     before = [r.local_batch for r in log.steps if r.rank == 1 and r.step == 29]
     after = [r.local_batch for r in log.steps if r.rank == 1 and r.step == 89]
     assert before[0] >= 38  # the faster rank's share rose from an even 32 towards 64 * 4/5 = 51
-    assert after[0] <= 19  # ... and fell, once it was 4x slower, towards 64/5 (0.6 of an even 32 at most)
+    # ... and fell, once it was 4x slower, towards 64/5 = 13, below an even 32 by a margin timing noise does not
+    # reach (19 in a quiet run, 23 once in CI on a loaded machine: the bound leaves room for that, not for 32)
+    assert after[0] <= 26
     assert summary["final_batch_sizes"][0] + summary["final_batch_sizes"][1] == 64
     assert summary["adjustments"] >= 1
     assert 0.0 <= summary["wait_fraction"] < 1.0

@@ -8,7 +8,7 @@ import typer
 
 from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
 from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
-from thrifty.md.active import DEFAULT_TARGET
+from thrifty.md.surrogate.active import DEFAULT_TARGET
 
 
 def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min = 3.0 max = 4.0, [zp] values = [1, 2]")],

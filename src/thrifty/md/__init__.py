@@ -7,8 +7,9 @@
                  preemptions, bill, placement), the store, the runner, `md sweep`'s assembly
     nanoconfinement, params, space, sampling_settings, profiles, runs: the model, its parameters,
                  a campaign's box, how a run samples and stops, density profiles, stored runs
-    surrogate, surrogate_metrics, active, active_sweep, profile_grid: the surrogate and active
-                 learning (to move into surrogate/)
+    surrogate/   the surrogate (shapes, noise, network, gp, baselines, calibration, domain, metrics)
+                 and active learning (active: the pick and the stopping test; active_sweep: the sampler)
+    profile_grid: the reduced-position representation the surrogate and the engines' outputs share
 
 Importing this package needs neither OpenMM nor torch nor Ray: OpenMMEngine, TorchEngine and
 run_campaign are imported when first used. docs/md-design.md draws the data flow.

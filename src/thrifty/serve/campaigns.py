@@ -1,6 +1,6 @@
 """Everything `thrifty serve` reads of the MD side, in this one module: campaigns through
 md.campaign.store's public methods, and the nanoconfinement surrogate through md.surrogate's
-load/predict API (md.surrogate_metrics for its accuracy).
+load/predict API (md.surrogate.metrics for its accuracy).
 
 CampaignStore's methods run on a read-only connection (readonly.read_transaction) put in place of
 the read-write one its constructor would open (which also creates its tables), so `completed` and
@@ -120,10 +120,10 @@ class Surrogate:
         return out
 
     def accuracy_on(self, folders: list[Path]) -> dict:
-        """md.surrogate_metrics.accuracy of the model on those run folders md.runs can read
+        """md.surrogate.metrics.accuracy of the model on those run folders md.runs can read
         (params.json and profiles.csv, as the nanoconfinement runs write them)."""
         from thrifty.md.runs import grid_arrays, read_run
-        from thrifty.md.surrogate_metrics import accuracy
+        from thrifty.md.surrogate.metrics import accuracy
         runs = []
         for folder in folders:
             try:

@@ -4,7 +4,7 @@ A sampler is asked `next_points(completed, k)` with the finished runs (each a di
 and "result") and returns up to k points in the order it wants them run. Grid and random are
 deterministic sequences (the random one from its seed) that skip completed points, so a restarted
 driver asks again and gets the same points, whose checkpoints are still on disk. The active-learning
-sampler (md.active_sweep: a surrogate's uncertainty) plugs in through the same protocol; it is not
+sampler (md.surrogate.active_sweep: a surrogate's uncertainty) plugs in through the same protocol; it is not
 deterministic, so it keeps its picks in the campaign's store.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from thrifty.md.space import ParameterSpace
 
-SAMPLERS = ("grid", "random", "active")  # active: md.active_sweep.ActiveSampler
+SAMPLERS = ("grid", "random", "active")  # active: md.surrogate.active_sweep.ActiveSampler
 
 
 def point_key(params: dict) -> str:
@@ -69,7 +69,7 @@ class RandomSampler:
 
 
 def make_sampler(name: str, space: ParameterSpace, seed: int = 0) -> Sampler:
-    """The grid or random sampler (the active one needs the campaign's store and runs: md.active_sweep)."""
+    """The grid or random sampler (the active one needs the campaign's store and runs: md.surrogate.active_sweep)."""
     if name == "grid":
         return GridSampler(space)
     if name == "random":

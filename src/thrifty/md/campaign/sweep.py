@@ -39,7 +39,7 @@ class SweepOptions:
     campaign: str = "default"
     sampler: str = "grid"
     seed: int = 0
-    target_within_error: float = 0.9  # md.active.DEFAULT_TARGET: the share of bins within 2 MD error bars
+    target_within_error: float = 0.9  # md.surrogate.active.DEFAULT_TARGET: the share of bins within 2 MD error bars
     initial_runs: int = 8
     simulation: str = "nanoconfinement"
     work_dir: Path | None = None
@@ -195,7 +195,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
         from thrifty.md.campaign.nanoconfinement_runs import check_space
         check_space(parameter_space, given.get("box_nm"), given.get("cutoff_nm", 2.5))
     if o.sampler == "active":
-        from thrifty.md.active_sweep import check_active
+        from thrifty.md.surrogate.active_sweep import check_active
         if o.simulation == "standin":
             raise ThriftyError("--sampler active trains on run folders with params.json, which the stand-in does "
                                "not write: use --simulation nanoconfinement or your own")
@@ -215,7 +215,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
         resumed = store.begin(request(o, parameter_space.to_dict(), given))
         chosen: Sampler
         if o.sampler == "active":
-            from thrifty.md.active_sweep import ActiveSampler
+            from thrifty.md.surrogate.active_sweep import ActiveSampler
             active = ActiveSampler(parameter_space, store, work, target_within_error=o.target_within_error,
                                    initial_runs=o.initial_runs, seed=o.seed)
             chosen = active

@@ -20,6 +20,7 @@ import numpy as np
 from thrifty.errors import ThriftyError
 from thrifty.md.runs import Run
 from thrifty.md.surrogate.baselines import baselines
+from thrifty.md.surrogate.metrics import reached, score
 from thrifty.md.surrogate.network import (
     Ensemble,
     SurrogateConfig,
@@ -27,7 +28,6 @@ from thrifty.md.surrogate.network import (
     train_ensemble,
 )
 from thrifty.md.surrogate.noise import held_out_arrays
-from thrifty.md.surrogate_metrics import reached, score
 
 NETWORK = "network"
 LEVEL = 0.9

@@ -1,5 +1,5 @@
 """Density profiles of R replicas from one batched run: the torch engine's counterpart of what
-`thrifty md run --system nanoconfinement` samples with OpenMM (md.job), for one replica at a time.
+`thrifty md run --system nanoconfinement` samples with OpenMM (md.engines.openmm_engine through md.engines.job_loop), for one replica at a time.
 
 Each replica samples its ions' z every `chunk` steps after `equilibration_steps` into the block
 histograms of md.profiles (same bins, block averages and mol/L units). The start is

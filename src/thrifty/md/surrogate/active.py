@@ -20,7 +20,7 @@ pick goes where uncertainty is left (diversity within the batch). Across batches
 within `min_distance` of a point already simulated or picked (`taken`), nor of another pick of the
 batch; if that rule leaves fewer than k, the rest are the highest-gain candidates it skipped.
 
-The stop (md.surrogate_metrics): the surrogate's share of profile bins within 2 MD error bars, a
+The stop (md.surrogate.metrics): the surrogate's share of profile bins within 2 MD error bars, a
 metric an exact predictor scores about 0.95 on, on at least `min_runs` runs it has not trained on.
 """
 
@@ -105,7 +105,7 @@ class HeldOut:
 class StopTest:
     met: bool
     within_2_bars: float  # the surrogate's share of reached bins within 2 MD error bars
-    scores: dict  # md.surrogate_metrics.score of the surrogate and of each baseline
+    scores: dict  # md.surrogate.metrics.score of the surrogate and of each baseline
     runs: int  # unseen runs it was measured on
 
 
@@ -114,8 +114,8 @@ def stopping_test(tests: list[HeldOut], target_within_2_bars: float = DEFAULT_TA
     """Whether the surrogate's share of bins within 2 MD error bars on unseen runs reaches the target,
     pooled over `tests` (each batch scored by the surrogate that had not seen it); never met on
     fewer than `min_runs` runs. The baselines are scored beside it on the same runs."""
+    from thrifty.md.surrogate.metrics import score
     from thrifty.md.surrogate.noise import held_out_arrays
-    from thrifty.md.surrogate_metrics import score
     if not any(t.runs for t in tests):
         raise ThriftyError("the stopping test needs at least one run the surrogate has not trained on")
     parts: dict[str, list[np.ndarray]] = {}

@@ -1,22 +1,22 @@
-"""Active learning as a campaign's sampler (`thrifty md sweep --sampler active`; md.sampler protocol).
+"""Active learning as a campaign's sampler (`thrifty md sweep --sampler active`; md.campaign.point_samplers protocol).
 
 Batch by batch, one point per free worker:
 - batch 0, the initial design: the random sampler's first `initial_runs` points (space-filling in
   expectation, and the same in every driver for a seed);
 - once a batch has completed, the surrogate (md.surrogate's ensemble, trained on every completed
-  run) picks the next batch with md.active.pick_batch: the largest expected reduction of the
+  run) picks the next batch with md.surrogate.active.pick_batch: the largest expected reduction of the
   model's uncertainty (against the MD noise) over a fresh uniform candidate pool of the space, no
   pick within DEFAULT_MIN_DISTANCE (unit box) of a run already made or picked;
 - before that, the batches the surrogate picked are its held-out test: each scored by the surrogate
   trained on the runs before it, pooled over the latest batches until they hold MIN_STOP_RUNS runs
-  (md.active.stopping_test, with the flat, nearest-run and Gaussian-process baselines fitted on the
+  (md.surrogate.active.stopping_test, with the flat, nearest-run and Gaussian-process baselines fitted on the
   same runs beside it), and the campaign stops (no more points) when the share of bins within 2 MD
   error bars reaches `target_within_error` on at least MIN_STOP_RUNS such runs.
-Every batch is stored (md.campaign_store.add_batch) before its points are returned for submission;
+Every batch is stored (md.campaign.store.add_batch) before its points are returned for submission;
 a restarted driver gets the unfinished points of the last batch back first, not a new pick (the
 surrogate's training is stochastic, so a new pick would be other points), and their runs resume
 from their checkpoints. The surrogate trains on the run folders (md.runs: params.json beside
-profiles.csv, as md.nanoconfinement_run writes them), so the space names md.params.PARAMETERS;
+profiles.csv, as md.campaign.nanoconfinement_runs writes them), so the space names md.params.PARAMETERS;
 a parameter the space leaves out takes the value the simulation wrote for it.
 torch is imported only when a surrogate is trained (md.surrogate).
 """
@@ -29,7 +29,12 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from thrifty.errors import ThriftyError
-from thrifty.md.active import (
+from thrifty.md.campaign.point_samplers import RandomSampler, point_key
+from thrifty.md.campaign.store import CampaignStore
+from thrifty.md.params import PARAMETERS, ParameterBox
+from thrifty.md.runs import Run, read_run
+from thrifty.md.space import ParameterSpace
+from thrifty.md.surrogate.active import (
     DEFAULT_POOL,
     DEFAULT_TARGET,
     MIN_STOP_RUNS,
@@ -39,11 +44,6 @@ from thrifty.md.active import (
     pick_batch,
     stopping_test,
 )
-from thrifty.md.campaign.point_samplers import RandomSampler, point_key
-from thrifty.md.campaign.store import CampaignStore
-from thrifty.md.params import PARAMETERS, ParameterBox
-from thrifty.md.runs import Run, read_run
-from thrifty.md.space import ParameterSpace
 
 if TYPE_CHECKING:
     from thrifty.md.surrogate import SurrogateConfig
