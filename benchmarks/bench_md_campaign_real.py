@@ -71,7 +71,7 @@ QUICK = "--quick" in sys.argv
 NAME = "md_campaign_real_quick" if QUICK else "md_campaign_real"
 BOX = ParameterBox((2.5, 1, -1, 0.3, 0.474, 0.627), (4.0, 3, -1, 0.9, 0.474, 0.627))
 SPACE = "[h_nm]\nmin = 2.5\nmax = 4.0\n[z_plus]\nvalues = [1, 2, 3]\n[c_molar]\nmin = 0.3\nmax = 0.9\n"
-SAMPLING = SamplingSettings(chunk=100, equilibration_steps=1000, samples_per_block=5, tolerance_molar=0.15,
+SAMPLING = SamplingSettings(chunk=100, equilibration_steps=1000, samples_per_block=5, tolerance_molar=0.15, relative_tolerance=0.0,
                             cap_steps=20_000)
 if QUICK:
     SAMPLING = replace(SAMPLING, tolerance_molar=0.3, cap_steps=8000)

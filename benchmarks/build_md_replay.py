@@ -36,7 +36,7 @@ from thrifty.md.runs import read_run
 from thrifty.md.sampling_settings import SamplingSettings
 
 BOX = ParameterBox((2.5, 1, -1, 0.3, 0.474, 0.627), (4.0, 3, -1, 0.9, 0.474, 0.627))
-SAMPLING = SamplingSettings(chunk=100, equilibration_steps=1000, samples_per_block=5, tolerance_molar=0.15,
+SAMPLING = SamplingSettings(chunk=100, equilibration_steps=1000, samples_per_block=5, tolerance_molar=0.15, relative_tolerance=0.0,
                             cap_steps=20_000)
 SIM = NanoconfinementRuns(platform="CPU", sampling=SAMPLING, box_nm=4.0, cutoff_nm=1.5)
 POINT_SEED = 2026

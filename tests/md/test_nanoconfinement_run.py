@@ -55,6 +55,10 @@ def test_outputs_and_a_killed_and_resumed_run_end_bit_identical(tmp_path, flaky)
     assert rows[0, 0] == pytest.approx(-0.975) and rows[-1, 0] == pytest.approx(0.975)
     # every sample holds 5 ions of each kind: the profile integrates to 5 / (A N_A) mol/L nm
     assert rows[:, 1].sum() * 0.05 == pytest.approx(5 / (2.4 * 2.4 * 0.6022))
+    # between identical walls the profiles are symmetrised (mutation caught: the job loop's
+    # symmetric=layout.walls dropped: 12 samples of 5 ions leave the halves visibly unequal)
+    np.testing.assert_allclose(rows[:, 1:], rows[::-1, 1:], rtol=1e-12, atol=0)
+    assert whole["symmetrised"] is True
     assert whole["samples"] == (300 - 60) // 20 and whole["complete_blocks"] == 4 and whole["stopped"] == "steps"
     assert whole["bin_width_nm"] == pytest.approx(0.05)
     for ion in ("cation", "anion"):
@@ -119,6 +123,8 @@ def test_a_resume_that_would_sample_differently_is_refused(tmp_path, flaky):
     (["--c", "0.001", "--box-nm", "5", "--cutoff-nm", "1"], "is fewer than 1 anions"),
     (["--equilibrate", "500", "--steps", "500"], "--equilibrate 500 leaves no steps to sample"),
     (["--tolerance", "0"], "--tolerance must be positive"),
+    (["--relative-tolerance", "-0.1"], "--relative-tolerance must be at least 0 and below 1, got -0.1"),
+    (["--relative-tolerance", "1"], "--relative-tolerance must be at least 0 and below 1, got 1.0"),
 ])
 def test_bad_parameters_are_one_line_and_exit_2(run_cli, tmp_path, args, fragment):
     code, _, err = run_cli("md", "run", "--system", "nanoconfinement", "--out", tmp_path / "out", *args)

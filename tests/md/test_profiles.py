@@ -81,11 +81,26 @@ def test_a_relative_tolerance_holds_each_bin_to_its_density_above_an_absolute_fl
     absolute), the floor ignored (an empty bin's tiny error fails), the bar taken from the largest
     density instead of each bin's."""
     p = prof.Profiles(np.array([-0.5, 0.5]), np.array([[0.05, 2.0]]), np.array([[0.1, 0.15]]), prof.MIN_BLOCKS, 1.0)
-    assert prof.converged(p, 0.15)  # absolute only (the call the job loops make): 0.1 and 0.15 <= 0.15
+    assert prof.converged(p, 0.15)  # absolute only: 0.1 and 0.15 <= 0.15
     assert not prof.converged(p, 0.02, relative=0.1)  # 0.1 > max(0.005, 0.02) in the dilute bin
     assert prof.converged(p, 0.1, relative=0.1)  # 0.1 <= floor 0.1; 0.15 <= 0.1 x 2.0 = 0.2
     assert not prof.converged(p, 0.1, relative=0.05)  # 0.15 > max(0.1, 0.1)
     assert not prof.converged(prof.Profiles(p.z_nm, p.molar, p.error_molar, prof.MIN_BLOCKS - 1, 1.0), 1.0, relative=1.0)
+
+
+def test_a_run_stops_on_the_relative_bar_above_the_floor_by_default():
+    """SamplingSettings' default stop: each bar within max(10% of its bin's density, 0.002 M).
+    Mutations caught: stop_reason calling converged without the relative tolerance (the dense bin's
+    0.15 M bar fails at 0.002 M); the old absolute 0.02 M default (the dilute bin's 0.005 M bar, 125%
+    of its 0.004 M density, passes)."""
+    from thrifty.md.sampling_settings import SamplingSettings
+    settings = SamplingSettings()
+    dense_ok = prof.Profiles(np.array([-0.5, 0.5]), np.array([[0.004, 2.0]]), np.array([[0.001, 0.15]]),
+                             prof.MIN_BLOCKS, 1.0)
+    assert settings.stop_reason(100, dense_ok) == "converged"
+    dilute_unresolved = prof.Profiles(dense_ok.z_nm, dense_ok.molar, np.array([[0.005, 0.15]]), prof.MIN_BLOCKS, 1.0)
+    assert settings.stop_reason(100, dilute_unresolved) is None
+    assert SamplingSettings(relative_tolerance=0.0, tolerance_molar=0.2).stop_reason(100, dense_ok) == "converged"
 
 
 def test_symmetric_profiles_average_mirrored_blocks_and_their_error_accounts_for_both_halves():

@@ -105,7 +105,10 @@ def md_run(system: Annotated[str, typer.Option(
            equilibrate: Annotated[int | None, typer.Option(
                help=f"Steps before profiles are sampled (default 20000, with --steps N: N/5; {NANO})")] = None,
            tolerance: Annotated[float, typer.Option(
-               help=f"Converged when every profile error bar is at most this, mol/L ({NANO})")] = 0.02,
+               help=f"Converged when every profile error bar is at most the larger of this, mol/L, and "
+                    f"--relative-tolerance x its bin's density ({NANO})")] = 0.002,
+           relative_tolerance: Annotated[float, typer.Option(
+               help=f"See --tolerance; 0: that floor alone ({NANO})")] = 0.1,
            cap_steps: Annotated[int, typer.Option(help=f"Without --steps, stop here if not converged ({NANO})")] = 200_000,
            json_out: JsonOpt = False) -> None:
     """Run a simulation (OpenMM, or --engine torch) that checkpoints on request and resumes where it stopped."""
@@ -132,12 +135,14 @@ def md_run(system: Annotated[str, typer.Option(
         model.check()
         if equilibrate is None:
             equilibrate = 20_000 if steps is None else steps // 5
-        settings = SamplingSettings(steps, chunk, equilibrate, tolerance_molar=tolerance, cap_steps=cap_steps)
+        settings = SamplingSettings(steps, chunk, equilibrate, tolerance_molar=tolerance,
+                                    relative_tolerance=relative_tolerance, cap_steps=cap_steps)
     else:
         given = [name for name, value, default in (
             ("--h", h, 3.0), ("--zp", zp, 1), ("--zn", zn, -1), ("--c", c, 0.5), ("--d-plus", d_plus, 0.474),
             ("--d-minus", d_minus, 0.627), ("--box-nm", box_nm, None), ("--cutoff-nm", cutoff_nm, 2.5),
-            ("--equilibrate", equilibrate, None), ("--tolerance", tolerance, 0.02), ("--cap-steps", cap_steps, 200_000))
+            ("--equilibrate", equilibrate, None), ("--tolerance", tolerance, 0.002),
+            ("--relative-tolerance", relative_tolerance, 0.1), ("--cap-steps", cap_steps, 200_000))
             if value != default]
         if given:
             raise ThriftyError(f"{', '.join(given)} apply to --system nanoconfinement only, not {system}")

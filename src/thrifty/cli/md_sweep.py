@@ -49,8 +49,10 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
           equilibrate: Annotated[int | None, typer.Option(
               help="--simulation nanoconfinement: steps before sampling (default 20000)")] = None,
           tolerance: Annotated[float | None, typer.Option(
-              help="--simulation nanoconfinement: a run has converged when every error bar is at most this, mol/L "
-                   "(default 0.02)")] = None,
+              help="--simulation nanoconfinement: a run has converged when every error bar is at most the larger "
+                   "of this, mol/L, and --relative-tolerance x its bin's density (default 0.002)")] = None,
+          relative_tolerance: Annotated[float | None, typer.Option(
+              help="--simulation nanoconfinement: see --tolerance (default 0.1; 0: that floor alone)")] = None,
           cap_steps: Annotated[int | None, typer.Option(
               help="--simulation nanoconfinement: most steps of a run (default 200000)")] = None,
           box_nm: Annotated[float | None, typer.Option(
@@ -67,7 +69,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
         work_dir, lifetime_model, instance_type, job_hours, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
         parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True),
         parse_duration_s(startup, what="--startup", bare_unit="s", allow_zero=True), time_scale, engine, replicas,
-        dtype, device, equilibrate, tolerance, cap_steps, box_nm, cutoff_nm, emulate_preemptions))
+        dtype, device, equilibrate, tolerance, relative_tolerance, cap_steps, box_nm, cutoff_nm, emulate_preemptions))
     if json_out:
         print_json(summary)
         return

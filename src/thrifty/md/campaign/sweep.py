@@ -56,6 +56,7 @@ class SweepOptions:
     device: str = "cpu"
     equilibrate: int | None = None
     tolerance: float | None = None
+    relative_tolerance: float | None = None
     cap_steps: int | None = None
     box_nm: float | None = None
     cutoff_nm: float | None = None
@@ -96,12 +97,12 @@ def run_settings(o: SweepOptions) -> dict[str, Any]:
     """The nanoconfinement runs' settings the options give, by their field names (a campaign's request
     records them); one line for a bad value or another simulation."""
     options: dict[str, Any] = {"equilibration_steps": o.equilibrate, "tolerance_molar": o.tolerance,
-                               "cap_steps": o.cap_steps, "box_nm": o.box_nm, "cutoff_nm": o.cutoff_nm}
+                               "relative_tolerance": o.relative_tolerance, "cap_steps": o.cap_steps, "box_nm": o.box_nm, "cutoff_nm": o.cutoff_nm}
     given = {k: v for k, v in options.items() if v is not None}
     if given and o.simulation != "nanoconfinement":
-        raise ThriftyError("--equilibrate, --tolerance, --cap-steps, --box-nm and --cutoff-nm apply to "
+        raise ThriftyError("--equilibrate, --tolerance, --relative-tolerance, --cap-steps, --box-nm and --cutoff-nm apply to "
                            f"--simulation nanoconfinement only, not {o.simulation}")
-    if any(not v > 0 for k, v in given.items() if k != "equilibration_steps") or given.get("equilibration_steps", 0) < 0:
+    if any(not v > 0 for k, v in given.items() if k not in ("equilibration_steps", "relative_tolerance")) or given.get("equilibration_steps", 0) < 0:
         raise ThriftyError("--tolerance, --cap-steps, --box-nm and --cutoff-nm must be positive, --equilibrate at least 0")
     _sampling(given).check()
     return given

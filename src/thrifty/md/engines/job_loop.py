@@ -72,7 +72,8 @@ def _run(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], check
     edges = [prof.edges_nm(layout.z_range_nm, layout.walls) for layout in layouts]
 
     def profiles(progress: Progress) -> list[prof.Profiles]:
-        return [prof.profiles(b, progress.samples, settings.samples_per_block, e, layout.area_nm2)
+        # between two identical walls each block is averaged with its mirror image (md.profiles)
+        return [prof.profiles(b, progress.samples, settings.samples_per_block, e, layout.area_nm2, symmetric=layout.walls)
                 for b, e, layout in zip(progress.blocks, edges, layouts, strict=True)]
 
     def going_on(progress: Progress) -> bool:

@@ -44,7 +44,8 @@ def write_profiles(layout: ReplicaLayout, settings: SamplingSettings, stopped: s
     return {"stopped": stopped, "equilibration_steps": settings.equilibration_steps, "samples": samples,
             "complete_blocks": p.complete_blocks, "bin_width_nm": p.bin_width_nm,
             "max_error_molar": p.max_error_molar() if p.complete_blocks >= 2 else None,
-            "tolerance_molar": settings.tolerance_molar,
+            "tolerance_molar": settings.tolerance_molar, "relative_tolerance": settings.relative_tolerance,
+            "symmetrised": True,  # between walls, each block averaged with its mirror image (md.engines.job_loop)
             "densities": prof.landmarks(p, layout.species_names, layout.radii_nm)}
 
 
