@@ -130,6 +130,28 @@ def test_a_run_is_stored_once_however_often_it_completes(tmp_path):
             store.begin({"space": 2})
 
 
+def test_each_sweep_session_keeps_its_bill_and_serve_sums_the_ended_ones(tmp_path):
+    """Mutations caught: end_session not writing the bill (the session stays open); serve billing a
+    spot session at on-demand prices; an open session's (unknown) time counted as zero cost."""
+    from thrifty.serve.campaigns import _bill
+    with CampaignStore(tmp_path / "c.db") as store:
+        store.begin({"space": 1})
+        first = store.begin_session("spot:2", "n1-standard-4")
+        store.end_session(first, {"node_hours_model": 2.0, "cost_at_spot_usd": 0.1, "cost_at_on_demand_usd": 0.4,
+                                  "node_seconds_wall": 2.0})
+        second = store.begin_session("on-demand:1", "n1-standard-4")
+        store.end_session(second, {"node_hours_model": 1.0, "cost_at_spot_usd": 0.05, "cost_at_on_demand_usd": 0.2,
+                                   "node_seconds_wall": 1.0})
+        store.begin_session("spot:2", "n1-standard-4")  # its driver was killed
+        sessions = store.sessions()
+    assert [s["ended_at"] is not None for s in sessions] == [True, True, False]
+    assert sessions[0]["bill"]["cost_at_spot_usd"] == 0.1 and sessions[2]["bill"] is None
+    bill = _bill(sessions)
+    assert bill["cost_usd"] == pytest.approx(0.1 + 0.2) and bill["cost_at_on_demand_usd"] == pytest.approx(0.6)
+    assert bill["sessions"] == 3 and bill["open_sessions"] == 1 and bill["node_hours_model"] == 3.0
+    assert _bill(sessions[2:])["cost_usd"] is None
+
+
 def test_checkpoints_follow_the_dp_schedule_of_the_model_and_the_node_age(tmp_path):
     _, model = load_model("gcp-2019")
     plan = CheckpointPlan(model, 3 * 3600, time_scale=3600.0)

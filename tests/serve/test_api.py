@@ -104,7 +104,12 @@ def test_a_campaign_shows_progress_preemptions_and_surrogate_accuracy(api, campa
     assert [c["runs"] for c in listed] == [4]
     found = api.get(f"/api/campaigns/{listed[0]['id']}").json()
     assert [p["completed"] for p in found["progress"]] == [1, 2, 3, 4]
-    assert found["preemptions"] == 0 and found["bill"]["cost_usd"] is None and found["bill"]["reason"]
+    assert found["preemptions"] == 0
+    bill = found["bill"]  # md sweep stored its session's bill (none when Ray could not start: see the fixture)
+    if bill["sessions"]:  # mutation caught: md sweep not ending its session (the bill stays open, None)
+        assert bill["open_sessions"] == 0 and bill["cost_usd"] > 0 and bill["node_hours_model"] > 0
+    else:
+        assert bill["cost_usd"] is None and "predates" in bill["reason"]
     runs = [read_run(campaign.with_suffix(".runs") / p["run_id"]) for p in found["progress"]]
     model = Ensemble.load(surrogate)
     points, density, error = grid_arrays(runs, model.config.bins)

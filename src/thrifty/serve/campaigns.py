@@ -8,9 +8,10 @@ the read-write one its constructor would open (which also creates its tables), s
 
 Per campaign: its request (space, sampler, simulation), progress (runs completed and converged
 over time), the preemptions (a run's attempts beyond the first) and the work redone after them,
-and what the runs' own results say they cost. The campaign store keeps no node lifetimes, so the
-pool's bill (`thrifty md sweep`'s md.campaign.pool.bill) is not in it: a result's `cost_usd`, where the
-simulation reports one, is summed; otherwise the bill is None with the reason.
+and the bill: each `md sweep` session of the campaign stores its pool's bill at its end
+(md.campaign.store.end_session, md.campaign.pool.bill), and the sessions' bills are summed; a
+session without an end is running, or its driver was killed (its nodes' time is then unknown), and
+is counted apart.
 """
 
 import json
@@ -63,6 +64,7 @@ class CampaignDb:
         with read_transaction(self.path) as conn:
             store = _store(conn, self.path, name)
             runs, batches = store.completed(), store.batches()
+            sessions = store.sessions() if _has_table(conn, "md_campaign_sessions") else []
             finished = dict(conn.execute("SELECT run_id, finished_at FROM md_campaign_runs WHERE campaign = ?",
                                          (name,)).fetchall())
         progress, converged, preemptions, redone = [], 0, 0, 0.0
@@ -73,16 +75,35 @@ class CampaignDb:
             progress.append({"run_id": run["run_id"], "completed": i, "converged": converged,
                              "elapsed_s": finished[run["run_id"]] - created, "preemptions": preemptions,
                              "lost_work_s": redone, "steps": run["result"].get("steps"), "params": run["params"]})
-        costs = [r["result"]["cost_usd"] for r in runs if isinstance(r["result"].get("cost_usd"), (int, float))]
-        bill = {"cost_usd": float(sum(costs)), "runs_priced": len(costs)} if costs else {
-            "cost_usd": None, "reason": "the campaign store keeps no node lifetimes and no run reported cost_usd; "
-                                        "thrifty md sweep prints the pool's bill at its end"}
+        bill = _bill(sessions)
         work = self.path.with_suffix(".runs")  # md sweep's default --work-dir
         return {"id": f"{self.index}-{name}", "name": name, "created_at": created, "request": request,
                 "runs": len(runs), "converged": converged, "preemptions": preemptions, "lost_work_s": redone,
                 "batches": len(batches), "progress": progress, "bill": bill,
                 "surrogate_accuracy": None if surrogate is None else surrogate.accuracy_on(
                     [work / r["run_id"] for r in runs])}
+
+
+def _has_table(conn, name: str) -> bool:
+    """A store written before sessions were kept has no such table (read-only: it is not created)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def _bill(sessions: list[dict]) -> dict:
+    """The finished sessions' bills summed, in the pool's terms (spot or on-demand, as each session ran)."""
+    ended = [s for s in sessions if s["bill"] is not None]
+    out: dict = {"sessions": len(sessions), "open_sessions": len(sessions) - len(ended)}
+    if not ended:
+        out |= {"cost_usd": None, "reason": "no md sweep session of this campaign has ended yet" if sessions else
+                "this store predates stored bills: thrifty md sweep printed the pool's bill at its end"}
+        return out
+    at_spot = [s["pool"].startswith("spot") for s in ended]
+    out |= {"cost_usd": float(sum(s["bill"]["cost_at_spot_usd" if spot else "cost_at_on_demand_usd"]
+                                  for s, spot in zip(ended, at_spot, strict=True))),
+            "cost_at_on_demand_usd": float(sum(s["bill"]["cost_at_on_demand_usd"] for s in ended)),
+            "node_hours_model": float(sum(s["bill"]["node_hours_model"] for s in ended)),
+            "instance_types": sorted({s["instance_type"] for s in ended})}
+    return out
 
 
 class Surrogate:

@@ -30,6 +30,9 @@ CREATE TABLE IF NOT EXISTS md_campaign_runs (
 CREATE TABLE IF NOT EXISTS md_campaign_batches (
   campaign TEXT NOT NULL REFERENCES md_campaigns(name), batch INTEGER NOT NULL, run_id TEXT NOT NULL,
   params_json TEXT NOT NULL, PRIMARY KEY (campaign, run_id));
+CREATE TABLE IF NOT EXISTS md_campaign_sessions (
+  campaign TEXT NOT NULL REFERENCES md_campaigns(name), started_at REAL NOT NULL, ended_at REAL,
+  pool TEXT NOT NULL, instance_type TEXT NOT NULL, bill_json TEXT);
 """
 
 
@@ -74,6 +77,28 @@ class CampaignStore:
                 (self.name, run_id, time.time(), json.dumps(params), int(result["steps"]),
                  int(bool(result["converged"])), attempts, lost_work_s, json.dumps(result)))
         return cur.rowcount == 1
+
+    def begin_session(self, pool: str, instance_type: str) -> int:
+        """A driver's session of the campaign starts (each `md sweep` of it, a resume too); its id. It
+        stays open (no end, no bill) if the driver dies before end_session."""
+        with self.conn:
+            cur = self.conn.execute("INSERT INTO md_campaign_sessions VALUES (?,?,NULL,?,?,NULL)",
+                                    (self.name, time.time(), pool, instance_type))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def end_session(self, session: int, bill: dict) -> None:
+        """The session's end and its pool's bill (md.campaign.pool.bill), in one transaction."""
+        with self.conn:
+            self.conn.execute("UPDATE md_campaign_sessions SET ended_at = ?, bill_json = ? WHERE rowid = ?",
+                              (time.time(), json.dumps(bill), session))
+
+    def sessions(self) -> list[dict]:
+        """The campaign's driver sessions in order: start, end and bill (None while open)."""
+        rows = self.conn.execute("SELECT started_at, ended_at, pool, instance_type, bill_json FROM md_campaign_sessions "
+                                 "WHERE campaign = ? ORDER BY rowid", (self.name,))
+        return [{"started_at": r[0], "ended_at": r[1], "pool": r[2], "instance_type": r[3],
+                 "bill": None if r[4] is None else json.loads(r[4])} for r in rows]
 
     def completed(self) -> list[dict]:
         rows = self.conn.execute(

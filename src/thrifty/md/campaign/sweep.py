@@ -214,6 +214,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     outcome = None
     with CampaignStore(o.db, o.campaign) as store:
         resumed = store.begin(request(o, parameter_space.to_dict(), given))
+        session = store.begin_session(o.pool, o.instance_type)
         chosen: Sampler
         if o.sampler == "active":
             from thrifty.md.surrogate.active_sweep import ActiveSampler
@@ -245,11 +246,13 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
                 if emulated is not None:
                     emulated.shutdown()
                     shutil.rmtree(emulated.shared_dir, ignore_errors=True)
-    lives = emulated.lives if emulated is not None else \
-        [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
+        lives = emulated.lives if emulated is not None else \
+            [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
+        billed = bill(lives, vms[0], time_scale, time.time())
+        store.end_session(session, billed)  # thrifty serve's campaign bill sums the sessions
     summary = {"campaign": o.campaign, "resumed": resumed, "pool": o.pool, "instance_type": o.instance_type,
                "simulation": o.simulation, "engine": o.engine, "time_scale": time_scale, **report.summary(),
-               **bill(lives, vms[0], time_scale, time.time())}
+               **billed}
     if outcome is not None:
         summary["active"] = outcome
     return summary

@@ -115,7 +115,9 @@ const views = {
         draw("plot-campaign-accuracy", [{ name: "bins within the MD error bar", type: "bar", x: a.run_names, y: a.per_run_within_error }],
           { yaxis: { title: { text: "share of bins within error" }, range: [0, 1] } }, a.runs, id);
       }
-      const bill = c.bill.cost_usd == null ? `bill: ${c.bill.reason}` : `bill $${c.bill.cost_usd.toFixed(2)}`;
+      const b = c.bill, open = b.open_sessions ? ` (${b.open_sessions} session(s) without an end not counted)` : "";
+      const bill = b.cost_usd == null ? `bill: ${b.reason}` :
+        `bill $${b.cost_usd.toFixed(2)} for ${b.node_hours_model.toFixed(2)} node-hours ($${b.cost_at_on_demand_usd.toFixed(2)} on demand)${open}`;
       const acc = a == null ? "no --surrogate given" : a.runs ? `surrogate: ${(100 * a.within_error).toFixed(1)}% of bins within the MD error bar over ${a.runs} runs` : `surrogate: ${a.reason}`;
       note("campaigns", `${c.runs} runs, ${c.converged} converged, ${c.preemptions} preemptions, ${c.lost_work_s.toFixed(1)} s redone; ${bill}; ${acc}`);
     },
