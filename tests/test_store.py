@@ -77,3 +77,20 @@ def test_an_empty_file_or_another_programs_database_is_not_taken_over(tmp_path):
         Store(foreign)
     names = {r[0] for r in sqlite3.connect(foreign).execute("SELECT name FROM sqlite_master")}
     assert names == {"notes"}
+
+
+def test_a_decision_and_its_plane_are_stored_together_or_not_at_all(tmp_path):
+    """Mutations caught: the plane written outside the decision's transaction (a failed plane
+    leaves a decision without it); the returned id not the decision's."""
+    import json
+
+    import pytest
+    with Store(tmp_path / "t.db") as store:
+        first = store.save_decision("w#1", {"objective": "cost"}, {"instance_type": "a"}, {"plane": {"shown": 1}})
+        second = store.save_decision("w#1", {"objective": "time"}, {"instance_type": "b"})
+        assert store.conn.execute("SELECT plane_json FROM decision_planes WHERE decision_id = ?",
+                                  (first,)).fetchone() == (json.dumps({"plane": {"shown": 1}}),)
+        assert second == first + 1 and store.count("decision_planes") == 1
+        with pytest.raises(TypeError):  # not JSON: neither the decision nor its plane lands
+            store.save_decision("w#1", {"objective": "knee"}, {"instance_type": "c"}, {"plane": object()})
+        assert store.count("decisions") == 2 and store.count("decision_planes") == 1

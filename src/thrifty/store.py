@@ -32,6 +32,8 @@ CREATE TABLE IF NOT EXISTS calibrations (
 CREATE TABLE IF NOT EXISTS decisions (
   id INTEGER PRIMARY KEY, created_at REAL NOT NULL, workload_key TEXT NOT NULL,
   request_json TEXT NOT NULL, recommended_json TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS decision_planes (
+  decision_id INTEGER PRIMARY KEY REFERENCES decisions(id) ON DELETE CASCADE, plane_json TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS samples_by_profile ON step_samples(profile_id);
 CREATE TABLE IF NOT EXISTS train_runs (
   id INTEGER PRIMARY KEY, created_at REAL NOT NULL, workload TEXT NOT NULL, mode TEXT NOT NULL,
@@ -65,7 +67,7 @@ EVAL_ROW_FIELDS = tuple(EvalRow.__dataclass_fields__)
 _OLD_TRAIN_STEP_COLUMNS = {"compute_s": "compute_time_s", "wait_s": "wait_time_s",
                            "update_s": "update_time_s", "controller_s": "controller_time_s",
                            "step_s": "step_time_s"}
-TABLES = ("profiles", "step_samples", "calibrations", "decisions", "train_runs", "train_steps", "train_evals",
+TABLES = ("profiles", "step_samples", "calibrations", "decisions", "decision_planes", "train_runs", "train_steps", "train_evals",
           "searches", "search_probes")
 
 
@@ -242,12 +244,18 @@ class Store:
             raise ValueError(table)
         return int(self.conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
-    def save_decision(self, workload_key: str, request: dict, recommended: dict) -> None:
+    def save_decision(self, workload_key: str, request: dict, recommended: dict, plane: dict | None = None) -> int:
+        """A plan's decision and, given, the cost-time plane it chose from (thrifty.plan.plane), in one
+        transaction; the decision's id."""
         with self.conn:
-            self.conn.execute(
+            cur = self.conn.execute(
                 "INSERT INTO decisions (created_at, workload_key, request_json, recommended_json) "
                 "VALUES (?,?,?,?)", (time.time(), workload_key, json.dumps(request),
                                      json.dumps(recommended)))
+            decision = _inserted_id(cur)
+            if plane is not None:
+                self.conn.execute("INSERT INTO decision_planes VALUES (?,?)", (decision, json.dumps(plane)))
+        return decision
 
     def training_steps(self, run_id: int) -> list[StepRow]:
         return self._select_steps("train_steps", "run_id", run_id)

@@ -38,20 +38,20 @@ def test_health_and_the_openapi_schema_name_every_route(api):
 
 
 def test_a_plan_shows_its_pareto_front_and_the_stored_recommendation(api, stores):
-    """The plane computed again from the stored profile has the front and the recommendation
-    `thrifty plan --json` printed. Mutations caught: another profile or request than the
-    decision's (another recommendation); the front from other candidates than the plan's."""
+    """The plane `thrifty plan` stored has the front and the recommendation `thrifty plan --json`
+    printed. Mutations caught: the plane not stored (plane_source "recomputed"); another decision's
+    plane; the front from other candidates than the plan's."""
     plans = api.get("/api/plans").json()  # newest first; the copied profile's database may hold older plans
     assert plans == sorted(plans, key=lambda p: p["created_at"], reverse=True)
     newest_cost = next(p for p in plans if p["request"]["objective"] == "cost")  # the steering test adds a time plan
     plan = api.get(f"/api/plans/{newest_cost['id']}").json()
-    assert plan["matches_stored"] is True
+    assert plan["plane_source"] == "stored" and plan["matches_stored"] is True
     printed = stores["plan"]
     keys = ("cloud", "region", "instance_type", "nodes", "workers", "global_batch", "spot")
     assert [{k: d[k] for k in keys} for d in plan["pareto"]] == [{k: d[k] for k in keys} for d in printed["pareto"]]
     assert [d["predicted_cost_usd"] for d in plan["pareto"]] == pytest.approx(
         [d["predicted_cost_usd"] for d in printed["pareto"]], rel=1e-9)
-    again = plan["recomputed_recommendation"]
+    again = plan["plane_recommendation"]
     assert again["predicted_cost_usd"] == pytest.approx(printed["recommended"]["predicted_cost_usd"], rel=1e-9)
     plane = plan["plane"]
     assert plane["candidates"] == printed["candidates_evaluated"] and plane["feasible"] == printed["candidates_feasible"]
@@ -229,3 +229,21 @@ def test_no_page_of_the_server_refers_to_another_site(api):
         if asset.endswith((".js", ".css")) and "plotly" not in asset:
             assert not re.search(r"https?://", body.text), asset
     assert api.get("/docs").status_code == 404 and api.get("/openapi.json").status_code == 200
+
+
+def test_a_plan_stored_without_its_plane_is_computed_again_and_says_so(stores, tmp_path):
+    """A decision from before planes were stored (its decision_planes row removed): the plane is
+    computed again from the profile and the page is told. Mutations caught: a missing plane read
+    as an empty one; the recomputed plane from another profile (another front)."""
+    from thrifty.serve import plans
+    from thrifty.serve.stores import ThriftyDb
+    db = copy_db(stores["db"], tmp_path / "old.db")
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM decision_planes")
+    old = ThriftyDb(0, db)
+    newest_cost = next(p for p in old.plans() if p["request"]["objective"] == "cost")
+    again = plans.plane(old, newest_cost)
+    assert again["plane_source"] == "recomputed" and again["matches_stored"] is True
+    keys = ("instance_type", "nodes", "workers", "global_batch", "spot")
+    assert [{k: d[k] for k in keys} for d in again["pareto"]] == [
+        {k: d[k] for k in keys} for d in stores["plan"]["pareto"]]

@@ -110,6 +110,7 @@ def plan(
     from thrifty.plan import plan as run_plan
     from thrifty.plan.bucket import check_bucket_name
     from thrifty.plan.launch import skypilot_yaml, torchrun_command
+    from thrifty.plan.plane import plane
     from thrifty.plan.plot import plot_plan
     from thrifty.store import Store
     from thrifty.workloads.names import workload_key
@@ -140,12 +141,12 @@ def plan(
             plot_plan(result, plot, title=f"{workload}: {len(result.candidates):,} candidates")
         store.save_decision(key, {
             "objective": objective, "deadline_s": request.deadline_s,
-            "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best)
+            "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best, chosen_from := plane(result))
     launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload, bucket=bucket)}
     summary = {
         "workload": workload, "objective": objective, "profile_reused": reused,
         "recommended": best,
-        "pareto": [{**result.describe(int(i)), "merged": int(m)} for i, m in zip(result.front, result.front_merged, strict=True)],
+        "pareto": chosen_from["pareto"],
         "top": [{**result.describe(int(i)), "merged": int(m)} for i, m in zip(*result.top(top), strict=True)],
         "search_windows": len(probes),  # stored windows of this workload read (not all need match)
         "candidates_evaluated": len(result.candidates),

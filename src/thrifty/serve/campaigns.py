@@ -22,7 +22,7 @@ import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.md.campaign.store import CampaignStore
-from thrifty.serve.readonly import read_transaction
+from thrifty.serve.readonly import has_table, read_transaction
 
 CAMPAIGN_TABLES = ("md_campaigns", "md_campaign_runs")
 
@@ -64,7 +64,7 @@ class CampaignDb:
         with read_transaction(self.path) as conn:
             store = _store(conn, self.path, name)
             runs, batches = store.completed(), store.batches()
-            sessions = store.sessions() if _has_table(conn, "md_campaign_sessions") else []
+            sessions = store.sessions() if has_table(conn, "md_campaign_sessions") else []
             finished = dict(conn.execute("SELECT run_id, finished_at FROM md_campaign_runs WHERE campaign = ?",
                                          (name,)).fetchall())
         progress, converged, preemptions, redone = [], 0, 0, 0.0
@@ -82,11 +82,6 @@ class CampaignDb:
                 "batches": len(batches), "progress": progress, "bill": bill,
                 "surrogate_accuracy": None if surrogate is None else surrogate.accuracy_on(
                     [work / r["run_id"] for r in runs])}
-
-
-def _has_table(conn, name: str) -> bool:
-    """A store written before sessions were kept has no such table (read-only: it is not created)."""
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
 def _bill(sessions: list[dict]) -> dict:

@@ -1,24 +1,23 @@
-"""A stored plan's cost-time plane, computed again: thrifty.store keeps a decision's request
-(objective, deadline, budget, workers, spot) and its recommendation, not its candidates. The view
-rebuilds the job model from the profile the plan used (the workload's newest profile stored
-before the decision; thrifty.perf.jobmodel.build_job_model, as thrifty.pipeline.job_model does),
-reads the workload's search windows as `thrifty plan` does, and evaluates every candidate of the
-bundled catalog again (thrifty.plan.plan). Catalog filters (--cloud, --gpu, --max-price, ...),
---batch, --epochs and --precision are not stored, so the front is that of the bundled catalog at
-the defaults; `matches_stored` says whether its recommendation is the stored one.
+"""A stored plan's cost-time plane: `thrifty plan` (and a plan started from the page) stores the
+plane it chose from beside its decision (thrifty.plan.plane, thrifty.store's decision_planes), and
+that is what is drawn, with the stored recommendation.
 
-The plane is drawn from at most MAX_POINTS feasible candidates (an even thinning of those sorted
-by time, the front and the recommendation always included)."""
+A decision stored before planes were kept has only its request (objective, deadline, budget,
+workers, spot) and recommendation: its plane is computed again. The job model is rebuilt from the
+profile the plan used (the workload's newest profile stored before the decision;
+thrifty.perf.jobmodel.build_job_model, as thrifty.pipeline.job_model does), the workload's search
+windows are read as `thrifty plan` does, and every candidate of the bundled catalog is evaluated
+again (thrifty.plan.plan). Catalog filters (--cloud, --gpu, --max-price, ...), --batch, --epochs and
+--precision were not stored, so that front is the bundled catalog's at the defaults;
+`plane_source` says which, `matches_stored` whether the recomputed recommendation is the stored one.
+"""
 
 from functools import lru_cache
-
-import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.io import json_safe
 from thrifty.serve.stores import ThriftyDb
 
-MAX_POINTS = 4000
 SAME_KEYS = ("cloud", "region", "instance_type", "nodes", "workers", "global_batch", "spot")
 
 
@@ -43,9 +42,19 @@ def vm_arrays():
 
 
 def plane(db: ThriftyDb, plan: dict) -> dict:
-    """The plan with its candidates (thinned), its Pareto front and the recommendation."""
+    """The plan with the plane it chose from (stored, or computed again), its Pareto front and the
+    recommendation in that plane."""
+    stored = db.stored_plane(int(plan["id"].split("-")[1]))
+    if stored is not None:
+        return {**plan, **stored, "plane_source": "stored", "plane_recommendation": plan["recommended"],
+                "matches_stored": True}
+    return _computed_again(db, plan)
+
+
+def _computed_again(db: ThriftyDb, plan: dict) -> dict:
     from thrifty.plan import PlanRequest
     from thrifty.plan import plan as run_plan
+    from thrifty.plan.plane import plane as plane_of
     profile_id = db.profile_for(plan["workload_key"], plan["created_at"])
     if profile_id is None:
         return {**plan, "plane": None, "reason": "no profile of this workload is stored in this database"}
@@ -57,27 +66,8 @@ def plane(db: ThriftyDb, plan: dict) -> dict:
                           budget_usd=asked.get("budget_usd"), max_workers=asked.get("max_workers", 32),
                           spot=asked.get("spot", "both"))
     result = run_plan(vm_arrays(), job_model_of(record), request, db.workload_probes(plan["workload_key"]))
-    c, ok = result.candidates, result.feasible_mask
-    feasible = np.flatnonzero(ok)
-    feasible = feasible[np.argsort(c.time_s[feasible], kind="stable")]
-    keep = feasible[np.linspace(0, len(feasible) - 1, min(MAX_POINTS, len(feasible))).astype(int)] \
-        if len(feasible) else feasible
-    keep = np.union1d(keep, np.append(result.front, result.best))
     best = result.describe(result.best)
     stored = plan["recommended"]
-    return json_safe({**plan, "profile_id": db.key(profile_id),
-                      "plane": {"time_s": c.time_s[keep].tolist(), "cost_usd": c.cost_usd[keep].tolist(),
-                                "spot": c.spot[keep].astype(bool).tolist(),
-                                "label": _labels(result, keep),
-                                "candidates": len(c), "feasible": int(ok.sum()), "shown": len(keep)},
-                      "pareto": [result.describe(int(i)) for i in result.front],
-                      "recomputed_recommendation": best,
+    return json_safe({**plan, "profile_id": db.key(profile_id), **plane_of(result), "plane_source": "recomputed",
+                      "plane_recommendation": best,
                       "matches_stored": all(best.get(k) == stored.get(k) for k in SAME_KEYS)})
-
-
-def _labels(result, keep: np.ndarray) -> list[str]:
-    """'cloud:type NODESxRANKS B=batch [spot]' per kept candidate."""
-    c, vms = result.candidates, result.vmx.vms
-    return [f"{vms[v].cloud}:{vms[v].instance_type} {int(n)}x{int(w) // int(n)} B={int(b)}{' spot' if s else ''}"
-            for v, n, w, b, s in zip(c.vm_index[keep].astype(int).tolist(), c.nodes[keep].tolist(),
-                                     c.workers[keep].tolist(), c.global_batch[keep].tolist(), c.spot[keep].tolist(), strict=True)]

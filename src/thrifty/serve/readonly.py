@@ -42,6 +42,12 @@ def table_names(path: Path) -> set[str]:
         return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
+def has_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Whether the open database holds table `name` (a store older than that table does not, and a
+    read-only reader does not create it)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
 def check_database(path: Path, tables: tuple[str, ...], what: str) -> None:
     """Refuse, in one line, a path that is not an SQLite database holding one of `tables`."""
     path = Path(path)

@@ -17,6 +17,7 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
     """Plan from stored profile `profile_id`; the stored decision's id and the recommendation."""
     from thrifty.plan import PlanRequest
     from thrifty.plan import plan as run_plan
+    from thrifty.plan.plane import plane
     from thrifty.store import Store
     record = db.profile_record(profile_id)
     if record is None:
@@ -28,8 +29,7 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
     result = run_plan(vm_arrays(), job_model_of(record), request, db.workload_probes(record["workload_key"]))
     best = result.describe(result.best)
     with Store(db.path) as store:
-        store.save_decision(record["workload_key"], {"objective": objective, "deadline_s": deadline_s,
-                                                     "budget_usd": budget_usd, "max_workers": max_workers,
-                                                     "spot": spot}, best)
-        decision = int(store.conn.execute("SELECT MAX(id) FROM decisions").fetchone()[0])
+        decision = store.save_decision(record["workload_key"], {"objective": objective, "deadline_s": deadline_s,
+                                                                "budget_usd": budget_usd, "max_workers": max_workers,
+                                                                "spot": spot}, best, plane(result))
     return {"id": db.key(decision), "recommended": best, "candidates": len(result.candidates)}

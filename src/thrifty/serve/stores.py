@@ -9,7 +9,7 @@ from pathlib import Path
 
 from thrifty.io import json_safe
 from thrifty.records import STEP_FIELDS
-from thrifty.serve.readonly import read_transaction
+from thrifty.serve.readonly import has_table, read_transaction
 from thrifty.store import PROBE_COLUMNS, TABLES
 
 STEP_COLUMNS = ", ".join(STEP_FIELDS)
@@ -71,6 +71,15 @@ class ThriftyDb:
         return {"id": row[0], "workload": row[1], "instance_type": row[2], "threads_per_rank": row[3],
                 "param_count": row[4], "train_size": row[5], "meta": {**json.loads(row[6]), "profile_id": row[0]},
                 "workload_key": row[7], "created_at": row[8], "samples": samples, "calibration": calibration}
+
+    def stored_plane(self, decision_id: int) -> dict | None:
+        """The plane `thrifty plan` stored with decision `decision_id` ({"plane", "pareto"}), or None
+        (a decision stored before planes were kept)."""
+        with read_transaction(self.path) as conn:
+            if not has_table(conn, "decision_planes"):
+                return None
+            row = conn.execute("SELECT plane_json FROM decision_planes WHERE decision_id = ?", (decision_id,)).fetchone()
+        return None if row is None else json.loads(row[0])
 
     def profile_for(self, workload_key: str, before: float) -> int | None:
         """The newest profile of a workload stored before `before`: the one a plan then used."""

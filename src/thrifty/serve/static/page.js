@@ -27,10 +27,10 @@ const views = {
   plans: {
     label: (p) => `${p.id} ${p.workload_key.split("#")[0]} (${p.request.objective})`,
     async show(id) {
-      note("plans", "computing the plane again from the stored profile...");
+      note("plans", "reading the plan's plane...");
       const p = await getJson(`/api/plans/${id}`);
       if (!p.plane) { note("plans", p.reason); return; }
-      const q = p.plane, front = p.pareto, best = p.recomputed_recommendation;
+      const q = p.plane, front = p.pareto, best = p.plane_recommendation;
       const pick = (spot) => q.time_s.map((t, i) => [t, q.cost_usd[i], q.label[i], q.spot[i]]).filter((r) => r[3] === spot);
       const cloud = (spot, name, colour) => {
         const rows = pick(spot);
@@ -51,7 +51,9 @@ const views = {
       ], { xaxis: { title: { text: "predicted time to target (h)" }, type: "log" },
            yaxis: { title: { text: "predicted cost (USD)" }, type: "log" } }, q.shown, id);
       note("plans", `${q.feasible.toLocaleString()} feasible of ${q.candidates.toLocaleString()} candidates (${q.shown} drawn); ` +
-        `front ${front.length} points; ` + (p.matches_stored ? "recommendation as stored" : "recommendation differs from the stored one (catalog filters are not stored)"));
+        `front ${front.length} points; ` + (p.plane_source === "stored" ? "the plane the plan chose from, as stored" :
+        p.matches_stored ? "a plan stored without its plane: computed again, recommendation as stored" :
+        "a plan stored without its plane: computed again, and the recommendation differs (its catalog filters were not stored)"));
     },
   },
   searches: {
