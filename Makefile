@@ -40,7 +40,8 @@ browser:
 		apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
 		echo "chromium could not be installed: the browser test will skip"
 
-# Tests. `make test` runs all of them (-n 2: two processes). `make test-fast` is the tier to run before each
+# Tests. `make test` runs all of them (-n 2: two processes; worksteal: an idle process takes tests queued for
+# the other, so a long test near the end does not leave one core idle). `make test-fast` is the tier to run before each
 # commit: the pure numpy/scipy packages (planner, catalog, performance models, preemption models, the store),
 # without the tests marked slow, ray, openmm or distributed, so no torch worker processes, no Ray and no
 # OpenMM; under a minute on two cores. The markers are given by rule in tests/conftest.py (see
@@ -50,7 +51,7 @@ TEST_ENV := GLOO_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1
 FAST_TESTS := tests/plan tests/catalog tests/perf tests/transient tests/test_store.py tests/test_records.py \
 	tests/test_suite_markers.py tests/test_nothing_imports_tests.py
 test: $(STAMP) browser
-	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 tests
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 --dist worksteal tests
 
 test-fast: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 -m "not slow and not ray and not openmm and not distributed" $(FAST_TESTS)
