@@ -72,7 +72,7 @@ def test_the_quickstart_commands_are_the_makefiles():
         assert re.search(rf"^{target}:", makefile, flags=re.M), target
     demo = re.search(r"^demo:.*\n\t\$\(BIN\)/(thrifty .*)$", makefile, flags=re.M).group(1)
     assert " ".join(f"`{demo}`".split()) in " ".join(quickstart.split())
-    assert "pytest -q -n 2 tests" in re.search(r"^test:.*\n\t(.*)$", makefile, flags=re.M).group(1)
+    assert "pytest -q -n 2 --dist worksteal tests" in re.search(r"^test:.*\n\t(.*)$", makefile, flags=re.M).group(1)
 
 
 def test_the_install_lines_name_real_extras():
