@@ -77,9 +77,9 @@ def test_nothing_of_the_cluster_listens_beyond_loopback(cluster):
 
 
 def test_a_killed_node_loses_nothing(cluster, tmp_path):
-    # mutations caught: a retry that does not resume from its run's checkpoint (each attempt
-    # checkpointing in a folder of its own: resumed False after a save); a node's death failing the
-    # campaign (max_retries=0); a retried run stored twice (the counts below)
+    # mutations caught: a retry that does not resume from its run's checkpoint (checked: the runner
+    # removing a run's checkpoints before a later attempt; an attempt after a save not resumed); a
+    # node's death failing the campaign (max_retries=0); a retried run stored twice (the counts below)
     pool, _ = cluster
     _, model = load_model("gcp-2019")
     # a checkpoint after every chunk at any node age (the DP's intervals in microseconds), so the
@@ -118,9 +118,10 @@ def test_a_killed_node_loses_nothing(cluster, tmp_path):
 
 
 def test_a_killed_driver_loses_nothing(cluster, tmp_path):
-    # mutations caught: a restarted driver that recomputes a checkpointed run from step 0 (its
-    # checkpoints ignored: no resumed attempt), or stores again what the first driver stored
-    # (stored_now, duplicates); a result that differs from an uninterrupted run's
+    # mutations caught: a restarted driver that recomputes a checkpointed run from step 0 (checked: the
+    # runner removing a run's checkpoints before a later attempt; no resumed attempt), or stores again
+    # what the first driver stored (stored_now, duplicates); a result that differs from an
+    # uninterrupted run's
     pool, tmp = cluster
     space = tmp_path / "space.toml"
     space.write_text("[h]\nvalues = [3.2, 3.5]\n[c]\nvalues = [0.5, 0.35]\n")  # 72 to 116 chunks: 2 to 3 s a run

@@ -95,7 +95,7 @@ def _in_process(md_run, tmp_path, out: str, *args: str) -> dict:
 @pytest.mark.timeout(300)
 def test_a_steps_run_continued_through_the_cli_matches_one_straight_run(tmp_path, md_run):
     # the straight run and the first part by the CLI in this process, the continuation by a real one
-    # mutation caught: a continued run that starts over or forgets the first part's samples (it differs)
+    # mutation caught (checked): a run without a checkpoint keeping the thermo rows of the run it replaces
     straight = _in_process(md_run, tmp_path, "straight", "--steps", "400", "--equilibrate", "60")
     first = _in_process(md_run, tmp_path, "parts", "--steps", "200", "--equilibrate", "60")
     assert first["steps"] == 200

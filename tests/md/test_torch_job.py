@@ -143,6 +143,8 @@ def test_profiles_have_the_openmm_engines_columns_bins_and_summary_keys(tmp_path
     (["--system", "nanoconfinement", "--engine", "torch", "--platform", "Reference"], "--platform applies to --engine openmm"),
 ])
 def test_bad_engine_options_are_refused_in_one_line(md_run, tmp_path, args, fragment):
+    # mutation caught (checked): the --platform refusal removed (the torch run goes on at the default
+    # system and length until the timeout fails it)
     code, _, err = md_run(*args, "--out", str(tmp_path / "out"))
     assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
@@ -152,8 +154,7 @@ def test_bad_engine_options_are_refused_in_one_line(md_run, tmp_path, args, frag
 def test_the_cli_checkpoints_on_a_notice_resumes_bit_identically_and_refuses_openmm(tmp_path, md_run):
     """SIGTERM (the preemption notice of `thrifty run`) -> checkpoint -> exit 75, in a real CLI process;
     then the refusal and the resume, by the CLI in this process.
-    Mutations caught: the notice not checkpointing (no checkpoint file, exit 0); a resume that starts
-    over or misreads the checkpoint (the outputs differ from the straight run's)."""
+    Mutation caught (checked): the notice's handler not installed (SIGTERM ends the run: exit -15, not 75)."""
     # one torch thread: the default (the cores here) crawls on a loaded 2-core machine (md.torch_engine.threads)
     system = ["--system", "nanoconfinement", "--h", "2", "--c", "0.8", "--box-nm", "2.4", "--cutoff-nm", "1",
               "--chunk", "20", "--steps", "200", "--equilibrate", "40"]
