@@ -146,18 +146,20 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
     # (SIGSTOP) while the two are read, so that what it stored at the kill is exactly what was read
     # (its runs go on on the cluster; only the driver stores)
     deadline, at_kill = time.monotonic() + 100, set()
-    while time.monotonic() < deadline and first.poll() is None:
-        if stored() and checkpointed() - stored():
-            first.send_signal(signal.SIGSTOP)
-            before = stored()
-            at_kill = checkpointed() - before
-            if before and at_kill:
-                break
-            first.send_signal(signal.SIGCONT)
-        time.sleep(0.02)
-    assert first.poll() is None and at_kill, "the first driver finished before it could be killed"
-    first.send_signal(signal.SIGKILL)  # the driver's machine is gone; the cluster lives on
-    first.wait()
+    try:
+        while time.monotonic() < deadline and first.poll() is None:
+            if stored() and checkpointed() - stored():
+                first.send_signal(signal.SIGSTOP)
+                before = stored()
+                at_kill = checkpointed() - before
+                if before and at_kill:
+                    break
+                first.send_signal(signal.SIGCONT)
+            time.sleep(0.02)
+        assert first.poll() is None and at_kill, "the first driver finished before it could be killed"
+    finally:
+        first.send_signal(signal.SIGKILL)  # the driver's machine is gone; the cluster lives on
+        first.wait()
     assert stored() == before
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
