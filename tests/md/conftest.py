@@ -1,4 +1,7 @@
-"""Checkpoints on a script: saved every few chunks, and a death at a chosen chunk."""
+"""Checkpoints on a script (saved every few chunks, and a death at a chosen chunk), `md run` in this
+process, and the session's Ray cluster."""
+
+import signal
 
 import pytest
 from md_jobs import OpenMMJob, run_openmm
@@ -34,3 +37,80 @@ def run_job(tmp_path):
     def run(settings: OpenMMJob, out: str = "out", ck: str = "ck", every: int = 1) -> dict:
         return run_openmm(settings, tmp_path / out, FlakyCheckpoints(tmp_path / ck, every, None))
     return run
+
+
+@pytest.fixture()
+def md_run(run_cli):
+    """`thrifty md run` in this process (the same CLI without a Python start and a torch or OpenMM import);
+    the signal handlers a run's checkpoints install are put back after it."""
+    def run(*args: str) -> tuple[int, str, str]:
+        saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGUSR1)}
+        try:
+            return run_cli("md", "run", *args)
+        finally:
+            for s, handler in saved.items():
+                signal.signal(s, handler)
+    return run
+
+
+@pytest.fixture(scope="session")
+def ray_pool():
+    """One Ray cluster for every test of this folder that needs one (Ray's start is the costly part):
+    the emulated pool (md.campaign.pool.EmulatedPool: a head with no CPUs and 2 one-CPU nodes, every
+    process on 127.0.0.1) with this process connected as its driver. Its nodes live until a test
+    preempts them (the pool replaces them). PYTHONPATH holds src/ and this folder for the session, so
+    that the workers of nodes launched at any time import thrifty and these tests' modules (a
+    simulation class defined in a test module). Yields (pool, Ray's temp folder)."""
+    import os
+    import shutil
+    import signal
+    import tempfile
+    from pathlib import Path
+
+    from thrifty.md.campaign.pool import EmulatedPool, PoolSpec, loopback_ray
+
+    here = Path(__file__).resolve().parent
+    tmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "PYTHONPATH")}
+    os.environ["RAY_TMPDIR"] = str(tmp)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(here.parents[1] / "src"), str(here),
+                                                *([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else [])])
+    pool = EmulatedPool(PoolSpec("spot", 2), None, 3600.0, tmp / "shared")  # killed by the tests only
+    ray = loopback_ray()
+    try:
+        ray.init(address=pool.start(), _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
+        yield pool, tmp
+    finally:
+        ray.shutdown()
+        pool.shutdown()
+        for pid in _descendants(os.getpid()) - {os.getpid()}:  # anything of this cluster still alive
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    if str(tmp).encode() in handle.read():
+                        os.kill(pid, signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _descendants(root: int) -> set[int]:
+    """`root` and every process below it (read from /proc)."""
+    from pathlib import Path
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        out.add(pid)
+        todo.extend(children.get(pid, []))
+    return out

@@ -4,11 +4,9 @@ known), then on Ray (127.0.0.1 only) with the real ensemble, shrunk. The simulat
 stand-in profiles of standin_profiles.py written as campaign run folders: no MD."""
 
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,7 +18,6 @@ from thrifty.cli.app import main
 from thrifty.errors import ThriftyError
 from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan
 from thrifty.md.campaign.point_samplers import RandomSampler, point_key
-from thrifty.md.campaign.pool import loopback_ray
 from thrifty.md.campaign.runner import CampaignConfig, run_campaign
 from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.params import PARAMETERS
@@ -31,7 +28,6 @@ from thrifty.transient.registry import load_model
 
 pytestmark = pytest.mark.timeout(180)  # each test, the Ray start-up included (30 s quiet; a hang guard, generous for loaded machines)
 SPACE = parse_space("[h_nm]\nmin = 3.0\nmax = 4.0\n[c_molar]\nmin = 0.3\nmax = 0.9\n[z_plus]\nvalues = [1, 2]\n")
-HERE = str(Path(__file__).resolve().parent)
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 FIXED = {"z_plus": 1.0, "z_minus": -1.0, "d_plus_nm": 0.5, "d_minus_nm": 0.5}
 
@@ -179,26 +175,10 @@ def test_the_active_sampler_imports_torch_only_to_train():
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    """Ray on this machine, 127.0.0.1 only; its workers import this module (Toy) from tests/md."""
-    tmp = Path(tempfile.mkdtemp(prefix="ra", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
-    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "PYTHONPATH")}
-    os.environ["RAY_TMPDIR"] = str(tmp)
-    os.environ["PYTHONPATH"] = os.pathsep.join([SRC, HERE])
-    ray = loopback_ray()
-    try:
-        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=2,
-                 log_to_driver=False, logging_level="ERROR")
-        yield
-    finally:
-        ray.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+@pytest.fixture()
+def local_ray(ray_pool):
+    """The session's Ray (tests/md/conftest.py: 2 one-CPU nodes, 127.0.0.1 only); its workers import
+    this module (Toy) from tests/md."""
 
 
 def _config(work: Path, budget: int) -> CampaignConfig:

@@ -1,15 +1,13 @@
-"""Campaigns on Ray's multi-node test cluster (one per module, 2 one-CPU nodes, all on 127.0.0.1):
+"""Campaigns on Ray's multi-node test cluster (the session's, 2 one-CPU nodes, all on 127.0.0.1):
 a killed node loses nothing, a killed driver loses nothing, nothing listens beyond loopback."""
 
 import json
 import os
 import re
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,7 +15,6 @@ import pytest
 
 from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan, ScheduledCheckpoints
 from thrifty.md.campaign.point_samplers import GridSampler
-from thrifty.md.campaign.pool import EmulatedPool, PoolSpec, loopback_ray
 from thrifty.md.campaign.runner import CampaignConfig, run_campaign
 from thrifty.md.campaign.standin import StandIn
 from thrifty.md.campaign.store import CampaignStore
@@ -52,28 +49,10 @@ def _ours_listening(root: int) -> list[str]:
             if any(int(pid) in ours for pid in re.findall(r"pid=(\d+)", line))]
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    tmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
-    old = os.environ.get("RAY_TMPDIR")
-    os.environ["RAY_TMPDIR"] = str(tmp)
-    pool = EmulatedPool(PoolSpec("spot", 2), None, 3600.0, tmp / "shared")  # killed by the tests only
-    ray = loopback_ray()
-    try:
-        ray.init(address=pool.start(), _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
-        yield pool, tmp
-    finally:
-        ray.shutdown()
-        pool.shutdown()
-        for pid in _descendants(os.getpid()) - {os.getpid()}:  # anything of this cluster still alive
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                if str(tmp).encode() in handle.read():
-                    os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is None:
-            os.environ.pop("RAY_TMPDIR", None)
-        else:
-            os.environ["RAY_TMPDIR"] = old
+@pytest.fixture()
+def cluster(ray_pool):
+    """The session's emulated pool (tests/md/conftest.py): 2 one-CPU nodes on 127.0.0.1."""
+    return ray_pool
 
 
 def _uninterrupted(params: dict, where: Path) -> dict:
@@ -98,10 +77,15 @@ def test_nothing_of_the_cluster_listens_beyond_loopback(cluster):
 
 
 def test_a_killed_node_loses_nothing(cluster, tmp_path):
+    # mutations caught: a retry that does not resume from its run's checkpoint (checked: the runner
+    # removing a run's checkpoints before a later attempt; an attempt after a save not resumed); a
+    # node's death failing the campaign (max_retries=0); a retried run stored twice (the counts below)
     pool, _ = cluster
     _, model = load_model("gcp-2019")
-    plan = CheckpointPlan(model, 3 * 3600)
-    space = parse_space("[h]\nvalues = [3.0, 3.5]\n[c]\nvalues = [0.3, 0.5]\n")
+    # a checkpoint after every chunk at any node age (the DP's intervals in microseconds), so the
+    # kill lands early in the runs whatever the age of the session's nodes
+    plan = CheckpointPlan(model, 3 * 3600, time_scale=1e9)
+    space = parse_space("[h]\nvalues = [3.2, 3.5]\n[c]\nvalues = [0.5, 0.35]\n")  # 72 to 116 chunks a run
     work, killed = tmp_path / "runs", []
     ticks = pool.tick
 
@@ -117,7 +101,7 @@ def test_a_killed_node_loses_nothing(cluster, tmp_path):
             store.begin({"test": "node"})
             # Ray places the runs (this pool's nodes outlive the model's 24 h, so SciSpot placement
             # would retire them all: tests/md/test_campaign_parts.py checks placement)
-            report = run_campaign(CampaignConfig(3, work, plan, 2), GridSampler(space), StandIn(chunk_wall_s=0.03),
+            report = run_campaign(CampaignConfig(3, work, plan, 2), GridSampler(space), StandIn(chunk_wall_s=0.01),
                                   store, pool)
     finally:
         pool.tick = ticks
@@ -134,13 +118,18 @@ def test_a_killed_node_loses_nothing(cluster, tmp_path):
 
 
 def test_a_killed_driver_loses_nothing(cluster, tmp_path):
+    # mutations caught: a restarted driver that recomputes a checkpointed run from step 0 (checked: the
+    # runner removing a run's checkpoints before a later attempt; no resumed attempt), or stores again
+    # what the first driver stored (stored_now, duplicates); a result that differs from an
+    # uninterrupted run's
     pool, tmp = cluster
     space = tmp_path / "space.toml"
-    space.write_text("[h]\nvalues = [3.0, 3.2]\n[c]\nvalues = [0.3, 0.35]\n")  # slow to converge: about 3 s a run
+    space.write_text("[h]\nvalues = [3.2, 3.5]\n[c]\nvalues = [0.5, 0.35]\n")  # 72 to 116 chunks: 2 to 3 s a run
     db, work = tmp_path / "c.db", tmp_path / "runs"
+    # --time-scale 1e9: the DP's intervals in microseconds, a checkpoint after every chunk
     command = [sys.executable, "-m", "thrifty.cli", "md", "sweep", "--space", str(space), "--budget-runs", "4",
                "--db", str(db), "--work-dir", str(work), "--pool", "spot:2", "--address", pool.cluster.address,
-               "--simulation", "standin", "--time-scale", "3600", "--json"]
+               "--simulation", "standin", "--time-scale", "1e9", "--json"]
     env = {**os.environ, "PYTHONPATH": SRC, "RAY_TMPDIR": str(tmp)}
     first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
@@ -150,17 +139,28 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
         except sqlite3.OperationalError:
             return set()
 
-    deadline = time.monotonic() + 100
-    while time.monotonic() < deadline and first.poll() is None:
-        done = stored()
-        checkpointed = {p.parts[-3] for p in work.glob("*/checkpoints/ckpt-*.bin")}
-        if done and checkpointed - done:
-            break
-        time.sleep(0.05)
-    assert first.poll() is None, "the first driver finished before it could be killed"
-    before = stored()
-    first.send_signal(signal.SIGKILL)  # the driver's machine is gone; the cluster lives on
-    first.wait()
+    def checkpointed() -> set[str]:
+        return {p.parts[-3] for p in work.glob("*/checkpoints/ckpt-*.bin")}
+
+    # kill the driver once it has stored a run while another has checkpointed: the driver is frozen
+    # (SIGSTOP) while the two are read, so that what it stored at the kill is exactly what was read
+    # (its runs go on on the cluster; only the driver stores)
+    deadline, at_kill = time.monotonic() + 100, set()
+    try:
+        while time.monotonic() < deadline and first.poll() is None:
+            if stored() and checkpointed() - stored():
+                first.send_signal(signal.SIGSTOP)
+                before = stored()
+                at_kill = checkpointed() - before
+                if before and at_kill:
+                    break
+                first.send_signal(signal.SIGCONT)
+            time.sleep(0.02)
+        assert first.poll() is None and at_kill, "the first driver finished before it could be killed"
+    finally:
+        first.send_signal(signal.SIGKILL)  # the driver's machine is gone; the cluster lives on
+        first.wait()
+    assert stored() == before
     second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
     report = json.loads(second.stdout[second.stdout.rindex("\n{") if "\n{" in second.stdout else 0:])
@@ -168,7 +168,8 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
     assert report["stored_now"] == 4 - len(before) and report["duplicates"] == 0
     rows = list(sqlite3.connect(db).execute("SELECT run_id, params_json, result_json FROM md_campaign_runs"))
     assert len(rows) == len({r[0] for r in rows}) == 4
-    assert any(_resumed_attempts(work / r[0]) >= 1 for r in rows if r[0] not in before)
+    # every run that had a checkpoint and was not stored when the driver died resumed from it
+    assert all(_resumed_attempts(work / run_id) >= 1 for run_id in at_kill), at_kill
     assert all(_resumed_whenever_saved(work / r[0]) for r in rows)
     for run_id, params, result in rows:
         assert json.loads(result) == _uninterrupted(json.loads(params), tmp_path / "ref" / run_id)

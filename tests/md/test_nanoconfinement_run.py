@@ -89,10 +89,19 @@ def _md_run(tmp_path, out: str, *args: str, env: dict | None = None) -> dict:
     return json.loads(done.stdout)
 
 
+def _in_process(md_run, tmp_path, out: str, *args: str) -> dict:
+    code, stdout, err = md_run("--system", "nanoconfinement", "--h", "2", "--c", "0.8", "--box-nm", "2.4",
+                               "--cutoff-nm", "1", "--chunk", "20", "--out", str(tmp_path / out), "--json", *args)
+    assert code == 0, err
+    return json.loads(stdout)
+
+
 @pytest.mark.timeout(300)
-def test_a_steps_run_continued_through_the_cli_matches_one_straight_run(tmp_path):
-    straight = _md_run(tmp_path, "straight", "--steps", "400", "--equilibrate", "60")
-    first = _md_run(tmp_path, "parts", "--steps", "200", "--equilibrate", "60")
+def test_a_steps_run_continued_through_the_cli_matches_one_straight_run(tmp_path, md_run):
+    # the straight run and the first part by the CLI in this process, the continuation by a real one
+    # mutation caught (checked): a run without a checkpoint keeping the thermo rows of the run it replaces
+    straight = _in_process(md_run, tmp_path, "straight", "--steps", "400", "--equilibrate", "60")
+    first = _in_process(md_run, tmp_path, "parts", "--steps", "200", "--equilibrate", "60")
     assert first["steps"] == 200
     # a finished --out is replaced only with --force (tests/md/test_md_cli.py); this one left no checkpoint
     continued = _md_run(tmp_path, "parts", "--steps", "400", "--equilibrate", "60", "--force")

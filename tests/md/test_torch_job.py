@@ -133,11 +133,6 @@ def test_profiles_have_the_openmm_engines_columns_bins_and_summary_keys(tmp_path
     assert thermo[0] == (tmp_path / "omm" / "thermo.csv").read_text().splitlines()[0] and len(thermo) == 1 + 6
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "thrifty.cli", "md", "run", *args], capture_output=True, text=True,
-                          timeout=300)  # a hang guard: torch starts slowly on a loaded machine
-
-
 @pytest.mark.parametrize("args, fragment", [
     (["--system", "lj", "--engine", "torch"], "--engine torch runs --system nanoconfinement only, not lj"),
     (["--system", "ions", "--engine", "torch"], "--engine torch runs --system nanoconfinement only, not ions"),
@@ -147,18 +142,25 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     (["--system", "nanoconfinement", "--engine", "torch", "--platform", "CPU"], "--platform applies to --engine openmm"),
     (["--system", "nanoconfinement", "--engine", "torch", "--platform", "Reference"], "--platform applies to --engine openmm"),
 ])
-def test_bad_engine_options_are_refused_in_one_line(tmp_path, args, fragment):
-    done = _cli(*args, "--out", str(tmp_path / "out"))
-    assert done.returncode == 2 and fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+def test_bad_engine_options_are_refused_in_one_line(md_run, tmp_path, args, fragment):
+    # mutation caught (checked): the --platform refusal removed (the torch run goes on at the default
+    # system and length until the timeout fails it)
+    code, _, err = md_run(*args, "--out", str(tmp_path / "out"))
+    assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists()
 
 
-def test_the_cli_checkpoints_on_a_notice_resumes_bit_identically_and_refuses_openmm(tmp_path):
-    """SIGTERM (the preemption notice of `thrifty run`) -> checkpoint -> exit 75; then resume."""
-    common = ["--system", "nanoconfinement", "--h", "2", "--c", "0.8", "--box-nm", "2.4", "--cutoff-nm", "1",
-              "--chunk", "20", "--steps", "200", "--equilibrate", "40", "--engine", "torch", "--json"]
-    straight = _cli(*common, "--out", str(tmp_path / "straight"))
-    assert straight.returncode == 0, straight.stderr
+@pytest.mark.timeout(300)  # a hang guard: torch starts slowly on a loaded machine
+def test_the_cli_checkpoints_on_a_notice_resumes_bit_identically_and_refuses_openmm(tmp_path, md_run):
+    """SIGTERM (the preemption notice of `thrifty run`) -> checkpoint -> exit 75, in a real CLI process;
+    then the refusal and the resume, by the CLI in this process.
+    Mutation caught (checked): the notice's handler not installed (SIGTERM ends the run: exit -15, not 75)."""
+    # one torch thread: the default (the cores here) crawls on a loaded 2-core machine (md.torch_engine.threads)
+    system = ["--system", "nanoconfinement", "--h", "2", "--c", "0.8", "--box-nm", "2.4", "--cutoff-nm", "1",
+              "--chunk", "20", "--steps", "200", "--equilibrate", "40"]
+    common = [*system, "--engine", "torch", "--threads", "1", "--json"]
+    code, straight, err = md_run(*common, "--out", str(tmp_path / "straight"))
+    assert code == 0, err
     ck = tmp_path / "parts" / "checkpoints"
     job = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "md", "run", *common, "--out", str(tmp_path / "parts")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -169,9 +171,9 @@ def test_the_cli_checkpoints_on_a_notice_resumes_bit_identically_and_refuses_ope
     job.send_signal(signal.SIGTERM)
     assert job.wait(timeout=120) == PREEMPTED_EXIT
     assert len(list(ck.glob("ckpt-*.bin"))) == 1
-    refused = _cli(*common[:-3], "--json", "--out", str(tmp_path / "parts"))  # the default --engine openmm
-    assert refused.returncode == 2 and "written by the torch engine" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1
-    resumed = _cli(*common, "--out", str(tmp_path / "parts"))
-    assert resumed.returncode == 0 and json.loads(resumed.stdout) == json.loads(straight.stdout)
+    code, _, refused = md_run(*system, "--json", "--out", str(tmp_path / "parts"))  # the default --engine openmm
+    assert code == 2 and "written by the torch engine" in refused
+    assert len(refused.strip().splitlines()) == 1
+    code, resumed, err = md_run(*common, "--out", str(tmp_path / "parts"))
+    assert code == 0 and json.loads(resumed) == json.loads(straight), err
     _same_outputs(tmp_path / "straight", tmp_path / "parts")

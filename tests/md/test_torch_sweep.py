@@ -1,7 +1,7 @@
 """`thrifty md sweep --engine torch --replicas R`: R points run as one batched torch job (one Ray task)
 and are stored as R ordinary runs, each once, with the batched engine's profiles; a batch task killed
 after a checkpoint resumes bit-identically on its retry; the CLI runs such a sweep; bad --engine/--replicas
-are one line, exit 2. About 30 s here (two local Ray starts)."""
+are one line, exit 2. On the session's Ray cluster (tests/md/conftest.py)."""
 
 import json
 import os
@@ -19,7 +19,6 @@ from thrifty.md.campaign import checkpoint_schedule as sim
 from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan
 from thrifty.md.campaign.nanoconfinement_runs import NanoconfinementRuns, model_at
 from thrifty.md.campaign.point_samplers import GridSampler, point_key
-from thrifty.md.campaign.pool import loopback_ray
 from thrifty.md.campaign.runner import CampaignConfig, batch_dir, run_batch, run_campaign
 from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.sampling_settings import SamplingSettings
@@ -37,15 +36,10 @@ SPACE = parse_space("[h_nm]\nvalues = [2.0, 2.4]\n[c_molar]\nvalues = [0.8]\n[z_
 OUTPUTS = ("profiles.csv", "thermo.csv", "summary.json", "params.json", "density_profile.csv")
 
 
-@pytest.fixture(scope="module")
-def ray_here():
-    ray = loopback_ray()
-    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=1,
-             log_to_driver=False, logging_level="ERROR")
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+@pytest.fixture()
+def ray_here(ray_pool):
+    """The session's Ray (tests/md/conftest.py: 2 one-CPU nodes, 127.0.0.1 only)."""
+    return ray_pool
 
 
 def _plan(time_scale: float = 3600.0) -> CheckpointPlan:
@@ -164,16 +158,21 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.timeout(300)
-def test_the_cli_runs_a_torch_sweep_as_batches_of_replicas(tmp_path):
+def test_the_cli_runs_a_torch_sweep_as_batches_of_replicas(ray_here, tmp_path):
     # mutations caught: --replicas not passed to the campaign (two tasks of one point: two batch folders);
-    # --dtype not passed to the batch (float64 runs); the run settings not passed (a 200,000-step cap)
+    # --dtype not passed to the batch (float64 runs); the run settings not passed (a 200,000-step cap).
+    # The CLI joins the session's cluster (--address): no Ray start of its own (the embedded one:
+    # tests/serve/conftest.py's sweep)
+    pool, tmp = ray_here
     space = tmp_path / "space.toml"
     space.write_text("[h_nm]\nvalues = [2.0, 2.4]\n[c_molar]\nvalues = [0.8]\n")
     done = subprocess.run([sys.executable, "-c", CLI_SWEEP, "md", "sweep", "--space", str(space), "--budget-runs", "2",
                            "--db", str(tmp_path / "c.db"), "--work-dir", str(tmp_path / "runs"), "--pool", "spot:1",
+                           "--address", pool.cluster.address,
                            "--simulation", "nanoconfinement", "--engine", "torch", "--replicas", "2", "--dtype", "float32", "--equilibrate", "40",
                            "--tolerance", "1e-9", "--cap-steps", "200", "--box-nm", "2.4", "--cutoff-nm", "1.0", "--json"],
-                          capture_output=True, text=True, timeout=280, env={**os.environ, "PYTHONPATH": SRC})
+                          capture_output=True, text=True, timeout=280,
+                          env={**os.environ, "PYTHONPATH": SRC, "RAY_TMPDIR": str(tmp)})
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)  # one JSON document on stdout (Ray's own lines go to stderr)
     assert report["completed"] == 2 and report["stored_now"] == 2 and report["duplicates"] == 0
