@@ -173,3 +173,9 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
     assert all(_resumed_whenever_saved(work / r[0]) for r in rows)
     for run_id, params, result in rows:
         assert json.loads(result) == _uninterrupted(json.loads(params), tmp_path / "ref" / run_id)
+    # the killed driver's session has no end and no bill; the second's bill is the one it printed
+    # (mutations caught: md sweep not ending its session; a bill stored other than the report's)
+    with CampaignStore(db) as store:
+        killed, finished = store.sessions()
+    assert killed["ended_at"] is None and killed["bill"] is None
+    assert finished["bill"] == {k: report[k] for k in finished["bill"]} and finished["bill"]["node_hours_model"] > 0
