@@ -236,10 +236,10 @@ def builtins_db(tmp_path_factory):
     ResNet-50's own counted work, parameter count, training-set size and recipe: all that planning
     reads of the model itself (the GPU roofline, the GPU memory bound, the recipe's epochs and batch
     range); its CPU step times are ResNet-18's, which no test here compares."""
+    from thrifty.perf.work import COUNT_VERSION
     from thrifty.pipeline import ProfileSettings, _workload_facts, profile_and_store
     from thrifty.store import Store
     from thrifty.workloads import workload_key
-    from thrifty.perf.work import COUNT_VERSION
     db = tmp_path_factory.mktemp("builtins") / "b.db"
     with Store(db) as store:
         profile_and_store(store, "builtin:tabular", ProfileSettings(local_batches=(8, 16, 32), steps=6))
