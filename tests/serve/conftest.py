@@ -1,8 +1,9 @@
 """Stores made by real commands, shared by the serve tests (session fixtures): a thrifty database
 with a profile, a plan, a sim search and a short training run; a campaign database as `md sweep`
-stores it; a surrogate of `md train-surrogate`. The commands run in this process (`run_main`, as the
-CLI tests' run_cli does): what a store holds does not depend on the process that wrote it, and
-test_live.py runs `thrifty serve`, `search`, `run` and `train` in their own processes. And a live
+stores it; a surrogate of `md train-surrogate`. The training run is a `thrifty train` process of its
+own; the other commands run in this process (`run_main`, as the CLI tests' run_cli does): what a
+store holds does not depend on the process that wrote it, and test_live.py runs `thrifty serve`,
+`search`, `run` and `train` in their own processes. And a live
 `thrifty serve` on a free loopback port."""
 
 import json
@@ -30,6 +31,14 @@ pytest.importorskip("plotly")
 def env(**extra) -> dict:
     paths = [str(ROOT / "src"), str(HERE), str(MD_TESTS), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **extra}
+
+
+def cli(*args, timeout: float = 600) -> str:
+    """A real thrifty command in its own process; its stdout."""
+    done = subprocess.run([PYTHON, "-m", "thrifty.cli", *map(str, args)], env=env(), capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 def run_main(*args) -> str:
@@ -68,7 +77,7 @@ def stores(profiled_db, trace_csv, tmp_path_factory) -> dict:
     shutil.copy(profiled_db, db)
     plan = json.loads(run_main("plan", "--db", db, "--plot", folder / "plan.png", "--json"))
     run_main("search", "--backend", "sim", "--trace", trace_csv, *SEARCH, "--db", db, "--json")
-    run_main("train", "--db", db, "--steps", "12", "--nproc", "2", "--slowdown", "1,3", "--adjust-every", "2",
+    cli("train", "--db", db, "--steps", "12", "--nproc", "2", "--slowdown", "1,3", "--adjust-every", "2",
         "--checkpoint-every", "4", "--run-dir", folder / "runs" / "train1", "--json")
     return {"db": db, "folder": folder, "runs": folder / "runs", "plan": plan}
 
