@@ -230,21 +230,35 @@ def test_plan_json_describes_a_launchable_choice(profiled_db, run_cli, tmp_path)
 
 @pytest.fixture(scope="module")
 def builtins_db(tmp_path_factory):
-    """Small real profiles of the built-ins the suite does not profile elsewhere."""
-    from thrifty.pipeline import ProfileSettings, profile_and_store
+    """Profiles of the built-ins the suite does not profile elsewhere: tabular and ResNet-18 really
+    profiled (small settings: ResNet-18 at local batches 1 and 2), and ResNet-50 at ImageNet size,
+    whose real profile on a CPU takes minutes, stored from ResNet-18's measured samples with
+    ResNet-50's own counted work, parameter count, training-set size and recipe: all that planning
+    reads of the model itself (the GPU roofline, the GPU memory bound, the recipe's epochs and batch
+    range); its CPU step times are ResNet-18's, which no test here compares."""
+    from thrifty.perf.work import COUNT_VERSION
+    from thrifty.pipeline import ProfileSettings, _workload_facts, profile_and_store
     from thrifty.store import Store
+    from thrifty.workloads import workload_key
     db = tmp_path_factory.mktemp("builtins") / "b.db"
     with Store(db) as store:
         profile_and_store(store, "builtin:tabular", ProfileSettings(local_batches=(8, 16, 32), steps=6))
         profile_and_store(store, "builtin:resnet18-cifar10",
-                          ProfileSettings(workers=(1,), local_batches=(2, 4, 8), steps=3))
-        profile_and_store(store, "builtin:resnet50-imagenet",
                           ProfileSettings(workers=(1,), local_batches=(1, 2), steps=2))
+        measured, _ = store.latest_profile(workload_key("builtin:resnet18-cifar10"))
+        resnet50 = load_workload("builtin:resnet50-imagenet")
+        work = count_workload(resnet50)
+        meta = {k: v for k, v in measured.meta.items() if k != "profile_id"}
+        meta.update(step_work=work.to_dict(), step_work_version=COUNT_VERSION, **_workload_facts(resnet50))
+        store.save_profile(workload_key("builtin:resnet50-imagenet"),
+                           dataclasses.replace(measured, workload=resnet50.name, param_count=work.param_count,
+                                               train_size=resnet50.train_size, meta=meta),
+                           None, resnet50.target_metric)
     return db
 
 
 @pytest.mark.parametrize("workload", ["builtin:tabular", "builtin:resnet18-cifar10", "builtin:resnet50-imagenet"])
-@pytest.mark.timeout(900)  # the first to use builtins_db profiles three workloads: 160-400 s loaded
+@pytest.mark.timeout(600)  # the first to use builtins_db profiles two workloads: 50-120 s loaded
 def test_every_builtin_plans_with_every_objective(builtins_db, run_cli, tmp_path, workload):
     catalog = load_catalog()
     for objective in ("cost", "time", "knee"):
@@ -285,7 +299,7 @@ def test_only_the_profiled_cpu_type_is_measured_not_its_gpu_variants(profiled_db
     assert step[cpu] == pytest.approx(float(job.step_time.predict(1, 1, 32.0)))
 
 
-@pytest.mark.timeout(900)  # the first to use builtins_db profiles three workloads: 160-400 s loaded
+@pytest.mark.timeout(600)  # the first to use builtins_db profiles two workloads: 50-120 s loaded
 def test_epochs_are_taken_at_the_workloads_own_default_batch(builtins_db):
     from thrifty.pipeline import job_model
     from thrifty.store import Store
@@ -309,7 +323,7 @@ def test_an_edited_workload_file_gets_a_new_profile_key(tmp_path):
     assert workload_key("builtin:digits").startswith("builtin:digits#sha256:")
 
 
-@pytest.mark.timeout(900)  # the first to use builtins_db profiles three workloads: 160-400 s loaded
+@pytest.mark.timeout(600)  # the first to use builtins_db profiles two workloads: 50-120 s loaded
 def test_recipe_batch_range_and_gpu_memory_are_enforced(builtins_db):
     from thrifty.errors import PlanError
     from thrifty.pipeline import job_model

@@ -1,7 +1,10 @@
 """Stores made by real commands, shared by the serve tests (session fixtures): a thrifty database
-with a profile, a plan, a sim search and a short training run; a campaign database of a stand-in
-`md sweep`; a surrogate of `md train-surrogate`. And a live `thrifty serve` on a free loopback
-port."""
+with a profile, a plan, a sim search and a short training run; a campaign database as `md sweep`
+stores it; a surrogate of `md train-surrogate`. The training run is a `thrifty train` process of its
+own; the other commands run in this process (`run_main`, as the CLI tests' run_cli does): what a
+store holds does not depend on the process that wrote it, and test_live.py runs `thrifty serve`,
+`search`, `run` and `train` in their own processes. And a live
+`thrifty serve` on a free loopback port."""
 
 import json
 import os
@@ -30,19 +33,25 @@ def env(**extra) -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **extra}
 
 
-RAY_START_FAILED = "timed out during startup"  # Ray waits 30 s for its raylet, fixed (ray._private.node)
-
-
-def cli(*args, timeout: float = 600, tries: int = 1) -> str:
-    """A real thrifty command in its own process; its stdout. `tries`: run a command that starts
-    Ray again when Ray's start-up timed out (a loaded machine), as a user would."""
-    for attempt in range(tries):
-        done = subprocess.run([PYTHON, "-m", "thrifty.cli", *map(str, args)], env=env(), capture_output=True,
-                              text=True, timeout=timeout)
-        if done.returncode == 0 or RAY_START_FAILED not in done.stderr:
-            break
+def cli(*args, timeout: float = 600) -> str:
+    """A real thrifty command in its own process; its stdout."""
+    done = subprocess.run([PYTHON, "-m", "thrifty.cli", *map(str, args)], env=env(), capture_output=True,
+                          text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def run_main(*args) -> str:
+    """A real thrifty command in this process (thrifty.cli.app.main); its stdout."""
+    import contextlib
+    import io
+
+    from thrifty.cli.app import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([str(a) for a in args])
+    assert code == 0, (args, out.getvalue()[-3000:])
+    return out.getvalue()
 
 
 @pytest.fixture(scope="session")
@@ -66,8 +75,8 @@ def stores(profiled_db, trace_csv, tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("stores")
     db = folder / "thrifty.db"
     shutil.copy(profiled_db, db)
-    plan = json.loads(cli("plan", "--db", db, "--plot", folder / "plan.png", "--json"))
-    cli("search", "--backend", "sim", "--trace", trace_csv, *SEARCH, "--db", db, "--json")
+    plan = json.loads(run_main("plan", "--db", db, "--plot", folder / "plan.png", "--json"))
+    run_main("search", "--backend", "sim", "--trace", trace_csv, *SEARCH, "--db", db, "--json")
     cli("train", "--db", db, "--steps", "12", "--nproc", "2", "--slowdown", "1,3", "--adjust-every", "2",
         "--checkpoint-every", "4", "--run-dir", folder / "runs" / "train1", "--json")
     return {"db": db, "folder": folder, "runs": folder / "runs", "plan": plan}
@@ -92,24 +101,15 @@ values = [0.627]
 
 @pytest.fixture(scope="session")
 def campaign(tmp_path_factory) -> Path:
-    """A campaign of 4 runs of the test simulation above, by `md sweep` on Ray (2 local nodes).
-
-    Ray waits a fixed 30 s for its raylet to register (ray._private.node); on a machine loaded
-    far beyond its cores it does not start at all. Then, with a warning, the same 4 runs are
-    stored as md sweep stores them (md.campaign.store.CampaignStore: begin, record_run), each
-    simulated in this process instead of a Ray task."""
-    import warnings
+    """A campaign of 4 runs of the test simulation above, stored as `md sweep --pool spot:2
+    --budget-runs 4 --simulation profile_campaign_sim:run` stores them (md.campaign.store.CampaignStore:
+    begin, record_run), each run simulated in this process instead of a Ray task: what the serve
+    tests read is the store. Starting Ray costs 30 s and more on a loaded machine (its raylet's fixed
+    wait, ray._private.node); md sweep on Ray is tested in tests/md/test_campaign_ray.py."""
     folder = tmp_path_factory.mktemp("campaign")
     (folder / "space.toml").write_text(SPACE)
     db = folder / "campaign.db"
-    try:
-        cli("md", "sweep", "--space", folder / "space.toml", "--budget-runs", "4", "--db", db, "--pool", "spot:2",
-            "--simulation", "profile_campaign_sim:run", "--json")
-    except AssertionError as exc:
-        if RAY_START_FAILED not in str(exc):
-            raise
-        warnings.warn("Ray did not start on this loaded machine: the campaign is stored without it", stacklevel=1)
-        _store_without_ray(db, folder / "space.toml", 4)
+    _store_without_ray(db, folder / "space.toml", 4)
     return db
 
 
@@ -131,7 +131,8 @@ def _store_without_ray(db: Path, space_file: Path, runs: int) -> None:
 
 @pytest.fixture(scope="session")
 def surrogate(tmp_path_factory) -> Path:
-    """`md train-surrogate` on stand-in runs spanning the campaign's box (3 networks, 30 epochs)."""
+    """`md train-surrogate` on stand-in runs spanning the campaign's box (2 networks, 10 epochs, the
+    band calibrated over 2 folds: the serve tests compare the API with the model, not its accuracy)."""
     from standin_profiles import standin_runs, write_run
 
     from thrifty.md.params import ParameterBox
@@ -140,8 +141,8 @@ def surrogate(tmp_path_factory) -> Path:
     points = np.vstack([box.low, box.high, box.sample(10, np.random.default_rng(0))])
     for run in standin_runs(points, 1):
         write_run(root / "runs" / run.name, run)
-    cli("md", "train-surrogate", "--runs", root / "runs", "--out", root / "model", "--members", "3",
-        "--max-epochs", "30", "--json")
+    run_main("md", "train-surrogate", "--runs", root / "runs", "--out", root / "model", "--members", "2",
+        "--max-epochs", "10", "--folds", "2", "--json")
     return root / "model"
 
 

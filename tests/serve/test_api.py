@@ -6,7 +6,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from conftest import TOKEN, cli, copy_db
+from conftest import TOKEN, copy_db, run_main
 from thrifty.serve.security import Access
 from thrifty.serve.settings import ServeSettings
 from thrifty.store import PROBE_COLUMNS, Store
@@ -123,7 +123,7 @@ def test_the_surrogate_profile_is_what_md_predict_gives(api, surrogate):
     """Mutation caught: parameters passed in another order than md.params.PARAMETERS."""
     point = {"h_nm": 3.5, "z_plus": 2, "c_molar": 0.5, "d_plus_nm": 0.474, "d_minus_nm": 0.627}
     got = api.get("/api/surrogate/profile", params=point).json()
-    want = json.loads(cli("md", "predict", "--h", "3.5", "--zp", "2", "--c", "0.5", "--d-plus", "0.474",
+    want = json.loads(run_main("md", "predict", "--h", "3.5", "--zp", "2", "--c", "0.5", "--d-plus", "0.474",
                           "--d-minus", "0.627", "--surrogate", surrogate, "--json"))
     assert np.allclose(got["z_nm"], want["z_nm"])
     for ion in ("cation", "anion"):

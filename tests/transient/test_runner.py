@@ -129,18 +129,17 @@ def test_a_job_that_fails_on_its_own_stops_the_runner(tmp_path):
         runner.run()
 
 
-def test_run_cli_errors(tmp_path):
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "thrifty.cli", *map(str, args)], capture_output=True,
-                              text=True, timeout=120)
-    done = cli("run", "--checkpoint-dir", tmp_path)
+def test_run_cli_errors(tmp_path, run_cli):
+    """The first in its own process (what a shell sees), the others in this one (run_cli)."""
+    done = subprocess.run([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no command to run" in done.stderr
-    done = cli("run", "--checkpoint-dir", tmp_path, "--kill", "gently", "--", sys.executable, "-c", "pass")
-    assert done.returncode == 2 and "unknown kill mode" in done.stderr
-    done = cli("run", "--checkpoint-dir", tmp_path, "--", sys.executable, "-c", "import sys; sys.exit(5)")
-    assert done.returncode == 2 and "exit code 5" in done.stderr
-    done = cli("md", "run", "--system", "water", "--out", tmp_path)
-    assert done.returncode == 2 and "unknown MD system" in done.stderr
+    code, _, err = run_cli("run", "--checkpoint-dir", tmp_path, "--kill", "gently", "--", sys.executable, "-c", "pass")
+    assert code == 2 and "unknown kill mode" in err
+    code, _, err = run_cli("run", "--checkpoint-dir", tmp_path, "--", sys.executable, "-c", "import sys; sys.exit(5)")
+    assert code == 2 and "exit code 5" in err
+    code, _, err = run_cli("md", "run", "--system", "water", "--out", tmp_path)
+    assert code == 2 and "unknown MD system" in err
 
 
 @pytest.mark.timeout(120)
