@@ -134,7 +134,8 @@ def test_a_task_killed_mid_run_resumes_from_the_newest_checkpoint_in_the_bucket(
     """Mutations caught: a task without THRIFTY_CHECKPOINT_DIR in its envs (checkpoints on the
     VM's own disk, gone with it; KeyError here), the variable not implying a resume
     (train.checkpoint.choose_checkpoint: a fresh start, resumed_at_step None), a restart that
-    clears the folder or does not take its newest checkpoint."""
+    clears the folder or does not take its newest checkpoint; tried: a restore that drops the
+    sampler's position (train.checkpoint.restore setting sample_offset to 0: the digests differ)."""
     task = skypilot_task(plan_choice(**SMALL_CPU_PLAN), "builtin:digits")
     extra = f"{SHORT_RUN} --checkpoint-every 5"
     cluster = Cluster(task, tmp_path / "bucket", tmp_path / "vms", extra)
@@ -156,7 +157,8 @@ def test_a_notice_to_one_node_saves_a_checkpoint_and_every_node_resumes_from_it(
     reaches its rank through torchrun. Mutations caught: no SIGTERM handler under torchrun
     (train.preemption.notice_on_sigterm: the rank dies, rank 0 loses its peer and no checkpoint is
     saved, with --checkpoint-every 0 none before the end), a notice counted on rank 0 only
-    (AgreedSignals: node 1's notice is never agreed on, torchrun kills its rank 30 s later)."""
+    (AgreedSignals: node 1's notice is never agreed on, torchrun kills its rank 30 s later; tried
+    with 40 steps: node 0 then hangs until Cluster.wait's 300 s run out)."""
     task = skypilot_task(plan_choice(**{**SMALL_CPU_PLAN, "nodes": 2, "workers": 2}), "builtin:digits")
     extra = f"{SHORT_RUN} --checkpoint-every 0 --step-stream steps.jsonl"  # node 0's folder
     cluster = Cluster(task, tmp_path / "bucket", tmp_path / "vms", extra)

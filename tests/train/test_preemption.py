@@ -27,6 +27,8 @@ def _times(report, event: str) -> list[float]:
 
 @pytest.mark.timeout(1200)  # over 300 s in a loaded suite, 330 s alone at load average 12
 def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path, scripted_lifetimes):
+    """Mutation caught (tried): a restore that drops the sampler's position (train.checkpoint.restore
+    setting sample_offset to 0: the parameter digests differ)."""
     reference = Runner(_train(tmp_path / "ref"), tmp_path / "ck-ref", intervals_s=[0.25]).run()
     assert reference.exit_code == 0
     # the undisturbed run, measured: start-up until the first step (the first checkpoint, asked

@@ -95,8 +95,8 @@ TRAIN_ARGS = ["train", "--nproc", "2", "--policy", "uniform", "--steps", str(STE
 def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
     """The killed and the resumed run are `thrifty train` processes (kill -9 of the launcher's
     process group); the uninterrupted run they must match is TRAIN_ARGS in-process.
-    Mutations caught: a restore that skips the RNG state or the sampler's position (parameters
-    differ), a resume that starts from step 0 (the checkpointed steps' rows are recomputed)."""
+    Mutation caught (tried): a restore that drops the sampler's position (train.checkpoint.restore
+    setting sample_offset to 0: the parameters differ)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     run_training(replace(BASE, policy="uniform", steps=STEPS, slowdown=parse_slowdown("3,3"), checkpoint_every=10,
                          run_dir=tmp_path / "whole"))
