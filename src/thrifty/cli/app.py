@@ -1,6 +1,8 @@
 """The `thrifty` command: one Typer app built from one module per command group. Each command
 imports its heavy dependencies (torch, scipy, OpenMM) inside, so `thrifty --help` starts at once."""
 
+import logging
+import os
 import sys
 from typing import Annotated
 
@@ -38,8 +40,16 @@ app.command()(serve.serve)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turning ThriftyError into one line on stderr and exit code 2."""
-    return run_app(app, argv)
+    """Entry point: run the app, turning ThriftyError into one line on stderr and exit code 2.
+    As this process's own command (argv None), `thrifty train` ends without the interpreter's
+    teardown: its work is written and closed, and tearing down torch takes seconds."""
+    code = run_app(app, argv)
+    if argv is None and sys.argv[1:2] == ["train"]:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

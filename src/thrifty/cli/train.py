@@ -135,9 +135,13 @@ def train(
     if not launched_by_torchrun():
         start_worker_server()  # its imports overlap the dry run
     loaded = load_workload(workload)
-    from thrifty.train.dryrun import dry_run
+    from thrifty.train.dryrun import dry_run, dry_run_in_worker
     from thrifty.train.runtime import Runtime
-    dry_run(loaded, Runtime.for_rank(device, precision))  # a broken workload: one line, now
+    runtime = Runtime.for_rank(device, precision)
+    if launched_by_torchrun():  # a broken workload: one line, now
+        dry_run(loaded, runtime)
+    else:  # in a rank's process, where torch._dynamo is imported already (train.dryrun)
+        dry_run_in_worker(workload, device, precision)
     batch = global_batch_for(global_batch, loaded)
     if batch < 1:
         raise ThriftyError(f"--global-batch must be positive, got {batch}")

@@ -80,3 +80,18 @@ def _describe(value: object) -> str:
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)}" + ("" if value.requires_grad else " without gradient")
     return f"{type(value).__name__} {value!r}"[:80]
+
+
+def _dry_run_rank(rank: int, world_size: int, workload: str, device_spec: str | None, precision: str) -> None:
+    from thrifty.workloads import load_workload
+    dry_run(load_workload(workload), Runtime.for_rank(device_spec, precision))
+
+
+def dry_run_in_worker(workload: str, device: str | None, precision: str, timeout_s: float = 600.0) -> None:
+    """`dry_run` in a process forked from the local launcher's forkserver (train.launcher), failing
+    with the same one-line WorkloadError. The server has imported torch._dynamo, which a torch
+    optimizer imports on creation (5-10 s of CPU): a dry run in the launcher itself would import it a
+    second time, on the cores where the server is importing it for the ranks."""
+    from thrifty.train.launcher import run_local_workers
+    run_local_workers(_dry_run_rank, 1, timeout_s=timeout_s, process_group=False, workload=workload,
+                      device_spec=device, precision=precision)

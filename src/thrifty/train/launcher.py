@@ -83,7 +83,8 @@ def torchrun_group(device: str | None = None):
 
 # imported once by the forkserver, before it forks any rank: the heavy part of a rank's start
 PRELOAD = ["torch", "torch._dynamo", "torch.distributed", "thrifty.train.trainer", "thrifty.train.asp",
-           "matplotlib.figure", "matplotlib.backends.backend_agg"]  # rank 0 plots the run
+           "matplotlib.figure", "matplotlib.backends.backend_agg",  # rank 0 plots the run
+           "thrifty.train.quick_exit"]  # last: the server's exit skips the teardown of the others
 _CONTEXT = mp.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(PRELOAD)
 
