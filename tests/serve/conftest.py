@@ -103,7 +103,7 @@ values = [0.627]
 def campaign(tmp_path_factory) -> Path:
     """A campaign of 4 runs of the test simulation above, stored as `md sweep --pool spot:2
     --budget-runs 4 --simulation profile_campaign_sim:run` stores them (md.campaign.store.CampaignStore:
-    begin, record_run), each run simulated in this process instead of a Ray task: what the serve
+    begin, a session with its pool's bill, record_run), each run simulated in this process instead of a Ray task: what the serve
     tests read is the store. Starting Ray costs 30 s and more on a loaded machine (its raylet's fixed
     wait, ray._private.node); md sweep on Ray is tested in tests/md/test_campaign_ray.py."""
     folder = tmp_path_factory.mktemp("campaign")
@@ -123,10 +123,25 @@ def _store_without_ray(db: Path, space_file: Path, runs: int) -> None:
     space = load_space(space_file)
     with CampaignStore(db, "default") as store:  # the request md sweep stores for these options
         store.begin({"space": space.to_dict(), "sampler": "grid", "seed": 0, "simulation": "profile_campaign_sim:run"})
+        session, began = store.begin_session("spot:2", SWEEP_INSTANCE_TYPE), time.time()
         for params in make_sampler("grid", space, 0).next_points([], runs):
             work = db.with_suffix(".runs") / point_key(params)
             result = run(params, work, JobCheckpoints(work / "checkpoints", handle_signals=False))
             store.record_run(point_key(params), params, result, attempts=1, lost_work_s=0.0)
+        store.end_session(session, campaign_bill(began))
+
+
+SWEEP_INSTANCE_TYPE = "n1-standard-4"  # md sweep's default --instance-type
+
+
+def campaign_bill(began: float) -> dict:
+    """md sweep's bill for two spot nodes that lived from `began` to now (md.campaign.pool.bill)."""
+    from thrifty.catalog import load_catalog
+    from thrifty.catalog.names import find_type
+    from thrifty.md.campaign.pool import NodeLife, bill
+    now = time.time()
+    return bill([NodeLife(str(i), began, now) for i in range(2)], find_type(load_catalog(), SWEEP_INSTANCE_TYPE, "gcp")[0],
+                1.0, now)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import TOKEN, copy_db, run_main
+from thrifty.md.campaign.store import CampaignStore
 from thrifty.serve.security import Access
 from thrifty.serve.settings import ServeSettings
 from thrifty.store import PROBE_COLUMNS, Store
@@ -105,11 +106,14 @@ def test_a_campaign_shows_progress_preemptions_and_surrogate_accuracy(api, campa
     found = api.get(f"/api/campaigns/{listed[0]['id']}").json()
     assert [p["completed"] for p in found["progress"]] == [1, 2, 3, 4]
     assert found["preemptions"] == 0
-    bill = found["bill"]  # md sweep stored its session's bill (none when Ray could not start: see the fixture)
-    if bill["sessions"]:  # mutation caught: md sweep not ending its session (the bill stays open, None)
-        assert bill["open_sessions"] == 0 and bill["cost_usd"] > 0 and bill["node_hours_model"] > 0
-    else:
-        assert bill["cost_usd"] is None and "predates" in bill["reason"]
+    # the session's bill as stored (a spot pool: at spot prices); mutation caught: the bill not read
+    # from the sessions (None), or at on-demand prices for a spot pool
+    with CampaignStore(campaign) as store:
+        [session] = store.sessions()
+    bill = found["bill"]
+    assert bill["sessions"] == 1 and bill["open_sessions"] == 0 and bill["cost_usd"] > 0
+    assert bill["cost_usd"] == pytest.approx(session["bill"]["cost_at_spot_usd"])
+    assert bill["cost_usd"] < bill["cost_at_on_demand_usd"]
     runs = [read_run(campaign.with_suffix(".runs") / p["run_id"]) for p in found["progress"]]
     model = Ensemble.load(surrogate)
     points, density, error = grid_arrays(runs, model.config.bins)
