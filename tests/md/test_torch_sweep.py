@@ -152,7 +152,7 @@ import sys
 from thrifty.cli.app import main
 from thrifty.md.sampling_settings import SamplingSettings
 # chunk and block size at test size (no CLI options): the defaults of the settings the CLI makes (test-only)
-SamplingSettings.__init__.__defaults__ = (None, 20, 20_000, 3, 0.02, 200_000)
+SamplingSettings.__init__.__defaults__ = (None, 20, 20_000, 3, 0.002, 200_000, 0.1)
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -42,5 +42,5 @@ def sample_profiles(models: list[NanoconfinementModel], steps: int, equilibratio
             blocks[i] = prof.add_sample(blocks[i], prof.histogram(z[i, :n], species[i], 2, edges[i]), samples,
                                         samples_per_block)
         samples += 1
-    return [prof.profiles(b, samples, samples_per_block, e, m.side_nm ** 2)
+    return [prof.profiles(b, samples, samples_per_block, e, m.side_nm ** 2, symmetric=True)  # between walls
             for b, e, m in zip(blocks, edges, models, strict=True)]
