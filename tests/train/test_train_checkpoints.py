@@ -44,10 +44,12 @@ def test_a_two_worker_run_resumes_on_three_workers_at_the_same_sample(tmp_path):
     # of the whole batch whatever the split: the parameters agree up to the summation order.
     whole = load_state(checkpoint_files(tmp_path / "whole")[-1])["model"]
     resumed = load_state(checkpoint_files(tmp_path / "moved")[-1])["model"]
-    for name in whole:
-        # under load the dynamic controller splits differently (other summation orders): up to
-        # 4e-4 relative after 40 steps was seen at load 12, 1e-5 on a quiet machine
-        assert torch.allclose(whole[name], resumed[name], rtol=2e-3, atol=1e-5), name
+    # Compared per tensor relative to its norm, not per element: under load the dynamic controller
+    # splits differently (other summation orders), and an element near zero then differs by far more
+    # than 2e-3 of itself (0.0127 against 0.0128 in a loaded suite) while the tensor moved by 1e-4.
+    # Mutation caught (tried): the sampler's position not restored (sample_offset 0): drift 0.17-0.60.
+    drift = {name: float((whole[name] - resumed[name]).norm() / whole[name].norm()) for name in whole}
+    assert max(drift.values()) <= 2e-3, drift
 
 
 def test_another_workload_is_refused_before_anything_starts(tmp_path):
