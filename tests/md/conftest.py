@@ -5,6 +5,7 @@ import signal
 
 import pytest
 from md_jobs import OpenMMJob, run_openmm
+from process_tree import descendants
 
 from thrifty.transient.protocol import JobCheckpoints
 
@@ -83,7 +84,7 @@ def ray_pool():
     finally:
         ray.shutdown()
         pool.shutdown()
-        for pid in _descendants(os.getpid()) - {os.getpid()}:  # anything of this cluster still alive
+        for pid in descendants(os.getpid()) - {os.getpid()}:  # anything of this cluster still alive
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as handle:
                     if str(tmp).encode() in handle.read():
@@ -96,21 +97,3 @@ def ray_pool():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def _descendants(root: int) -> set[int]:
-    """`root` and every process below it (read from /proc)."""
-    from pathlib import Path
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        out.add(pid)
-        todo.extend(children.get(pid, []))
-    return out

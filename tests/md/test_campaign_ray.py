@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_tree import descendants
 
 from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan, ScheduledCheckpoints
 from thrifty.md.campaign.point_samplers import GridSampler
@@ -25,25 +26,11 @@ pytestmark = pytest.mark.timeout(400)  # a hang guard: Ray under a loaded suite 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
-def _descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        out.add(pid)
-        todo.extend(children.get(pid, []))
-    return out
 
 
 def _ours_listening(root: int) -> list[str]:
     """Local addresses of the listening TCP sockets of `root` and its descendants (ss -tlnp)."""
-    ours = _descendants(root)
+    ours = descendants(root)
     lines = subprocess.run(["ss", "-tlnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
     return [line.split()[3] for line in lines
             if any(int(pid) in ours for pid in re.findall(r"pid=(\d+)", line))]
