@@ -139,9 +139,10 @@ def plan(
         best = result.describe(result.best)
         if plot is not None:  # before the decision is stored: a bad --plot path leaves nothing behind
             plot_plan(result, plot, title=f"{workload}: {len(result.candidates):,} candidates")
+        chosen_from = plane(result)
         store.save_decision(key, {
             "objective": objective, "deadline_s": request.deadline_s,
-            "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best, chosen_from := plane(result))
+            "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best, chosen_from)
     launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload, bucket=bucket)}
     summary = {
         "workload": workload, "objective": objective, "profile_reused": reused,
