@@ -17,8 +17,6 @@ from thrifty.plan import launch
 from thrifty.plan.launch import (epochs_text, project_root, skypilot_task, skypilot_yaml, torchrun_command,
                                  training_requirements)
 from thrifty.records import RunLog
-from thrifty.store import Store
-from thrifty.workloads.names import workload_key
 
 # SkyPilot's task YAML (docs.skypilot.co, "YAML configuration"): the keys this task may use.
 TASK_KEYS = {"name", "workdir", "file_mounts", "resources", "num_nodes", "envs", "setup", "run"}
@@ -222,18 +220,6 @@ def test_skypilot_run_section_runs_with_skypilots_variables(tmp_path):
 
 # --- the printed torchrun line, run here, reaches the profiled speed ---
 
-def _profiled_samples_per_s(db: Path, workers: int, local_batch: int) -> float:
-    """As `thrifty profile` reports it: a step lasts as long as its slowest rank; mean over steps."""
-    with Store(db) as store:
-        profile, _ = store.latest_profile(workload_key("builtin:digits"))
-    steps: dict[int, float] = {}
-    for s in profile.samples:
-        if s.num_workers == workers and s.local_batch == local_batch:
-            steps[s.step] = max(steps.get(s.step, 0.0), s.step_time_s)
-    assert steps, f"the stored profile has no {workers} x {local_batch} samples"
-    return workers * local_batch * len(steps) / sum(steps.values())
-
-
 def _run_line(command: str, env: dict, cwd: Path) -> dict:
     proc = subprocess.Popen(["bash", "-c", command], env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -247,40 +233,26 @@ def _run_line(command: str, env: dict, cwd: Path) -> dict:
     return json.loads(out)
 
 
-@pytest.mark.timeout(900)
-def test_printed_torchrun_line_reaches_the_profiled_speed(profiled_db, tmp_path):
+@pytest.mark.timeout(300)
+def test_printed_torchrun_line_runs_its_configuration_on_its_threads(tmp_path):
+    """The printed line runs as printed: its ranks, its global batch, and the threads per rank the
+    step-time model assumed, even in a shell that exports more (here, 2 ranks on 2 vCPUs with
+    OMP_NUM_THREADS=2 ran at 0.08-0.19 of the profiled speed: plan.launch). Mutations caught: the
+    OMP_NUM_THREADS prefix dropped (the ranks take the shell's threads), or the line's batch flags
+    lost (another global batch)."""
     if not socket.gethostbyname(socket.getfqdn()).startswith("127."):
         pytest.skip("torchrun --standalone would use this host's non-loopback address")
     bin_dir = Path(sys.executable).parent
     assert (bin_dir / "torchrun").is_file(), "torchrun is not installed next to this Python"
-    profiled = _profiled_samples_per_s(profiled_db, workers=2, local_batch=64)
     choice = plan_choice(**{**CPU_ONE_NODE, "global_batch": 128, "threads_per_rank": 1})
     line = torchrun_command(choice, "builtin:digits")
     assert line.startswith("OMP_NUM_THREADS=1 torchrun --standalone ")
-    # A shell that exports OMP_NUM_THREADS (here: one thread per core in each rank) would
-    # oversubscribe this machine: the printed prefix must win over it.
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GLOO_SOCKET_IFNAME": "lo",
            "MASTER_ADDR": "127.0.0.1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
            "OMP_NUM_THREADS": str(max(2, os.cpu_count() or 2))}
-    # "Reaches": at least 80% of the profiled rate. Not an upper bound: the fixture's profile has 6
-    # steps a setting, and three identical such profiles here gave 4,200-5,800 samples/s (one under
-    # the test suite's load 10,900), so a run may beat its profile; the summary check below pins the
-    # configuration instead.
-    ratios = []
-    for attempt in range(3):  # a shared 2-core machine: a neighbour's burst is not the line's fault
-        if attempt:  # profile again right before the run, so both see the same neighbours
-            from thrifty.cli.app import main
-            db = tmp_path / f"profile{attempt}.db"
-            assert main(["profile", "--db", str(db), "--workers", "2", "--batch", "64", "--steps", "20",
-                         "--no-calibrate", "--json"]) == 0
-            profiled = _profiled_samples_per_s(db, workers=2, local_batch=64)
-        run_dir = tmp_path / f"run{attempt}"
-        summary = _run_line(f"{line} --steps 60 --eval-every 1000 --checkpoint-every 0 "
-                            f"--run-dir {run_dir} --db {tmp_path / 'train.db'} --json", env, tmp_path)
-        assert (summary["steps"], summary["workers"], summary["global_batch"]) == (60, 2, 128)
-        step_s = {r.step: r.step_time_s for r in RunLog.read(run_dir).steps if r.step >= 10}  # warm
-        ratios.append(128 * len(step_s) / sum(step_s.values()) / profiled)
-        if ratios[-1] >= 0.8:
-            break
-    print(f"run / profiled samples/s: {ratios} (profiled {profiled:.0f}/s)")
-    assert ratios[-1] >= 0.8, f"run / profiled samples/s = {ratios} (profiled {profiled:.0f}/s)"
+    run_dir = tmp_path / "run"
+    summary = _run_line(f"{line} --steps 5 --eval-every 1000 --checkpoint-every 0 "
+                        f"--run-dir {run_dir} --db {tmp_path / 'train.db'} --json", env, tmp_path)
+    assert (summary["steps"], summary["workers"], summary["global_batch"]) == (5, 2, 128)
+    assert summary["threads_per_rank"] == 1
+    assert {r.rank for r in RunLog.read(run_dir).steps} == {0, 1}
