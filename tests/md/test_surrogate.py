@@ -11,6 +11,7 @@ from thrifty.md.params import ParameterBox
 from thrifty.md.runs import Run, read_runs
 from thrifty.md.surrogate import MODEL_FILE, Ensemble, SurrogateConfig, train_ensemble
 from thrifty.md.surrogate.domain import Domain
+from thrifty.md.surrogate.network import shape_basis
 from thrifty.md.surrogate.shapes import (
     count_integrals,
     flat_profiles,
@@ -112,6 +113,41 @@ def test_too_few_runs_runs_off_the_models_counts_and_a_broken_model_file_are_one
     (tmp_path / MODEL_FILE).write_bytes(b"not a model")
     with pytest.raises(ThriftyError, match="is not a thrifty surrogate"):
         Ensemble.load(tmp_path)
+
+
+def test_a_surrogate_of_an_older_format_is_refused_in_one_line_naming_the_retraining(tmp_path, standin_model):
+    """A model saved with the slit-fraction cosine basis (format /2) would load weights into a network
+    of another meaning: refused, not mispredicted. Mutation caught: the format check dropped (the
+    load fails later on the missing config key, as 'not a thrifty surrogate')."""
+    model, _ = standin_model
+    model.save(tmp_path)
+    payload = torch.load(tmp_path / MODEL_FILE, weights_only=True)
+    payload["format"] = "thrifty.md.surrogate/2"
+    del payload["config"]["wall_bumps_nm"]
+    torch.save(payload, tmp_path / MODEL_FILE)
+    with pytest.raises(ThriftyError, match=r"format 'thrifty.md.surrogate/2'.*train it again") as error:
+        Ensemble.load(tmp_path)
+    assert "\n" not in str(error.value)
+
+
+def test_the_shape_basis_sits_at_fixed_distances_from_the_wall_whatever_the_slit_width():
+    """One weight means one thing at every h: a bump centred 0.55 nm from the wall peaks at the bin
+    nearest 0.55 nm from the wall in a 2.5 nm and in a 4 nm slit, and has the Gaussian's value at
+    each bin's wall distance. Mutation caught: the bumps placed in the slit fraction u (the old
+    cosine basis' variable): the peaks move with h."""
+    config = SurrogateConfig(wall_bumps_nm=(0.55,), bump_width_nm=0.15, slit_modes=1)
+    points = np.array([[2.5, 1, -1, 0.5, 0.474, 0.627], [4.0, 1, -1, 0.5, 0.474, 0.627]])
+    basis = shape_basis(points, config)
+    half = config.bins // 2
+    assert basis.shape == (2, 2, half)
+    u = (np.arange(half) + 0.5) / half
+    for row, h in zip(basis, points[:, 0], strict=True):
+        wall_distance = h / 2 * (1 - u)
+        assert np.allclose(row[0], np.exp(-0.5 * ((wall_distance - 0.55) / 0.15) ** 2))
+        assert abs(wall_distance[np.argmax(row[0])] - 0.55) <= h / config.bins / 2 + 1e-12
+        assert np.allclose(row[1], np.cos(np.pi * u))  # the slit's own mode
+    with pytest.raises(ThriftyError, match="basis"):
+        SurrogateConfig(wall_bumps_nm=(), slit_modes=0)
 
 
 def test_the_range_check_is_joint_a_valency_seen_only_at_other_h_is_flagged():
