@@ -1,9 +1,11 @@
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from built_once import built_once
 from suite_markers import markers_for
 
 os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -23,12 +25,17 @@ def pytest_collection_modifyitems(config, items) -> None:
 FAST_PROFILE = ["--workers", "1,2", "--batch", "16,64", "--steps", "6"]
 
 
+def _profile(folder: Path) -> None:
+    from thrifty.cli.app import main
+    assert main(["profile", "--db", str(folder / "thrifty.db"), *FAST_PROFILE, "--json"]) == 0
+
+
 @pytest.fixture(scope="session")
 def profiled_db(tmp_path_factory) -> Path:
-    """A database holding one quick real profile (2 worker processes) of builtin:digits."""
-    from thrifty.cli.app import main
+    """A database holding one quick real profile (2 worker processes) of builtin:digits; this
+    worker's own copy (tests add plans to it)."""
     db = tmp_path_factory.mktemp("db") / "thrifty.db"
-    assert main(["profile", "--db", str(db), *FAST_PROFILE, "--json"]) == 0
+    shutil.copy(built_once(tmp_path_factory, "profiled_db", _profile) / "thrifty.db", db)
     return db
 
 

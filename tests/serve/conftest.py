@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from built_once import built_once
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -73,16 +74,23 @@ SEARCH = ("--target-samples", "2e7", "--noise-scale", "500")
 @pytest.fixture(scope="session")
 def stores(profiled_db, trace_csv, tmp_path_factory) -> dict:
     """thrifty.db: a profile (conftest's profiled_db), a plan from it, a sim search, a training
-    run of 12 steps on two ranks, one three times slower (sleep emulation)."""
+    run of 12 steps on two ranks, one three times slower (sleep emulation). Built once per test run
+    (tests/built_once.py); the database is this worker's copy, the run folders shared (read only)."""
     import shutil
-    folder = tmp_path_factory.mktemp("stores")
-    db = folder / "thrifty.db"
-    shutil.copy(profiled_db, db)
-    plan = json.loads(run_main("plan", "--db", db, "--plot", folder / "plan.png", "--json"))
-    run_main("search", "--backend", "sim", "--trace", trace_csv, *SEARCH, "--db", db, "--json")
-    cli("train", "--db", db, "--steps", "12", "--nproc", "2", "--slowdown", "1,3", "--adjust-every", "2",
-        "--checkpoint-every", "4", "--run-dir", folder / "runs" / "train1", "--json")
-    return {"db": db, "folder": folder, "runs": folder / "runs", "plan": plan}
+
+    def build(folder: Path) -> None:
+        db = folder / "thrifty.db"
+        shutil.copy(profiled_db, db)
+        plan = run_main("plan", "--db", db, "--plot", folder / "plan.png", "--json")
+        (folder / "plan.json").write_text(plan)
+        run_main("search", "--backend", "sim", "--trace", trace_csv, *SEARCH, "--db", db, "--json")
+        cli("train", "--db", db, "--steps", "12", "--nproc", "2", "--slowdown", "1,3", "--adjust-every", "2",
+            "--checkpoint-every", "4", "--run-dir", folder / "runs" / "train1", "--json")
+
+    folder = built_once(tmp_path_factory, "serve-stores", build)
+    db = tmp_path_factory.mktemp("stores") / "thrifty.db"
+    shutil.copy(folder / "thrifty.db", db)
+    return {"db": db, "folder": folder, "runs": folder / "runs", "plan": json.loads((folder / "plan.json").read_text())}
 
 
 SPACE = """[h_nm]
@@ -105,25 +113,31 @@ values = [0.627]
 @pytest.fixture(scope="session")
 def campaign(tmp_path_factory) -> Path:
     """A campaign of 4 runs of the test simulation above, by `md sweep --pool spot:2` on Ray (its
-    own local cluster, 127.0.0.1), which stores the runs and its session's bill.
+    own local cluster, 127.0.0.1), which stores the runs and its session's bill. Built once per
+    test run (tests/built_once.py); each worker reads its own copy.
 
     Ray waits a fixed 30 s for its raylet to register (ray._private.node); on a machine loaded far
     beyond its cores it does not start at all. Then, with a warning, the same 4 runs and a session
     are stored as md sweep stores them (md.campaign.store.CampaignStore), each run simulated in this
     process instead of a Ray task."""
+    import shutil
     import warnings
-    folder = tmp_path_factory.mktemp("campaign")
-    (folder / "space.toml").write_text(SPACE)
-    db = folder / "campaign.db"
-    try:
-        cli("md", "sweep", "--space", folder / "space.toml", "--budget-runs", "4", "--db", db, "--pool", "spot:2",
-            "--simulation", "profile_campaign_sim:run", "--json")
-    except AssertionError as exc:
-        if RAY_START_FAILED not in str(exc):
-            raise
-        warnings.warn("Ray did not start on this loaded machine: the campaign is stored without it", stacklevel=1)
-        _store_without_ray(db, folder / "space.toml", 4)
-    return db
+
+    def build(folder: Path) -> None:
+        (folder / "space.toml").write_text(SPACE)
+        db = folder / "campaign.db"
+        try:
+            cli("md", "sweep", "--space", folder / "space.toml", "--budget-runs", "4", "--db", db, "--pool",
+                "spot:2", "--simulation", "profile_campaign_sim:run", "--json")
+        except AssertionError as exc:
+            if RAY_START_FAILED not in str(exc):
+                raise
+            warnings.warn("Ray did not start on this loaded machine: the campaign is stored without it", stacklevel=1)
+            _store_without_ray(db, folder / "space.toml", 4)
+
+    copy = tmp_path_factory.mktemp("campaign")  # this worker's: the database and its run folders
+    shutil.copytree(built_once(tmp_path_factory, "serve-campaign", build), copy, dirs_exist_ok=True)
+    return copy / "campaign.db"
 
 
 def _store_without_ray(db: Path, space_file: Path, runs: int) -> None:
