@@ -40,7 +40,8 @@ def test_the_network_beats_every_baseline_on_runs_it_never_saw(held_out):
     RMS against the truth is at most half the flat profile's for both ions (issue 24's goal; 0.40
     and 0.0 here). Mutations caught (tried): a network that does not learn (learning rate 0: its
     ideal-gas prior, which ties the flat profile); the shape's basis in the slit fraction (8 cosine
-    modes, no wall bumps: cation 0.501 of flat)."""
+    modes, no wall bumps: cation 0.501 of flat, a thin margin: test_surrogate.py checks the basis'
+    wall distances directly)."""
     scores, _, _, _ = held_out
     net = scores[NETWORK]
     for ion in ("cation", "anion"):

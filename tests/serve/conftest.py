@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from built_once import built_once
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,8 +144,8 @@ def campaign(tmp_path_factory) -> Path:
 def _store_without_ray(db: Path, space_file: Path, runs: int) -> None:
     from profile_campaign_sim import run
 
-    from thrifty.md.campaign.store import CampaignStore
     from thrifty.md.campaign.point_samplers import make_sampler, point_key
+    from thrifty.md.campaign.store import CampaignStore
     from thrifty.md.space import load_space
     from thrifty.transient.protocol import JobCheckpoints
     space = load_space(space_file)

@@ -186,7 +186,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     summary["run_dir"] = str(config.run_dir)
     summary["device"] = str(state.runtime.device)
     summary["precision"] = state.runtime.precision
-    summary["threads_per_rank"] = torch.get_num_threads()  # rank 0's intra-op threads (OMP_NUM_THREADS, --threads)
+    summary["threads_per_rank"] = torch.get_num_threads()  # rank 0's intra-op threads (OMP_NUM_THREADS under torchrun; 1 per rank under --nproc)
     summary["skipped_updates"] = state.skipped_updates
     summary["final_lr"] = [group["lr"] for group in state.own_optimizer().param_groups]
     summary["resumed_at_step"] = resumed_at
