@@ -64,33 +64,37 @@ def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
     """((R,) energy, (R, N, 3) forces) of the ion-ion WCA (if "wca" in terms) and the real-space
     Coulomb sum (if "coulomb"), over the pairs within the splitting's reach from setup.neighbours
     (a Verlet list; the WCA reach is shorter, ewald.prepare_ewald checks)."""
-    if setup.neighbours is None:
+    neighbours = setup.neighbours
+    if neighbours is None:
         raise ValueError("pair_terms needs a Verlet list (setup.neighbours); dense setups use the all-pairs pass")
-    near = setup.neighbours.pairs(positions_nm, batch.box_nm, batch.mask)
-    r, b = near.r_nm, near.replica
-    q, d = batch.charges_e.reshape(-1), batch.diameters_nm.reshape(-1)
-    r2 = r * r
+    near = neighbours.listed(positions_nm, batch.box_nm, batch.mask)  # every listed pair, those past r_cut as zeros
+    r = torch.sqrt(near.r2_nm2)
+    r2 = r * r  # as the chosen pairs had it: the forces stay bit for bit what they were
     energy = torch.zeros_like(r)
     over_r = torch.zeros_like(r)  # -dU/dr / r of each pair
-    if "wca" in terms:  # the few pairs within the batch's longest WCA reach (~1% of the listed pairs)
+    if "wca" in terms:  # the few pairs within the batch's longest WCA reach (~1% of the listed pairs), all within r_cut
+        d = batch.diameters_nm.reshape(-1)
         close = (r < WCA_REACH * float(batch.diameters_nm.max())).nonzero().squeeze(1)
         s = (d.index_select(0, near.first.index_select(0, close)) + d.index_select(0, near.second.index_select(0, close))) / 2
         u, f = _wca(r.index_select(0, close), s, batch.kt_kj_mol)
         energy.index_add_(0, close, u)
         over_r.index_add_(0, close, f)
     if "coulomb" in terms:
-        alpha = setup.alpha_per_nm.index_select(0, b)
-        qq = ew.COULOMB * q.index_select(0, near.first) * q.index_select(0, near.second)
+        q = batch.charges_e.reshape(-1)
+        alpha = neighbours.per_pair("alpha", lambda replica, _, __: setup.alpha_per_nm.index_select(0, replica))
+        qq = neighbours.per_pair("qq", lambda _, first, second: ew.COULOMB * q.index_select(0, first)
+                                 * q.index_select(0, second))
+        qq = torch.where(near.within, qq, torch.zeros_like(qq))
         erfc_over_r = torch.special.erfc(alpha * r) / r
         gauss = 2 * alpha / math.sqrt(math.pi) * torch.exp(-alpha * alpha * r2)
         energy = energy + qq * erfc_over_r
         over_r = over_r + qq * (erfc_over_r + gauss) / r2
-    pair_force = over_r * near.delta_nm  # (3, P) on the first ion; the second gets its opposite
-    ions = torch.cat([near.first, near.second])
+    pair_force = over_r * near.delta_nm  # (3, L) on the first ion; the second gets its opposite
     forces = torch.zeros(3, positions_nm.shape[0] * positions_nm.shape[1], dtype=r.dtype, device=r.device)
-    for axis in range(3):  # 1-D index_add_: a serial sum in the list's order (neighbours: bit for bit)
-        forces[axis].index_add_(0, ions, torch.cat([pair_force[axis], -pair_force[axis]]))
-    total = torch.zeros(positions_nm.shape[0], dtype=r.dtype, device=r.device).index_add_(0, b, energy)
+    for axis in range(3):  # 1-D index_add_: a serial sum in the list's order, the first ions' then the seconds'
+        forces[axis].index_add_(0, near.first, pair_force[axis])
+        forces[axis].index_add_(0, near.second, pair_force[axis], alpha=-1)
+    total = torch.zeros(positions_nm.shape[0], dtype=r.dtype, device=r.device).index_add_(0, near.replica, energy)
     return total, forces.T.reshape(positions_nm.shape)
 
 

@@ -9,10 +9,17 @@ list's order (replica, i, j): the pairs a step sums and the order it sums them i
 where the list was built, so a run resumed with a fresh list continues bit for bit (nothing but
 exact IEEE operations, -, *, round, +, touches the listed pairs before they are chosen).
 
+The forces take every listed pair (`listed`) with a mask of those within r_cut instead of the
+chosen ones (`pairs`): a listed pair beyond r_cut adds an exact zero to each sum, and a sum that
+starts at +0 is never -0, so adding zeros leaves every partial sum's bits as they were; the step
+saves the gathers that choosing costs. Per-pair constants of a list (charge products, a replica's
+splitting parameter) are made once per build (`per_pair`).
+
 Flat over the batch (index replica * N + ion): padding is never listed, and replicas of any size
 share one list with no padded pairs.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +38,17 @@ class Pairs:
     r_nm: torch.Tensor  # (P,)
 
 
+@dataclass(frozen=True)
+class Listed:
+    """Every pair of the list at the positions given, as Pairs, and which are within r_cut now."""
+    replica: torch.Tensor  # (L,)
+    first: torch.Tensor  # (L,)
+    second: torch.Tensor  # (L,)
+    delta_nm: torch.Tensor  # (3, L)
+    r2_nm2: torch.Tensor  # (L,)
+    within: torch.Tensor  # (L,) bool
+
+
 def _minimum_image(delta: torch.Tensor, box: torch.Tensor) -> torch.Tensor:
     return delta - box * torch.round(delta / box)
 
@@ -46,6 +64,7 @@ class NeighbourList:
         self._reference: torch.Tensor | None = None
         self._replica = self._first = self._second = torch.zeros(0, dtype=torch.long)
         self._box = self._cut2 = torch.zeros(0)  # (3, L) and (L,): each listed pair's box and cutoff^2
+        self._constants: dict[str, torch.Tensor] = {}
 
     def _stale(self, positions_nm: torch.Tensor, box_nm: torch.Tensor, mask: torch.Tensor) -> bool:
         if self._reference is None or self._reference.shape != positions_nm.shape:
@@ -69,16 +88,30 @@ class NeighbourList:
         self._box = box_nm[self._replica].T.contiguous()
         self._cut2 = (self.cutoff_nm * self.cutoff_nm)[self._replica]
         self._reference = positions_nm.detach().clone()
+        self._constants = {}
         self.builds += 1
 
-    def pairs(self, positions_nm: torch.Tensor, box_nm: torch.Tensor, mask: torch.Tensor) -> Pairs:
-        """The pairs within the cutoff now (rebuilding the list first if some ion moved > skin / 2)."""
+    def per_pair(self, name: str, make: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """A constant of each listed pair, make(replica, first, second), made once per build."""
+        if name not in self._constants:
+            self._constants[name] = make(self._replica, self._first, self._second)
+        return self._constants[name]
+
+    def listed(self, positions_nm: torch.Tensor, box_nm: torch.Tensor, mask: torch.Tensor) -> Listed:
+        """Every listed pair now, with those within the cutoff marked (rebuilding the list first if
+        some ion moved > skin / 2)."""
         if self._stale(positions_nm, box_nm, mask):
             self._build(positions_nm, box_nm, mask)
         coordinates = positions_nm.reshape(-1, 3).T.contiguous()  # (3, R N)
         delta = _minimum_image(coordinates.index_select(1, self._first) - coordinates.index_select(1, self._second),
                                self._box)
         r2 = delta[0] * delta[0] + delta[1] * delta[1] + delta[2] * delta[2]
-        keep = (r2 < self._cut2).nonzero().squeeze(1)
-        return Pairs(self._replica.index_select(0, keep), self._first.index_select(0, keep),
-                     self._second.index_select(0, keep), delta.index_select(1, keep), torch.sqrt(r2.index_select(0, keep)))
+        return Listed(self._replica, self._first, self._second, delta, r2, r2 < self._cut2)
+
+    def pairs(self, positions_nm: torch.Tensor, box_nm: torch.Tensor, mask: torch.Tensor) -> Pairs:
+        """The pairs within the cutoff now, chosen from the list in its order."""
+        near = self.listed(positions_nm, box_nm, mask)
+        keep = near.within.nonzero().squeeze(1)
+        return Pairs(near.replica.index_select(0, keep), near.first.index_select(0, keep),
+                     near.second.index_select(0, keep), near.delta_nm.index_select(1, keep),
+                     torch.sqrt(near.r2_nm2.index_select(0, keep)))
