@@ -14,8 +14,8 @@ other jobs' load inflates unevenly (a torch step of many small operations is des
 than OpenMM's few long ones); `--quick` (10 steps, R = 1 and 8, no files) checks it
 end to end. Last, one default system (406 ions, 15 x 15 x 9 nm; `--steps`, DEFAULT_REPEATS times
 alternating, the median of each engine's rate) on both, reported as ms a step side by side and
-their ratio (torch / OpenMM; the goal, issue 24: at most 2): the torch engine's real-space terms come from a Verlet list (neighbours), OpenMM's from its own list,
-with PME. Writes results/torch_md.json and .png.
+their ratio (torch / OpenMM; the goal, issue 24: at most 2): the torch engine's real-space terms
+come from a Verlet list (neighbours), OpenMM's from its own list, with PME. Writes results/torch_md.json and .png.
 """
 
 import argparse

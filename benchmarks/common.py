@@ -30,12 +30,13 @@ def command_line() -> str:
 
 def provenance() -> dict:
     """The code, command and libraries a result came from: git revision, whether src/ or benchmarks/
-    had uncommitted changes (`dirty`), the command line, library versions, machine."""
+    (its results/ aside) had uncommitted changes (`dirty`), the command line, library versions, machine."""
     root = Path(__file__).resolve().parent.parent
     try:
         revision = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
                                   text=True, check=True).stdout.strip()
-        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks"],
+        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks",
+                                  ":(exclude)benchmarks/results"],  # outputs: a figure written before its JSON
                                  cwd=root, capture_output=True, text=True, check=True).stdout.strip()
         dirty: bool | None = bool(changes)
     except (OSError, subprocess.CalledProcessError):
