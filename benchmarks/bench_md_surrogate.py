@@ -56,9 +56,7 @@ def exact_predictor(blocks: np.ndarray, density: np.ndarray, error: np.ndarray) 
 
 
 def split(data: ReplaySet, seed: int, config: SurrogateConfig) -> dict:
-    order = np.random.default_rng(1000 + seed).permutation(len(data.runs))
-    train = [data.runs[i] for i in order[:TRAIN]]
-    test = [data.runs[i] for i in order[TRAIN:TRAIN + TEST]]
+    train, test, held = data.split(1000 + seed, TRAIN, TEST)
     began = time.perf_counter()
     model, _ = fit_surrogate(train, config)
     fit_s = time.perf_counter() - began
@@ -70,7 +68,7 @@ def split(data: ReplaySet, seed: int, config: SurrogateConfig) -> dict:
     low, high = prediction.band()
     flat = scores["flat"]
     return {"seed": seed, "fit_s": fit_s, "band_scale": model.band_scale, "scores": scores,
-            "exact_predictor": exact_predictor(data.blocks[order[TRAIN:TRAIN + TEST]], density, error),
+            "exact_predictor": exact_predictor(data.blocks[held], density, error),
             "noise_rms_molar": {ion: float(np.sqrt(np.mean(error[:, i] ** 2))) for i, ion in enumerate(IONS)},
             "band_coverage": band_coverage(low, high, density, error),
             "flagged_out_of_domain": float(np.mean(~model.domain.inside(points))),

@@ -23,8 +23,7 @@ pytestmark = pytest.mark.timeout(600)
 def held_out():
     torch.set_num_threads(1)
     data = ReplaySet.load(DATA)
-    order = np.random.default_rng(7).permutation(len(data.runs))
-    train, test = [data.runs[i] for i in order[:30]], [data.runs[i] for i in order[30:70]]
+    train, test, _ = data.split(7, 30, 40)
     config = SurrogateConfig(box_nm=data.box_nm)
     model, cv = fit_surrogate(train, config)
     points, density, error = held_out_arrays(test, config.bins)

@@ -137,7 +137,7 @@ def train(
     loaded = load_workload(workload)
     from thrifty.train.dryrun import dry_run, dry_run_in_worker
     from thrifty.train.runtime import Runtime
-    runtime = Runtime.for_rank(device, precision)
+    runtime = Runtime.for_rank(device, precision)  # a --device this machine lacks: one line, before any rank
     if launched_by_torchrun():  # a broken workload: one line, now
         dry_run(loaded, runtime)
     else:  # in a rank's process, where torch._dynamo is imported already (train.dryrun)

@@ -29,3 +29,10 @@ class ReplaySet:
                         f"run{int(data['index'][i]):04d}") for i, n in enumerate(data["bins"])]
             return cls(runs, data["steps"], data["blocks"], data["converged"], data["wall_s"], float(data["box_nm"]),
                        json.loads(str(data["settings"])))
+
+    def split(self, seed: int, train: int, test: int) -> tuple[list[Run], list[Run], np.ndarray]:
+        """A short campaign and runs it never sees: `train` and then `test` runs of a seeded
+        permutation; and the held-out runs' indices into the set."""
+        order = np.random.default_rng(seed).permutation(len(self.runs))
+        held = order[train:train + test]
+        return [self.runs[i] for i in order[:train]], [self.runs[i] for i in held], held
