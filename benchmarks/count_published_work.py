@@ -38,7 +38,8 @@ def main() -> int:
         models[key] = {"csv_model": entry.csv_model, "csv_input": entry.csv_input, "unit": entry.unit,
                        "samples_per_unit": entry.samples_per_unit,
                        "batch_unit_samples": entry.batch_unit_samples, "counted_sample": entry.counted_sample,
-                       "source": entry.source, "summary": work.summary(),
+                       "source": entry.source, "calibration_exclusion": entry.calibration_exclusion,
+                       "summary": work.summary(),
                        "step_work": _int_lists(work.to_dict())}
         s = work.summary()
         print(f"{key:28s} {s['param_count']:>12,d} params {s['flops_per_sample'] / 1e9:9.3f} GFLOP/sample "

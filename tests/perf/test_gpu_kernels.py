@@ -182,3 +182,56 @@ def test_counting_a_recurrent_layer_as_cudnn_keeps_its_outputs_and_gradients_exa
     assert all(torch.allclose(a, b) for a, b in zip(plain, counted))
     rnn = [op for op in recorder.ops if op[0].startswith("rnn_")]
     assert len(rnn) == 2 * 2 * ((1 + 2 * 5) + (2 * 5 + 3))  # layers x directions x (forward + backward)
+
+
+@pytest.mark.parametrize("cls", [nn.GRUCell, nn.LSTMCell])
+def test_a_recurrent_cell_step_is_counted_as_the_fused_cuda_cell_with_exact_gradients(cls):
+    """nn.LSTMCell / nn.GRUCell on CUDA run two GEMMs and one fused gate kernel per step (ATen's
+    _thnn_fused_*_cell), not the dozen elementwise ops the CPU path decomposes into. Mutations
+    caught: cells counted op by op (more kernels per step), the counted backward dropping a
+    gradient (values differ)."""
+    from thrifty.workloads.workcount import CudnnRNN, KernelRecorder
+    torch.manual_seed(0)
+    cell = cls(4, 8)
+    x = torch.randn(3, 4, requires_grad=True)
+
+    def run():
+        cell.zero_grad()
+        x.grad = None
+        state = (torch.zeros(3, 8), torch.zeros(3, 8)) if cls is nn.LSTMCell else torch.zeros(3, 8)
+        for _ in range(2):
+            state = cell(x, state)
+        out = state[0] if cls is nn.LSTMCell else state
+        out.square().sum().backward()
+        return [out.detach().clone(), x.grad.clone(), *(p.grad.clone() for p in cell.parameters())]
+
+    plain = run()
+    recorder = KernelRecorder()
+    with CudnnRNN(recorder), recorder:
+        counted = run()
+    assert all(torch.allclose(a, b) for a, b in zip(plain, counted))
+    cells = [op[0] for op in recorder.ops if op[0].startswith("cell_")]
+    assert len(cells) == 2 * (3 + 6)  # steps x (2 GEMMs + gates forward; gates, bias, 4 GEMMs backward)
+    assert cells.count("cell_gates") == 2
+
+
+def test_a_depthwise_convolution_is_counted_with_its_groups_on_the_vector_units():
+    """torch 2.13's flop formula for a convolution's backward ignores the groups (a depthwise
+    backward counted as dense, channels-times too much); thrifty counts each gradient as the
+    forward's FLOPs, and a depthwise convolution as a vector kernel (cuDNN runs it on the CUDA
+    cores, not as a tensor-core GEMM). Mutations caught: torch's formula kept (FLOPs 86x), the
+    depthwise kernel labelled a convolution (kind)."""
+    from thrifty.perf.work import KIND_CONV, KIND_OTHER
+    channels, frames, kernel, batch = 256, 840, 33, 2
+    conv = lambda: nn.Conv1d(channels, channels, kernel, padding=kernel // 2, groups=channels, bias=False)  # noqa: E731
+    work = count_model_step(conv, lambda b, d: (torch.zeros(b, channels, frames, device=d), None),
+                            lambda out, _: out.sum(), None, batches=(batch, 2 * batch))
+    forward = 2 * channels * frames * kernel  # per sample: one multiply-add per tap and output
+    # forward and weight gradient (the model's input needs no gradient: output_mask[0] is false)
+    assert work.flops_per_sample.sum() == pytest.approx(2 * forward)
+    conv_kinds = work.kind[work.flops_per_sample > 0]
+    assert set(conv_kinds.tolist()) == {KIND_OTHER}
+    dense = count_model_step(lambda: nn.Conv1d(channels, channels, 1, bias=False),
+                             lambda b, d: (torch.zeros(b, channels, frames, device=d), None),
+                             lambda out, _: out.sum(), None, batches=(batch, 2 * batch))
+    assert KIND_CONV in set(dense.kind[dense.flops_per_sample > 0].tolist())

@@ -61,6 +61,47 @@ def test_bert_and_transformer_big_sizes_are_the_published_ones():
     assert 210e6 <= params("transformer_big_wmt14") <= 215e6  # Vaswani et al. big: 213M (37k vocab)
 
 
+@pytest.mark.parametrize("key, published, rel", [
+    ("jasper_10x5dr", 333e6, 0.005),  # DLE Jasper README: "Jasper Large, 333M params"
+    ("quartznet_15x5", 18.9e6, 0.005),  # Kriman et al. 2020 (QuartzNet), Table 3: 15x5, 18.9M
+])
+def test_speech_models_have_their_published_sizes(key, published, rel):
+    assert params(key) == pytest.approx(published, rel=rel)
+
+
+def test_transformer_xl_base_has_the_parameters_of_its_configuration():
+    d, inner, layers, heads, head = 512, 2048, 16, 8, 64
+    per_layer = (d * 3 * heads * head + d * heads * head + heads * head * d  # qkv, r_net, o_net (no bias)
+                 + d * inner + inner + inner * d + d + 2 * 2 * d)  # FFN with biases, 2 LayerNorms
+    vocab = 267_735
+    tied_output = 3 * d + 3 + vocab  # cluster logits (weights, biases) and the output biases
+    expected = vocab * d + layers * per_layer + 2 * heads * head + tied_output
+    assert params("transformer_xl_base") == expected
+
+
+def test_transformer_xl_counts_work_per_target_token_with_memory():
+    summary = SHIPPED["models"]["transformer_xl_base"]["summary"]
+    non_embedding = summary["param_count"] - 267_735 * 512
+    # 6 N per token for the layers (Kaplan et al. 2020) and more: attention over 384 keys, the
+    # memory's k/v projections, the shortlist's logits (20,000 x 512 per token)
+    assert 6 * non_embedding < summary["flops_per_sample"] < 3 * 6 * non_embedding
+
+
+def test_tacotron2_decoder_runs_kernels_every_mel_frame(monkeypatch):
+    """The launch-bound row: its decoder is a loop over mel frames. Mutation caught: a decoder
+    vectorised over frames (the kernel count would not grow with the frames)."""
+    from thrifty.workloads import tacotron2
+    entry, full = PUBLISHED["tacotron2"], tacotron2.MEL_FRAMES
+    kernels = []
+    for frames in (2, 4):
+        monkeypatch.setattr(tacotron2, "MEL_FRAMES", frames)
+        kernels.append(count_published(entry).kernels)
+    per_frame = (kernels[1] - kernels[0]) / 2
+    assert 50 <= per_frame <= 120  # ~25 forward, ~45 backward
+    shipped = SHIPPED["models"]["tacotron2"]["summary"]["kernels_per_step"]
+    assert shipped == pytest.approx(kernels[0] + per_frame * (full - 2), rel=0.01)
+
+
 def test_resnet50_training_flops_per_image():
     # forward 4.1 GMACs at 224x224 (He et al. Table 1) = 8.2 GFLOP; backward ~ 2x forward
     assert fresh("resnet50_v1.5").summary()["flops_per_sample"] == pytest.approx(3 * 8.2e9, rel=0.10)

@@ -68,8 +68,11 @@ class PublishedRow:
     source: str
 
 
-def load_published(data_dir: Path | None = None) -> tuple[list[PublishedRow], dict[str, StepWork], dict]:
-    """Rows usable for calibration, the counted work per model key, and what was left out why."""
+def load_published(data_dir: Path | None = None, *, for_calibration: bool = True
+                   ) -> tuple[list[PublishedRow], dict[str, StepWork], dict]:
+    """Rows usable for calibration, the counted work per model key, and what was left out why.
+    for_calibration=False keeps the rows of counted models whose throughput the kernels do not
+    bound (their batches still ran on their GPUs: the memory model's check)."""
     folder = Path(data_dir) if data_dir else data_path("gpu")
     work_json = json.loads((folder / "published_work.json").read_text())
     works = {k: StepWork.from_dict(v["step_work"]) for k, v in work_json["models"].items()}
@@ -87,6 +90,8 @@ def load_published(data_dir: Path | None = None) -> tuple[list[PublishedRow], di
         if key is None:
             reason = next((why for prefix, why in excluded.items() if r["model"].startswith(prefix)),
                           "model not counted")
+        elif for_calibration and work_json["models"][key].get("calibration_exclusion"):
+            reason = work_json["models"][key]["calibration_exclusion"]
         elif not r["batch_per_gpu"].strip():
             reason = "batch per GPU not published"
         if reason:

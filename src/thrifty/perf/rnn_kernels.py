@@ -1,4 +1,5 @@
-"""The kernels of a recurrent layer (GRU, LSTM) as cuDNN runs it on a GPU (pure Python).
+"""The kernels of a recurrent layer (GRU, LSTM) as cuDNN runs it on a GPU, and of one step of a
+recurrent cell (nn.GRUCell, nn.LSTMCell) as ATen's CUDA path runs it (pure Python).
 
 Counted op by op, one GRU time step decomposes into some twenty matmuls and elementwise kernels
 forward and as many backward; cuDNN, which PyTorch uses for nn.GRU / nn.LSTM on CUDA, runs one
@@ -7,6 +8,12 @@ GEMM and one fused gate kernel (forward), one fused gate-gradient kernel and one
 (backward), then the input-gradient and the two weight-gradient GEMMs over all steps (Appleyard,
 Kocisky & Blunsom 2016, "Optimizing Performance of Recurrent Neural Networks on GPUs", the
 optimisations cuDNN 5+ ships; NVIDIA cuDNN developer guide, "RNN functions").
+
+A cell step on CUDA (ATen RNN.cpp: lstm_cell / gru_cell call _thnn_fused_lstm_cell /
+_thnn_fused_gru_cell) is two GEMMs (input and hidden projections) and one fused gate kernel
+forward; backward, one fused gate-gradient kernel (ATen's _thnn_fused_*_cell_backward, which also
+sums the bias gradient over the batch: a second, reduction kernel), then the matmuls' own
+gradients: two data-gradient and two weight-gradient GEMMs.
 
 Kernels are (name, kind, FLOPs, bytes, output elements); bytes count 4-byte elements as counted
 elsewhere (perf.work: FP32 sizes; AMP halves the per-sample part).
@@ -60,3 +67,17 @@ def rnn_kernels(mode: str, steps: int, batch: int, inputs: int, hidden: int, lay
         for _ in range(directions):
             kernels += per_layer(mode, steps, batch, width, hidden)
     return kernels
+
+
+def cell_kernels(mode: str, batch: int, inputs: int, hidden: int, *, backward: bool) -> list[Kernel]:
+    """The kernels of one step of a GRU or LSTM cell, forward or backward."""
+    gh = GATES[mode] * hidden
+    if not backward:
+        return [_gemm("cell_input_gemm", batch, gh, inputs), _gemm("cell_hidden_gemm", batch, gh, hidden),
+                ("cell_gates", KIND_OTHER, 4.0 * batch * gh, ELEMENT_BYTES * (batch * (3 * gh + 4 * hidden) + 2 * gh),
+                 float(batch * hidden))]
+    return [("cell_gates_backward", KIND_OTHER, 6.0 * batch * gh,
+             ELEMENT_BYTES * batch * (4 * gh + 4 * hidden), float(batch * gh)),
+            ("cell_bias_grad", KIND_OTHER, float(batch * gh), ELEMENT_BYTES * (batch * gh + gh), float(gh)),
+            _gemm("cell_input_dgrad", batch, inputs, gh), _gemm("cell_hidden_dgrad", batch, hidden, gh),
+            _gemm("cell_input_wgrad", gh, inputs, batch), _gemm("cell_hidden_wgrad", gh, hidden, batch)]

@@ -34,7 +34,7 @@ from torch import nn
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.work import StepWork
-from thrifty.workloads import bert, gnmt, nnunet, ssd, transformer_nmt
+from thrifty.workloads import bert, gnmt, jasper, nnunet, ssd, tacotron2, transformer_nmt, transformer_xl, waveglow
 from thrifty.workloads.resnet import resnet18_cifar, resnet50_imagenet
 from thrifty.workloads.workcount import count_model_step
 
@@ -88,6 +88,7 @@ class PublishedModel:
     batch_unit_samples: float = 1.0  # published samples per unit of the batch_per_gpu column
     counted_sample: str = "one published sample"
     source: str = ""
+    calibration_exclusion: str = ""  # why its rows cannot calibrate the kernels' model (empty: they can)
 
 
 def _image_batch(b: int, device, shape: tuple[int, ...]) -> tuple:
@@ -204,10 +205,70 @@ _ENTRIES.append(
                                   "the batch column counts sentences",
                    source=f"{_DLE} Translation/GNMT (torch Adam, label smoothing 0.1); LSTMs counted as "
                           "cuDNN runs them (perf.rnn_kernels)"))
+
+
+def _novograd_standin(foreach: bool):
+    """Novograd (Jasper's per-tensor one; QuartzNet's apex FusedNovoGrad, multi-tensor) keeps one
+    moment per element and one second moment per tensor: per element it reads the parameter, its
+    gradient and the moment and writes two, as SGD with momentum does, which stands in for it (the
+    per-tensor norms it also takes are left out)."""
+    return lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.95, weight_decay=1e-3, foreach=foreach)
+
+
+QUARTZNET_INPUT_BOUND = (
+    "input-bound: 79-90 utterances/s per GPU at batch 48 and 72, TF32 and AMP alike, the ceiling that "
+    "Jasper's AMP rows (64-76/s, 18x the FLOPs per utterance) approach too: the data pipeline (DALI speed "
+    "perturbation and features on the GPU, audio decoding), not the step's kernels, sets it")
+_ASR: dict[str, Any] = dict(make_batch=jasper.utterance_batch, loss_fn=jasper.ctc_loss,
+                            counted_sample=f"an utterance padded to {jasper.PADDED_FRAMES} frames (16.8 s)")
+_ENTRIES += [
+    PublishedModel(key="jasper_10x5dr", csv_model="Jasper 10x5 dense-residual (Jasper Large, 333M params)",
+                   csv_input="64 mel filterbanks, 10 ms stride; variable-length utterances padded to multiple of 16",
+                   unit="utterances/s (sequences/s, summed over GPUs)", make_model=jasper.jasper_10x5_dr, make_optimizer=_novograd_standin(foreach=False), **_ASR,
+                   source=f"{_DLE} SpeechRecognition/Jasper (Novograd -> SGD momentum), CTC"),
+    PublishedModel(key="quartznet_15x5",
+                   csv_model="QuartzNet 15x5 (shipped config quartznet15x5_speedp-online-1.15_speca.yaml; "
+                             "README prose says '10x5')",
+                   csv_input="64 mel filterbanks (config n_filt 64); time-channel separable 1D conv; "
+                             "variable-length utterances",
+                   unit="utterances/s (summed over GPUs)", make_model=jasper.quartznet_15x5, make_optimizer=_novograd_standin(foreach=True), **_ASR,
+                   source=f"{_DLE} SpeechRecognition/QuartzNet (FusedNovoGrad -> SGD momentum foreach), CTC",
+                   calibration_exclusion=QUARTZNET_INPUT_BOUND),
+    PublishedModel(key="waveglow", csv_model="WaveGlow (DLE; 12 flows, groups 8, 8 WN layers x 512 channels, kernel 3)",
+                   csv_input="80-ch mel -> audio segment of 8000 samples (--segment-length 8000)",
+                   unit="audio samples/s (summed over GPUs)", make_model=waveglow.WaveGlow, make_batch=waveglow.segment_batch,
+                   loss_fn=waveglow.waveglow_loss, make_optimizer=_adam(),
+                   samples_per_unit=1.0 / waveglow.SEGMENT, batch_unit_samples=float(waveglow.SEGMENT),
+                   counted_sample=f"a segment of {waveglow.SEGMENT} audio samples; the batch column counts segments",
+                   source=f"{_DLE} SpeechSynthesis/Tacotron2 waveglow (Adam)"),
+    PublishedModel(key="tacotron2",
+                   csv_model="Tacotron 2 (DLE; enc 3 conv x512 k5 + BiLSTM 512; attention RNN 1024; decoder RNN 1024; "
+                             "prenet 256; postnet 5 conv x512)",
+                   csv_input="characters -> 80-channel mel frames (precomputed mels, --load-mel-from-disk); variable length",
+                   unit="mel frames/s (sum of output mel lengths, summed over GPUs)", make_model=tacotron2.Tacotron2, make_batch=tacotron2.clip_batch,
+                   loss_fn=tacotron2.tacotron2_loss,
+                   make_optimizer=lambda params: torch.optim.Adam(params, lr=1e-3, weight_decay=1e-6, foreach=False),
+                   samples_per_unit=1.0 / tacotron2.MEAN_FRAMES, batch_unit_samples=float(tacotron2.MEAN_FRAMES),
+                   counted_sample=f"a clip padded to {tacotron2.TEXT_CHARS} characters and {tacotron2.MEL_FRAMES} "
+                                  f"mel frames; a published sample is one of a clip's {tacotron2.MEAN_FRAMES} real "
+                                  "frames on average, the batch column counts clips",
+                   source=f"{_DLE} SpeechSynthesis/Tacotron2 (Adam, weight decay 1e-6)"),
+]
+for _name, _xl in (("base", transformer_xl.BASE), ("large", transformer_xl.LARGE)):
+    _ENTRIES.append(PublishedModel(
+        key=f"transformer_xl_{_name}",
+        csv_model=(f"Transformer-XL {_name} ({_xl.layers} layers, d_model {_xl.d_model}, {_xl.heads} heads x "
+                   f"{_xl.d_head}, d_inner {_xl.d_inner})"),
+        csv_input=f"tgt_len {_xl.tgt_len}, mem_len {_xl.mem_len}",
+        unit="tokens/s (target tokens = batch x tgt_len, summed over GPUs)",
+        make_model=partial(transformer_xl.TransformerXL, _xl), make_batch=partial(transformer_xl.segment_batch, c=_xl),
+        loss_fn=transformer_xl.model_loss, make_optimizer=_adam(torch.optim.AdamW),
+        samples_per_unit=1.0 / _xl.tgt_len, batch_unit_samples=float(_xl.tgt_len),
+        counted_sample=f"a segment of {_xl.tgt_len} target tokens with {_xl.mem_len} cached states per layer; "
+                       "a published token is a target token, the batch column counts segments",
+        source=f"{_DLE} LanguageModeling/Transformer-XL (jitlamb, a per-tensor LAMB -> AdamW)"))
 PUBLISHED: dict[str, PublishedModel] = {e.key: e for e in _ENTRIES}
 
-_NOT_DEFINED = ("not yet defined in thrifty.workloads.published (issue 22: the small-kernel rows "
-                "of this model wait for a counted definition)")
 EXCLUDED: dict[str, str] = {
     "Mask R-CNN (ResNet-50-FPN)": "data-dependent work: the number of region proposals kept after NMS, "
                                   "the RoI shapes and the instance masks depend on the image, so one "
@@ -216,8 +277,6 @@ EXCLUDED: dict[str, str] = {
             "CUDA interaction kernel; the 1- and 8-GPU rows train different models (SOURCE_small.md 1.2)",
     "GNMT (MLPerf": "MLPerf's implementation replaces DLE's kernels with fused attention, fused "
                     "cross-entropy and a distributed weight update: not the counted model",
-    "Transformer-XL": _NOT_DEFINED, "Tacotron 2": _NOT_DEFINED, "WaveGlow": _NOT_DEFINED,
-    "Jasper": _NOT_DEFINED, "QuartzNet": _NOT_DEFINED,
 }
 
 

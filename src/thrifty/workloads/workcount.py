@@ -13,6 +13,7 @@ fixed and per-sample work (perf.work.linear_work).
 
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 import torch
@@ -21,11 +22,11 @@ from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import conv_flop_count, flop_registry
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.embedding_traffic import dense_backward_kernels, gather_kernel
-from thrifty.perf.rnn_kernels import GATES, rnn_kernels
+from thrifty.perf.rnn_kernels import GATES, cell_kernels, rnn_kernels
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork, linear_work
 from thrifty.workloads.base import Workload, call_model, move_batch
 
@@ -57,7 +58,7 @@ def _parallel_work(func, args, out) -> int:
     tile of outputs per block); for every other kernel the larger of its outputs and its first
     argument (a reduction is spread over its input; an in-place foreach update returns nothing but
     writes its first argument's tensors)."""
-    if _kind(func) != KIND_OTHER:
+    if _kind(func, args) != KIND_OTHER:
         return _tensor_elements(out)
     return max(_tensor_elements(out), _tensor_elements(args[0]) if args else 0)
 
@@ -72,6 +73,22 @@ def _embedding_kernels(func, args, out) -> list[tuple[float, float]] | None:
         grad, indices, num_weights = args[0], args[1], int(args[2])
         return dense_backward_kernels(indices.numel(), num_weights, grad.shape[-1], grad.element_size())
     return None
+
+
+def _flops(func, args, kwargs, out) -> float:
+    """FLOPs of one operator by torch.utils.flop_counter's formulas, except a grouped (depthwise)
+    convolution's backward, whose torch formula ignores the groups (torch 2.13 conv_backward_flop
+    takes `_groups` and drops it: a depthwise backward counted as a dense one, 256x too much at 256
+    channels). Each input or weight gradient of a convolution costs what its forward does
+    (grad_input is a transposed convolution over the same weights, grad_weight a correlation of the
+    input with grad_output), and the forward formula reads the groups from the weight's shape."""
+    packet = func.overloadpacket
+    if packet is aten.convolution_backward and int(args[9]) != 1:
+        grad_out, x, weight, transposed, output_mask = args[0], args[1], args[2], bool(args[7]), args[10]
+        forward = conv_flop_count(list(x.shape), list(weight.shape), list(grad_out.shape), transposed)
+        return float(forward * (int(output_mask[0]) + int(output_mask[1])))
+    formula = flop_registry.get(packet)
+    return float(formula(*args, **kwargs, out_val=out)) if formula is not None else 0.0
 
 
 class KernelRecorder(TorchDispatchMode):
@@ -102,28 +119,27 @@ class KernelRecorder(TorchDispatchMode):
         packet = func.overloadpacket
         if self.paused or getattr(func, "is_view", False) or packet in METADATA_OPS or func.namespace != "aten":
             return out
-        formula = flop_registry.get(packet)
-        flops = float(formula(*args, **kwargs, out_val=out)) if formula is not None else 0.0
+        flops = _flops(func, args, kwargs, out)
         kernels = _embedding_kernels(func, args, out)
         if kernels is None:
             kernels = [(_tensor_bytes((args, kwargs)) + _tensor_bytes(out), _parallel_work(func, args, out))]
         for k, (nbytes, outputs) in enumerate(kernels):
-            self.ops.append((str(packet), _kind(func), flops if k == 0 else 0.0, float(nbytes), float(outputs)))
+            self.ops.append((str(packet), _kind(func, args), flops if k == 0 else 0.0, float(nbytes), float(outputs)))
         return out
 
 
-class _CountedRNN(torch.autograd.Function):
-    """A recurrent layer run op by op (shapes and gradients exact) with the recorder paused, its
-    kernels recorded as cuDNN's (perf.rnn_kernels) forward and backward."""
+class _CountedBlock(torch.autograd.Function):
+    """A block (a recurrent layer or cell) run op by op with the recorder paused (shapes and
+    gradients exact), its forward and backward recorded as the kernels a GPU runs for it."""
 
     @staticmethod
-    def forward(ctx, recorder, func, shape, rest, hx_count, *tensors):
+    def forward(ctx, recorder, run, kernels, *tensors):
         inner = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
-        hx = tuple(inner[1:1 + hx_count])
         with torch.enable_grad(), recorder.pause():
-            out = func(inner[0], hx[0] if len(hx) == 1 else hx, inner[1 + hx_count:], *rest)
-        recorder.ops += rnn_kernels(*shape, backward=False)
-        ctx.recorder, ctx.shape, ctx.inner, ctx.out = recorder, shape, inner, out
+            out = run(*inner)
+        out = out if isinstance(out, tuple) else (out,)
+        recorder.ops += kernels(backward=False)
+        ctx.recorder, ctx.kernels, ctx.inner, ctx.out = recorder, kernels, inner, out
         return tuple(o.detach() for o in out)
 
     @staticmethod
@@ -133,13 +149,17 @@ class _CountedRNN(torch.autograd.Function):
         with ctx.recorder.pause():
             found = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
                                              allow_unused=True))
-        ctx.recorder.ops += rnn_kernels(*ctx.shape, backward=True)
-        return (None,) * 5 + tuple(next(found) if t.requires_grad else None for t in ctx.inner)
+        ctx.recorder.ops += ctx.kernels(backward=True)
+        return (None,) * 3 + tuple(next(found) if t.requires_grad else None for t in ctx.inner)
+
+
+CELLS = {"lstm_cell": "lstm", "gru_cell": "gru"}
 
 
 class CudnnRNN(TorchFunctionMode):
     """Counts torch's recurrent layers (the _VF.gru / _VF.lstm / _VF.rnn_* calls nn.GRU, nn.LSTM and
-    nn.RNN make with a full sequence) as cuDNN's kernels."""
+    nn.RNN make with a full sequence) as cuDNN's kernels, and recurrent cells (the _VF.lstm_cell /
+    _VF.gru_cell calls of nn.LSTMCell, nn.GRUCell) as ATen's fused CUDA cell kernels."""
 
     def __init__(self, recorder: KernelRecorder) -> None:
         super().__init__()
@@ -148,16 +168,37 @@ class CudnnRNN(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         mode = getattr(func, "__name__", "")
+        if mode in CELLS and not kwargs and len(args) == 6 and args[4] is not None:
+            return self._cell(func, CELLS[mode], *args)
         if mode not in GATES or kwargs or len(args) != 9 or not isinstance(args[2], (list, tuple)):
-            return func(*args, **kwargs)  # packed sequences and cells are counted op by op
+            return func(*args, **kwargs)  # packed sequences are counted op by op
         x, hx, weights, has_bias, layers, dropout, train, bidirectional, batch_first = args
         hx = tuple(hx) if isinstance(hx, (list, tuple)) else (hx,)
         steps, batch = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
         shape = (mode, int(steps), int(batch), int(x.shape[-1]), int(weights[1].shape[-1]), int(layers),
                  2 if bidirectional else 1)
         rest = (has_bias, layers, dropout, train, bidirectional, batch_first)
+        count = len(hx)
+
+        def run(x, *tensors):
+            state = tensors[:count]
+            return func(x, state[0] if count == 1 else state, tensors[count:], *rest)
+
         with torch._C.DisableTorchFunction():
-            return _CountedRNN.apply(self.recorder, func, shape, rest, len(hx), x, *hx, *weights)
+            return _CountedBlock.apply(self.recorder, run, partial(rnn_kernels, *shape), x, *hx, *weights)
+
+    def _cell(self, func, mode, x, hx, w_ih, w_hh, b_ih, b_hh):
+        pair = isinstance(hx, (list, tuple))
+        state = tuple(hx) if pair else (hx,)
+        count = len(state)
+
+        def run(x, *tensors):
+            return func(x, tensors[:count] if pair else tensors[0], *tensors[count:])
+
+        kernels = partial(cell_kernels, mode, int(x.shape[0]), int(x.shape[-1]), int(w_hh.shape[-1]))
+        with torch._C.DisableTorchFunction():
+            out = _CountedBlock.apply(self.recorder, run, kernels, x, *state, w_ih, w_hh, b_ih, b_hh)
+        return out if pair else out[0]
 
 
 class SavedActivations:
@@ -198,10 +239,18 @@ class FusedDropout(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _kind(func) -> int:
+# A grouped convolution with fewer input channels per group than this (a depthwise one: 1) is no
+# GEMM: cuDNN runs it on the CUDA cores, not the tensor cores, as an elementwise-like kernel.
+GEMM_MIN_GROUP_CHANNELS = 8
+
+
+def _kind(func, args) -> int:
     packet = func.overloadpacket
     if packet in CONV_OPS:
-        return KIND_CONV
+        backward = packet is aten.convolution_backward
+        groups, weight = (int(args[9]), args[2]) if backward else (int(args[8]), args[1])
+        depthwise = groups > 1 and not bool(args[7 if backward else 6]) and weight.shape[1] < GEMM_MIN_GROUP_CHANNELS
+        return KIND_OTHER if depthwise else KIND_CONV
     if packet in MATMUL_OPS:
         return KIND_MATMUL
     return KIND_OTHER
