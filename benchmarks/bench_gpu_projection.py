@@ -16,6 +16,24 @@ import numpy as np
 
 from common import save_figure, write_result
 from thrifty.perf.gpu_calibration import calibrate, regime
+from thrifty.perf.roofline import read_gpu_specs, regime_times_s, step_time_s
+
+# GPUs without published training rows, reached from specs (issue 22's held-out T4 workloads):
+# (model key, precision, local batches)
+SPEC_ONLY = (("resnet50_v1.5", "amp", (32, 64, 128, 256)), ("resnet18_cifar", "fp32", (32, 128, 512)))
+
+
+def spec_only_projections(cal) -> list[dict]:
+    """Samples/s on one T4 of the published models above, with each step split by regime."""
+    t4 = read_gpu_specs()["t4"]
+    out = []
+    for key, precision, batches in SPEC_ONLY:
+        for b in batches:
+            step = float(step_time_s(cal.works[key], t4, [b], 1, precision, cal.params)[0])
+            out.append({"model": key, "gpu": "t4", "precision": precision, "batch": b,
+                        "samples_per_s": b / step, "step_s": step,
+                        "regime_s": regime_times_s(cal.works[key], t4, b, precision, cal.params)})
+    return out
 
 
 def main() -> None:
@@ -29,7 +47,8 @@ def main() -> None:
                         "batch_per_gpu": r.batch_per_gpu, "published": r.samples_per_s_per_gpu,
                         "fitted": float(f), "regime": regime(r, cal.works, cal.params),
                         "leave_model_out": float(m), "leave_gpu_out": float(g)}
-                       for r, f, m, g in zip(rows, cal.fitted, by_model["predicted"], by_gpu["predicted"])]}
+                       for r, f, m, g in zip(rows, cal.fitted, by_model["predicted"], by_gpu["predicted"])],
+              "spec_only_projections": spec_only_projections(cal)}
     write_result("gpu_projection", result)
 
     import matplotlib.pyplot as plt
@@ -63,6 +82,9 @@ def main() -> None:
                for g, v in held["per_regime"].items()})
     print("per model:", {k: round(v, 1) for k, v in by_model["per_group_median_ape_percent"].items()})
     print("per GPU:", {k: round(v, 1) for k, v in by_gpu["per_group_median_ape_percent"].items()})
+    for p in result["spec_only_projections"]:
+        print(f"T4 {p['model']} {p['precision']} batch {p['batch']}: {p['samples_per_s']:.0f} samples/s",
+              {k: round(v * 1e3, 1) for k, v in p["regime_s"].items()}, "ms")
 
 
 if __name__ == "__main__":
