@@ -81,7 +81,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     batches, steps = settings.local_batches, settings.steps
     work = count_workload(workload)
     if batches is None or steps is None:
-        chosen = default_batches_and_steps(workload, settings.workers, float(work.flops_per_sample.sum()))
+        chosen = default_batches_and_steps(workload, settings.workers, work.summary()["flops_per_sample"])
         batches = chosen[0] if batches is None else batches
         steps = chosen[1] if steps is None else steps
 

@@ -140,8 +140,8 @@ def test_embedding_lookup_reads_rows_and_its_backward_grows_with_the_batch():
                             lambda out, target: out.sum(), None)
     # fixed: the gradient table's zero fill (1x) and AccumulateGrad adding it into .grad (read two,
     # write one: 3x); a forward that read the whole table would add a fifth
-    assert work.bytes_fixed.sum() <= 4.01 * table_bytes
-    assert work.bytes_per_sample.sum() >= 5 * row_bytes  # gather, sort passes, partials, scatter
+    assert work.bytes(0) <= 4.01 * table_bytes
+    assert work.bytes(1) - work.bytes(0) >= 5 * row_bytes  # gather, sort passes, partials, scatter
     recommender = recommender_work()
     t4 = compute_time_s(recommender, SPECS["t4"], [256, 65536], "fp32", PARAMS)
     assert t4[1] > 1.4 * t4[0]
@@ -153,7 +153,7 @@ def test_dense_optimizer_update_is_memory_traffic_per_parameter():
     (its kernels not counted)."""
     with_adam, without = recommender_work(True), recommender_work(False)
     params = with_adam.param_count
-    assert with_adam.bytes_fixed.sum() - without.bytes_fixed.sum() >= 28 * params
+    assert with_adam.bytes(0) - without.bytes(0) >= 28 * params
     t_with, t_without = (float(compute_time_s(w, SPECS["t4"], [256], "fp32", PARAMS)[0])
                          for w in (with_adam, without))
     assert t_with - t_without >= 28 * params / (SPECS["t4"].mem_bw_gbs * 1e9)
@@ -228,10 +228,34 @@ def test_a_depthwise_convolution_is_counted_with_its_groups_on_the_vector_units(
                             lambda out, _: out.sum(), None, batches=(batch, 2 * batch))
     forward = 2 * channels * frames * kernel  # per sample: one multiply-add per tap and output
     # forward and weight gradient (the model's input needs no gradient: output_mask[0] is false)
-    assert work.flops_per_sample.sum() == pytest.approx(2 * forward)
+    assert work.flops(1) - work.flops(0) == pytest.approx(2 * forward)
     conv_kinds = work.kind[work.flops_per_sample > 0]
     assert set(conv_kinds.tolist()) == {KIND_OTHER}
     dense = count_model_step(lambda: nn.Conv1d(channels, channels, 1, bias=False),
                              lambda b, d: (torch.zeros(b, channels, frames, device=d), None),
                              lambda out, _: out.sum(), None, batches=(batch, 2 * batch))
     assert KIND_CONV in set(dense.kind[dense.flops_per_sample > 0].tolist())
+
+
+def test_merging_repeated_kernels_keeps_the_step_and_its_regimes():
+    """StepWork.merged folds identical kernels (a decoder's frames, a network's repeated layers)
+    into one with a launch count. Mutations caught: the roofline summing distinct kernels only
+    (the merged step would be faster), totals or the kernel count ignoring the count."""
+    from thrifty.perf.roofline import regime_times_s
+    work = gru_work()
+    a, b = one_kernel(1e6, 1e3, 4e3), one_kernel(5e9, 1e6, 1e7)
+    arrays = ("kind", "flops_fixed", "flops_per_sample", "bytes_fixed", "bytes_per_sample", "outputs_fixed",
+              "outputs_per_sample")
+    repeated = StepWork(*(np.concatenate([getattr(k, n) for k in (a, a, b, a)]) for n in arrays),
+                        param_count=0, gradient_bytes=0.0)
+    merged = repeated.merged()
+    assert merged.kind.size == 2 and merged.kernels == repeated.kernels == 4
+    for w in (repeated, work):
+        m = w.merged()
+        assert m.flops(64) == pytest.approx(w.flops(64)) and m.bytes(64) == pytest.approx(w.bytes(64))
+        for gpu in ("t4", "a100"):
+            assert compute_time_s(m, SPECS[gpu], BATCHES, "amp", PARAMS) == pytest.approx(
+                compute_time_s(w, SPECS[gpu], BATCHES, "amp", PARAMS))
+            assert regime_times_s(m, SPECS[gpu], 64, "fp32", PARAMS) == pytest.approx(
+                regime_times_s(w, SPECS[gpu], 64, "fp32", PARAMS))
+    assert StepWork.from_dict(merged.to_dict()).kernels == 4

@@ -130,7 +130,7 @@ def test_shipped_work_equals_a_fresh_count(key):
     assert shipped["summary"] == work.summary(), STALE
     restored = StepWork.from_dict(shipped["step_work"])
     for name in ("kind", "flops_fixed", "flops_per_sample", "bytes_fixed", "bytes_per_sample",
-                 "outputs_fixed", "outputs_per_sample", "activation_bytes_per_sample", "state_bytes"):
+                 "outputs_fixed", "outputs_per_sample", "activation_bytes_per_sample", "state_bytes", "count"):
         assert np.array_equal(getattr(restored, name), getattr(work, name)), STALE
 
 

@@ -129,7 +129,7 @@ def compute_time_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
                    params: RooflineParams) -> np.ndarray:
     """T_compute of one step for each local batch (1-d array in, 1-d array out)."""
     launch, compute, memory = kernel_times_s(work, spec, local_batch, precision, params)
-    return np.maximum(launch, np.maximum(compute, memory)).sum(axis=0)
+    return work.count @ np.maximum(launch, np.maximum(compute, memory))
 
 
 def regime_times_s(work: StepWork, spec: GPUSpec, local_batch: float, precision: str,
@@ -137,7 +137,7 @@ def regime_times_s(work: StepWork, spec: GPUSpec, local_batch: float, precision:
     """T_compute at one local batch split by what bounds each kernel: launch, memory or compute."""
     launch, compute, memory = (t[:, 0] for t in kernel_times_s(work, spec, [local_batch], precision, params))
     bound = np.argmax(np.stack([launch, memory, compute]), axis=0)
-    total = np.maximum(launch, np.maximum(compute, memory))
+    total = work.count * np.maximum(launch, np.maximum(compute, memory))
     return {name: float(total[bound == i].sum()) for i, name in enumerate(REGIMES)}
 
 

@@ -9,7 +9,7 @@ writes (its parallel work: how many SMs it can keep busy). Pure numpy: the plann
 torch.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,32 +40,51 @@ class StepWork:
     # autograd saves); parameters, gradients and optimizer state do not (they persist across steps).
     activation_bytes_per_sample: float = 0.0
     state_bytes: float = 0.0
+    # launches of each distinct kernel per step (empty: once each); `merged` folds repeats into it
+    count: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __post_init__(self) -> None:
+        if self.count.size == 0:
+            object.__setattr__(self, "count", np.ones(self.kind.shape))
         sizes = {a.shape for a in (self.kind, self.flops_fixed, self.flops_per_sample, self.bytes_fixed,
-                                   self.bytes_per_sample, self.outputs_fixed, self.outputs_per_sample)}
+                                   self.bytes_per_sample, self.outputs_fixed, self.outputs_per_sample, self.count)}
         if len(sizes) != 1 or self.kind.ndim != 1 or self.kind.size == 0:
             raise ModelError("step work needs equally long, non-empty per-kernel arrays")
 
     @property
     def kernels(self) -> int:
-        return int(self.kind.size)
+        """Kernel launches per step."""
+        return int(round(float(self.count.sum())))
 
     def flops(self, local_batch) -> np.ndarray:
         """Total FLOPs of one step at local batch b (broadcasts over b)."""
         b = np.asarray(local_batch, float)
-        return self.flops_fixed.sum() + self.flops_per_sample.sum() * b
+        return self.count @ self.flops_fixed + (self.count @ self.flops_per_sample) * b
 
     def bytes(self, local_batch) -> np.ndarray:
         b = np.asarray(local_batch, float)
-        return self.bytes_fixed.sum() + self.bytes_per_sample.sum() * b
+        return self.count @ self.bytes_fixed + (self.count @ self.bytes_per_sample) * b
 
     def scaled(self, samples_per_unit: float) -> "StepWork":
         """The same step with `samples_per_unit` of our samples counted as one (e.g. tokens)."""
         return StepWork(self.kind, self.flops_fixed, self.flops_per_sample * samples_per_unit,
                         self.bytes_fixed, self.bytes_per_sample * samples_per_unit,
                         self.outputs_fixed, self.outputs_per_sample * samples_per_unit, self.param_count, self.gradient_bytes,
-                        self.activation_bytes_per_sample * samples_per_unit, self.state_bytes)
+                        self.activation_bytes_per_sample * samples_per_unit, self.state_bytes, self.count)
+
+    def merged(self) -> "StepWork":
+        """The same work with identical kernels (kind, FLOPs, bytes and outputs alike) kept once
+        with their launch count: a loop over time steps or layers repeats the same kernels, and a
+        step's time is a sum over kernels, so the order does not matter."""
+        rows = np.column_stack([self.kind, self.flops_fixed, self.flops_per_sample, self.bytes_fixed,
+                                self.bytes_per_sample, self.outputs_fixed, self.outputs_per_sample])
+        unique, inverse = np.unique(rows, axis=0, return_inverse=True)
+        count = np.bincount(inverse.ravel(), weights=self.count, minlength=len(unique))
+        columns = [unique[:, j].copy() for j in range(1, 7)]
+        return StepWork(unique[:, 0].astype(int), columns[0], columns[1], columns[2], columns[3], columns[4],
+                        columns[5], param_count=self.param_count, gradient_bytes=self.gradient_bytes,
+                        activation_bytes_per_sample=self.activation_bytes_per_sample,
+                        state_bytes=self.state_bytes, count=count)
 
     def max_local_batch(self, device_bytes, activation_scale: float = 1.0) -> np.ndarray:
         """Largest local batch whose activations fit beside the persistent state on a device
@@ -76,10 +95,10 @@ class StepWork:
 
     def summary(self) -> dict:
         return {"kernels_per_step": self.kernels,
-                "flops_per_sample": float(self.flops_per_sample.sum()),
-                "flops_fixed_per_step": float(self.flops_fixed.sum()),
-                "bytes_per_sample": float(self.bytes_per_sample.sum()),
-                "bytes_fixed_per_step": float(self.bytes_fixed.sum()),
+                "flops_per_sample": float(self.count @ self.flops_per_sample),
+                "flops_fixed_per_step": float(self.count @ self.flops_fixed),
+                "bytes_per_sample": float(self.count @ self.bytes_per_sample),
+                "bytes_fixed_per_step": float(self.count @ self.bytes_fixed),
                 "param_count": self.param_count, "gradient_bytes": self.gradient_bytes,
                 "activation_bytes_per_sample": self.activation_bytes_per_sample,
                 "state_bytes": self.state_bytes}
@@ -91,7 +110,7 @@ class StepWork:
                 "outputs_fixed": self.outputs_fixed.tolist(), "outputs_per_sample": self.outputs_per_sample.tolist(),
                 "param_count": int(self.param_count), "gradient_bytes": float(self.gradient_bytes),
                 "activation_bytes_per_sample": float(self.activation_bytes_per_sample),
-                "state_bytes": float(self.state_bytes)}
+                "state_bytes": float(self.state_bytes), "count": self.count.tolist()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "StepWork":
@@ -106,7 +125,8 @@ class StepWork:
                        param_count=int(data["param_count"]),
                        gradient_bytes=float(data["gradient_bytes"]),
                        activation_bytes_per_sample=float(data.get("activation_bytes_per_sample", 0.0)),
-                       state_bytes=float(data.get("state_bytes", 0.0)))
+                       state_bytes=float(data.get("state_bytes", 0.0)),
+                       count=np.asarray(data.get("count", []), float))
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"counted step work is incomplete or malformed: {exc}") from None
 

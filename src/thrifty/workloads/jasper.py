@@ -13,7 +13,10 @@ block adds one of its own input. Masked convolutions zero the padded frames of t
 
 Lengths: DLE pads a batch to its longest utterance (then to a multiple of 16); LibriSpeech's
 training utterances are capped at 16.7 s and most lie between 12 and 16.7 s, so a batch of 32 or
-more is padded close to the cap: a counted utterance is 1,680 frames (16.8 s).
+more is padded close to the cap: a counted utterance is 1,680 frames (16.8 s). Online speed
+perturbation (0.85-1.15) after the duration filter could stretch the longest to ~19 s (+10-14% of
+the work); DLE's masks are built per convolution from the lengths (some 7 tiny kernels each,
+counted here as one multiply: ~1% of a Jasper step at the launch floor).
 """
 
 from typing import cast

@@ -305,11 +305,11 @@ def rounded(work: StepWork) -> StepWork:
     return StepWork(work.kind, np.round(work.flops_fixed), np.round(work.flops_per_sample),
                     np.round(work.bytes_fixed), np.round(work.bytes_per_sample), np.round(work.outputs_fixed),
                     np.round(work.outputs_per_sample), work.param_count, float(round(work.gradient_bytes)),
-                    float(round(work.activation_bytes_per_sample)), float(round(work.state_bytes)))
+                    float(round(work.activation_bytes_per_sample)), float(round(work.state_bytes)), work.count)
 
 
 def count_published(entry: PublishedModel) -> StepWork:
     """Counted work of one training step per published sample (meta device, rounded)."""
     work = count_model_step(entry.make_model, entry.make_batch, entry.loss_fn, entry.make_optimizer,
                             device="meta")
-    return rounded(work.scaled(entry.samples_per_unit) if entry.samples_per_unit != 1.0 else work)
+    return rounded(work.scaled(entry.samples_per_unit) if entry.samples_per_unit != 1.0 else work).merged()

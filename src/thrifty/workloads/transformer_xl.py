@@ -16,7 +16,9 @@ tail cluster for every token, a tail cluster scores only the tokens that fall in
 Which tokens fall in a tail cluster depends on the text, so the count takes the shares of a Zipf
 law of exponent 1 over the vocabulary (Zipf 1949; the share of ranks [a, b) is
 (ln b - ln a) / (ln V + 0.5772), harmonic numbers): 0.80 of the tokens in the shortlist, then 0.053,
-0.123 and 0.022 in the three tails. The tails are under a tenth of the step's FLOPs.
+0.123 and 0.022 in the three tails; the tails are about a tenth of base's step FLOPs (10.9%).
+WikiText-103 keeps only words seen at least 3 times, so its real tail is thinner than Zipf's: a
+0.91 / 0.05 / 0.04 / 0.003 split would lower base's step FLOPs by 7% and large's by 0.2%.
 """
 
 import math

@@ -274,7 +274,8 @@ def _count_once(run_step: StepFn, batch: int) -> tuple[list, np.ndarray, np.ndar
 def count_step(run_step: StepFn, *, param_count: int, gradient_bytes: float,
                state_bytes: Callable[[], float] = lambda: 0.0,
                batches: tuple[int, int] = (2, 4)) -> StepWork:
-    """Count one training step at two local batch sizes and fit each kernel's linear work.
+    """Count one training step at two local batch sizes and fit each kernel's linear work
+    (identical kernels folded into one with their launch count: StepWork.merged).
 
     `state_bytes()` is called after the steps: the bytes of tensors that persist across steps."""
     small, big = batches
@@ -293,7 +294,7 @@ def count_step(run_step: StepFn, *, param_count: int, gradient_bytes: float,
                     outputs_per_sample=outputs_per_sample, param_count=param_count,
                     gradient_bytes=float(gradient_bytes),
                     activation_bytes_per_sample=max(kept_b - kept_a, 0) / float(big - small),
-                    state_bytes=float(state_bytes()))
+                    state_bytes=float(state_bytes())).merged()
 
 
 def count_model_step(make_model: Callable[[], nn.Module],
