@@ -89,7 +89,8 @@ def test_a_killed_node_loses_nothing(cluster, tmp_path):
             # Ray places the runs (this pool's nodes outlive the model's 24 h, so SciSpot placement
             # would retire them all: tests/md/test_campaign_parts.py checks placement)
             # 0.03 s a chunk: a run lasts 2-3.5 s, so a driver starved on a loaded machine still kills
-            # the checkpointed run before it ends (at 0.01 s it could finish first: seen once in a full suite)
+            # the checkpointed run before it ends (at 0.01 s it can finish first: the likely cause of one
+            # failure in a loaded full suite)
             report = run_campaign(CampaignConfig(3, work, plan, 2), GridSampler(space), StandIn(chunk_wall_s=0.03),
                                   store, pool)
     finally:
