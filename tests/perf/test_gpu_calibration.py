@@ -25,7 +25,7 @@ def test_bundled_roofline_parameters_equal_a_fresh_fit():
 
 def test_the_refit_command_writes_the_bundled_files_layout_and_values(tmp_path, monkeypatch):
     """`python -m thrifty.perf.gpu_calibration refit` (which replaced bench_gpu_projection.py --write)
-    writes the bundled file as it is: every key, the rows, the in-sample fit. The 27 least-squares
+    writes the bundled file as it is: every key, the rows, the in-sample fit. The 33 least-squares
     fits are replaced by the bundled parameters (the test above checks those against a real fit), so
     only the held-out numbers, which need them, are not compared."""
     from thrifty.perf import gpu_calibration
