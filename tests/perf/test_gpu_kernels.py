@@ -159,11 +159,22 @@ def test_dense_optimizer_update_is_memory_traffic_per_parameter():
     assert t_with - t_without >= 28 * params / (SPECS["t4"].mem_bw_gbs * 1e9)
 
 
+def _assert_counting_keeps_values(run):
+    """Run `run` (returning outputs and gradients) plainly and under the counting modes, assert
+    the two agree, and return the recorder of the counted run."""
+    from thrifty.workloads.workcount import CudnnRNN, KernelRecorder
+    plain = run()
+    recorder = KernelRecorder()
+    with CudnnRNN(recorder), recorder:
+        counted = run()
+    assert all(torch.allclose(a, b) for a, b in zip(plain, counted, strict=True))
+    return recorder
+
+
 @pytest.mark.parametrize("cls", [nn.GRU, nn.LSTM])
 def test_counting_a_recurrent_layer_as_cudnn_keeps_its_outputs_and_gradients_exact(cls):
     """train.workcount.CudnnRNN records cuDNN's kernels but must not change what the step
     computes. Mutation caught: the counted layer's backward dropping or misordering gradients."""
-    from thrifty.workloads.workcount import CudnnRNN, KernelRecorder
     torch.manual_seed(0)
     layer = cls(4, 8, num_layers=2, batch_first=True, bidirectional=True)
     x = torch.randn(3, 5, 4, requires_grad=True)
@@ -175,11 +186,7 @@ def test_counting_a_recurrent_layer_as_cudnn_keeps_its_outputs_and_gradients_exa
         out.square().sum().backward()
         return [out.detach().clone(), x.grad.clone(), *(p.grad.clone() for p in layer.parameters())]
 
-    plain = run()
-    recorder = KernelRecorder()
-    with CudnnRNN(recorder), recorder:
-        counted = run()
-    assert all(torch.allclose(a, b) for a, b in zip(plain, counted))
+    recorder = _assert_counting_keeps_values(run)
     rnn = [op for op in recorder.ops if op[0].startswith("rnn_")]
     assert len(rnn) == 2 * 2 * ((1 + 2 * 5) + (2 * 5 + 3))  # layers x directions x (forward + backward)
 
@@ -190,7 +197,6 @@ def test_a_recurrent_cell_step_is_counted_as_the_fused_cuda_cell_with_exact_grad
     _thnn_fused_*_cell), not the dozen elementwise ops the CPU path decomposes into. Mutations
     caught: cells counted op by op (more kernels per step), the counted backward dropping a
     gradient (values differ)."""
-    from thrifty.workloads.workcount import CudnnRNN, KernelRecorder
     torch.manual_seed(0)
     cell = cls(4, 8)
     x = torch.randn(3, 4, requires_grad=True)
@@ -205,11 +211,7 @@ def test_a_recurrent_cell_step_is_counted_as_the_fused_cuda_cell_with_exact_grad
         out.square().sum().backward()
         return [out.detach().clone(), x.grad.clone(), *(p.grad.clone() for p in cell.parameters())]
 
-    plain = run()
-    recorder = KernelRecorder()
-    with CudnnRNN(recorder), recorder:
-        counted = run()
-    assert all(torch.allclose(a, b) for a, b in zip(plain, counted))
+    recorder = _assert_counting_keeps_values(run)
     cells = [op[0] for op in recorder.ops if op[0].startswith("cell_")]
     assert len(cells) == 2 * (3 + 6)  # steps x (2 GEMMs + gates forward; gates, bias, 4 GEMMs backward)
     assert cells.count("cell_gates") == 2

@@ -90,8 +90,8 @@ def load_published(data_dir: Path | None = None, *, for_calibration: bool = True
         if key is None:
             reason = next((why for prefix, why in excluded.items() if r["model"].startswith(prefix)),
                           "model not counted")
-        elif for_calibration and work_json["models"][key].get("calibration_exclusion"):
-            reason = work_json["models"][key]["calibration_exclusion"]
+        elif for_calibration and (why := work_json["models"][key].get("calibration_exclusion")):
+            reason = why
         elif not r["batch_per_gpu"].strip():
             reason = "batch per GPU not published"
         if reason:

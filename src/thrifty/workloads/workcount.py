@@ -53,12 +53,12 @@ def _tensor_elements(tree) -> int:
     return sum(t.numel() for t in leaves if isinstance(t, torch.Tensor))
 
 
-def _parallel_work(func, args, out) -> int:
+def _parallel_work(kind: int, args, out) -> int:
     """Elements a kernel's thread blocks are spread over: a matmul's or convolution's outputs (one
     tile of outputs per block); for every other kernel the larger of its outputs and its first
     argument (a reduction is spread over its input; an in-place foreach update returns nothing but
     writes its first argument's tensors)."""
-    if _kind(func, args) != KIND_OTHER:
+    if kind != KIND_OTHER:
         return _tensor_elements(out)
     return max(_tensor_elements(out), _tensor_elements(args[0]) if args else 0)
 
@@ -119,12 +119,12 @@ class KernelRecorder(TorchDispatchMode):
         packet = func.overloadpacket
         if self.paused or getattr(func, "is_view", False) or packet in METADATA_OPS or func.namespace != "aten":
             return out
-        flops = _flops(func, args, kwargs, out)
+        flops, kind = _flops(func, args, kwargs, out), _kind(func, args)
         kernels = _embedding_kernels(func, args, out)
         if kernels is None:
-            kernels = [(_tensor_bytes((args, kwargs)) + _tensor_bytes(out), _parallel_work(func, args, out))]
+            kernels = [(_tensor_bytes((args, kwargs)) + _tensor_bytes(out), _parallel_work(kind, args, out))]
         for k, (nbytes, outputs) in enumerate(kernels):
-            self.ops.append((str(packet), _kind(func, args), flops if k == 0 else 0.0, float(nbytes), float(outputs)))
+            self.ops.append((str(packet), kind, flops if k == 0 else 0.0, float(nbytes), float(outputs)))
         return out
 
 
