@@ -52,12 +52,19 @@ def test_the_refit_command_writes_the_bundled_files_layout_and_values(tmp_path, 
 
 def test_no_benchmark_writes_package_data():
     """Benchmarks measure; package data is written by module commands (transient.overhead,
-    perf.gpu_calibration refit)."""
+    perf.gpu_calibration refit, workloads.recount_published). A script that names the package's data
+    (data_path, or a path into src/thrifty/data) and writes anything but its result is refused.
+    Mutation caught: the published-work count back in benchmarks/ (it named its output as
+    Path(...) / "src" / "thrifty" / "data", which the data_path-only check missed)."""
+    import re
     from pathlib import Path
+    names_package_data = re.compile(r'data_path\(|src/thrifty/data|"thrifty"\s*/\s*"data"')
+    writes = re.compile(r"write_text|write_bytes|json\.dump\(|np\.save|\.to_csv\(|open\([^)]*[\"']w")
     benchmarks = Path(__file__).resolve().parents[2] / "benchmarks"
     for script in sorted(benchmarks.glob("*.py")):
         source = script.read_text()
-        assert not ("data_path(" in source and "write_" in source.replace("write_result", "")), script.name
+        assert not (names_package_data.search(source) and writes.search(source.replace("write_result", ""))), \
+            script.name
 
 
 def test_input_bound_quartznet_rows_are_left_out_of_the_fit_with_their_reason():

@@ -16,7 +16,7 @@ from thrifty.workloads import bert
 from thrifty.workloads.published import PUBLISHED, count_published, excluded_reason, lookup
 
 SHIPPED = json.loads(data_path("gpu", "published_work.json").read_text())
-STALE = "data/gpu/published_work.json is stale: rerun benchmarks/count_published_work.py"
+STALE = "data/gpu/published_work.json is stale: rerun python -m thrifty.workloads.recount_published"
 
 # Reference sizes. HF BertModel (with pooler) at vocab 30522: bert-large-uncased 335,141,888 and
 # bert-base-uncased 109,482,240 parameters; DLE pads the vocabulary to 30528 (6 more rows).
