@@ -4,10 +4,10 @@ units, holding every ion in the slit."""
 import pytest
 import torch
 from test_nanoconfinement import SMALL
+from torch_reference_sampling import sample_profiles
 
 from thrifty.md.nanoconfinement import NanoconfinementModel, ion_counts
 from thrifty.md.profiles import PER_NM3_PER_MOLAR
-from thrifty.md.torch_engine.sampling import sample_profiles
 
 torch.set_num_threads(1)
 

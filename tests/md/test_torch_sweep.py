@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch_reference_sampling import sample_profiles
 
 from thrifty.cli.app import main
 from thrifty.md import profiles as prof
@@ -23,7 +24,6 @@ from thrifty.md.campaign.runner import CampaignConfig, batch_dir, run_batch, run
 from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.sampling_settings import SamplingSettings
 from thrifty.md.space import parse_space
-from thrifty.md.torch_engine.sampling import sample_profiles
 from thrifty.transient.registry import load_model
 
 torch.set_num_threads(1)

@@ -23,9 +23,9 @@ block: about 14 s for torch and 6 s for OpenMM (25-30 s in all with the machine 
 import numpy as np
 import torch
 from md_jobs import OpenMMJob, run_openmm
+from torch_reference_sampling import sample_profiles
 
 from thrifty.md.nanoconfinement import NanoconfinementModel
-from thrifty.md.torch_engine.sampling import sample_profiles
 from thrifty.transient.protocol import JobCheckpoints
 
 torch.set_num_threads(1)

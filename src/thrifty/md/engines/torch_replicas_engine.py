@@ -1,7 +1,7 @@
 """The torch engine (md.torch_engine: BAOAB Langevin, slab Ewald) behind the engine protocol: R
 nanoconfinement systems advance together (one generator, one step for all, as
-md.torch_engine.sampling.sample_profiles: with the same seed, chunk and sampling the profiles are
-that function's). `thrifty md run --engine torch` is a batch of one; a campaign batches --replicas
+tests/md/torch_reference_sampling.py's plain loop: with the same seed, chunk and sampling the
+profiles are that loop's, which the tests check). `thrifty md run --engine torch` is a batch of one; a campaign batches --replicas
 points. It starts from the model's lattice without an energy minimisation, so let the
 equilibration cover the lattice's relaxation. Checkpoints: md.engines.torch_checkpoint.
 """

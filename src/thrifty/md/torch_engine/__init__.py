@@ -3,8 +3,8 @@
 R replicas with different parameters in padded tensors (replicas), a Verlet neighbour list for a
 run's pair terms (neighbours) and dense all-pairs with the minimum image for autograd (pairs), WCA ion-ion and ion-wall repulsions (short_range), slab Ewald electrostatics (ewald),
 hand-derived forces for runs, in groups of replicas of similar size (forces), autograd through the
-dynamics for gradients (potential), a BAOAB Langevin integrator (integrator) and density profiles of a
-batched run (sampling); `thrifty md run --engine torch` runs one replica through the job loop, and
+dynamics for gradients (potential), and a BAOAB Langevin integrator (integrator); runs are sampled by the one MD job loop
+(md.engines.job_loop with md.engines.torch_replicas_engine): `thrifty md run --engine torch` runs one replica through it, and
 an ion diameter is fitted to a target profile by autograd through a short run (job and fit, each
 imported on its own: not re-exported here). float64 or float32, CPU or GPU (written for both;
 tested on CPU); threads sets torch's thread count for a run. Imports torch: nothing on the CLI's import path may import this package.
@@ -13,7 +13,5 @@ tested on CPU); threads sets torch's thread count for a run. Imports torch: noth
 from thrifty.md.torch_engine.ewald import Ewald, prepare_ewald
 from thrifty.md.torch_engine.potential import TERMS, energies, energy_and_forces
 from thrifty.md.torch_engine.replicas import Replicas, replicas
-from thrifty.md.torch_engine.sampling import sample_profiles
 
-__all__ = ["TERMS", "Ewald", "Replicas", "energies", "energy_and_forces", "prepare_ewald", "replicas",
-           "sample_profiles"]
+__all__ = ["TERMS", "Ewald", "Replicas", "energies", "energy_and_forces", "prepare_ewald", "replicas"]
