@@ -57,6 +57,19 @@ def test_a_run_split_in_two_and_a_killed_run_end_bit_identical_to_a_straight_one
     assert straight["engine"] == "torch" and straight["dtype"] == "float64"
 
 
+def test_the_job_loop_logs_its_start_its_resume_and_each_finished_replica(tmp_path, flaky, caplog):
+    # mutation caught: a resume that is not said (or said at another step than it resumed from)
+    import logging
+    with caplog.at_level(logging.INFO, logger="thrifty.md.engines.job_loop"):
+        run_torch(_settings(steps=80), tmp_path / "run", flaky(tmp_path / "ck", every=1, die_at=None))
+        run_torch(_settings(steps=120), tmp_path / "run", flaky(tmp_path / "ck", every=1, die_at=None))
+    said = [r.getMessage() for r in caplog.records]
+    assert said[0].startswith("started 1 replica(s) of nanoconfinement, at most 80 steps")
+    assert said[1].startswith("replica 0 finished at step 80")
+    assert said[2].startswith("resumed 1 replica(s) at step 80") and str(tmp_path / "ck") in said[2]
+    assert said[3].startswith("replica 0 finished at step 120") and len(said) == 4
+
+
 def test_a_float32_run_split_in_two_also_ends_bit_identical_on_the_cpu(tmp_path, flaky):
     straight = run_torch(_settings(), tmp_path / "straight", flaky(tmp_path / "ck-s", every=5, die_at=None), "float32")
     run_torch(_settings(steps=120), tmp_path / "split", flaky(tmp_path / "ck-p", every=1, die_at=None), "float32")

@@ -190,3 +190,21 @@ def test_a_settled_window_never_outlasts_its_segment(rows):
     search.settled_segment = recording
     search.run(best.final_config)
     assert len(at) >= 19 and max(np.diff(at)) < 0.052  # a segment ends on a whole step
+
+
+def test_the_search_logs_each_move_and_a_profile_it_gave_up(rows, caplog):
+    # mutation caught: a move taken without its log record (the count of "move" records would fall
+    # short of search.moves), or the stay on the start not said
+    import logging
+    sc = scenario(rows, "cost")
+    with caplog.at_level(logging.INFO, logger="thrifty.search.loop"):
+        search = Search(sc.backend(0), sc.settings()).run(default_start(rows))
+    moves = [r.getMessage() for r in caplog.records if r.getMessage().startswith("move ")]
+    assert search.moves > 0 and len(moves) == search.moves
+    assert moves[-1].split(" -> ")[1].startswith(search.final_config.label())
+    caplog.clear()
+    far = scenario(rows, "cost", restart_cost_s=5 * 3600)
+    with caplog.at_level(logging.INFO, logger="thrifty.search.loop"):
+        run_strategy(far, "search", 0, default_start(rows))
+    assert any("could not recoup its moves; staying on " + default_start(rows).label() in r.getMessage()
+               for r in caplog.records)

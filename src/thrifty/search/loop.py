@@ -63,6 +63,7 @@ search (a large local batch on the cheapest VM) up to `max_window_steps`; the pr
 bring the pooled estimate to its precision.
 """
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -78,6 +79,8 @@ from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_p
 from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
 
 SETTLED_CHUNK_STEPS = 100  # a settled window is never cut: few, large chunks
+log = logging.getLogger(__name__)
+
 DRIFT_Z = 4.0  # settled: re-decide when log B_noise moved this many standard errors
 
 
@@ -153,6 +156,9 @@ class Search:
             self.window(config, noise_precision=False)
         # a profile that cannot recoup its moves leaves no model: the job stays where it started
         self.stay = len(self.probes) < len(profile)
+        if self.stay and not self.backend.done:
+            log.info("profile stopped after %d of %d windows: the job left could not recoup its moves; "
+                     "staying on %s", len(self.probes), len(profile), self.running().label())
         probed = True  # a (restored) search continues after a window: decide
         while not self.backend.done:
             decide = probed or not self.settled or self.drifted()
@@ -196,6 +202,8 @@ class Search:
     def launch(self, config: Config) -> None:
         if self.backend.current is not None and self.backend.current != config:
             self.moves += 1
+            log.info("move %d: %s -> %s at %.1f%% of the target", self.moves, self.backend.current.label(),
+                     config.label(), 100.0 * self.backend.progress / self.backend.target)
         self.backend.launch(config)
 
     def drifted(self) -> bool:
@@ -360,7 +368,11 @@ class Search:
         net = np.where(is_measured, -np.inf, gain - price)
         best = int(np.argmax(net))
         recoups = gain[best] * win[best] > self.settings.recoup_factor * price[best]
-        return self.candidates[best] if net[best] > 0 and recoups else None
+        taken = net[best] > 0 and recoups
+        log.debug("%s probe %s: expected gain %.4g (chance %.2f) against its price %.4g (%s)",
+                  "taking" if taken else "declining", self.candidates[best].label(), gain[best], win[best],
+                  price[best], objective.kind)
+        return self.candidates[best] if taken else None
 
     def profile_recoups(self, profile: list[Config]) -> bool:
         """Whether the rest of the profile's moves (one restart each, and back to the start) cost

@@ -17,6 +17,7 @@ an uninterrupted run ends.
 
 import contextlib
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from thrifty.md.thermo import ThermoLog
 from thrifty.transient.protocol import PREEMPTED_EXIT, JobCheckpoints
 
 ENERGY_KEYS = ("potential_energy_kj_mol", "kinetic_energy_kj_mol", "temperature_k")
+
+log = logging.getLogger(__name__)
 
 
 def run_job(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], checkpoints: JobCheckpoints,
@@ -83,17 +86,20 @@ def _run(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], check
         engine.start()
         progress = Progress(0, 0, [np.zeros((0, len(layout.species_names), len(e) - 1))
                                    for layout, e in zip(layouts, edges, strict=True)])
+        log.info("started %d replica(s) of %s, at most %d steps", len(layouts), layouts[0].system, settings.last_step)
     else:
         engine.restore(saved)
         progress = saved.progress
+        log.info("resumed %d replica(s) at step %d (%d samples) from %s", len(layouts), progress.step,
+                 progress.samples, checkpoints.directory)
     for out in out_dirs:
         out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        logs = [stack.enter_context(ThermoLog(out / "thermo.csv", None if saved is None else progress.step))
-                for out in out_dirs]
+        thermo = [stack.enter_context(ThermoLog(out / "thermo.csv", None if saved is None else progress.step))
+                  for out in out_dirs]
         if saved is None:
-            for log, row in zip(logs, engine.energies(0), strict=True):
-                log.append(row)
+            for table, row in zip(thermo, engine.energies(0), strict=True):
+                table.append(row)
         checkpoints.working()  # restored: under `thrifty run`, the restart's cost ends here
         on_chunk(progress.step)
         while going_on(progress):
@@ -105,15 +111,18 @@ def _run(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], check
                           for b, layout, z, e in zip(blocks, layouts, engine.positions_z_nm(), edges, strict=True)]
                 samples += 1
             progress = Progress(step, samples, blocks)
-            for log, row in zip(logs, engine.energies(step), strict=True):
-                log.append(row)
+            for table, row in zip(thermo, engine.energies(step), strict=True):
+                table.append(row)
             on_chunk(step)
             if checkpoints.due():
                 began = time.monotonic()  # the checkpoint's cost, reported to the runner
-                for log in logs:
-                    log.sync()  # the logs' rows reach the disk before the checkpoint that covers them
+                for table in thermo:
+                    table.sync()  # the logs' rows reach the disk before the checkpoint that covers them
                 checkpoints.save(engine.payload(progress, settings.sampling), began_s=began)
+                log.debug("checkpoint at step %d (%d samples)", step, samples)
                 if checkpoints.notice:
+                    log.info("preemption notice: checkpointed at step %d, exiting %d for a restart", step,
+                             PREEMPTED_EXIT)
                     sys.exit(PREEMPTED_EXIT)
     return [_finish(engine, settings, layout, progress, i, p, e, energies, state, out)
             for i, (layout, p, e, energies, state, out) in enumerate(zip(
@@ -135,4 +144,5 @@ def _finish(engine: Engine, settings: SamplingSettings, layout: ReplicaLayout, p
     if layout.walls:
         summary |= write_profiles(layout, settings, settings.stop_reason(progress.step, p), p, progress.samples, out)
     write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
+    log.info("replica %d finished at step %d (%d samples): %s", replica, progress.step, progress.samples, out)
     return summary
