@@ -2,6 +2,7 @@
 a killed node loses nothing, a killed driver loses nothing, nothing listens beyond loopback."""
 
 import json
+import logging
 import os
 import re
 import signal
@@ -63,10 +64,11 @@ def test_nothing_of_the_cluster_listens_beyond_loopback(cluster):
     assert all(a.startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:")) for a in addresses), addresses
 
 
-def test_a_killed_node_loses_nothing(cluster, tmp_path):
+def test_a_killed_node_loses_nothing(cluster, tmp_path, caplog):
     # mutations caught: a retry that does not resume from its run's checkpoint (checked: the runner
     # removing a run's checkpoints before a later attempt; an attempt after a save not resumed); a
-    # node's death failing the campaign (max_retries=0); a retried run stored twice (the counts below)
+    # node's death failing the campaign (max_retries=0); a retried run stored twice (the counts below);
+    # a stored run not logged, or logged with other attempts than the store's
     pool, _ = cluster
     _, model = load_model("gcp-2019")
     # a checkpoint after every chunk at any node age (the DP's intervals in microseconds), so the
@@ -91,8 +93,9 @@ def test_a_killed_node_loses_nothing(cluster, tmp_path):
             # 0.03 s a chunk: a run lasts 2-3.5 s, so a driver starved on a loaded machine still kills
             # the checkpointed run before it ends (at 0.01 s it can finish first: the likely cause of one
             # failure in a loaded full suite)
-            report = run_campaign(CampaignConfig(3, work, plan, 2), GridSampler(space), StandIn(chunk_wall_s=0.03),
-                                  store, pool)
+            with caplog.at_level(logging.INFO, logger="thrifty.md.campaign.runner"):
+                report = run_campaign(CampaignConfig(3, work, plan, 2), GridSampler(space),
+                                      StandIn(chunk_wall_s=0.03), store, pool)
     finally:
         pool.tick = ticks
     assert killed and report.preemptions >= 2, report.summary()
@@ -105,6 +108,8 @@ def test_a_killed_node_loses_nothing(cluster, tmp_path):
     assert interrupted, ("the kill hit no run", report.runs)
     assert all(_resumed_whenever_saved(work / r["run_id"]) for r in interrupted)  # resumed, not restarted
     assert any(_resumed_attempts(work / r["run_id"]) for r in interrupted)  # the checkpointed run, at least
+    said = sorted(r.getMessage().split(",")[0] for r in caplog.records if r.getMessage().startswith("stored run"))
+    assert said == sorted(f"stored run {r['run_id']} after {r['attempts']} attempt(s)" for r in report.runs)
 
 
 def test_a_killed_driver_loses_nothing(cluster, tmp_path):

@@ -22,6 +22,7 @@ a completion that finds its run stored already is counted as a duplicate and not
 """
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from thrifty.md.campaign.point_samplers import Sampler, point_key
 from thrifty.md.campaign.pool import EmulatedPool, Placement, node_age_model_s
 from thrifty.md.campaign.simulations import BatchSimulation, SimulationFn, as_batch
 from thrifty.md.campaign.store import CampaignStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,8 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
     completed = store.completed()
     stored = on_stored or (lambda runs: None)
     stored(len(completed))
+    if completed:
+        log.info("campaign resumed: %d of %d runs stored already", len(completed), config.budget_runs)
     pending: dict = {}  # ObjectRef -> (run ids, points, node id or None)
     while len(completed) < config.budget_runs:
         flying = sum(len(ids) for ids, _, _ in pending.values())
@@ -135,12 +140,14 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
                     node, retire = placement.choose(idle)
                     if retire is not None:
                         node = pool.replace(retire)
+                        log.info("node %s retired by the placement, replaced by %s", retire, node)
                     if node is None:
                         break
                     options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
                 ids = [point_key(p) for p in points]
                 ref = task.options(**options).remote(batches, points, str(config.work_dir), config.plan, nodes_file)
                 pending[ref] = (ids, points, node)
+                log.debug("submitted %s", " ".join(ids))
         if not pending:
             break  # the sampler has no point left
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=None if pool is None else 0.05)
@@ -156,8 +163,11 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
             for run_id, params, out in zip(ids, points, outs, strict=True):
                 if store.record_run(run_id, params, out["result"], out["attempts"], out["lost_work_s"]):
                     report.stored_now += 1
+                    log.info("stored run %s after %d attempt(s), %.1f s of work lost", run_id, out["attempts"],
+                             out["lost_work_s"])
                 else:
                     report.duplicates += 1
+                    log.info("run %s was stored already: this completion is a duplicate", run_id)
             completed = store.completed()
             stored(len(completed))
     report.runs = completed
