@@ -82,7 +82,11 @@ def job(tmp_path) -> Path:
 
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("kill", ["sigkill", "mixed"])
-def test_runner_survives_injected_preemptions(tmp_path, job, kill):
+def test_runner_survives_injected_preemptions(tmp_path, job, kill, caplog):
+    # mutation caught (logging): an event written to events.jsonl but not logged, or logged at debug
+    # where `thrifty run -v` should show it
+    import logging
+    caplog.set_level(logging.INFO, logger="thrifty.transient.runner")
     out = tmp_path / "result.txt"
     runner = Runner([sys.executable, str(job), "400", str(out)], tmp_path / "ck", intervals_s=[0.3],
                     notice_s=2.0, lifetimes=Exponential(1 / 1.5), time_scale=1.0, kill=kill, seed=4,
@@ -92,6 +96,8 @@ def test_runner_survives_injected_preemptions(tmp_path, job, kill):
     assert report.preemptions >= 2 and report.checkpoints >= 2 and report.attempts == report.preemptions + 1
     kinds = [json.loads(line)["event"] for line in (tmp_path / "ck" / "events.jsonl").read_text().splitlines()]
     assert {"start", "checkpoint_request", "checkpoint", "preemption", "restart", "finished"} <= set(kinds)
+    said = [r.getMessage().split()[0] for r in caplog.records]
+    assert said == [k for k in kinds if k in {"start", "preemption_notice", "preemption", "restart", "finished"}]
     if kill == "mixed":
         assert report.notices >= 1
 

@@ -23,6 +23,7 @@ attempt's start) until the job stopped, at each preemption.
 """
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -40,6 +41,10 @@ from thrifty.io import check_writable_dir
 from thrifty.transient.adaptive import AdaptiveSchedule
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, REPORTS, checkpoint_files, ready_file
 from thrifty.transient.simulation import LifetimeSampler
+
+log = logging.getLogger(__name__)
+# events a user of `thrifty run -v` wants to see; the rest (checkpoints, requests, costs) at debug
+SAID_EVENTS = frozenset({"start", "preemption_notice", "preemption", "restart", "finished", "failed", "plan_failed"})
 
 KILL_MODES = ("sigkill", "sigterm", "mixed")
 POLL_S = 0.01
@@ -122,6 +127,8 @@ class Runner:
         self._events.append(event)
         with self._log_path.open("a") as handle:
             handle.write(json.dumps(event) + "\n")
+        log.log(logging.INFO if kind in SAID_EVENTS else logging.DEBUG, "%s %s", kind,
+                " ".join(f"{k}={v}" for k, v in detail.items()))
 
     def _on_sigterm(self, *_) -> None:
         self._notice_received = True
