@@ -145,7 +145,7 @@ class Search:
         self.start_batch: int | None = None  # the prior B_noise of a job that states none (noise_scale)
 
     def run(self, start: Config) -> Outcome:
-        """Train to the target from `start`, or from where a restored search (search.checkpoint)
+        """Train to the target from `start`, or from where a restored search (search.saved_state)
         stopped: profile windows it already measured are skipped, and the rule never probes a
         measured configuration again."""
         profile = self.profile_configs(start)

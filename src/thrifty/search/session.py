@@ -12,11 +12,11 @@ import json
 from collections.abc import Callable, Sequence
 
 from thrifty.errors import ThriftyError
-from thrifty.search.checkpoint import restore_search, search_state
 from thrifty.search.config import Config
 from thrifty.search.events import WindowDone
 from thrifty.search.harness import Scenario
 from thrifty.search.loop import Outcome, Search
+from thrifty.search.saved_state import restore_search, search_state
 from thrifty.store import PROBE_COLUMNS, Store
 
 

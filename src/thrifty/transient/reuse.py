@@ -13,7 +13,7 @@ import numpy as np
 
 from thrifty.transient.lifetimes import HOUR, LifetimeModel
 from thrifty.transient.schedule import Job, Schedule, Solver
-from thrifty.transient.simulation import LifetimeSampler, run_job
+from thrifty.transient.simulation import LifetimeSampler, simulate_runs
 
 REUSE_POLICIES = ("always-reuse", "always-fresh", "model")
 
@@ -83,5 +83,5 @@ def simulate_campaign(model: LifetimeModel, source: LifetimeSampler, job_hours: 
         age[fresh] = 0.0
         death[fresh] = source.sample(rng, n)
         total[fresh] += startup_s
-        total += run_job(schedule, age, death, lambda m: source.sample(rng, m), steps=j)[0]
+        total += simulate_runs(schedule, age, death, lambda m: source.sample(rng, m), steps=j)[0]
     return total

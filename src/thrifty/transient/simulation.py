@@ -16,8 +16,8 @@ class LifetimeSampler(Protocol):
     def sample(self, rng: np.random.Generator, size: int, age: float = 0.0) -> np.ndarray: ...
 
 
-def run_job(schedule: Schedule, age: np.ndarray, death: np.ndarray, draw, leave=None,
-            steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def simulate_runs(schedule: Schedule, age: np.ndarray, death: np.ndarray, draw, leave=None,
+                  steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Run the schedule's job once per entry (VM `age`, its lifetime `death`), in place; returns
     the elapsed times and the work steps left. `draw(n)` gives lifetimes of fresh VMs after
     preemptions; `leave(idx, remaining, next_cost, elapsed)`, if given, marks runs that stop
@@ -78,4 +78,4 @@ def simulate(schedule: Schedule, rng: np.random.Generator, runs: int = 20_000, v
     elapsed = np.zeros(runs)
     if schedule.solver.job.restart_ages_vm:  # the first start pays the restart on its VM too
         restart(schedule.solver.job, np.arange(runs), age, death, elapsed, draw)
-    return elapsed + run_job(schedule, age, death, draw)[0]
+    return elapsed + simulate_runs(schedule, age, death, draw)[0]

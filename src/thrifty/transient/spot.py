@@ -15,7 +15,7 @@ import numpy as np
 
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.schedule import Job, plan_schedule
-from thrifty.transient.simulation import LifetimeSampler, run_job
+from thrifty.transient.simulation import LifetimeSampler, simulate_runs
 
 SPOT_POLICIES = ("spot", "on-demand", "deadline-aware")
 
@@ -62,7 +62,7 @@ def _simulate(schedule, source: LifetimeSampler, deadline_s: float | None, spot_
         switched[idx[move]] = True
         return move
 
-    spot_time, remaining = run_job(schedule, np.zeros(runs), source.sample(rng, runs),
+    spot_time, remaining = simulate_runs(schedule, np.zeros(runs), source.sample(rng, runs),
                                    lambda n: source.sample(rng, n), leave)
     on_demand_time = np.where(switched, remaining * solver.grid_s + job.restart_cost_s, 0.0)
     dollars = (spot_time * spot_price + on_demand_time * on_demand_price) / 3600

@@ -1,5 +1,6 @@
-"""A search's checkpoint: everything the loop knows (every step time measured, sync times, the
-noise-scale estimator's sums, probes, moves) plus the backend's own state, as JSON-ready data.
+"""A search's saved state (what a killed `thrifty search` resumes from; not a training checkpoint):
+everything the loop knows (every step time measured, sync times, the noise-scale estimator's sums,
+probes, moves) plus the backend's own state, as JSON-ready data.
 
 Stored after every window (search.record), so a killed search restarts from its last finished
 window: with the sim the continuation is exact (the generator's state is part of it), floats
