@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """thrifty: train and simulate on the cloud for less.
 
 The public API is re-exported lazily by the sub-packages: `thrifty.catalog`, `thrifty.perf`,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Checkpoint files that are never half-written and whose damage is detected.
 
 Layout: 8-byte magic, 32-byte SHA-256 of the payload, payload. Written to a temporary name in the

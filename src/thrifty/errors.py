@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Errors a user can act on. The CLI prints their message on one line and exits with code 2."""
 
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The optional extras (pyproject's [project.optional-dependencies]) and the packages they bring.
 
 The core install plans (numpy, scipy, typer, rich, matplotlib). `thrifty[train]` adds torch,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Files: atomic writes (a temporary name in the same folder, fsync, rename), JSON and CSV reads
 that fail with the caller's own one-line error, CSV and PNG writes. No torch, and matplotlib
 only inside `write_png`, so importing this costs nothing."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Profile-or-reuse: run the profiler and the calibration run once, store them, rebuild the model.
 
 This is the glue between train (measures, needs torch) and perf/plan (pure numpy), shared by the

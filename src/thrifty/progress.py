@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Progress on stderr for long work: a bar with a count out of a total and a few named text
 fields (training, the ASP server), or a spinner with elapsed time when the length is unknown
 (profiling). rich is imported when one starts, not before."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Plain records of what training measured: per-step rows, evaluations, profiles, calibration
 runs, and a run's log with its CSV files. No torch: the store, the fitters and the CLI read them
 without loading the training runtime.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """SQLite persistence of profiles (with their step samples and calibration runs) and plan decisions.
 
 Every write is one transaction: a profile and all its rows land together or not at all.

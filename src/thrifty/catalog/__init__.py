@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Cloud VM catalog: types, prices, hardware speeds and filters."""
 
 from thrifty.catalog.filters import CatalogFilter

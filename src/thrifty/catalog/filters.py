@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Select VM types by cloud, region, accelerator, size and price."""
 
 from collections.abc import Sequence

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """GPU specs by the catalog's accelerator name (data/gpus.csv; data/gpu/gpu_specs.csv for the
 calibration's GPUs): peak rates, memory, SMs, clocks and board power, as the vendors publish them.
 The step-time model that uses them is perf.roofline."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What thrifty assumes about a VM type's hardware (see data/HARDWARE.md): the per-vCPU speed of
 its CPU family relative to the profiling machine, its GPUs' peak rates (data/gpus.csv), and its
 network bandwidth."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Read VM catalogs: thrifty's own CSV schema or SkyPilot's `vms.csv` columns (detected by header).
 
 Rows with an empty instance type are GPU attachments (GCP's layout, see data/catalog/SOURCE.md);

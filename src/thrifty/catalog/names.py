@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """VM type names as the plan prints them: `cloud:instance_type` (`aws:p5.48xlarge`), or the bare
 instance type. Every command that takes an instance type reads it here."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One rentable VM type with its prices: the unit every candidate configuration is built from."""
 
 from dataclasses import dataclass

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`python -m thrifty.cli ARGS` = `thrifty ARGS`."""
 
 import sys

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The `thrifty` command: one Typer app built from one module per command group. Each command
 imports its heavy dependencies (torch, scipy, OpenMM) inside, so `thrifty --help` starts at once."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty catalog`: VM types with prices, and what thrifty assumes about each one's hardware."""
 
 from pathlib import Path

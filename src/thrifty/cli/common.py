@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What every command shares: the common options, the one parser each for lists, durations and
 money, human-readable numbers, JSON output, and the runner that turns a ThriftyError into one line
 on stderr and exit code 2. Light imports only (typer, rich): `thrifty --help` must start at once."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The workload's job model for a command, as `thrifty plan` and `thrifty search --backend local`
 both get it: the newest stored profile of this machine, else a new profile (and calibration run)
 stored for next time, with a spinner on stderr while it runs (thrifty.pipeline.job_model)."""

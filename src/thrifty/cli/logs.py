@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The CLI's logging: `thrifty -v` shows thrifty's INFO records (a profile's measurement, a plan's
 choice, a checkpoint written, a resume), `-vv` its DEBUG records too, on stderr through rich's
 handler; the default shows warnings only. Library users get nothing unless they configure logging

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md run`: one MD job (OpenMM, or the torch engine) that checkpoints on request and resumes
 where it stopped. It parses and prints; md.engines runs the job (job_loop, with the engine made in
 `_engine`, where per-engine settings such as a thread count belong)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md sweep`: a campaign of simulations over a parameter box, on Ray, on a (preemptible) pool.
 It parses and prints; md.campaign.sweep assembles and runs the campaign."""
 

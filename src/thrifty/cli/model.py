@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty model`: fit the step-time model to samples, predict configurations with it, and
 project a workload's step time onto a VM type."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty plan`: profile (or reuse a profile), evaluate every candidate, show and store the choice."""
 
 import time

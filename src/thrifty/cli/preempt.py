@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty preempt`: lifetime models of preemptible VMs, checkpoint schedules, VM reuse, spot."""
 
 import json

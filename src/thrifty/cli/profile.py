@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty profile`: measure a workload on local worker processes and store the samples."""
 
 from typing import Annotated

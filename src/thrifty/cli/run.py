@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty run -- CMD...`: the preemption-tolerant runner (`thrifty md run` is cli/md_run.py)."""
 
 from pathlib import Path

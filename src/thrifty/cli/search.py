@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty search`: train to the target while searching for the best configuration (search
 package). `--backend sim` replays a trace (with `--seeds K`, K independent searches, with medians);
 `--backend local` trains the workload for real with `thrifty train` launches on emulated VM types

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The live view of `thrifty search`: a rich panel redrawn after every window from the loop's
 WindowDone events (search.events). A presenter only: it formats what the event carries and
 decides nothing, so the search runs the same with or without it."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty serve`: the local page and JSON API over thrifty's stores (thrifty.serve). The serve
 extra's packages are imported inside the command: without them it says in one line how to
 install them."""

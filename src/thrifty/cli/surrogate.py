@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md train-surrogate` and `thrifty md predict`: the nanoconfinement surrogate (md.surrogate).
 torch is imported inside the commands; a request is checked (md.params) before a model is loaded."""
 

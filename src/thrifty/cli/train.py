@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty train`: data-parallel training that keeps unequal workers equally busy.
 
 Local processes with --nproc, or one rank of a torchrun launch (RANK / WORLD_SIZE in the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Data files shipped with thrifty; each has its source noted in a Markdown file beside it."""
 
 from importlib.resources import files

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Molecular dynamics with preemptible campaigns and an ML surrogate: the package face.
 
     engines/     the MD job loop (job_loop.run_job) behind one engine protocol (protocol.Engine):

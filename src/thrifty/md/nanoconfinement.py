@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The nanoconfinement model: ions in implicit water between two uncharged planar walls.
 
 After the Jadhao group's nanoconfinement simulations (Kadupitiya, Fox & Jadhao, "Machine learning

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The parameters of the nanoconfinement model (ions between two walls) and the box a campaign
 samples them from. No torch: the CLI checks a prediction request with this before loading a model.
 

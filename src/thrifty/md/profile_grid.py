@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The surrogate's representation of a density profile: a fixed grid in reduced position.
 
 Runs of different wall separation h have different z ranges, so every profile is resampled onto

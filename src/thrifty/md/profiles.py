@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Number-density profiles along z: histograms in blocks, block-average error bars, convergence.
 
 Each sample (one per chunk of steps, after equilibration) adds its per-species histogram of z to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Completed nanoconfinement runs, as the surrogate trains on them.
 
 A run is a folder holding `profiles.csv` (columns z_nm, cation_molar, cation_err, anion_molar,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """How an MD run samples its density profiles and when it stops: the one settings dataclass that
 `thrifty md run`, every engine (md.engines) and every campaign run (md.campaign) share.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The parameter box of a campaign, read from a TOML file (tomllib, standard library).
 
     [h]               # a continuous range

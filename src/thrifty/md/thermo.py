@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """thermo.csv: potential and kinetic energy and temperature, one row per chunk, across resumes.
 
 Rows are appended as the run goes and flushed to disk (fsync) before every checkpoint, so the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Performance models (pure numpy/scipy): step time, gradient noise, time and cost to target."""
 
 from thrifty.perf.efficiency import calibrate_s_min, examples_to_target, steps_to_target

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """How a rank's compute scales with the threads of a bigger CPU VM: Amdahl's law with a serial
 fraction measured on the profiling machine at 1 and 2 threads.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Statistical efficiency: how many steps a batch size needs to reach a target.
 
 McCandlish et al. 2018 ("An Empirical Model of Large-Batch Training", eq. 2.11):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Memory traffic of embedding lookups and their backward as a GPU runs them (pure Python).
 
 Counting an operator by the sizes of its arguments charges an embedding lookup for its whole

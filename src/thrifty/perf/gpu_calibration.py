@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Calibrate the GPU roofline (perf.roofline) on published training throughput, and measure how
 well it predicts models and GPUs it was not fitted on (leave-one-model-out, leave-one-GPU-out).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Largest local batch that fits in one GPU's memory, calibrated so that every published per-GPU
 batch (data/gpu/gpu_training_throughput*.csv: the batch sizes NVIDIA's, Lambda's and Gavel's
 recipes ran) is accepted on the GPU it ran on (tests/perf/test_gpu_memory.py).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Everything the planner needs to know about one training job, fitted from a profile.
 
 Step time (perf.steptime on the profiled machine; counted work (perf.work) projected by

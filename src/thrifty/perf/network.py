@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """All-reduce time from bandwidth and latency, for hardware that was not profiled.
 
 Ring all-reduce of M bytes over n ranks (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Gradient noise scale (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training", App. A).
 
 From squared norms of a mean gradient over a small batch b_s and over a big batch b_b > b_s:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The kernels of a recurrent layer (GRU, LSTM) as cuDNN runs it on a GPU, and of one step of a
 recurrent cell (nn.GRUCell, nn.LSTMCell) as ATen's CUDA path runs it (pure Python).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Step time of counted work on a GPU: per kernel, a launch floor, the SMs it can fill, the clock the
 board sustains under its power limit, and a roofline; calibrated on published training throughput
 (perf.gpu_calibration; data/gpu/roofline_params.json).

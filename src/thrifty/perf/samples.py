@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Reduce per-step, per-rank measurements to one row per configuration for the fitters."""
 
 from collections import defaultdict

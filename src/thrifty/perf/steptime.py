@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Step-time model of synchronous data parallelism, fitted by bounded least squares on log time.
 
   compute   T_c(b, r)     = (a_c + b_c * b^p) * (1 + k * (r - 1))

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a profile cannot see about its own error: the spread between launches, the distance to the
 configurations it measured, and a busy machine. Constants with their sources; pure numpy.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Counted work of one training step, per kernel: what a device has to do, independent of the device.
 
 Each kernel of a forward + backward + optimizer step has FLOPs, bytes and output elements that

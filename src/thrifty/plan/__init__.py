@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Choose a cloud configuration: candidates, objectives and constraints, Pareto front, launch."""
 
 from thrifty.plan.candidates import Candidates, VMArrays, evaluate

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Where a spot plan's checkpoints live: a cloud bucket that every node of its SkyPilot task mounts.
 
 A managed job (`sky jobs launch`) comes back on new VMs after a preemption; only a bucket outlives

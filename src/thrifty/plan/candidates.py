@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Enumerate and evaluate every configuration at once (numpy arrays, one entry per candidate).
 
 Candidate = VM type x nodes x global batch (powers of two) x {on-demand, spot}. Ranks per VM: one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Commands that launch a chosen configuration: a torchrun line and a SkyPilot task YAML.
 
 Both run `python -m thrifty.train` (= `thrifty train`) with the plan's global batch, its epochs,

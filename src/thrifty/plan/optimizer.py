@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Pick the configuration: evaluate all candidates, keep the feasible ones, rank by the objective.
 Differences within a prediction's resolution are ties (plan.ties): they go to the cheaper candidate
 for `time`, to the faster for `cost`, and the front and the tables show one point for them."""

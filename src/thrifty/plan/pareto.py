@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Pareto front of (time, cost) and its knee."""
 
 import numpy as np

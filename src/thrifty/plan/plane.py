@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A plan's cost-time plane as `thrifty plan` stores it beside its decision and `thrifty serve`
 draws it: at most MAX_POINTS feasible candidates (an even thinning of those sorted by time, the
 Pareto front and the recommendation always included), each with its time, cost, spot flag and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Cost-versus-time scatter of the feasible candidates with the Pareto front and the choice."""
 
 from pathlib import Path

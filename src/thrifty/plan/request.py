@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the user asks `thrifty plan` for."""
 
 import math

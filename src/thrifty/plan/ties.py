@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Ties: differences smaller than a prediction can resolve decide nothing.
 
 A prediction's resolution is one standard error, the larger of two of its own uncertainties:

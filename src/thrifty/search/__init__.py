@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Online search (after Scavenger, Tyagi & Sharma, CCGrid 2023): train while measuring, move to
 better configurations, stop exploring when no probe is worth its price. Pure numpy/scipy."""
 

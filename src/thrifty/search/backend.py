@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the search needs from wherever the job runs: one small protocol, so the decision rule never
 knows whether steps are simulated (`sim`), local processes or cloud VMs."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Baselines in the same harness as the search: same backend, same windows, same accounting.
 
 - exhaustive: every configuration one window (start first), then the best measured.

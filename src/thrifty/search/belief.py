@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the search believes about each candidate's mean step time: a lognormal (mu, sd) in log
 seconds, from the measurements so far.
 

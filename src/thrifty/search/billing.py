@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a cloud bills a job that moves between configurations: per second, with a one-minute
 minimum per VM lifetime (catalog.vmtype.MINIMUM_BILLED_S, as AWS, GCP and Azure bill Linux VMs).
 

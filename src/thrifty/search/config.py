@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One configuration the online search can run: what a job is launched on and with which batch."""
 
 from dataclasses import dataclass

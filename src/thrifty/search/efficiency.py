@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Progress to the target in efficiency-corrected samples, with a constant or drifting noise scale.
 
 McCandlish et al. 2018 (eq. 2.11, as in thrifty.perf.efficiency): a target needs

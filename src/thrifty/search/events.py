@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the search records and tells its observers after every window: the probe, the store's
 recorder (checkpoint and probe rows), the live view and tests. Plain data, so observers hold no
 search logic."""

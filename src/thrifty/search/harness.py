@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Searches and baselines over seeds on one trace, with overheads against the oracle.
 
 overhead_time = time / oracle_time - 1 and overhead_cost = cost / oracle_cost - 1 (fractions;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`local`: the search on real `thrifty train` processes on this machine, on emulated VM types.
 
 A type is (name, speed, workers per node, $/h per node), read from a CSV (the bundled default is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The online search: profile briefly, then after every measurement window refit, probe what the
 rule (search.rule) says is worth its price, and settle on the best measured configuration;
 once settled, re-check every `recheck_every` of the target.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The search's gradient noise scale: a ratio of means over the recent measured steps, with its
 standard error, forgetting old steps exponentially in progress.
 

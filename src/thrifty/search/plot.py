@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The search's path through the cost-time plane, as PNG.
 
 Each window is drawn where its configuration would put the whole job at the step time it

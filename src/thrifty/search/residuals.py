@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Correlated model error: a Gaussian process on the log residuals of the measured configurations.
 
 The step-time model is smooth; real traces are not (a memory cliff, a slow sync mode). Errors of

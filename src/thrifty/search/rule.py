@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The decision rule: probe the candidate whose expected gain most exceeds its price; when none
 does, stop exploring.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A search's saved state (what a killed `thrifty search` resumes from; not a training checkpoint):
 everything the loop knows (every step time measured, sync times, the noise-scale estimator's sums,
 probes, moves) plus the backend's own state, as JSON-ready data.

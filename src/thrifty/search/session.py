@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One search with its store: every window is recorded (a probe row and the checkpoint, one
 transaction), and a search of the same request continues from its last window on resume.
 

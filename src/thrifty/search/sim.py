@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`sim`: a trace-driven cloud. Step times come from a trace with lognormal measurement noise;
 progress follows the noise schedule (search.efficiency); time and money follow cloud billing.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Where a local search starts without --start: the configuration `thrifty plan`'s models
 recommend among the emulated types (search.local) for the objective and deadline.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Synthetic traces from the step-time model (thrifty.perf.steptime), for tests and benchmarks,
 with the irregularities real clouds show and a smooth model misses:
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A measured (or synthetic) trace of step times per configuration: the ground truth of `sim`.
 
 CSV columns `instance_type,num_nodes,num_workers,local_batch,step_time_s`, optionally

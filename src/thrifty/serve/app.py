@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ASGI app: the JSON API over the stores (read-only), the event stream, the page and its
 assets, and the opt-in writes. `create_app(settings)` builds it; `thrifty serve` runs it with
 uvicorn. Ids in paths are looked up, never used as paths: `{db}-{row}` for a database's rows,

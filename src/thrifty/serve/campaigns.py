@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Everything `thrifty serve` reads of the MD side, in this one module: campaigns through
 md.campaign.store's public methods, and the nanoconfinement surrogate through md.surrogate's
 load/predict API (md.surrogate.metrics for its accuracy).

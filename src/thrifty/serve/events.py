@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Server-sent events (https://html.spec.whatwg.org/multipage/server-sent-events.html): one
 `change` event whenever a store the server reads changes, naming the kind (plans, profiles,
 searches, runs, campaigns, jobs) and the ids whose data changed, so a page refetches only those.

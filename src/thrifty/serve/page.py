@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The page: one HTML document, its script and style (static/), and Plotly's own bundle from the
 installed plotly package (plotly/package_data/plotly.min.js), all served from this server;
 nothing is fetched from elsewhere. Native controls (select, input, button) with labels keep it

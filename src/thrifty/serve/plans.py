@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A stored plan's cost-time plane: `thrifty plan` (and a plan started from the page) stores the
 plane it chose from beside its decision (thrifty.plan.plane, thrifty.store's decision_planes), and
 that is what is drawn, with the stored recommendation.

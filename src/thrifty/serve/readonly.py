@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Read-only SQLite access that never holds up a writer.
 
 Every read opens its own connection by URI with `mode=ro` (SQLite refuses any write through it)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Training runs as the page draws them: from a run's per-step rows (thrifty.records.StepRow, one
 per rank and step), the batch split over time (each rank's local batch b_k per step) and the step
 times (each rank's compute time, the step's wall time)."""

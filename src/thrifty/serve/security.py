@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Who may do what: reads for anyone who reaches the address, writes only with `--allow-writes`
 and the token.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What `thrifty serve` was started with: the stores it reads and who may write."""
 
 from dataclasses import dataclass, field

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The writes `--allow-writes` opens: a new plan from a stored profile, and the notice to a job.
 
 A plan is computed as `thrifty plan` computes it (serve.plans: the job model rebuilt from the

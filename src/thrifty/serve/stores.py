@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What thrifty's databases hold (thrifty.store's tables), as plain JSON-ready dicts, read
 through `readonly.read_transaction`. A database is addressed by its index among `--db` options
 and a row by its integer id: ids come from the request only as numbers bound into SQL."""

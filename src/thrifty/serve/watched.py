@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Folders named by `--watch` at start: training runs being written (steps.csv, thrifty.records)
 and jobs under `thrifty run` (events.jsonl in their checkpoint folder, transient.runner).
 

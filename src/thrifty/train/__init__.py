@@ -1,1 +1,2 @@
+# SPDX-License-Identifier: MIT
 """torch.distributed runtime: exact weighted aggregation, batch splitting, measured steps."""

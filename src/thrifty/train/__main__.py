@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`python -m thrifty.train ARGS` = `thrifty train ARGS`, the form torchrun launches on every node.
 
 Under torchrun each process is one rank (RANK / WORLD_SIZE from its environment); rank 0 writes

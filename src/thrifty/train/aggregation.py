@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Exact weighted gradient aggregation for unequal local batches.
 
 Rank k computes the mean loss over its b_k samples and scales it by n * b_k / B before the

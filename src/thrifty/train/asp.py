@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Asynchronous data parallelism (`thrifty train --mode asp`): a parameter server over
 torch.distributed.rpc and workers that pull, compute on b_k samples, push.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Where a rank's batches come from: cut in place for tensor data, prefetched by worker processes
 for real data sets.
 

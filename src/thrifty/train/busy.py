@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Is this machine quiet enough to profile on? Other tasks' load (the runnable tasks now, against
 the cores), CPU time the hypervisor stole (/proc/stat), and how much repeated
 runs of one setting differed. A profile wants every core (2 ranks, or 2 threads, on a 2-core

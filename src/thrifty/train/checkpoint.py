@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Checkpoints of a training run, in the format `thrifty run` watches (transient.protocol):
 `ckpt-000001.bin`, ... (checksummed, temp name, fsync, rename), the newest `keep_checkpoints`
 kept, in $THRIFTY_CHECKPOINT_DIR under the runner and in the run directory otherwise.

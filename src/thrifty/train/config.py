@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A training run's configuration: every knob with its default once, and the checks that can run
 before any process starts."""
 

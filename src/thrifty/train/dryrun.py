@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A one-step dry run of a workload on a few samples, before anything long starts.
 
 Forward, loss, backward and one optimizer step on `samples` training samples, then `evaluate` on

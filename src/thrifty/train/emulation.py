@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Make a rank slower on purpose, for experiments and tests of heterogeneous training.
 
 - `sleep` (portable default): after computing, sleep (f - 1) x the measured compute time, so

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Heterogeneity to emulate: per-rank slowdown factors, constant or changing on a schedule.
 
 A slowdown f_k >= 1 makes rank k's compute take f_k times as long; HL (heterogeneity level) =

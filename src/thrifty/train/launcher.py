@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Process groups, in one place: n local worker processes joined on loopback
 (`run_local_workers`), or this process as one rank of a torchrun launch (`torchrun_group`).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Worker processes that die with their launcher.
 
 A `thrifty train` launcher killed outright (SIGKILL from a preemption, `kill -9`) cannot stop its

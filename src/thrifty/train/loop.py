@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The one training loop: step after step of `train_step` on a rank's state until a stop.
 
 The profiler (a fixed split per setting), the calibration run (`train_to_target`), `thrifty

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a `thrifty train` run measured, per step and rank, and what it reached: the summary and
 the plot of a run's log (thrifty.records.RunLog).
 

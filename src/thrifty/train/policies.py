@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Batch-split policies: uniform (plain DDP), static (proportional to a warm-up measurement or to
 given capacities) and dynamic (OmniLearn's proportional controller). Pure Python, deterministic:
 every rank runs the same policy on the same all-reduced compute times and reaches the same split

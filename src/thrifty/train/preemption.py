@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty train` under `thrifty run` or torchrun: checkpoint when asked, stop when warned.
 
 The runner signals the process it started, the launcher: SIGUSR1 = a checkpoint is due, SIGTERM

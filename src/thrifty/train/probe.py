@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The largest local batch b_max a rank may be given.
 
 - memory rule, GPU: double the batch until a training step raises out-of-memory (caught).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Profile a workload on local worker processes at several (workers, local batch) settings.
 
 Each setting runs a few warm-up steps, then `steps` measured steps of real data-parallel training

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Imported last by the local launcher's forkserver (train.launcher's PRELOAD), and by nothing else:
 the server ends without the interpreter's teardown.
 

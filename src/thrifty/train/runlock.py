@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One run at a time in a run directory: a lock file (fcntl.flock) held for the run's life.
 
 Two runs writing one run directory (a `--resume` started while the killed run's workers still

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Where and how a rank computes: its device and its precision.
 
 - device: `cuda:LOCAL_RANK` where CUDA is, else `cpu`; `--device` overrides (`cpu`, `cuda`,

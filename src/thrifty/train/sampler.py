@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Split each global batch among ranks by their local batch sizes b_1..b_n.
 
 Every epoch is a seeded permutation of the training set cut into floor(N / B) global batches of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Integer split of a global batch B among n ranks: proportional to weights, within bounds, summing
 to B exactly. Pure Python, no torch: the controller and its tests run on a simulated clock."""
 

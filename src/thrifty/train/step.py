@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The one training step: compute, gradient exchange, optimizer update, measured.
 
 The profiler, the calibration run, `thrifty train` (BSP) and the ASP workers all call

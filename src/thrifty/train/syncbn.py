@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Batch normalisation over the whole global batch when ranks hold unequal local batches.
 
 Plain BatchNorm normalises each rank's b_k samples by their own statistics, so with a dynamic split

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Synchronous data-parallel training that keeps unequal workers equally busy (`thrifty train`).
 
 Each step (train.step) rank k computes the loss of its b_k samples scaled by n b_k / B (exact

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Checkpoint intervals for `thrifty run` that follow what the job's checkpoints and restarts cost.
 
 The runner starts with intervals planned from assumed costs. Once the job reports measured ones

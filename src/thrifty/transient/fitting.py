@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Fit lifetime models to observed VM lifetimes, some of them right-censored.
 
 - Maximum likelihood with right-censoring: log L = sum_{preempted} log f(t_i) + sum_{stopped} log S(t_i)

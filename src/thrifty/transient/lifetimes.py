@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Lifetime distributions of preemptible VMs (times in seconds): exponential, Weibull, and the
 constrained bathtub model of Kadupitiya, Jadhao & Sharma (HPDC 2020):
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Expected preemption overhead E[makespan] / T - 1 of a job of T seconds on n fresh preemptible
 VMs, for the planner, which needs it for tens of thousands of spot candidates at once.
 

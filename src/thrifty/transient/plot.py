@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A lifetime model against the Kaplan-Meier curve of the data, and its hazard (PNG)."""
 
 from pathlib import Path

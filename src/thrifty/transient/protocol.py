@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The job's side of `thrifty run`: restore from the newest good checkpoint, save when asked.
 
 The runner starts the job with THRIFTY_CHECKPOINT_DIR set, sends SIGUSR1 when a checkpoint is due

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Named lifetime models fitted on Google's 2019 preemptible-VM data, bundled with the package.
 
 `src/thrifty/data/preemption/models.json` is made by `build_bundle()` from the bundled CSV (source

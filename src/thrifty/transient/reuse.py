@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Run the next job on the VM we have (age a) or on a fresh one?
 
 With the DP schedule's value table V(T, a) (transient.schedule), reuse when V(T, a) <= V(T, 0) +

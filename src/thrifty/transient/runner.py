@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty run`: keep a job going through preemptions.
 
 The runner starts the job (THRIFTY_CHECKPOINT_DIR set, transient.protocol), asks for a checkpoint

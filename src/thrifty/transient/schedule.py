@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Expected makespan of a checkpointed job on preemptible VMs, and checkpoint schedules.
 
 A job needs T seconds of work. It runs in segments: w seconds of work, then a checkpoint costing

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Monte Carlo execution of a checkpoint schedule: VMs with drawn lifetimes run the schedule's
 decisions (segment lengths by work left and VM age), are preempted, restart (on a VM the restart
 does not age, or on the new VM itself), and finish. It checks the DP's expected makespan (tests),

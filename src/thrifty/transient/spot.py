@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Spot or on-demand, and a deadline-aware mix of both.
 
 - spot only: the DP-checkpointed job on preemptible VMs; cost = elapsed time x spot price.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Training jobs: the Workload protocol, built-ins that run offline, and loading user files.
 
 Names resolve on first use (PEP 562), so `thrifty.workloads.names` (no torch) can be imported alone

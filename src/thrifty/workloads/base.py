@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The training-job protocol every part of thrifty runs: model, data, loss, optimizer, metric.
 
 A batch is either a pair (inputs, targets) or a mapping (a Hugging Face-style dict):

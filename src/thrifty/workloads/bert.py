@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """BERT (Devlin et al., NAACL 2019) as NVIDIA DeepLearningExamples runs it, built from torch.nn only.
 
 Follows DLE's PyTorch/LanguageModeling/BERT/modeling.py (containers 21.x):

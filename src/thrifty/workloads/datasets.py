@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The real data sets of the built-in workloads, read from the package (thrifty/data/datasets,
 sources in its SOURCE.md) with numpy: no scikit-learn import (about 3 s per process) for 160 KB."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Built-in `digits`: a small CNN on the UCI handwritten digits (optdigits, 1,797 8x8 images,
 shipped in the package, so it runs offline). Target: 95% test accuracy.
 

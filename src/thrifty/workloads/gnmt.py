@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """GNMT v2 as NVIDIA DeepLearningExamples trains it (PyTorch/Translation/GNMT, seq2seq/models:
 gnmt.py, encoder.py, decoder.py, attention.py; SOURCE_small.md 1.3): 4-layer LSTM encoder (the
 first bidirectional, residuals from the third), 4-layer LSTM decoder whose first layer feeds a

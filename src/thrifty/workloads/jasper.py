@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Jasper 10x5 dense-residual and QuartzNet 15x5 (the Jasper family of 1-D convolutional acoustic
 models) as NVIDIA DeepLearningExamples trains them (PyTorch/SpeechRecognition/{Jasper,QuartzNet},
 common/jasper.py-style blocks; configs jasper10x5dr_speedp-online_speca.yaml and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Workload names without loading any workload (no torch): the built-ins, and the keys under
 which the store keeps a workload's profiles."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """nnU-Net's U-Net (Isensee et al., Nature Methods 2021) as NVIDIA DeepLearningExamples trains it on
 MSD Task01 BrainTumour (PyTorch/Segmentation/nnUNet, container 22.11), built from torch.nn only.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The models of the published GPU training throughput (data/gpu/gpu_training_throughput.csv and
 gpu_training_throughput_small.csv), each
 with the input, loss and optimizer its source trained it with, so thrifty can count the work of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Count one training step of every published model (thrifty.workloads.published) and write the
 per-kernel work the GPU roofline is calibrated with: the package's data/gpu/published_work.json.
 

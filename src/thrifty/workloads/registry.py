@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Find a workload by built-in name (`builtin:digits`) or by a Python file exposing make_workload()."""
 
 import importlib

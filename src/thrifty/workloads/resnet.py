@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """ResNet models as the field uses them, written out so no download or extra package is needed.
 
 - `resnet18_cifar`: the CIFAR variant of ResNet-18 from the common pytorch-cifar recipe

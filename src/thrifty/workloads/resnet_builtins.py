@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Built-ins a user recognises: ResNet-18 on CIFAR-10 and ResNet-50 on ImageNet.
 
 They time on synthetic tensors of the real shape and training-set size (no download) and take

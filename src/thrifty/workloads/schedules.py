@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Learning-rate schedules as functions of training progress in samples.
 
 A schedule maps (samples seen, samples the run will see) to a factor of the learning rate that

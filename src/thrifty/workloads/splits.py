@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Deterministic train/test splits for the built-in workloads."""
 
 import torch

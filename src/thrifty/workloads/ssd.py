@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """SSD300 v1.1 (Liu et al., ECCV 2016) with a ResNet-50 backbone as NVIDIA DeepLearningExamples
 trains it on COCO (PyTorch/Detection/SSD, src/model.py), built from torch.nn only.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Synthetic image data of a real data set's shape and size: timing without a download.
 
 Each sample is a deterministic function of its index (seeded noise image, label = index mod

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Built-in `tabular`: an MLP on the Wisconsin diagnostic breast-cancer data set (569 tumours,
 30 features; UCI, shipped in the package). Features are standardised with the training split's
 mean and deviation. Target: 96% test accuracy."""

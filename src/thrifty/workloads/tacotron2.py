@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Tacotron 2 (Shen et al., ICASSP 2018) as NVIDIA DeepLearningExamples trains it on LJSpeech
 (PyTorch/SpeechSynthesis/Tacotron2, tacotron2/model.py and arg_parser.py defaults; SOURCE_small.md
 1.5): 148 symbols embedded in 512; encoder of 3 convolutions (512, kernel 5, batch norm, ReLU,

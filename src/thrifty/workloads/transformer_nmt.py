@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Encoder-decoder Transformers (Vaswani et al., NeurIPS 2017) as two published benchmarks train them.
 
 - `FairseqTransformer`: fairseq's `transformer_wmt_en_de_big_t2t` as NVIDIA DeepLearningExamples

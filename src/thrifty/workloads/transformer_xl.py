@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Transformer-XL (Dai et al., ACL 2019) as NVIDIA DeepLearningExamples trains it on WikiText-103
 (PyTorch/LanguageModeling/Transformer-XL/pytorch: mem_transformer.py, utils/proj_adaptive_softmax.py,
 wt103_{base,large}.yaml; SOURCE_small.md 1.4), laid out (length, batch, ...) as that code is.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """WaveGlow (Prenger, Valle & Catanzaro, ICASSP 2019) as NVIDIA DeepLearningExamples trains it
 (PyTorch/SpeechSynthesis/Tacotron2, waveglow/model.py and arg_parser.py defaults; SOURCE_small.md
 1.5): 12 flows over audio folded into 8 groups, 2 channels split off after every 4 flows; each flow

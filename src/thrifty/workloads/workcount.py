@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Count the work of one training step per kernel: FLOPs with torch's own flop counter, bytes as
 the sizes of each kernel's inputs and outputs, the elements each kernel writes (its parallel work),
 kernels as the dispatched operators that compute (views and metadata operators launch nothing and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The checkpoint schedule a campaign's task hands its simulation (md.campaign.simulations).
 
 ScheduledCheckpoints is transient.protocol.JobCheckpoints whose `due()` follows the model-aware

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The nanoconfinement model as a campaign's batch simulation (md.campaign.simulations protocol).
 
 A batch of points of the parameter box is one run of the MD job loop (md.engines.job_loop) on the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Which parameter points a campaign runs next: the Sampler protocol and two samplers.
 
 A sampler is asked `next_points(completed, k)` with the finished runs (each a dict with "params"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A pool of VMs for a campaign: its spec (`spot:8`), its bill, SciSpot placement, and an emulated
 preemptible pool on this machine for tests and benchmarks.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A campaign on Ray: a sampler's parameter points run as Ray tasks until the budget of runs is
 stored, on a pool of (preemptible) nodes.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a campaign runs: batch simulations. A task hands a batch of points one checkpoint schedule:
 
     simulation.run_batch(points: list[dict], work_dirs: list[Path], checkpoints) -> list[dict]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A stand-in for the nanoconfinement MD system, until it lands: cheap, pure numpy, deterministic.
 
 NOT molecular dynamics. Point ions in a slit of width h (nm) take overdamped Langevin steps in a

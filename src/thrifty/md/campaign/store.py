@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A campaign's SQLite tables: what it is (space, sampler, simulation), every completed run, and
 the batches a non-deterministic sampler (active learning) picked.
 

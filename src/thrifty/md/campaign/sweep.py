@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md sweep` assembled: the options checked, the campaign's identity in its store, the
 simulation chosen, Ray started (embedded here, joined at --address, or the emulated preemptible
 pool), the campaign run and its report with the pool's bill. The CLI (cli/md_sweep.py) only parses

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """MD engines behind one protocol (protocol.Engine) and the one job loop that drives them (job_loop):
 OpenMM (openmm_engine: lj, ions, nanoconfinement; one replica) and the torch engine
 (torch_replicas_engine: R nanoconfinement replicas; the physics is md.torch_engine). A new engine is a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The names of the engines' checkpoint formats (each payload's "format" entry), in one place so that
 each engine can refuse the other's checkpoint in one line without importing it (nor OpenMM or torch)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The one MD job loop: any engine (md.engines.protocol), one set of sampling settings
 (md.sampling_settings), checkpoints that survive preemptions, the same outputs.
 

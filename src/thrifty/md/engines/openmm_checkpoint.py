@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What an OpenMM engine's checkpoint holds, and the checks that run before OpenMM sees it.
 
 OpenMM's own checkpoint (positions, velocities, box, integrator and its random-number state) only

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The OpenMM engine: one system (lj, ions or the nanoconfinement model) on one OpenMM platform.
 
 Its checkpoint (md.engines.openmm_checkpoint) holds OpenMM's own checkpoint (positions,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The nanoconfinement model (md.nanoconfinement) as an OpenMM System: PME Coulomb in the padded box
 with the Yeh-Berkowitz slab correction, WCA ion-ion and ion-wall repulsions (the model's docstring
 gives the physics and its sources). Force groups (for tests and diagnostics): see GROUPS.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """OpenMM systems for the MD jobs (units: nm, ps, kJ/mol, amu, e), and OpenMM's platforms.
 
 - `lj`: a Lennard-Jones fluid (argon: sigma 0.34 nm, epsilon 0.996 kJ/mol, 39.95 amu) in a cubic

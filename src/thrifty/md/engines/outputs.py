@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A finished replica's files, the same for every engine (written atomically, at the end):
 density_profile.csv (number density of each species along z, per nm^3), final_state.npz
 (positions nm, velocities nm/ps, the summed histogram, the step), and between walls profiles.csv

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The engine protocol: what md.engines.job_loop needs of an MD engine, and what it hands back.
 
 An engine advances R replicas together (R = 1 for OpenMM; the torch engine batches R systems of

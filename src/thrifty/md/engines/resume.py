@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What every engine's resume must share with the run it continues, and the one-line refusals."""
 
 from pathlib import Path

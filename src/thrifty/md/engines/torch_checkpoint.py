@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the torch engine's checkpoint holds: every replica's positions and velocities, the
 generator's state, the step and each replica's profile blocks, with the batch's identity (per
 replica: engine, dtype, device, system, parameters, particles, seed and sampling). Forces are

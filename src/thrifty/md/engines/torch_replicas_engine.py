@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The torch engine (md.torch_engine: BAOAB Langevin, slab Ewald) behind the engine protocol: R
 nanoconfinement systems advance together (one generator, one step for all, as
 tests/md/torch_reference_sampling.py's plain loop: with the same seed, chunk and sampling the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The nanoconfinement surrogate: a network ensemble that predicts both ions' density profiles,
 with the physics built in, the MD's noise in its loss and bands calibrated on runs it did not train
 on; beside it the baselines that show whether it earns its place.

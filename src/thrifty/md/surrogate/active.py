@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Active learning for a nanoconfinement campaign: which points to simulate next, and when to stop.
 No torch: the surrogate comes in as anything with `disagreement` (and `predict` for the stopping test).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Active learning as a campaign's sampler (`thrifty md sweep --sampler active`; md.campaign.point_samplers protocol).
 
 Batch by batch, one point per free worker:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Predictors without a network, to show whether the network earns its place. Each has
 `predict(points) -> (n, 2, bins)` molar profiles on the reduced grid. No torch.
 

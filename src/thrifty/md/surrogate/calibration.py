@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """An honest band, and held-out scores beside the baselines, by cross-validation.
 
 The band for an MD run's profile at a new point is mean +- q sqrt(sd^2 + e^2): sd the ensemble's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Where a surrogate has seen data: a JOINT range check, by the distance to the nearest training point.
 
 Points are scaled so that every continuous parameter spans [0, 1] over the training points, and an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A Gaussian process regression with numpy and scipy (Rasmussen & Williams, "Gaussian Processes for
 Machine Learning", MIT Press 2006; equations cited by number).
 

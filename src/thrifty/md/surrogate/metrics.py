@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """How good a surrogate's profiles are, as Kadupitiya, Fox & Jadhao (J. Comput. Sci. 2020) measure
 it: the fraction of profile bins whose prediction lies within the MD error bar (they report 95-96.5%
 on held-out runs), and the RMSE of contact, peak and mid-plane density (molar); and, below, the

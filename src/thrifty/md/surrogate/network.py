@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A deep ensemble of small networks that maps a nanoconfinement point to both density profiles,
 built so the physics holds by construction (md.surrogate.shapes) and trained at the MD's own noise.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The MD's own noise: the surrogate's data in the form it learns from, and a model of the error bar
 a run would have at a point not simulated.
 

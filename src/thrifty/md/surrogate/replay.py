@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The replayable MD data set (benchmarks/data/md_replay/runs.npz, built by
 benchmarks/build_md_replay.py): completed nanoconfinement runs as md.runs.Run, with their steps,
 convergence and the box side they used. No torch.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What the nanoconfinement model fixes about a profile before any learning, on the surrogate's
 reduced grid (md.profile_grid: `bins` cells of width h / bins across the slit, z from the mid-plane).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A batched, differentiable torch engine for the nanoconfinement model (md.nanoconfinement).
 
 R replicas with different parameters in padded tensors (replicas), a Verlet neighbour list for a

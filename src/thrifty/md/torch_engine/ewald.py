@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Slab Ewald electrostatics of the nanoconfinement model, batched over replicas (kJ/mol).
 
 Charges q (valencies) in water of eps_r 80: Coulomb constant ONE_4PI_EPS0 / 80. The box is periodic

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Fit one ion diameter (d+ or d-) of the nanoconfinement model to a target density profile by autograd
 through a short torch-engine run.
 

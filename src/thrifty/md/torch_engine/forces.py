@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Hand-derived forces of every term, the hot path of a run (no autograd graph is built); the pair
 terms over the pairs of a Verlet list (neighbours), the rest per size group.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Langevin dynamics for the replicas: BAOAB (Leimkuhler & Matthews, Appl. Math. Res. Express 2013, 34).
 
 One step of dt: B v += dt/2 F/m; A x += dt/2 v; O v = c v + sqrt((1 - c^2) kT / m) xi with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A Verlet neighbour list for the real-space terms (Allen & Tildesley, "Computer Simulation of
 Liquids", 2nd ed., 2017, sec. 5.3).
 

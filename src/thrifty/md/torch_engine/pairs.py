@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """All pairs of a replica, dense: (R, N, N) distances with the minimum image in x, y and z.
 
 Dense all-pairs costs N^2 per replica but is one batched tensor program with no list, the reference

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The nanoconfinement model's potential energy per replica and term, and its forces.
 
 A run's forces come from the hand-derived expressions of forces.py (no graph: the hot path). With

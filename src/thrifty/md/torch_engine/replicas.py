@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """R nanoconfinement systems in one set of padded tensors (units: nm, ps, kJ/mol, amu, e).
 
 Replicas differ in h, valencies, concentration, diameters and box, hence in particle count: every

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The short-range repulsions of the nanoconfinement model (md.nanoconfinement), as energies (kJ/mol).
 
 Weeks-Chandler-Andersen (Weeks, Chandler & Andersen, J. Chem. Phys. 54, 5237 (1971)):

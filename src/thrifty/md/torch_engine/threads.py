@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """torch's intra-op thread count for a block of work, restored after it.
 
 A torch run left at torch's default on a shared machine competes with every other process for the
