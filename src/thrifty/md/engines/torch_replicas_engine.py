@@ -2,9 +2,9 @@
 """The torch engine (md.torch_engine: BAOAB Langevin, slab Ewald) behind the engine protocol: R
 nanoconfinement systems advance together (one generator, one step for all, as
 tests/md/torch_reference_sampling.py's plain loop: with the same seed, chunk and sampling the
-profiles are that loop's, which the tests check). `thrifty md run --engine torch` is a batch of one; a campaign batches --replicas
-points. It starts from the model's lattice without an energy minimisation, so let the
-equilibration cover the lattice's relaxation. Checkpoints: md.engines.torch_checkpoint.
+profiles are that loop's, which the tests check). `thrifty md run --engine torch` is a batch of
+one; a campaign batches --replicas points. It starts from the model's lattice without an energy
+minimisation, so let the equilibration cover the lattice's relaxation. Checkpoints: md.engines.torch_checkpoint.
 """
 
 from dataclasses import asdict
