@@ -1,7 +1,8 @@
-"""Render docs/results.md from benchmarks/results/*.json: results tables are rendered, never typed.
+"""Render docs/results.md, and the tables marked in the other docs, from benchmarks/results/*.json:
+results tables are rendered, never typed.
 
-    python benchmarks/render_results.py            # write docs/results.md
-    python benchmarks/render_results.py --check    # exit 1 if docs/results.md is not what the JSON renders to
+    python benchmarks/render_results.py            # write docs/results.md and fill the marked tables
+    python benchmarks/render_results.py --check    # exit 1 if any of them is not what the JSON renders to
 
 One section per result file, in the order of the registry (benchmarks/run_all.py): what the
 benchmark measures, the command that runs it, its plot, its numbers as tables, and the provenance
@@ -9,21 +10,28 @@ the file records (date, git revision, uncommitted changes, command line, machine
 versions; "not recorded" where an older file lacks it). The tables are generic: scalars as
 quantity/value rows, lists of records and maps of records as tables; lists too long for a page are
 counted and left in the JSON. `*_quick.json` files are end-to-end checks, not results, and are skipped.
+
+The prose pages (docs/search.md, ...) quote tables chosen for their argument: each sits between
+`<!-- table: NAME -->` and `<!-- /table -->` and is rendered by benchmarks/doc_tables.py's TABLES[NAME].
 """
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from doc_tables import TABLES  # noqa: E402
 from run_all import REGISTRY, by_result  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-DOC = ROOT / "docs" / "results.md"
+DOCS = ROOT / "docs"
+DOC = DOCS / "results.md"
+MARKED_TABLE = re.compile(r"(<!-- table: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.DOTALL)
 PROVENANCE = ("benchmark", "date", "revision", "dirty", "command", "versions", "machine")
 MAX_ROWS = 40       # longer lists of records are counted, not printed
 MAX_COLUMNS = 12    # records with more fields than this (and than records) are tabled one field a row
@@ -213,19 +221,44 @@ def render(results: Path = RESULTS) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def fill_tables(text: str, results: Path = RESULTS) -> str:
+    """`text` (a doc) with every marked table rendered again from its JSON; an unknown table name
+    or a missing result file is an error, not an empty table."""
+    def fill(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in TABLES:
+            raise KeyError(f"<!-- table: {name} -->: no such table in benchmarks/doc_tables.py "
+                           f"(known: {', '.join(sorted(TABLES))})")
+        table = TABLES[name]
+        data = json.loads((results / f"{table.result}.json").read_text())
+        return match[1] + "\n".join(table.render(data)) + "\n" + match[4]
+    return MARKED_TABLE.sub(fill, text)
+
+
+def rendered_docs(results: Path = RESULTS) -> dict[Path, str]:
+    """Every doc this script writes, with the text the JSON under `results` renders it to."""
+    docs = {DOC: render(results)}
+    for path in sorted(DOCS.glob("*.md")):
+        if path != DOC and MARKED_TABLE.search(text := path.read_text()):
+            docs[path] = fill_tables(text, results)
+    return docs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/results.md is stale; write nothing")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a rendered doc is stale; write nothing")
     args = parser.parse_args(argv)
-    text = render()
+    docs = rendered_docs()
     if args.check:
-        if not DOC.exists() or DOC.read_text() != text:
-            print("docs/results.md is stale: run python benchmarks/render_results.py", file=sys.stderr)
-            return 1
-        return 0
+        stale = [path for path, text in docs.items() if not path.exists() or path.read_text() != text]
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale: run python benchmarks/render_results.py", file=sys.stderr)
+        return 1 if stale else 0
     from thrifty.io import write_text_atomic
-    write_text_atomic(DOC, text)
-    print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
+    for path, text in docs.items():
+        if not path.exists() or path.read_text() != text:
+            write_text_atomic(path, text)
+            print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
     return 0
 
 

@@ -32,6 +32,44 @@ def test_docs_results_md_is_what_the_json_renders_to(bench):
         "docs/results.md is stale: run python benchmarks/render_results.py"
 
 
+def test_every_marked_table_in_the_docs_is_what_its_json_renders_to(bench):
+    """A results table quoted in a prose page (search.md, gpu-projection.md, md-surrogate.md) is
+    rendered between `<!-- table: NAME -->` markers; typing into one, or a JSON re-run without
+    rendering, fails here."""
+    _, render_results, _ = bench
+    docs = render_results.rendered_docs()
+    stale = [p.name for p, text in docs.items() if p.read_text() != text]
+    assert stale == [], f"{stale} stale: run python benchmarks/render_results.py"
+    assert {"search.md", "gpu-projection.md", "md-surrogate.md"} <= {p.name for p in docs}
+
+
+def test_every_doc_table_is_quoted_and_names_the_json_it_reads(bench):
+    _, render_results, _ = bench
+    sys.path.insert(0, str(BENCHMARKS))
+    doc_tables = importlib.import_module("doc_tables")
+    quoted = " ".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
+    for name, table in doc_tables.TABLES.items():
+        assert f"<!-- table: {name} -->" in quoted, f"{name} is rendered by no doc: remove it or quote it"
+        data = json.loads((BENCHMARKS / "results" / f"{table.result}.json").read_text())
+        assert f"`{table.result}.json`" in table.render(data)[0]
+
+
+def test_a_marked_table_follows_its_json_and_an_unknown_name_is_refused(bench, tmp_path):
+    _, render_results, _ = bench
+    shutil.copy(BENCHMARKS / "results" / "search_real.json", tmp_path)
+    doc = "text\n<!-- table: search_real_summary -->\ntyped by hand\n<!-- /table -->\nmore\n"
+    before = render_results.fill_tables(doc, tmp_path)
+    assert "typed by hand" not in before and before.startswith("text\n<!-- table: search_real_summary -->\n")
+    assert before.endswith("<!-- /table -->\nmore\n") and render_results.fill_tables(before, tmp_path) == before
+    data = json.loads((tmp_path / "search_real.json").read_text())
+    data["results"]["held out 101 | 3 h, time"]["after"]["worst"] = 0.987
+    (tmp_path / "search_real.json").write_text(json.dumps(data))
+    after = render_results.fill_tables(before, tmp_path)
+    assert after != before and "| held out, 3 h, time | +4.4% to +58.3% | +98.7% | 1 of 6 | 1 of 6 |" in after
+    with pytest.raises(KeyError, match="no such table"):
+        render_results.fill_tables("<!-- table: typo -->\n<!-- /table -->\n", tmp_path)
+
+
 def test_an_edited_result_changes_the_rendering(bench, tmp_path):
     _, render_results, _ = bench
     shutil.copy(BENCHMARKS / "results" / "noise_overhead.json", tmp_path)

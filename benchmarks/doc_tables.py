@@ -1,0 +1,221 @@
+"""The results tables quoted in the docs' prose pages (search.md, gpu-projection.md, md-surrogate.md),
+each rendered from one benchmarks/results/*.json file.
+
+A doc marks where a table goes:
+
+    <!-- table: NAME -->
+    ...                     (replaced by TABLES[NAME] on every render)
+    <!-- /table -->
+
+`python benchmarks/render_results.py` fills every marked block in docs/*.md; `--check` (and
+tests/test_results_docs.py) fails when one is not what its JSON renders to, so a table cannot be
+typed or go stale. A table names the JSON it reads in its first line.
+"""
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Lines = list[str]
+
+
+@dataclass(frozen=True)
+class DocTable:
+    result: str                      # benchmarks/results/RESULT.json
+    render: Callable[[dict], Lines]  # the markdown lines of the table, from that file's data
+
+
+def _row(cells: list[object]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list[object]]) -> Lines:
+    return [_row(header), "|" + "---|" * len(header), *(_row(r) for r in rows)]
+
+
+def _signed_percent(fraction: float) -> str:
+    return f"{100 * fraction:+.1f}%"
+
+
+# search_real: one row per (trace set, job length, objective), over the workloads of the set
+
+
+SEARCH_SETS = ("held out", "fresh", "tuned on")
+SEARCH_JOBS = ("3 h", "short")
+SEARCH_OBJECTIVES = ("cost", "time")
+SEARCH_GOAL_MEDIAN, SEARCH_GOAL_WORST = 0.05, 0.10   # issue 22: median <= 5%, worst <= 10% over the oracle
+
+
+def search_real_summary(data: dict) -> Lines:
+    """Per trace set, job and objective: the range of the workloads' median excess over the oracle,
+    the worst seed, and how many workloads meet each goal (the `after` variant: with the recoup check)."""
+    rows = []
+    for trace_set in SEARCH_SETS:
+        for job in SEARCH_JOBS:
+            for objective in SEARCH_OBJECTIVES:
+                cells = [v["after"] for k, v in data["results"].items()
+                         if k.split(" | ")[0].rsplit(" ", 1)[0] == trace_set and k.endswith(f"| {job}, {objective}")]
+                if not cells:
+                    continue
+                medians = [c["median"] for c in cells]
+                worsts = [c["worst"] for c in cells]
+                n = len(cells)
+                rows.append([f"{trace_set}, {job}, {objective}",
+                             f"{_signed_percent(min(medians))} to {_signed_percent(max(medians))}",
+                             _signed_percent(max(worsts)),
+                             f"{sum(m <= SEARCH_GOAL_MEDIAN for m in medians)} of {n}",
+                             f"{sum(w <= SEARCH_GOAL_WORST for w in worsts)} of {n}"])
+    return [f"From `search_real.json` (`after`), {data['seeds']} seeds per workload:", "",
+            *_table(["rows", "medians", "worst", "median <= 5%", "worst <= 10%"], rows)]
+
+
+# gpu_projection: median APE per regime, and the projections for GPUs with no training rows
+
+
+GPU_REGIMES = (("launch", "launch-bound"), ("memory", "memory-bound"), ("compute", "compute-bound"))
+GPU_GOAL_PERCENT = 12.0   # issue 22: <= 12% median APE in each regime
+
+
+def _percent_or_none(value: float | None) -> str:
+    return "no rows" if value is None else f"{value:.1f}%"
+
+
+def gpu_projection_per_regime(data: dict) -> Lines:
+    """Leave-one-model-out and leave-one-GPU-out median APE per regime, against the goal."""
+    model_out, gpu_out = data["per_regime"]["leave_one_model_out"], data["per_regime"]["leave_one_gpu_out"]
+    rows = []
+    for key, name in GPU_REGIMES:
+        apes = [s["median_ape_percent"] for s in (model_out[key], gpu_out[key]) if s["median_ape_percent"] is not None]
+        met = "" if not apes else (": met" if max(apes) <= GPU_GOAL_PERCENT else ": not met")
+        rows.append([name, f"{model_out[key]['rows']} / {gpu_out[key]['rows']}",
+                     _percent_or_none(model_out[key]["median_ape_percent"]),
+                     _percent_or_none(gpu_out[key]["median_ape_percent"]), f"<= {GPU_GOAL_PERCENT:g}%{met}"])
+    overall = data["median_ape_percent"]
+    rows.append(["all rows", len(data["rows"]), _percent_or_none(overall["leave_one_model_out"]),
+                 _percent_or_none(overall["leave_one_gpu_out"]), ""])
+    return ["From `gpu_projection.json`:", "",
+            *_table(["regime", "rows (model / GPU split)", "leave one model out", "leave one GPU out", "goal"], rows)]
+
+
+GPU_PARAMS = (("launch_s", "launch floor per kernel", lambda v: f"{1e6 * v:.1f} us"),
+              ("vector_efficiency", "FP32 (non-tensor) efficiency", lambda v: f"{v:.2f}"),
+              ("tensor_efficiency", "tensor-core efficiency", lambda v: f"{v:.2f}"),
+              ("matrix_outputs_per_sm", "outputs per SM per wave, matmul/conv", lambda v: f"{v:,.0f}"),
+              ("vector_outputs_per_sm", "outputs per SM per wave, the rest", lambda v: f"{v:,.0f}"),
+              ("power_fraction", "power fraction", lambda v: f"{v:.2f}"),
+              ("bandwidth_efficiency", "share of peak memory bandwidth", lambda v: f"{v:.0%}"),
+              ("allreduce_efficiency", "all-reduce share of the link", lambda v: f"{v:.0%}"),
+              ("overlap_g", "overlap g", lambda v: f"{v:.2f}"))
+
+
+def gpu_projection_per_model_and_gpu(data: dict) -> Lines:
+    """Median APE of each model left out and of each GPU left out, and the fitted parameters."""
+    models = data["per_model_median_ape_percent"]
+    gpus = data["per_gpu_median_ape_percent"]
+    return ["From `gpu_projection.json`, median APE when left out:", "",
+            *_table(["model", "left out"], [[m, f"{v:.1f}%"] for m, v in models.items()]), "",
+            *_table(["GPU", "left out"], [[g, f"{v:.1f}%"] for g, v in gpus.items()]), "",
+            f"Fitted on all rows (`{data['made_by']}`); in-sample median APE "
+            f"{data['median_ape_percent']['in_sample']:.1f}%, held-out error of log throughput "
+            f"{data['held_out_sigma_log']:.2f}:", "",
+            *_table(["parameter", "fitted"], [[name, show(data["params"][key])] for key, name, show in GPU_PARAMS])]
+
+
+def gpu_projection_spec_only(data: dict) -> Lines:
+    """The projections for a GPU with no training rows (reached from its specs alone), per batch,
+    with the time each regime's kernels take in the step."""
+    rows = [[p["model"], p["gpu"].upper(), p["precision"].upper(), p["batch"], f"{p['samples_per_s']:.0f}",
+             f"{1e3 * p['step_s']:.1f}",
+             " / ".join(f"{1e3 * p['regime_s'][key]:.1f}" for key, _ in GPU_REGIMES)]
+            for p in data["spec_only_projections"]]
+    return ["From `gpu_projection.json` (`spec_only_projections`):", "",
+            *_table(["model", "GPU", "precision", "batch", "samples/s", "step, ms",
+                     "launch / memory / compute kernels, ms"], rows)]
+
+
+# md_surrogate: held-out accuracy of the network beside the no-ML baselines
+
+
+SURROGATE_PREDICTORS = (("network", "network"), ("flat", "flat profile"), ("nearest run", "nearest run"),
+                        ("gaussian process", "Gaussian process"))
+
+
+def _pair(values: dict[str, float]) -> str:
+    return f"{values['cation']:.3f} / {values['anion']:.3f}"
+
+
+def md_surrogate_heldout(data: dict) -> Lines:
+    """Medians over the splits of each predictor's held-out scores, and what the exact profile would score."""
+    summary, setup = data["summary"], data["setup"]
+    medians = summary["median_over_splits"]
+    rows = [[name, _pair(medians[key]["rms_molar"]), _pair(medians[key]["rms_vs_truth_molar"]),
+             f"{medians[key]['within_2_bars']:.3f}", f"{medians[key]['chi2_per_bin']:.2f}",
+             f"{medians[key]['max_abs_net_charge_molar_nm']:.2g}"]
+            for key, name in SURROGATE_PREDICTORS]
+    exact = summary["exact_predictor"]
+    rows.append(["exact profile (expected)", f"{_pair(summary['noise_rms_molar'])} (the noise)", "0",
+                 f"{exact['within_2_bars']:.3f}", f"{exact['chi2_per_bin']:.2f}", "0"])
+    per_split = [["band coverage (goal 0.85-0.95)", *(f"{c:.3f}" for c in summary["band_coverage"])],
+                 *([f"RMS vs truth / flat's, {ion}", *(f"{r:.2f}" for r in summary["rms_vs_truth_over_flat"][ion])]
+                   for ion in ("cation", "anion")),
+                 *([f"RMS vs MD / flat's, {ion}", *(f"{r:.2f}" for r in summary["rms_over_flat"][ion])]
+                   for ion in ("cation", "anion")),
+                 ["flagged out of domain", *(f"{f:.2f}" for f in summary["flagged_out_of_domain"])]]
+    return [f"From `md_surrogate.json`: {setup['train_runs']} training and {setup['test_runs']} held-out runs, "
+            f"splits {', '.join(map(str, setup['splits']))}; medians over the splits:", "",
+            *_table(["predictor", "RMS vs MD cation / anion, M", "RMS vs truth cation / anion, M", "within 2 bars",
+                     "chi^2/bin", "max abs(net charge), M nm"], rows),
+            "", "Per split:", "",
+            *_table(["", *(f"split {s}" for s in setup["splits"])], per_split),
+            "", f"Median RMS vs truth over the flat profile's: cation "
+            f"{statistics.median(summary['rms_vs_truth_over_flat']['cation']):.2f}, anion "
+            f"{statistics.median(summary['rms_vs_truth_over_flat']['anion']):.2f} (goal <= 0.5)."]
+
+
+def md_surrogate_bases(data: dict) -> Lines:
+    """Each shape basis tried: median (over the selection splits) held-out RMS against the truth over
+    the flat profile's, per ion, and the mean chi^2/bin."""
+    setup = data["setup"]
+    rows = [[name, f"{b['median_rms_vs_truth_over_flat']['cation']:.2f}",
+             f"{b['median_rms_vs_truth_over_flat']['anion']:.2f}", f"{b['chi2_per_bin_mean']:.2f}"]
+            for name, b in data["bases"].items()]
+    return [f"From `md_surrogate_basis.json`: splits {setup['splits'][0]}-{setup['splits'][-1]}, "
+            f"{setup['train_runs']} training and {setup['test_runs']} held-out runs each:", "",
+            *_table(["basis", "RMS vs truth / flat's, cation", "anion", "mean chi^2/bin"], rows)]
+
+
+# md_replay: runs the active pick needs to reach random sampling's final accuracy
+
+
+def md_replay_ratio(data: dict) -> Lines:
+    """Per seed: random sampling's held-out chi^2/bin at its budget, when active learning reaches it,
+    the ratio of runs, and the grid's value at its largest level."""
+    budget = data["setup"]["budget"]
+    rows = []
+    for seed in data["seeds"]:
+        active = seed["curves"]["active"]
+        reached = seed["active_runs_to_random_final"]
+        if reached is None:
+            at_budget = next(c for c in active if c["runs"] == budget)
+            when = f"not within {budget} ({at_budget['chi2_per_bin']:.3f} at {budget})"
+        else:
+            when = f"{reached} ({next(c for c in active if c['runs'] == reached)['chi2_per_bin']:.3f})"
+        ratio = seed["ratio_to_random_budget"]
+        grid = seed["curves"]["grid"][-1]
+        rows.append([seed["seed"], f"{seed['random_final']['chi2_per_bin']:.3f}", when,
+                     "-" if ratio is None else f"{ratio:g}", f"{grid['chi2_per_bin']:.3f} at {grid['runs']}"])
+    met = "met" if data["goal_met"] else "NOT met"
+    return ["From `md_replay.json`:", "",
+            *_table(["seed", f"random's chi^2/bin at {budget}", "active reaches it at", "ratio", "grid"], rows),
+            "", f"Median ratio {data['median_ratio']:g}: the goal (<= 0.7) is {met}."]
+
+
+TABLES: dict[str, DocTable] = {
+    "search_real_summary": DocTable("search_real", search_real_summary),
+    "gpu_projection_per_regime": DocTable("gpu_projection", gpu_projection_per_regime),
+    "gpu_projection_per_model_and_gpu": DocTable("gpu_projection", gpu_projection_per_model_and_gpu),
+    "gpu_projection_spec_only": DocTable("gpu_projection", gpu_projection_spec_only),
+    "md_surrogate_heldout": DocTable("md_surrogate", md_surrogate_heldout),
+    "md_surrogate_bases": DocTable("md_surrogate_basis", md_surrogate_bases),
+    "md_replay_ratio": DocTable("md_replay", md_replay_ratio),
+}
