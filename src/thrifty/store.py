@@ -9,6 +9,7 @@ created in an older database by the same CREATE TABLE IF NOT EXISTS that makes a
 """
 
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 from thrifty.errors import ThriftyError
 from thrifty.records import STEP_FIELDS, EvalRow, Profile, RunLog, StepRow, TrainResult
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DB = Path.home() / ".thrifty" / "thrifty.db"
 
@@ -131,6 +134,7 @@ class Store:
                 for table in ("step_samples", "train_steps")}
         if all(set(STEP_FIELDS) <= columns for columns in have.values()):
             return
+        log.info("migrating %s: adding the step columns it lacks", self.path)
         with self.conn:
             self.conn.execute("BEGIN")  # sqlite3 would not open one for ALTER TABLE
             for table, columns in have.items():
@@ -256,6 +260,7 @@ class Store:
             decision = _inserted_id(cur)
             if plane is not None:
                 self.conn.execute("INSERT INTO decision_planes VALUES (?,?)", (decision, json.dumps(plane)))
+        log.debug("decision %d stored in %s", decision, self.path)
         return decision
 
     def training_steps(self, run_id: int) -> list[StepRow]:

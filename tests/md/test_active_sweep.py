@@ -3,6 +3,7 @@ driver, first driving the sampler by hand (a fake surrogate whose uncertainty an
 known), then on Ray (127.0.0.1 only) with the real ensemble, shrunk. The simulation is the analytic
 stand-in profiles of standin_profiles.py written as campaign run folders: no MD."""
 
+import logging
 import os
 import sqlite3
 import subprocess
@@ -111,10 +112,11 @@ def test_the_pick_follows_the_surrogates_uncertainty(tmp_path):
     assert {p["z_plus"] for p in batch} <= {1.0, 2.0}  # listed values only
 
 
-def test_the_stop_scores_runs_the_surrogate_had_not_trained_on(tmp_path):
+def test_the_stop_scores_runs_the_surrogate_had_not_trained_on(tmp_path, caplog):
     # mutations caught: the stopping test scored after the batch joins the training set (the model
     # that scored it trained on it); no stop at the target (the campaign would run to its budget);
-    # the outcome not saying why it stopped
+    # the outcome not saying why it stopped; the design, the pick and the stop not logged
+    caplog.set_level(logging.INFO, logger="thrifty.md.surrogate.active_sweep")
     made, train = _fakes(exact=True)
     with CampaignStore(tmp_path / "c.db") as store:
         store.begin({"test": "stop"})
@@ -128,6 +130,11 @@ def test_the_stop_scores_runs_the_surrogate_had_not_trained_on(tmp_path):
     tested = {run_id for run_id, _ in batches[-1]}
     scorers = [m for m in made if m.predicted]
     assert scorers and all(not (m.trained_on & tested) for m in scorers)
+    said = [r.getMessage() for r in caplog.records if r.name == "thrifty.md.surrogate.active_sweep"]
+    assert said[0] == "initial design: 6 random points"
+    assert said[1] == "batch 1: 3 points picked by the surrogate trained on 6 runs"
+    assert said[2].startswith("stop test on 3 unseen runs: ") and said[2].endswith(": met")
+    assert said[-1].startswith("stop: the target is met (") and "on 3 unseen runs, target 0.800)" in said[-1]
 
 
 def test_an_inaccurate_surrogate_runs_to_the_budget_and_says_so(tmp_path):

@@ -93,7 +93,8 @@ def test_a_killed_node_loses_nothing(cluster, tmp_path, caplog):
             # 0.03 s a chunk: a run lasts 2-3.5 s, so a driver starved on a loaded machine still kills
             # the checkpointed run before it ends (at 0.01 s it can finish first: the likely cause of one
             # failure in a loaded full suite)
-            with caplog.at_level(logging.INFO, logger="thrifty.md.campaign.runner"):
+            with (caplog.at_level(logging.INFO, logger="thrifty.md.campaign.runner"),
+                  caplog.at_level(logging.INFO, logger="thrifty.md.campaign.pool")):
                 report = run_campaign(CampaignConfig(3, work, plan, 2), GridSampler(space),
                                       StandIn(chunk_wall_s=0.03), store, pool)
     finally:
@@ -110,6 +111,8 @@ def test_a_killed_node_loses_nothing(cluster, tmp_path, caplog):
     assert any(_resumed_attempts(work / r["run_id"]) for r in interrupted)  # the checkpointed run, at least
     said = sorted(r.getMessage().split(",")[0] for r in caplog.records if r.getMessage().startswith("stored run"))
     assert said == sorted(f"stored run {r['run_id']} after {r['attempts']} attempt(s)" for r in report.runs)
+    preempted = [r.getMessage() for r in caplog.records if r.name == "thrifty.md.campaign.pool"]
+    assert len(preempted) == len(killed) and all(" preempted (SIGKILL) after " in m for m in preempted)
 
 
 def test_a_killed_driver_loses_nothing(cluster, tmp_path):

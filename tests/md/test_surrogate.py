@@ -1,6 +1,8 @@
 """The surrogate ensemble: physics by construction, soft labels, determinism, saving, the joint
 range check, reading run folders. Accuracy on real MD: test_surrogate_heldout.py."""
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -87,9 +89,18 @@ def test_soft_labels_weigh_each_bin_by_its_md_error_bar():
     assert np.abs(predicted - target_good).mean() < 0.2 * np.abs(target_bad - target_good).mean()
 
 
-def test_training_is_deterministic_for_a_seed_and_saving_keeps_every_number(tmp_path, standin_model):
+def test_training_is_deterministic_for_a_seed_and_saving_keeps_every_number(tmp_path, standin_model, caplog):
+    """Also: training logs each member's best epoch and validation chi^2 (info), as the ensemble
+    keeps them. Mutation caught: the log line dropped, or listing other epochs than the members'."""
     _, runs = standin_model
+    caplog.set_level(logging.DEBUG, logger="thrifty.md.surrogate.network")
     a, b = train_ensemble(runs, TINY), train_ensemble(runs, TINY)
+    said = [r for r in caplog.records if r.name == "thrifty.md.surrogate.network"]
+    trained = [r.getMessage() for r in said if r.levelno == logging.INFO]
+    assert len(trained) == 2 and trained[0] == trained[1]
+    assert trained[0].startswith(f"trained 3 members on {len(runs)} runs: best epochs "
+                                 f"{', '.join(map(str, a.epochs))}, validation chi^2/bin ")
+    assert sum(r.levelno == logging.DEBUG for r in said) == 6  # one per member
     points = np.stack([r.point for r in runs])
     assert np.array_equal(a.predict(points).members, b.predict(points).members)
     other = train_ensemble(runs, SurrogateConfig(**{**TINY.__dict__, "seed": 1}))

@@ -2,6 +2,7 @@
 notice -> relaunch -> resume, with the clock, the bill and the progress of a cloud job."""
 
 import json
+import logging
 import time
 
 import numpy as np
@@ -32,11 +33,13 @@ def test_the_bundled_types_load_and_give_configurations_that_fit_the_machine():
 
 
 @pytest.mark.timeout(240)
-def test_a_job_moved_between_types_trains_every_step_once_to_its_target_and_measures_its_noise(tmp_path):
+def test_a_job_moved_between_types_trains_every_step_once_to_its_target_and_measures_its_noise(tmp_path, caplog):
     """Mutation caught (noise): the window's noise taken from the job's schedule (NOISE_SCALE, about
     6x what digits measures at B = 64 over its first 100 steps, some 35) instead of the streamed
-    steps' estimates."""
+    steps' estimates. Also: each launch is logged, the second as resumed."""
     from thrifty.search.noise_estimate import NoiseEstimator
+
+    caplog.set_level(logging.INFO, logger="thrifty.search.local")
 
     backend = LocalBackend("builtin:digits", TYPES, NoiseSchedule.constant(NOISE_SCALE, TARGET), tmp_path,
                            global_batches=[64], startup_cost_s=5.0)
@@ -70,6 +73,10 @@ def test_a_job_moved_between_types_trains_every_step_once_to_its_target_and_meas
     estimator = NoiseEstimator(length=1e9)
     estimator.add(progress_at_move, fast.noise.grad_sq, fast.noise.trace)
     assert 5.0 < estimator.value < NOISE_SCALE / 3
+    launches = [r.getMessage() for r in caplog.records if r.name == "thrifty.search.local"]
+    assert len(launches) == 2 and launches[0].startswith("launch 1: ") and "resumed" not in launches[0]
+    assert launches[1].startswith("launch 2: ") and ", 2 workers at " in launches[1] and "resumed from its checkpoint" \
+        in launches[1]
 
 
 def test_a_configuration_of_an_unknown_type_is_refused(tmp_path):

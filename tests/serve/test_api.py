@@ -1,6 +1,7 @@
 """The JSON API through the ASGI test client, against stores made by real commands (conftest)."""
 
 import json
+import logging
 import sqlite3
 
 import numpy as np
@@ -149,9 +150,10 @@ def test_bad_ids_are_404_with_a_json_error(api, url):
     assert response.json()["error"]
 
 
-def test_writes_need_allow_writes_and_the_token(stores):
+def test_writes_need_allow_writes_and_the_token(stores, caplog):
     """Mutations caught: a write served without the token, or with a wrong one; a write served
-    when --allow-writes was not given."""
+    when --allow-writes was not given; a refused or stored write not logged (serve.app, serve.steering)."""
+    caplog.set_level(logging.INFO, logger="thrifty.serve")
     profile = client(dbs=(stores["db"],)).get("/api/profiles").json()[0]["id"]
     ask = {"profile": profile, "objective": "time"}
     assert client(dbs=(stores["db"],)).post("/api/plans", json=ask).status_code == 403
@@ -169,6 +171,13 @@ def test_writes_need_allow_writes_and_the_token(stores):
     assert listed[0]["id"] == done.json()["id"] and listed[0]["request"]["objective"] == "time"
     assert open_app.post("/api/plans", json={"profile": "0-999"},
                          headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
+    said = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("thrifty.serve")]
+    assert ("thrifty.serve.app", "WARNING", "a write without the right token was refused (no Authorization header)") \
+        in said
+    assert ("thrifty.serve.app", "WARNING", "a write without the right token was refused (wrong token)") in said
+    assert [m for _, _, m in said if m.startswith("serving ")][-1].endswith("writes on (with the token)")
+    stored = [m for name, _, m in said if name == "thrifty.serve.steering"]
+    assert len(stored) == 1 and stored[0].startswith(f"plan {done.json()['id']} stored for profile {profile} ")
 
 
 def test_off_loopback_writes_stay_off_without_a_token_from_the_environment():

@@ -16,6 +16,7 @@ bundled extract of them, data/catalog/SOURCE.md) such rows exist and lose their 
 import dataclasses
 import fnmatch
 import functools
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from thrifty.catalog.vmtype import VMType
 from thrifty.data import data_path
 from thrifty.errors import CatalogError
 from thrifty.io import read_csv
+
+log = logging.getLogger(__name__)
 
 NATIVE_COLUMNS = ("cloud", "instance_type", "vcpus", "memory_gib", "accelerator",
                   "accelerator_count", "price_per_hour", "spot_price_per_hour", "region", "zone")
@@ -206,6 +209,9 @@ def load_catalog_file(path: Path, *, strict_spot: bool = True) -> list[VMType]:
         key = (vm.cloud, vm.instance_type, vm.region, vm.accelerator, vm.accelerator_count)
         if key not in unique or _spot_key(vm) < _spot_key(unique[key]):
             unique[key] = vm
+    dear = sum(map(_dear_spot, vms + gpu_vms))
+    log.debug("%s: %d VM types from %d rows%s", path, len(unique), len(rows),
+              f"; {dear} spot price(s) above on-demand ignored" if dear else "")
     return list(unique.values())
 
 

@@ -26,6 +26,7 @@ Prediction interval, in log step time, a sum of variances (perf.uncertainty give
 """
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,8 @@ from thrifty.perf.uncertainty import (
     LAUNCH_SIGMA_LOG_FLOOR,
     doublings_away,
 )
+
+log = logging.getLogger(__name__)
 
 PARAM_NAMES = ("a_compute_s", "b_compute_s_per_sample", "compute_exponent", "a_intra_s", "b_intra_s",
                "a_inter_s", "b_inter_s", "contention_per_rank", "overlap_g")
@@ -265,12 +268,16 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
             and (covariance is None or np.all(np.isfinite(covariance)))):
         raise ModelError("the step-time fit did not converge to finite values: check the samples' units")
     fitted = predict_step_time(params, nodes, workers, batch)
-    return StepTimeModel(params=params, fixed=fixed, sigma_log=sigma, covariance=covariance,
-                         n_samples=int(observed.size),  # an exact fit has no in-sample error to report
-                         train_mdape=mdape(fitted, observed) if covariance is not None else float("nan"),
-                         launch_sigma_log=max(float(launch_sigma_log), LAUNCH_SIGMA_LOG_FLOOR),
-                         profiled=np.unique(np.stack([nodes, workers, batch], axis=1), axis=0),
-                         at_bound=[PARAM_NAMES[i] for i, active in zip(free, result.active_mask, strict=False) if active])
+    model = StepTimeModel(params=params, fixed=fixed, sigma_log=sigma, covariance=covariance,
+                          n_samples=int(observed.size),  # an exact fit has no in-sample error to report
+                          train_mdape=mdape(fitted, observed) if covariance is not None else float("nan"),
+                          launch_sigma_log=max(float(launch_sigma_log), LAUNCH_SIGMA_LOG_FLOOR),
+                          profiled=np.unique(np.stack([nodes, workers, batch], axis=1), axis=0),
+                          at_bound=[PARAM_NAMES[i] for i, active in zip(free, result.active_mask, strict=False)
+                                    if active])
+    log.debug("step-time fit on %d samples: sigma_log %.3g, fixed %s, on a bound %s", model.n_samples, sigma,
+              ", ".join(fixed) or "none", ", ".join(model.at_bound) or "none")
+    return model
 
 
 def _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s) -> np.ndarray:

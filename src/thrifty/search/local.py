@@ -22,6 +22,7 @@ counts progress. Billing: per second, with a one-minute minimum per VM lifetime
 """
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -45,6 +46,8 @@ from thrifty.search.loop import SearchSettings
 from thrifty.search.rule import Objective
 from thrifty.train.lifeline import notice_when_parent_dies
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file
+
+log = logging.getLogger(__name__)
 
 TYPE_COLUMNS = ("instance_type", "speed", "workers_per_node", "price_per_hour")
 FIRST_RESTART_GUESS_S = 5.0  # a relaunch here before one was measured: process start + resume
@@ -254,6 +257,9 @@ class LocalBackend(ScheduledJob):
         self._log = open(self.work_dir / f"launch-{self._launches:03d}.log", "w")
         self._proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True, preexec_fn=notice_when_parent_dies)
+        log.info("launch %d: %s, %d workers at %g of this machine's speed, up to step %d%s; log %s", self._launches,
+                 config.label(), config.num_workers, 1.0 / slowdown, self._next_step + max(remaining, 1),
+                 ", resumed from its checkpoint" if resume else "", self._log.name)
         self._last_progress_at = time.monotonic()
 
     def _poll(self) -> None:
@@ -261,12 +267,12 @@ class LocalBackend(ScheduledJob):
         got = self._read_stream()
         if got:
             return
-        proc, log = self._running()
+        proc, launch_log = self._running()
         code = proc.poll()
         if code is None:
             if time.monotonic() - self._last_progress_at > self.timeout_s:
                 self._kill()
-                raise ThriftyError(f"thrifty train made no progress for {self.timeout_s:.0f} s; log: {log.name}")
+                raise ThriftyError(f"thrifty train made no progress for {self.timeout_s:.0f} s; log: {launch_log.name}")
             time.sleep(POLL_S)
             return
         self._read_stream()
@@ -289,6 +295,7 @@ class LocalBackend(ScheduledJob):
         if self._stopped_at is not None:  # the first step after a move ends its pause
             self.restarts_s.append(max(time.monotonic() - self._stopped_at - row["step_time_s"], 0.0))
             self._stopped_at = None
+            log.debug("the relaunch paused training for %.1f s", self.restarts_s[-1])
         self._last_progress_at = time.monotonic()
         if row["step"] < self._next_step:
             return  # retrained after a restored search's relaunch: already counted
@@ -297,14 +304,14 @@ class LocalBackend(ScheduledJob):
         self._rows.append(row)
 
     def _ended(self, code: int) -> None:
-        _, log = self._running()
+        _, launch_log = self._running()
         self._proc = None
-        log.close()
+        launch_log.close()
         self._frozen_elapsed = self.elapsed_s
         if code not in (0, PREEMPTED_EXIT):
-            tail = Path(log.name).read_text()[-2000:].strip().splitlines()
+            tail = Path(launch_log.name).read_text()[-2000:].strip().splitlines()
             raise ThriftyError(f"thrifty train exited with {code}: {tail[-1] if tail else 'no output'} "
-                               f"(log: {log.name})")
+                               f"(log: {launch_log.name})")
         if code == 0 and not self.done:  # the launch trained every step asked for: the target is reached
             self._progress = self.target
 

@@ -4,6 +4,7 @@ assets, and the opt-in writes. `create_app(settings)` builds it; `thrifty serve`
 uvicorn. Ids in paths are looked up, never used as paths: `{db}-{row}` for a database's rows,
 `{db}-{name}` for campaigns, and the ids serve.watched gives the folders it found."""
 
+import logging
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -29,6 +30,8 @@ from thrifty.serve.stores import ThriftyDb
 ROW_ID = re.compile(r"^(\d{1,4})-(\d{1,18})$")
 CAMPAIGN_ID = re.compile(r"^(\d{1,4})-(.{1,200})$")
 
+log = logging.getLogger(__name__)
+
 
 class PlanAsk(BaseModel):
     profile: str = Field(description="A stored profile's id, as /api/profiles gives it")
@@ -52,6 +55,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
     cdbs = [CampaignDb(i, Path(p)) for i, p in enumerate(settings.campaign_dbs)]
     roots = [Path(p) for p in settings.watch]
     surrogate = Surrogate(settings.surrogate) if settings.surrogate is not None else None
+    log.info("serving %d database(s), %d campaign database(s), %d watched folder(s)%s; writes %s", len(dbs),
+             len(cdbs), len(roots), ", a surrogate" if surrogate is not None else "",
+             "on (with the token)" if settings.access.writes else "off")
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
@@ -64,7 +70,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         return JSONResponse({"error": f"{where}: {first.get('msg')}" if where else first.get("msg")}, status_code=422)
 
     @app.exception_handler(ThriftyError)
-    async def refused(_: Request, exc: ThriftyError) -> JSONResponse:
+    async def refused(request: Request, exc: ThriftyError) -> JSONResponse:
+        log.info("refused %s %s: %s", request.method, request.url.path, exc)
         return JSONResponse({"error": str(exc)}, status_code=400)
 
     def row(key: str, what: str) -> tuple[ThriftyDb, int]:
@@ -80,6 +87,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         if not settings.access.writes:
             raise HTTPException(403, "writes are off: start thrifty serve with --allow-writes")
         if not settings.access.allows(authorization):
+            log.warning("a write without the right token was refused (%s)",
+                        "no Authorization header" if authorization is None else "wrong token")
             raise HTTPException(401, "a write needs the token: Authorization: Bearer TOKEN",
                                 headers={"WWW-Authenticate": "Bearer"})
 
@@ -167,6 +176,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         done = jobs[job_id].stop()
         if done["signalled"] is None:
             raise HTTPException(409, f"job {job_id} is not running under thrifty run")
+        log.info("job %s stopped on request: %s", job_id, done)
         return done
 
     @app.get("/api/campaigns")

@@ -5,12 +5,16 @@ A plan is computed as `thrifty plan` computes it (serve.plans: the job model reb
 profile, every candidate of the bundled catalog evaluated, the workload's search windows read) and
 its decision stored through thrifty.store.Store in one transaction, as `thrifty plan` stores it."""
 
+import logging
+
 from thrifty.errors import ThriftyError
 from thrifty.serve.plans import job_model_of, vm_arrays
 from thrifty.serve.stores import ThriftyDb
 
 OBJECTIVES = ("cost", "time", "knee")
 SPOT = ("both", "only", "never")
+
+log = logging.getLogger(__name__)
 
 
 def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline_s: float | None = None,
@@ -33,4 +37,6 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
         decision = store.save_decision(record["workload_key"], {"objective": objective, "deadline_s": deadline_s,
                                                                 "budget_usd": budget_usd, "max_workers": max_workers,
                                                                 "spot": spot}, best, plane(result))
+    log.info("plan %s stored for profile %s (objective %s, %d candidates): %s", db.key(decision), db.key(profile_id),
+             objective, len(result.candidates), best)
     return {"id": db.key(decision), "recommended": best, "candidates": len(result.candidates)}

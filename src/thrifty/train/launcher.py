@@ -5,7 +5,8 @@
 Gloo on CPU (`GLOO_SOCKET_IFNAME=lo`, `MASTER_ADDR=127.0.0.1` locally), NCCL when the ranks train
 on GPUs (the backend follows the rank's device, train.runtime). Every local run has a hard timeout; a rank that raises stops the run with its error message
 (once, without a rank, when every rank stopped with the same ThriftyError: a collective decision).
-Local workers die with the launcher (train.lifeline), so killing it leaves none behind.
+Local workers die with the launcher (train.lifeline), so killing it leaves none behind; what they
+log reaches the launcher's loggers (train.worker_logs).
 
 Local workers are forked from a forkserver (multiprocessing's) that has imported torch,
 torch._dynamo (which every torch optimizer imports on creation) and the trainer once: a rank
@@ -35,6 +36,7 @@ import torch.multiprocessing as mp
 from thrifty.errors import ThriftyError, WorkloadError
 from thrifty.train.lifeline import die_with
 from thrifty.train.runtime import backend_for, resolve_device
+from thrifty.train.worker_logs import relayed_worker_logs, send_logs_to_launcher
 
 RankFunction = Callable[..., Any]
 
@@ -97,9 +99,10 @@ def start_worker_server() -> None:
 
 
 def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bool, out_dir: str,
-               launcher: int, environment: dict[str, str], device: str | None, fn: RankFunction,
-               kwargs: dict[str, Any]) -> None:
+               launcher: int, environment: dict[str, str], device: str | None, logs: tuple[Any, int],
+               fn: RankFunction, kwargs: dict[str, Any]) -> None:
     die_with(launcher)
+    send_logs_to_launcher(*logs, rank=rank)
     os.environ.clear()
     os.environ.update(environment)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -152,11 +155,13 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
     With process_group=False the ranks get MASTER_ADDR/MASTER_PORT but set up their own
     communication (torch.distributed.rpc). `device` picks each rank's device and with it the
     backend (train.runtime: None = cuda:rank where CUDA is)."""
-    with tempfile.TemporaryDirectory(prefix="thrifty-ranks-") as out_dir:
+    with (tempfile.TemporaryDirectory(prefix="thrifty-ranks-") as out_dir,
+          relayed_worker_logs(_CONTEXT, world_size) as (log_queues, log_level)):
         port = free_loopback_port()
         environment = dict(os.environ)
         procs = [_CONTEXT.Process(target=_rank_main, args=(r, world_size, port, threads_per_rank, process_group,
-                                                           out_dir, os.getpid(), environment, device, fn, kwargs),
+                                                           out_dir, os.getpid(), environment, device,
+                                                           (log_queues[r], log_level), fn, kwargs),
                                   daemon=False)
                  for r in range(world_size)]
         for p in procs:

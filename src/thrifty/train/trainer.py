@@ -20,6 +20,7 @@ its own SIGTERM as the notice (a spot VM going away), and rank 0 raises `Preempt
 
 import contextlib
 import hashlib
+import logging
 import os
 import time
 from ctypes import Array
@@ -57,6 +58,8 @@ from thrifty.train.syncbn import convert_sync_batchnorm, has_batchnorm
 from thrifty.workloads import load_workload
 
 __all__ = ["Preempted", "TrainConfig", "check_config", "run_training", "total_steps", "train_rank"]
+
+log = logging.getLogger(__name__)
 
 
 def _all_gather_values(values: list[float], rank: int, world: int, device: torch.device) -> list[list[float]]:
@@ -139,6 +142,10 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     slowdown = Slowdown(config.slowdown, rank, config.emulate, tag=os.environ.get("THRIFTY_RUN_TAG"))
     progress = (ProgressBar("train", steps, completed=state.step, fields=("rate", "split"))
                 if rank == 0 and config.progress else None)
+    if rank == 0:
+        log.info("training %s on %d worker(s), %s, %s: global batch %d, steps %d to %d, policy %s", workload.name,
+                 world_size, state.runtime.device, state.runtime.precision, state.policy.global_batch, state.step,
+                 steps, config.policy)
 
     stream = open(config.step_stream, "a", buffering=1) if rank == 0 and config.step_stream else None
 
@@ -155,7 +162,11 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         if state.step % eval_every == 0 or last:
             metric = _evaluate(state, workload, rank, world_size)
             state.log.evals.append(EvalRow(state.step - 1, state.train_time_s, metric))
-            last = last or (config.until_target and workload.reached(metric, target))
+            reached = workload.reached(metric, target)
+            if rank == 0:
+                log.info("step %d: %s %.4g (target %.4g%s), split %s", state.step, workload.metric_name, metric,
+                         target, ", reached" if reached else "", ",".join(map(str, state.policy.split)))
+            last = last or (config.until_target and reached)
         periodic = config.checkpoint_every and state.step % config.checkpoint_every == 0
         if last or periodic or agreed.checkpoint_due():  # the same decision on every rank
             save_checkpoint(state, config, rank, world_size, store)
@@ -175,6 +186,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         if stream is not None:
             stream.close()
     if agreed.notice and not finished:  # saved above; the runner starts the job again
+        if rank == 0:
+            log.info("preemption notice: saved at step %d and stopped", state.step)
         return {"preempted_at_step": state.step} if rank == 0 else {}
     digests = parameter_digests(state.model, world_size)
     if rank != 0:
@@ -194,6 +207,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     summary["parameter_digests"] = digests
     write_summary(config.run_dir, summary)
     plot_run(config.run_dir, state.log, f"{workload.name}, {world_size} workers, policy {config.policy}")
+    log.info("finished at step %d: %s %s, summary in %s", state.step, workload.metric_name,
+             summary.get("final_metric"), config.run_dir)
     return summary
 
 

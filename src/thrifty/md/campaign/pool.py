@@ -18,6 +18,7 @@ node expected to finish it soonest (least V(T, a) at its age a) unless a fresh V
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import time
@@ -33,6 +34,8 @@ from thrifty.io import write_text_atomic
 from thrifty.transient.lifetimes import HOUR, LifetimeModel
 from thrifty.transient.reuse import solve_reuse
 from thrifty.transient.simulation import LifetimeSampler
+
+log = logging.getLogger(__name__)
 
 POOL_KINDS = ("spot", "on-demand")
 NODE_OBJECT_STORE_BYTES = 80 * 2**20
@@ -152,6 +155,8 @@ class EmulatedPool:
         self._live[node.node_id] = (node, now + life_s)
         self.lives.append(NodeLife(node.node_id, now))
         self._write_nodes()
+        log.debug("node %s launched (%s), %d live", node.node_id[:12],
+                  f"lives {life_s:.1f} s of wall time" if life_s < float("inf") else "on demand", len(self._live))
         return node.node_id
 
     def _end(self, node_id: str, preempted: bool) -> None:
@@ -167,6 +172,8 @@ class EmulatedPool:
         life = next(x for x in self.lives if x.node_id == node_id)
         life.end, life.preempted = time.time(), preempted
         self._write_nodes()
+        log.info("node %s %s after %.1f s of wall time", node_id[:12], "preempted (SIGKILL)" if preempted else "retired",
+                 life.end - life.start)
 
     def _write_nodes(self) -> None:
         write_text_atomic(self.nodes_file, json.dumps({n: life.start for life in self.lives

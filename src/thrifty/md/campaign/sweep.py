@@ -11,6 +11,7 @@ what the campaign took) unless preemptions are emulated, where a model hour pass
 """
 
 import contextlib
+import logging
 import os
 import shutil
 import sys
@@ -23,6 +24,8 @@ from typing import Any
 
 from thrifty.errors import ThriftyError
 from thrifty.md.campaign.simulations import BatchSimulation
+
+log = logging.getLogger(__name__)
 
 EMULATED_TIME_SCALE = 3600.0  # model seconds per wall second on the emulated pool
 WALL_TIME_SCALE = 1.0
@@ -162,11 +165,14 @@ def init_ray(o: SweepOptions, emulated_address: str | None, nodes: int) -> None:
     ray = loopback_ray()
     if emulated_address is not None:
         ray.init(address=emulated_address, _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
+        log.info("Ray: joined the emulated %s pool at %s", o.pool, emulated_address)
     elif o.address:
         ray.init(address=o.address, log_to_driver=False, logging_level="ERROR")
+        log.info("Ray: joined the cluster at %s", o.address)
     else:
         ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=nodes,
                  log_to_driver=False, logging_level="ERROR")
+        log.info("Ray: started here on 127.0.0.1 with %d CPU(s)", nodes)
 
 
 def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:

@@ -22,6 +22,7 @@ a parameter the space leaves out takes the value the simulation wrote for it.
 torch is imported only when a surrogate is trained (md.surrogate).
 """
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from thrifty.md.surrogate import SurrogateConfig
 
 MIN_INITIAL_RUNS = 5  # md.surrogate.train_ensemble needs 5 runs
+
+log = logging.getLogger(__name__)
 
 
 class Surrogate(Predicts, Protocol):
@@ -123,11 +126,17 @@ class ActiveSampler:
             if waiting:
                 return waiting  # the batch in flight, or left unfinished by a dead driver
         if not batches:
-            return self._store(RandomSampler(self.space, self.seed).next_points(completed, self.initial_runs))
+            initial = RandomSampler(self.space, self.seed).next_points(completed, self.initial_runs)
+            log.info("initial design: %d random points", len(initial))
+            return self._store(initial)
         self._test_batches(done, batches)
         if self.test is not None and self.test.met:
+            log.info("stop: the target is met (%.3f of bins within 2 bars on %d unseen runs, target %.3f)",
+                     self.test.within_2_bars, self.test.runs, self.target)
             return []
-        return self._store(self._pick(self._fit(done), done, k, len(batches)))
+        picked = self._pick(self._fit(done), done, k, len(batches))
+        log.info("batch %d: %d points picked by the surrogate trained on %d runs", len(batches), len(picked), len(done))
+        return self._store(picked)
 
     def outcome(self, completed: Sequence[dict], budget_runs: int) -> Outcome:
         """Why the campaign ended, and the held-out accuracy of its last completed picked batch."""
@@ -172,6 +181,9 @@ class ActiveSampler:
                 break
         if tests:
             self.test = stopping_test(tests, self.target, self.min_stop_runs)
+            log.info("stop test on %d unseen runs: %.3f of bins within 2 bars (target %.3f, at least %d runs): %s",
+                     self.test.runs, self.test.within_2_bars, self.target, self.min_stop_runs,
+                     "met" if self.test.met else "not met")
 
     def _pick(self, model: Surrogate, done: set[str], k: int, batch: int) -> list[dict]:
         fixed = next(iter(self._runs.values())).point  # values of the parameters the space leaves out

@@ -36,6 +36,7 @@ Saved as one file, `surrogate.pt` in the model folder, written atomically.
 """
 
 import io
+import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -57,6 +58,8 @@ from thrifty.md.surrogate.shapes import (
     mirror,
     wall_boltzmann,
 )
+
+log = logging.getLogger(__name__)
 
 MODEL_FILE = "surrogate.pt"
 FORMAT = "thrifty.md.surrogate/3"  # /2: cosine modes over the slit fraction
@@ -244,7 +247,7 @@ def _chi2(predicted: torch.Tensor, target: torch.Tensor, error: torch.Tensor) ->
 
 
 def _train_member(x: torch.Tensor, frame: _Frame, y: torch.Tensor, e: torch.Tensor, held_out: np.ndarray,
-                  config: SurrogateConfig, seed: int) -> tuple[nn.Sequential, int]:
+                  config: SurrogateConfig, seed: int) -> tuple[nn.Sequential, int, float]:
     train = torch.as_tensor(np.setdiff1d(np.arange(len(x)), held_out))
     val = torch.as_tensor(held_out)
     torch.manual_seed(seed)
@@ -267,7 +270,9 @@ def _train_member(x: torch.Tensor, frame: _Frame, y: torch.Tensor, e: torch.Tens
                            "(max_epochs, learning_rate or the data)")
     net.load_state_dict(best_state)
     net.eval()
-    return net, best_epoch + 1
+    log.debug("member (seed %d): best validation chi^2/bin %.3g at epoch %d of %d", seed, best, best_epoch + 1,
+              epoch + 1)
+    return net, best_epoch + 1, best
 
 
 COUNT_TOLERANCE = 0.05
@@ -306,5 +311,7 @@ def train_ensemble(runs: list[Run], config: SurrogateConfig = SurrogateConfig())
     frame = _Frame.at(data.points, config)
     members = [_train_member(x, frame, y, e, fold, config, config.seed * 1000 + m)
                for m, fold in enumerate(folds(len(runs), config.members, config.seed))]
-    return Ensemble(config, [net for net, _ in members], x_mean, x_std, NoiseModel.fit(data.half, data.half_error),
-                    Domain.of(data.points), [epochs for _, epochs in members])
+    log.info("trained %d members on %d runs: best epochs %s, validation chi^2/bin %s", len(members), len(runs),
+             ", ".join(str(epochs) for _, epochs, _ in members), ", ".join(f"{v:.3g}" for _, _, v in members))
+    return Ensemble(config, [net for net, _, _ in members], x_mean, x_std, NoiseModel.fit(data.half, data.half_error),
+                    Domain.of(data.points), [epochs for _, epochs, _ in members])

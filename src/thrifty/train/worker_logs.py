@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: MIT
+"""Log records of local worker processes, handled by the launcher's loggers.
+
+A rank is forked from the forkserver (train.launcher), not from the launcher, so it does not
+inherit the launcher's logging set-up: without this, `thrifty -v train` would show nothing a rank
+logs (a checkpoint written, an evaluation). Each rank puts its `thrifty` records, prefixed with
+"rank N: ", on a multiprocessing queue of its own (logging.handlers.QueueHandler); a listener
+thread in the launcher hands each to the logger of the same name there, which applies the
+launcher's levels and handlers (the CLI's, caplog's, a library user's). This is the logging
+cookbook's pattern for several processes ("Logging to a single file from multiple processes").
+One queue per rank: a queue's writers share a lock, and a rank killed while holding it would
+leave its peers unable to exit.
+"""
+
+import contextlib
+import logging
+import logging.handlers
+from collections.abc import Iterator
+from multiprocessing.context import BaseContext
+from typing import Any
+
+ROOT = "thrifty"
+
+
+class _ToLaunchersLoggers(logging.Handler):
+    """Hands a record from a rank to the launcher's logger of its name, if that logger is enabled
+    for its level (the rank filtered by the launcher's level already; this keeps a later change)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logger = logging.getLogger(record.name)
+        if logger.isEnabledFor(record.levelno):
+            logger.handle(record)
+
+
+class _RankPrefix(logging.Filter):
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.prefix = f"rank {rank}: "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.prefix + record.getMessage()
+        record.args = None
+        return True
+
+
+@contextlib.contextmanager
+def relayed_worker_logs(context: BaseContext, ranks: int) -> Iterator[tuple[list[Any], int]]:
+    """For the life of a launch (end it after the ranks have ended): (the queue each rank sends its
+    records on, the level they log at: the launcher's effective level for `thrifty`)."""
+    queues = [context.Queue() for _ in range(ranks)]
+    listeners = [logging.handlers.QueueListener(q, _ToLaunchersLoggers()) for q in queues]
+    for listener in listeners:
+        listener.start()
+    try:
+        yield queues, logging.getLogger(ROOT).getEffectiveLevel()
+    finally:
+        for listener, queue in zip(listeners, queues, strict=True):
+            listener.stop()  # handles what is still queued, then ends its thread
+            queue.close()
+
+
+def send_logs_to_launcher(queue: Any, level: int, rank: int) -> None:
+    """In a rank: its `thrifty` records at `level` and above go to the launcher (only there)."""
+    logger = logging.getLogger(ROOT)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    handler = logging.handlers.QueueHandler(queue)
+    handler.addFilter(_RankPrefix(rank))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
