@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Asynchronous training with a parameter server: plain ASP (equal local batches) against ASP with
 the batch controller, with its ASP batch floor (b_k >= B / 2n) and without it, on builtin:digits,
 4 workers at OmniLearn's HL4 and HL8 core splits (sleep emulation) and the server: 5 processes on

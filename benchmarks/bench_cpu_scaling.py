@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """CPU projection: the Amdahl serial fraction measured here at 1 and 2 threads, and what it
 predicts for big CPU VMs (thrifty.perf.cpu).
 

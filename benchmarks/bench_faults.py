@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Fault injection: jobs under `thrifty run`, preempted at lifetimes drawn from the Google bathtub
 model on a compressed clock, against an uninterrupted run of the same job.
 

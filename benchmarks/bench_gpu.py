@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty train`'s step on a real GPU, beside what `thrifty model project` says for that GPU.
 
 For each built-in at fp32, tf32 and amp (bf16 too, which the planner does not model) and three

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """GPU projection accuracy: the per-kernel roofline (thrifty.perf.roofline) against published
 training throughput, held out by model and by GPU, per regime (launch-, memory-, compute-bound).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Heterogeneity-aware training: uniform vs static vs dynamic batching, side by side in one run.
 
 4 workers (builtin:digits, B = 256, sleep emulation) at OmniLearn's HL1/HL2/HL4/HL8 core splits and

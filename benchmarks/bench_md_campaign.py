@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A small MD campaign on an emulated preemptible pool vs the same campaign on demand.
 
 Ray's multi-node test cluster on this machine (md.campaign.pool.EmulatedPool: a head and NODES one-CPU
@@ -22,6 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from common import save_figure, write_result
 from thrifty.catalog import load_catalog
 from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan, ScheduledCheckpoints
 from thrifty.md.campaign.point_samplers import GridSampler, Sampler
@@ -32,8 +35,6 @@ from thrifty.md.campaign.standin import StandIn
 from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.space import parse_space
 from thrifty.transient.registry import load_model
-
-from common import save_figure, write_result
 
 NODES, BUDGET, TIME_SCALE, JOB_HOURS = 3, 16, 3600.0, 2.0
 SPOT_SEEDS = (1, 2, 3)  # lifetime draws of the spot pool, one campaign each

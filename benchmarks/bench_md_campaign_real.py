@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ML-assisted MD campaign of issue 12 on REAL MD (the nanoconfinement model on OpenMM's CPU
 platform, one thread per run), not the stand-ins of bench_md_campaign.py and bench_md_surrogate.py.
 

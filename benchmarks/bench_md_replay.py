@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Active learning against random sampling and grids, replayed on real MD (issue 24 item 4). One thread.
 
 Data: the replay set (benchmarks/data/md_replay/runs.npz; benchmarks/build_md_replay.py: OpenMM
@@ -7,7 +8,7 @@ the same MD and the comparison costs trainings, not simulations.
 
 Per seed (SEEDS): TEST random runs are held out (never trained on, never picked); the rest is the
 candidate pool. Active and random start from the same START random pool runs and add K per round
-up to BUDGET; after every round the default ensemble (md.surrogate.network: 5 members, patience
+up to BUDGET; after every round the default ensemble (md.surrogate.ensemble: 5 members, patience
 150) is trained and scored on the TEST runs (md.surrogate.metrics.score). Active picks with
 md.surrogate.active.pick_batch: expected reduction of the model's variance against the MD noise over the
 pool, no pick within its min_distance of a run already trained on. Random picks uniformly from the
@@ -37,9 +38,9 @@ from common import save_figure, write_result
 from thrifty.md.params import ParameterBox
 from thrifty.md.runs import Run
 from thrifty.md.surrogate.active import DEFAULT_TARGET, MIN_STOP_RUNS, pick_batch
+from thrifty.md.surrogate.ensemble import SurrogateConfig, train_ensemble
+from thrifty.md.surrogate.md_noise import held_out_arrays
 from thrifty.md.surrogate.metrics import score
-from thrifty.md.surrogate.network import SurrogateConfig, train_ensemble
-from thrifty.md.surrogate.noise import held_out_arrays
 from thrifty.md.surrogate.replay import ReplaySet
 
 QUICK = "--quick" in sys.argv

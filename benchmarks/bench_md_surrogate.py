@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The nanoconfinement surrogate on REAL MD, held out: trained on a short campaign, scored on runs it
 never saw, beside the no-ML baselines (issue 24 items 1-3). One thread.
 
@@ -30,9 +31,9 @@ import torch
 from common import save_figure, write_result
 from thrifty.md.surrogate.baselines import baselines
 from thrifty.md.surrogate.calibration import NETWORK, fit_surrogate
+from thrifty.md.surrogate.ensemble import SurrogateConfig
+from thrifty.md.surrogate.md_noise import held_out_arrays
 from thrifty.md.surrogate.metrics import band_coverage, reached, score
-from thrifty.md.surrogate.network import SurrogateConfig
-from thrifty.md.surrogate.noise import held_out_arrays
 from thrifty.md.surrogate.replay import ReplaySet
 
 QUICK = "--quick" in sys.argv

@@ -1,9 +1,10 @@
-"""How the surrogate's shape basis was chosen (md.surrogate.network), on splits the held-out
+# SPDX-License-Identifier: MIT
+"""How the surrogate's shape basis was chosen (md.surrogate.ensemble), on splits the held-out
 benchmark does not score. One thread.
 
 Data: the replay set (benchmarks/data/md_replay/runs.npz). For each of SPLITS (10-29; the held-out
 benchmark, bench_md_surrogate.py, scores 0-4): 30 random runs train the ensemble
-(md.surrogate.network.train_ensemble, the default network but for its basis; no calibration: the
+(md.surrogate.ensemble.train_ensemble, the default network but for its basis; no calibration: the
 band does not move the mean), 50 others score it. Per basis: the held-out RMS against the truth
 (md.surrogate.metrics: the MD noise taken out) over the flat profile's, per ion, as the median over
 the splits and as the ratio of the mean RMS; and chi^2 per bin.
@@ -24,9 +25,9 @@ import torch
 
 from common import save_figure, write_result
 from thrifty.md.surrogate.baselines import Flat
+from thrifty.md.surrogate.ensemble import SurrogateConfig, train_ensemble
+from thrifty.md.surrogate.md_noise import held_out_arrays
 from thrifty.md.surrogate.metrics import score
-from thrifty.md.surrogate.network import SurrogateConfig, train_ensemble
-from thrifty.md.surrogate.noise import held_out_arrays
 from thrifty.md.surrogate.replay import ReplaySet
 
 DATA = Path(__file__).resolve().parent / "data" / "md_replay" / "runs.npz"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Cost of measuring the gradient noise scale, as a fraction of step time, on real processes.
 
 Alternates steps with and without the measurement in the same process group, so both see the same

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Planner throughput: candidates evaluated per second over the bundled catalog, warm (the median of
 5 plans after one warm-up; bench_startup.py measures the first plan of a cold process).
 

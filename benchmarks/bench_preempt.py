@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Preemptible VMs on Google's 2019 lifetimes: checkpoint schedules, VM reuse, spot vs on-demand.
 
 1. Expected overhead (E[makespan] / T - 1) of the model-aware DP schedule against Young and Daly

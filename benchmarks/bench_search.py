@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Online search vs the oracle and the baselines, on synthetic traces with real-world irregularities.
 
 Traces come from the step-time model (thrifty.search.synthetic) for four VM types (two CPU, a
@@ -37,7 +38,7 @@ import numpy as np
 from common import RESULTS, save_figure, write_result
 
 from thrifty.search.config import Config
-from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.harness import STRATEGIES, Scenario, default_start, medians, oracle, run_strategy, with_overheads
 from thrifty.search.loop import Outcome, Search
 from thrifty.search.rule import Objective

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Online search on traces measured here, and one real search end to end on the local backend.
 
 1. Measured traces: every configuration of the bundled emulated VM types (data/search/
@@ -36,7 +37,7 @@ from common import RESULTS, save_figure, write_result
 from thrifty.pipeline import job_model
 from thrifty.progress import ProgressBar
 from thrifty.search.config import Config
-from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.harness import STRATEGIES, Scenario, cheapest_start, medians, oracle, run_strategy, with_overheads
 from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates, local_search_settings
 from thrifty.search.loop import Search

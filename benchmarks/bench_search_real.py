@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The online search on irregular cluster-like traces (irregular_traces.py), against the previous
 run's results (the JSON this overwrites, read first: the sim is seeded, so the previous code's
 numbers are reproducible from its commit).
@@ -23,7 +24,7 @@ import numpy as np
 from common import RESULTS, save_figure, write_result
 from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
 
-from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.harness import Scenario, default_start, oracle, with_overheads
 from thrifty.search.loop import Search, SearchSettings
 from thrifty.search.rule import Objective

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty serve` under load: CLIENTS concurrent clients for SECONDS against a database that a
 running search writes, on loopback.
 
@@ -36,7 +37,7 @@ WRITE_GOAL_S = 0.100
 def _writer(db: str, seconds: float, out: str) -> None:
     """Sim searches into `db` for `seconds`; every window's write duration to `out` (npy)."""
     from thrifty.search.config import Config
-    from thrifty.search.efficiency import NoiseSchedule
+    from thrifty.search.noise_schedule import NoiseSchedule
     from thrifty.search.harness import Scenario, cheapest_start
     from thrifty.search.rule import Objective
     from thrifty.search.session import run_search

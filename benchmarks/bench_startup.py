@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """How fast the commands answer from a cold process: `thrifty --help`, `thrifty preempt schedule
 --job-hours 5 --json`, and the planner's own throughput line of `make demo`'s plan (a stored
 profile of builtin:resnet18-cifar10; the first plan of a process, so nothing is warm).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Statistical efficiency check: steps to the target metric measured at several batch sizes versus
 the steps predicted from the gradient noise scale measured at the smallest batch.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Step-time prediction error on held-out configurations of real runs on this machine.
 
 Profiles builtin:digits with 1 and 2 gloo worker processes at six local batch sizes (each batch

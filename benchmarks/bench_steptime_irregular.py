@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The search's step-time model (search.belief over perf.steptime) on the irregular traces
 (irregular_traces.py), fitted on ~5% of each trace's configurations.
 

@@ -1,4 +1,5 @@
-"""Throughput of the torch engine (md.torch_engine) against OpenMM for R small nanoconfinement replicas.
+# SPDX-License-Identifier: MIT
+"""Throughput of the torch engine (md.torch_physics) against OpenMM for R small nanoconfinement replicas.
 
 R replicas with different parameters (h 2-3 nm, z+ 1-3, c 0.5-1 M, a 4 nm box, cutoff 1.2 nm: 12 to
 56 ions each) run `--steps` Langevin steps: all R at once as one batched torch program, and on
@@ -33,8 +34,8 @@ import torch
 from openmm import unit
 from thrifty.md.engines.openmm_nanoconfinement import nanoconfinement_system
 from thrifty.md.nanoconfinement import NanoconfinementModel
-from thrifty.md.torch_engine import integrator as it
-from thrifty.md.torch_engine import prepare_ewald, replicas
+from thrifty.md.torch_physics import integrator as it
+from thrifty.md.torch_physics import prepare_ewald, replicas
 
 from common import save_figure, write_result
 

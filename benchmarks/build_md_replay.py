@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Build the replayable MD data set of bench_md_replay.py once: real nanoconfinement runs (OpenMM
 CPU, one thread each, md.campaign.nanoconfinement_runs.NanoconfinementRuns: the path `thrifty md sweep` and
 the campaign take) at random points of bench_md_campaign_real.py's box with its settings (4 nm box,

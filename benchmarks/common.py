@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared by the benchmark scripts: where results go and how they are written."""
 
 import json

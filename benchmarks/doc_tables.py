@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The results tables quoted in the docs' prose pages (search.md, gpu-projection.md, md-surrogate.md),
 each rendered from one benchmarks/results/*.json file.
 
@@ -133,6 +134,41 @@ def gpu_projection_spec_only(data: dict) -> Lines:
                      "launch / memory / compute kernels, ms"], rows)]
 
 
+# steptime_prediction and statistical_efficiency: the profile's models against held-out measurements
+
+
+def _range_percent(values: list[float]) -> str:
+    return f"{min(values):.1f}-{max(values):.1f}%"
+
+
+def steptime_prediction_summary(data: dict) -> Lines:
+    """Per fit design: the held-out MdAPE pooled over launches and per launch, thrifty's model and
+    Ernest's, with the pooled 90% coverage; and the largest launch-to-launch spread."""
+    rows = [[design, f"{v['pooled_mdape_percent']:.1f}%", _range_percent(v["single_launch_mdape_percent"]),
+             f"{v['pooled_mdape_percent_ernest']:.1f}%", _range_percent(v["single_launch_mdape_percent_ernest"]),
+             f"{v['pooled_coverage_90']:.2f}"]
+            for design, v in data["summary"].items()]
+    return [f"From `steptime_prediction.json` ({data['workload']}, {data['repeats']} launches, workers "
+            f"{', '.join(map(str, data['workers']))}, local batches {', '.join(map(str, data['local_batches']))}):", "",
+            *_table(["fitted on", "held-out MdAPE, pooled", "single launches", "Ernest, pooled", "Ernest, single",
+                     "90% coverage, pooled"], rows),
+            "", f"One configuration moved by up to {data['launch_to_launch_spread_percent_max']:.1f}% between "
+            f"launches (`launch_to_launch_spread_percent_max`)."]
+
+
+def statistical_efficiency_steps(data: dict) -> Lines:
+    """Steps to the target per global batch: measured (median over seeds) against predicted from the
+    noise scale measured at the smallest batch."""
+    rows = [[batch, f"{data['measured_median_steps'][batch]:g}", f"{data['predicted_steps'][batch]:.0f}",
+             f"{data['prediction_error_percent'][batch]:+.1f}%" if batch in data["prediction_error_percent"]
+             else "(fitted here)"]
+            for batch in data["measured_median_steps"]]
+    return [f"From `statistical_efficiency.json` ({data['workload']} to {data['target_metric']:g}, seeds "
+            f"{', '.join(map(str, data['seeds']))}; B_noise measured at the smallest batch: "
+            f"{data['noise_scale_at_smallest_batch']:.1f}):", "",
+            *_table(["global batch", "measured steps (median)", "predicted", "error"], rows)]
+
+
 # md_surrogate: held-out accuracy of the network beside the no-ML baselines
 
 
@@ -184,6 +220,32 @@ def md_surrogate_bases(data: dict) -> Lines:
             *_table(["basis", "RMS vs truth / flat's, cation", "anion", "mean chi^2/bin"], rows)]
 
 
+# torch_md: the torch engine against OpenMM
+
+
+TORCH_MD_ENGINES = (("openmm_cpu", "OpenMM CPU"), ("torch_float64", "torch float64"), ("torch_float32", "torch float32"))
+
+
+def torch_md_speed(data: dict) -> Lines:
+    """One default system: ms a step per engine (median of the repeats, and their range) and the
+    ratio to OpenMM; then R small replicas: ion-steps per second per engine."""
+    one = data["one_default_system"]
+    ions = round(one["openmm_cpu_ion_steps_per_s"] * one["openmm_cpu_ms_per_step"] / 1e3)
+    rows = []
+    for key, name in TORCH_MD_ENGINES:
+        repeats = sorted(1e3 * ions / r[f"{key}_ion_steps_per_s"] for r in one["repeats"])
+        ratio = "1" if key == "openmm_cpu" else f"{one[f'{key}_ms_over_openmm_ms']:.1f}x"
+        rows.append([name, f"{one[f'{key}_ms_per_step']:.2f}", f"{repeats[0]:.2f}-{repeats[-1]:.2f}", ratio])
+    replicas = [[r["replicas"], *(f"{r[f'{key}_ion_steps_per_s']:,.0f}" for key, _ in TORCH_MD_ENGINES),
+                 f"{r['torch_float64_over_openmm']:.2f} / {r['torch_float32_over_openmm']:.2f}"]
+                for r in data["rows"]]
+    return [f"From `torch_md.json` ({data['threads']} thread, `clock {data['clock']}`): one default system, "
+            f"{ions} ions, {one['steps']} steps, {len(one['repeats'])} alternating repeats:", "",
+            *_table(["engine", "ms a step (median)", "repeats", "over OpenMM"], rows),
+            "", "R small replicas (4 nm boxes) in one batch, ion-steps per second:", "",
+            *_table(["R", *(name for _, name in TORCH_MD_ENGINES), "torch / OpenMM (float64 / float32)"], replicas)]
+
+
 # md_replay: runs the active pick needs to reach random sampling's final accuracy
 
 
@@ -215,7 +277,10 @@ TABLES: dict[str, DocTable] = {
     "gpu_projection_per_regime": DocTable("gpu_projection", gpu_projection_per_regime),
     "gpu_projection_per_model_and_gpu": DocTable("gpu_projection", gpu_projection_per_model_and_gpu),
     "gpu_projection_spec_only": DocTable("gpu_projection", gpu_projection_spec_only),
+    "steptime_prediction_summary": DocTable("steptime_prediction", steptime_prediction_summary),
+    "statistical_efficiency_steps": DocTable("statistical_efficiency", statistical_efficiency_steps),
     "md_surrogate_heldout": DocTable("md_surrogate", md_surrogate_heldout),
     "md_surrogate_bases": DocTable("md_surrogate_basis", md_surrogate_bases),
     "md_replay_ratio": DocTable("md_replay", md_replay_ratio),
+    "torch_md_speed": DocTable("torch_md", torch_md_speed),
 }

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Seeded step-time traces with the irregularities real GPU clusters show, for bench_search_real.py
 and bench_steptime_irregular.py; kept apart from the bundled synthetic traces the search was
 tuned on (thrifty.search.synthetic).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Render docs/results.md, and the tables marked in the other docs, from benchmarks/results/*.json:
 results tables are rendered, never typed.
 

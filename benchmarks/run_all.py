@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Every benchmark, with what it measures, the command that runs it, its tags and the results it writes.
 
     python benchmarks/run_all.py                   # every benchmark, one after another (hours)

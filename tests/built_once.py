@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Session-fixture data made once per test run, not once per pytest-xdist worker."""
 
 import fcntl

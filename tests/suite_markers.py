@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The suite's markers, assigned by rule rather than by hand in each file (tests/conftest.py applies them):
 
 - `ray`, `openmm`: the test's module, a helper module beside it or its folder's conftest imports the package,
@@ -16,7 +17,7 @@ everything. A test function's own imports, and those of the fixtures it uses, ma
 from __future__ import annotations
 
 import ast
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def _imports_in_nodes(nodes, package: str, follow: bool) -> set[str]:
     return found
 
 
-@lru_cache(maxsize=None)
+@cache
 def _imports_inside(module: str, name: str) -> frozenset[str]:
     """The imports in the body of the top-level function or class `name` of thrifty module `module`
     (e.g. `run_campaign`'s `import ray`), and in the bodies of the module's functions it calls."""
@@ -101,7 +102,7 @@ def _src_file(module: str) -> tuple[Path, str] | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def loads(module: str) -> frozenset[str]:
     """Every module loading `module` loads (itself and its parent packages included), as far as the
     thrifty sources say; third-party packages are leaves."""
@@ -121,7 +122,7 @@ def loads(module: str) -> frozenset[str]:
     return frozenset(seen)
 
 
-@lru_cache(maxsize=None)
+@cache
 def modules_of_test_file(path: Path) -> frozenset[str]:
     """What loading a test file loads: its module-level imports (and, for `from a import f`, what f
     imports when it runs), those of the helper modules beside it that it imports, and those of the
@@ -135,7 +136,7 @@ def modules_of_test_file(path: Path) -> frozenset[str]:
     return frozenset().union(*(loads(name) for name in names))
 
 
-@lru_cache(maxsize=None)
+@cache
 def modules_of_test(path: Path, name: str) -> frozenset[str]:
     """What one test function (or the class of that name) loads beyond its file: its own imports."""
     nodes = [n for n in ast.walk(_parse(path)) if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
@@ -143,7 +144,7 @@ def modules_of_test(path: Path, name: str) -> frozenset[str]:
     return frozenset().union(*(loads(m) for m in names))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The layers of thrifty's packages: every module's imports (read with ast, nothing is imported)
 point down or sideways, never up, and no two modules import each other, directly or around a loop.
 

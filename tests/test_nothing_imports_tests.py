@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The package and the benchmarks stand on their own: nothing in src/ or benchmarks/ imports from tests/
 (a helper a benchmark needs belongs in the package or in benchmarks/)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The README is short, and what it shows runs: its Python example executes as written, every
 command of its table answers --help, its quickstart commands are the Makefile's, its install lines
 name real extras and its links lead to files that exist."""
@@ -86,3 +87,40 @@ def test_the_links_lead_to_files_that_exist():
     assert links
     for link in links:
         assert (ROOT / link).exists(), link
+
+
+def _quickstart_blocks() -> list[str]:
+    quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```\n(.*?)^```$", quickstart, flags=re.S | re.M)
+
+
+def test_the_busy_machine_line_is_what_the_profiler_says():
+    """The quickstart's refusal, as the busy check words it for its readings. Mutation caught: the
+    message reworded in train.busy without the README following."""
+    from thrifty.train.busy import BusyMachineError, Readings, check_quiet
+    (line,) = [b.strip() for b in _quickstart_blocks() if b.startswith("error: the machine is busy")]
+    load = float(re.search(r"load ([\d.]+) on (\d+) cores", line).group(1))
+    with pytest.raises(BusyMachineError) as refused:
+        check_quiet(Readings(cores=2, others_load=load, steal_fraction=0.0, run_spread=None), allow_busy=False)
+    assert line == f"error: {refused.value}"
+
+
+def test_the_demo_transcript_has_the_parts_a_plan_prints(profiled_db, run_cli, tmp_path):
+    """What `thrifty plan` prints today (from the suite's stored profile of builtin:digits) has the
+    transcript's parts in its order: the job model line, the top table with the transcript's
+    columns, the recommendation, the planner's count and the launch command. Mutation caught: a
+    column or a section renamed or dropped in cli/plan.py without the README following."""
+    (transcript,) = [b for b in _quickstart_blocks() if "candidates evaluated in" in b]
+    code, out, err = run_cli("plan", "--workload", "builtin:digits", "--db", str(profiled_db), "--plot",
+                             str(tmp_path / "plan.png"))
+    assert code == 0, err
+    header = next(line for line in transcript.splitlines() if line.strip().startswith("#  VM type"))
+    columns = header.split()[1:]
+    assert columns == ["VM", "type", "ranks", "batch", "spot", "time", "cost", "interval", "how"]
+    for column in ("VM type", "ranks", "batch", "spot", "time", "cost", "interval", "how"):
+        assert column in out, column
+    parts = ["step-time fit:", "top 10 by cost", "recommended", "candidates evaluated in", "launch (on every node):",
+             "torchrun "]
+    assert all(part in transcript for part in parts)
+    where = [out.find(part) for part in parts]
+    assert -1 not in where and where == sorted(where), dict(zip(parts, where, strict=True))

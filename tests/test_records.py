@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A run's CSV log is appended at each checkpoint and cut back to the checkpoint on resume, and it
 ends as the file a whole rewrite of its rows would have written."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """docs/results.md is rendered from benchmarks/results/*.json, never typed; every benchmark is
 registered in benchmarks/run_all.py with its tags; results record their provenance."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The store: torch-free, and databases from before the one per-step record still open."""
 
 import sqlite3

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The markers tests/conftest.py gives by rule (tests/suite_markers.py): what each rule must see, on the
 suite's own files, and a slow list that names only tests that exist."""
 

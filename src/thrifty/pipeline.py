@@ -97,8 +97,10 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     profile, readings = measure_quietly(measure, settings.allow_busy, before=lambda: before)
     # launch-to-launch spread: what the rounds differed by, and the load beside the profile
     profile.meta["machine"] = readings
+    # the other tasks' load: the larger of the reading before and the mean beside the profile
+    others = max(readings["before"]["others_load"], readings["during"]["others_load"] or 0.0)
     profile.meta["launch_sigma_log"] = math.hypot(profile.meta["run_sigma_log"], busy_sigma_log(
-        readings["before"]["others_load"], readings["before"]["cores"]))
+        others, readings["before"]["cores"]))
     profile.instance_type = settings.instance_type
     profile.meta.update(_workload_facts(workload))
     log.info("profiled %s: %d step samples at %s worker(s) x local batches %s; run spread %.1f%%, launch "

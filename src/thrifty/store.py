@@ -10,6 +10,7 @@ created in an older database by the same CREATE TABLE IF NOT EXISTS that makes a
 
 import json
 import logging
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -95,6 +96,9 @@ class Store:
             if self.path.is_file() and self.path.stat().st_size == 0:
                 raise ThriftyError(f"cannot open the database {self.path}: it is an empty file, not a "
                                    f"thrifty database (name a new file, or remove this one)")
+            blocking = next((p for p in reversed(self.path.parents) if p.exists() and not p.is_dir()), None)
+            if blocking is not None:
+                raise ThriftyError(f"cannot open the database {self.path}: {blocking} is a file, not a folder")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path)
             self._check_foreign()
@@ -113,7 +117,21 @@ class Store:
         except (sqlite3.DatabaseError, OSError) as exc:
             self._close_quietly()
             self._remove_created()
-            raise ThriftyError(f"cannot open the database {self.path}: {exc}") from None
+            raise ThriftyError(f"cannot open the database {self.path}: {self._reason(exc)}") from None
+
+    def _reason(self, exc: Exception) -> str:
+        """SQLite's words for a failed open, with what they mean here where SQLite is vague."""
+        said = str(exc)
+        journal = self.path.with_name(self.path.name + "-journal")
+        if "disk I/O error" in said and journal.exists() and not journal.is_file():
+            return f"SQLite cannot write its journal {journal}: that name is taken by a folder ({said})"
+        if "disk I/O error" in said or "readonly database" in said:
+            return f"SQLite cannot write it or its journal beside it in {self.path.parent} ({said})"
+        if "unable to open database file" in said and not os.access(self.path.parent, os.W_OK):
+            return f"{self.path.parent} is not writable ({said})"
+        if "unable to open database file" in said:
+            return f"SQLite cannot create or open a file in {self.path.parent} ({said})"
+        return said
 
     def _check_foreign(self) -> None:
         """A SQLite database with tables but none of thrifty's belongs to something else."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 import pytest
 
 from thrifty.catalog import CatalogFilter, Hardware, load_catalog, load_catalog_file

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Run Python in a subprocess where some packages cannot be imported, as if they were not installed:
 a meta-path finder refuses them with the ModuleNotFoundError a missing package raises.
 (sys.modules[name] = None would also break scipy.stats, which probes for torch itself and expects

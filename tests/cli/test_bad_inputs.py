@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Every bad input to every command: exit code 2, one line on stderr, no traceback, and nothing
 left behind in the working folder (no empty database, no half-written file).
 
@@ -103,8 +104,7 @@ BAD_WORKLOADS = {"missing": "{in}/missing.py", "unknown_builtin": "builtin:nosuc
 BAD_DBS = {"under_file": "{in}/afile/t.db", "folder": "{in}/adir", "not_a_db": "{in}/not_a_db.db",
            "proc": "/proc/thrifty-nowhere/t.db", "sysfs": "/sys/thrifty.db", "empty_file": "{in}/empty.csv",
            "foreign_sqlite": "{in}/foreign.db", "journal_blocked": "{in}/locked/t.db"}
-# what the error line says about each bad path (vague ones, kept as the code says them, are listed in
-# the final report of issue 23: under_file and sysfs databases, journal_blocked)
+# what the error line says about each bad path
 UNWRITABLE_REASONS = {"proc": "no such file or directory", "sysfs": "permission denied",
                       "under_file": "is a file, not a folder", "folder": "it is a folder"}
 UNWRITABLE_DIR_REASONS = {"proc": "no such file or directory", "sysfs": "permission denied",
@@ -115,10 +115,11 @@ WORKLOAD_REASONS = {"missing": "neither a built-in", "unknown_builtin": "unknown
                     "no_factory": "has no make_workload() function",
                     "returns_none": "must return a thrifty.workloads.Workload", "not_python": "neither a built-in",
                     "folder": "neither a built-in"}
-DB_REASONS = {"under_file": "file exists", "folder": "it is a folder", "not_a_db": "file is not a database",
-              "proc": "no such file or directory", "sysfs": "unable to open database file",
-              "empty_file": "an empty file, not a thrifty database",
-              "foreign_sqlite": "another program's sqlite database", "journal_blocked": "disk i/o error"}
+DB_REASONS = {"under_file": "afile is a file, not a folder", "folder": "it is a folder",
+              "not_a_db": "file is not a database", "proc": "no such file or directory",
+              "sysfs": "cannot create or open a file in /sys", "empty_file": "an empty file, not a thrifty database",
+              "foreign_sqlite": "another program's sqlite database",
+              "journal_blocked": "cannot write its journal"}
 # typer's words for a value that is not a number at all, and thrifty's for a number out of range
 NOT_A_NUMBER, NOT_AN_INTEGER = "input should be a valid number", "input should be a valid integer"
 # what the error line says about each BAD_CSV file (an empty catalog "has no rows"; other empty CSV files
@@ -525,6 +526,7 @@ def folders(tmp_path, monkeypatch, model_ok):
     (inputs / "damaged").mkdir()
     (inputs / "damaged" / "ckpt-000001.bin").write_bytes(b"THRIFTY1" + bytes(64))
     import sqlite3
+
     from thrifty.store import SCHEMA
     with sqlite3.connect(inputs / "foreign.db") as conn:
         conn.execute("CREATE TABLE notes (x)")

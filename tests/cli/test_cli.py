@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The CLI end to end: plan reuses stored profiles, and every bad input is one line with exit code 2."""
 
 import json

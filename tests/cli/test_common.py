@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The shared parsers and number formats of the CLI."""
 
 import math

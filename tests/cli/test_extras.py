@@ -1,7 +1,9 @@
+# SPDX-License-Identifier: MIT
 """Extras: the core install is the planning packages; a command that needs a package of a missing
 extra says which extra to install, in one line on stderr with exit code 2, before it writes
 anything; any other missing module keeps its own error."""
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -93,6 +95,23 @@ def test_a_command_names_the_extra_it_misses(places, missing, args, message, unt
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [f"error: {message}"] and done.stdout == ""
     assert not [name for name in untouched if places[name].exists()]
+
+
+@pytest.mark.timeout(200)
+def test_md_run_on_the_torch_engine_runs_where_openmm_is_not_installed(tmp_path):
+    """The torch engine's command, not only its modules, is OpenMM-free; and the OpenMM engine
+    still names its extra there. Mutation caught: md run importing md.engines.openmm_systems for
+    its choices (or its platform check) whatever the engine."""
+    out = tmp_path / "torch"
+    done = cli_without(("openmm",), ["md", "run", "--engine", "torch", "--h", "2", "--c", "0.8", "--box-nm", "2.4",
+                                     "--steps", "20", "--chunk", "10", "--equilibrate", "10", "--out", str(out),
+                                     "--json"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["steps"] == 20 and (out / "profiles.csv").exists()
+    refused = cli_without(("openmm",), ["md", "run", "--steps", "10", "--out", str(tmp_path / "openmm")])
+    assert refused.returncode == 2 and refused.stderr.splitlines() == [
+        "error: thrifty md run needs OpenMM: pip install 'thrifty[md]'"]
+    assert not (tmp_path / "openmm").exists()
 
 
 def test_only_a_missing_extra_package_itself_is_translated():

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty -v` shows thrifty's INFO records on stderr (rich's handler), `-vv` its DEBUG records;
 without either nothing below a warning; a library user who configures nothing sees nothing."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One meaning per option: `--model` named a lifetime model, a distribution family and a step-time
 JSON and a surrogate's folder; each command now says what it takes, and the old spelling is refused in one line that names
 the new one (exit code 2), before any other option is looked at."""

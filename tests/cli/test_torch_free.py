@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The planning side of thrifty never imports torch, OpenMM or Ray: `thrifty --help`,
 `catalog`, `preempt` and `plan` from a stored profile run in a process where importing them fails."""
 

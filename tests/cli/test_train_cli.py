@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty train` from the command line: bad input is one line and exit code 2, nothing written."""
 
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Checkpoints on a script (saved every few chunks, and a death at a chosen chunk), `md run` in this
 process, and the session's Ray cluster."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One MD job as the tests state it (system, engine options and sampling in one place), run through
 the one job loop (md.engines.job_loop) on either engine."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A process and every process below it, read from /proc: what the Ray tests of tests/md look for
 (listening sockets, processes left behind)."""
 

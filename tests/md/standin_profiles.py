@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """TEST FIXTURE, NOT PHYSICS: cheap analytic stand-in profiles for the nanoconfinement surrogate,
 for the campaign-machinery tests of active learning (the surrogate's accuracy is tested on real MD:
 benchmarks/data/md_replay).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Active learning's pick and stopping test, with stand-ins for the ensemble whose uncertainty is
 known, so the tests check the rule and not a network's training."""
 

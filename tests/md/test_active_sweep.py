@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`--sampler active`: the initial design, the uncertainty pick, the held-out stop and a restarted
 driver, first driving the sampler by hand (a fake surrogate whose uncertainty and accuracy are
 known), then on Ray (127.0.0.1 only) with the real ensemble, shrunk. The simulation is the analytic

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The campaign's pieces without Ray: the space file, samplers, the store's once-only insert, the
 checkpoint schedule, and the stand-in's resume (bit-identical, from the checkpoint, falling back
 past a damaged newest checkpoint)."""

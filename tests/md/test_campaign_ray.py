@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Campaigns on Ray's multi-node test cluster (the session's, 2 one-CPU nodes, all on 127.0.0.1):
 a killed node loses nothing, a killed driver loses nothing, nothing listens beyond loopback."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Resuming from a checkpoint that does not fit this run: one clear error before OpenMM sees it."""
 
 import io

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """OpenMM jobs: outputs, and bit-identical resumes on the Reference platform (in-process kills at
 random chunks, and real SIGKILL/SIGTERM preemptions through the runner)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md run`: refusals (one line on stderr, exit code 2, nothing left behind, no simulation), and
 what a run records (params.json, its parameters in summary.json, one JSON document on stdout)."""
 

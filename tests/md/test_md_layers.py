@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """md/'s layers hold: no import cycle among its modules; the package face, the engines' loop and the
 campaign import without OpenMM, torch or Ray; the torch engine and the surrogate import, and the
 torch engine runs a job, where OpenMM cannot be imported; one meaning per module name."""
@@ -76,7 +77,7 @@ def test_the_torch_engine_and_the_surrogate_import_and_run_without_openmm(tmp_pa
     # mutation caught: an OpenMM import on the torch engine's path (integrator -> nanoconfinement ->
     # openmm before; replicas building the OpenMM system for its start lattice)
     done = run_without(("openmm",), f"""
-        import thrifty.md.torch_engine, thrifty.md.torch_engine.fit, thrifty.md.engines.torch_replicas_engine
+        import thrifty.md.torch_physics, thrifty.md.torch_physics.fit, thrifty.md.engines.torch_replicas_engine
         import thrifty.md.surrogate, thrifty.md.surrogate.active_sweep, thrifty.md.surrogate.metrics
         from pathlib import Path
         from thrifty.md import NanoconfinementModel, SamplingSettings, TorchEngine, run_one

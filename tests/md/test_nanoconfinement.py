@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The nanoconfinement model against formulas written out here: counts, WCA and wall repulsions
 (energies and forces), and the electrostatic energy against a direct Ewald sum with the
 Yeh-Berkowitz slab correction in numpy."""

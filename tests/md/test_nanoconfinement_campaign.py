@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The nanoconfinement system as a campaign's simulation: a point of the box becomes a run folder
 the surrogate reads (params.json beside profiles.csv), stopped by its profiles' convergence."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md run --system nanoconfinement`: outputs, bit-identical resumes on Reference (in-process
 kills, and a --steps run continued through the CLI), running to convergence or the cap, refusals of
 bad parameters, and the bulk limit of a wide slit."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Density profiles: bins, block-average error bars, convergence and the landmark densities."""
 
 import math

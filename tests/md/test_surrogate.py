@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The surrogate ensemble: physics by construction, soft labels, determinism, saving, the joint
 range check, reading run folders. Accuracy on real MD: test_surrogate_heldout.py."""
 
@@ -13,7 +14,7 @@ from thrifty.md.params import ParameterBox
 from thrifty.md.runs import Run, read_runs
 from thrifty.md.surrogate import MODEL_FILE, Ensemble, SurrogateConfig, train_ensemble
 from thrifty.md.surrogate.domain import Domain
-from thrifty.md.surrogate.network import shape_basis
+from thrifty.md.surrogate.ensemble import shape_basis
 from thrifty.md.surrogate.shapes import (
     count_integrals,
     flat_profiles,
@@ -93,9 +94,9 @@ def test_training_is_deterministic_for_a_seed_and_saving_keeps_every_number(tmp_
     """Also: training logs each member's best epoch and validation chi^2 (info), as the ensemble
     keeps them. Mutation caught: the log line dropped, or listing other epochs than the members'."""
     _, runs = standin_model
-    caplog.set_level(logging.DEBUG, logger="thrifty.md.surrogate.network")
+    caplog.set_level(logging.DEBUG, logger="thrifty.md.surrogate.ensemble")
     a, b = train_ensemble(runs, TINY), train_ensemble(runs, TINY)
-    said = [r for r in caplog.records if r.name == "thrifty.md.surrogate.network"]
+    said = [r for r in caplog.records if r.name == "thrifty.md.surrogate.ensemble"]
     trained = [r.getMessage() for r in said if r.levelno == logging.INFO]
     assert len(trained) == 2 and trained[0] == trained[1]
     assert trained[0].startswith(f"trained 3 members on {len(runs)} runs: best epochs "

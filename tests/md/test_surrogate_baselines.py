@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The no-ML baselines of the surrogate's reports: the flat profile, the nearest run and the
 Gaussian process (numpy/scipy, Rasmussen & Williams 2006), against cases with known answers."""
 

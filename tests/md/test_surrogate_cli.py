@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md train-surrogate` and `thrifty md predict` on stand-in runs (a fixture, not physics):
 a model trained and used end to end, its held-out report beside the baselines, and every bad
 request as one line and exit code 2."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The surrogate on REAL MD runs it never saw (the replay set, benchmarks/data/md_replay/runs.npz):
 trained on a short campaign of 30 runs, scored on 40 others beside the no-ML baselines, with the
 band calibrated by cross-validation on the 30. One split; bench_md_surrogate.py has five."""
@@ -10,9 +11,9 @@ import torch
 
 from thrifty.md.surrogate.baselines import baselines
 from thrifty.md.surrogate.calibration import NETWORK, fit_surrogate
+from thrifty.md.surrogate.ensemble import SurrogateConfig
+from thrifty.md.surrogate.md_noise import held_out_arrays
 from thrifty.md.surrogate.metrics import band_coverage, score
-from thrifty.md.surrogate.network import SurrogateConfig
-from thrifty.md.surrogate.noise import held_out_arrays
 from thrifty.md.surrogate.replay import ReplaySet
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "md_replay" / "runs.npz"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The surrogate's accuracy metric against cases computed by hand."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """OpenMM platforms: those this build lacks, or cannot start, are one line naming what it has."""
 
 import openmm

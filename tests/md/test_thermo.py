@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """thermo.csv: physical values, and a resume that continues it without duplicates or gaps."""
 
 import csv

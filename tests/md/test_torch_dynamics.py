@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The torch engine's dynamics: energy conservation without friction (float64), the thermostat's
 temperature over a batch of replicas, gradients through a trajectory against finite differences, and
 a frictionless trajectory against OpenMM's."""
@@ -13,8 +14,8 @@ from test_nanoconfinement import SMALL
 
 from thrifty.md.engines.openmm_nanoconfinement import GROUPS, nanoconfinement_system
 from thrifty.md.nanoconfinement import NanoconfinementModel
-from thrifty.md.torch_engine import energy_and_forces, prepare_ewald, replicas
-from thrifty.md.torch_engine import integrator as it
+from thrifty.md.torch_physics import energy_and_forces, prepare_ewald, replicas
+from thrifty.md.torch_physics import integrator as it
 
 torch.set_num_threads(1)
 # |linear drift of the total energy| of 10 ions (kT = 2.48 kJ/mol), i.e. 0.08 kT per ion per ns;

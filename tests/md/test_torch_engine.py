@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The torch engine's energies and forces, term by term, against OpenMM (Reference platform, the model
 built by md.nanoconfinement with its NonbondedForce switched from PME to Ewald at a tight tolerance,
 so that PME's own error stays out) and its Coulomb energy against the converged numpy Ewald sum of
@@ -15,12 +16,12 @@ from test_nanoconfinement import SMALL, _direct_ewald_kj_mol, _spread
 from thrifty.errors import ThriftyError
 from thrifty.md.engines.openmm_nanoconfinement import GROUPS, nanoconfinement_system
 from thrifty.md.nanoconfinement import NanoconfinementModel, slit_nm
-from thrifty.md.torch_engine import TERMS, energy_and_forces, prepare_ewald, replicas, short_range
-from thrifty.md.torch_engine import ewald as ew
-from thrifty.md.torch_engine.forces import pair_terms
-from thrifty.md.torch_engine.neighbours import NeighbourList
-from thrifty.md.torch_engine.pairs import distances
-from thrifty.md.torch_engine.threads import available_cores, use_threads
+from thrifty.md.torch_physics import TERMS, energy_and_forces, prepare_ewald, replicas, short_range
+from thrifty.md.torch_physics import ewald as ew
+from thrifty.md.torch_physics.forces import pair_terms
+from thrifty.md.torch_physics.neighbours import NeighbourList
+from thrifty.md.torch_physics.pairs import distances
+from thrifty.md.torch_physics.threads import available_cores, use_threads
 
 torch.set_num_threads(1)
 MODELS = [NanoconfinementModel(**SMALL, ewald_tolerance=1e-10),  # 10 ions

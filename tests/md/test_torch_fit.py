@@ -1,4 +1,5 @@
-"""Fitting an ion diameter by autograd through a torch-engine run (md.torch_engine.fit): from a target
+# SPDX-License-Identifier: MIT
+"""Fitting an ion diameter by autograd through a torch-engine run (md.torch_physics.fit): from a target
 profile made by the engine at d+ = 0.474 nm (same start and seed), a start 20% above recovers it.
 
 Mutations caught (seen failing): the secant step's sign flipped (step = +gradient / curvature) is
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from thrifty.md.nanoconfinement import NanoconfinementModel
-from thrifty.md.torch_engine import fit
+from thrifty.md.torch_physics import fit
 
 torch.set_num_threads(1)
 D_TRUE_NM = 0.474

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md run --system nanoconfinement --engine torch`: bit-identical resumes on the CPU in float64
 (a run split in two, and one killed and resumed), refusals of a resume into another engine, dtype or
 system, of --engine torch with another system, and profiles.csv with the OpenMM engine's columns and bins."""
@@ -168,7 +169,7 @@ def test_the_cli_checkpoints_on_a_notice_resumes_bit_identically_and_refuses_ope
     """SIGTERM (the preemption notice of `thrifty run`) -> checkpoint -> exit 75, in a real CLI process;
     then the refusal and the resume, by the CLI in this process.
     Mutation caught (checked): the notice's handler not installed (SIGTERM ends the run: exit -15, not 75)."""
-    # one torch thread: the default (the cores here) crawls on a loaded 2-core machine (md.torch_engine.threads)
+    # one torch thread: the default (the cores here) crawls on a loaded 2-core machine (md.torch_physics.threads)
     system = ["--system", "nanoconfinement", "--h", "2", "--c", "0.8", "--box-nm", "2.4", "--cutoff-nm", "1",
               "--chunk", "20", "--steps", "200", "--equilibrate", "40"]
     common = [*system, "--engine", "torch", "--threads", "1", "--json"]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Profiles of a batch of replicas from the torch engine: one per replica, in md.profiles' bins and
 units, holding every ion in the slit."""
 

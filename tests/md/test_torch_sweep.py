@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty md sweep --engine torch --replicas R`: R points run as one batched torch job (one Ray task)
 and are stored as R ordinary runs, each once, with the batched engine's profiles; a batch task killed
 after a checkpoint resumes bit-identically on its retry; the CLI runs such a sweep; bad --engine/--replicas
@@ -47,7 +48,7 @@ def _plan(time_scale: float = 3600.0) -> CheckpointPlan:
 
 
 def _batched_csv(points: list[dict], path) -> list[str]:
-    """profiles.csv of each point from md.torch_engine.sampling.sample_profiles on the same batch."""
+    """profiles.csv of each point from torch_reference_sampling.sample_profiles (the plain reference loop) on the same batch."""
     found = sample_profiles([model_at(p, BOX, CUTOFF) for p in points], SAMPLING.cap_steps,
                             SAMPLING.equilibration_steps, SAMPLING.chunk, SAMPLING.samples_per_block, SMALL.seed)
     texts = []

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Density profiles of the torch engine and of OpenMM (`md.job.run_md`, CPU platform) for the same
 parameters agree within their error bars: same run length and sampling, different seeds.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A reference the tests hold the MD job loop to: density profiles of R replicas from one batched
 torch run, written as a plain loop over the integrator with no engine protocol, checkpoints or
 convergence test (the library's one loop is md.engines.job_loop driving
@@ -14,9 +15,9 @@ import torch
 
 from thrifty.md import profiles as prof
 from thrifty.md.nanoconfinement import NanoconfinementModel
-from thrifty.md.torch_engine import integrator as it
-from thrifty.md.torch_engine.ewald import prepare_ewald
-from thrifty.md.torch_engine.replicas import replicas
+from thrifty.md.torch_physics import integrator as it
+from thrifty.md.torch_physics.ewald import prepare_ewald
+from thrifty.md.torch_physics.replicas import replicas
 
 
 def sample_profiles(models: list[NanoconfinementModel], steps: int, equilibration_steps: int = 0, chunk: int = 100,

@@ -1,8 +1,8 @@
+# SPDX-License-Identifier: MIT
 import numpy as np
 import pytest
 
-from thrifty.perf.efficiency import (calibrate_s_min, examples_to_target, pollux_efficiency,
-                                     steps_to_target)
+from thrifty.perf.efficiency import calibrate_s_min, examples_to_target, steps_to_target
 
 
 def test_steps_and_examples_closed_forms():
@@ -18,8 +18,3 @@ def test_steps_and_examples_closed_forms():
 def test_calibration_inverts_the_model():
     s_min = calibrate_s_min(300, 32, 64)
     assert steps_to_target(32, s_min, 64) == pytest.approx(300)
-
-
-def test_pollux_efficiency():
-    assert pollux_efficiency(100, 100, 10) == pytest.approx(1.0)
-    assert pollux_efficiency(200, 100, 100) == pytest.approx(200 / 300)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The bundled roofline calibration (data/gpu/roofline_params.json, written by
 `python -m thrifty.perf.gpu_calibration refit`) is what a fresh fit on the bundled published data gives."""
 

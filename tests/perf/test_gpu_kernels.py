@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Kernels as GPUs run them (perf.roofline with the bundled calibration): a launch floor instead of
 a FLOP offset, the SMs a kernel can fill, sustained clocks under the board's power limit, and the
 memory traffic of embeddings and optimizer updates (train.workcount, perf.embedding_traffic).

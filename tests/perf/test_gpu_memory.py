@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """GPU memory (perf.gpu_memory): every per-GPU batch that a published recipe ran is accepted on the
 GPU it ran on, and absurd batches are still refused."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The noise-scale estimator recovers a known B_simple on linear regression with Gaussian inputs."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The published models (workloads.published) match their papers' sizes and work, and the shipped
 counted work (data/gpu/published_work.json) matches a fresh count."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a profile cannot see about its own error: launch spread, distance, a busy machine."""
 
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Plan choices (PlanResult.describe's keys) and stand-in programs for the launch tests."""
 
 import stat

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The launch commands `thrifty plan` prints run as printed: torchrun line and SkyPilot task."""
 
 import json
@@ -14,8 +15,14 @@ import yaml
 from launch_choices import CPU_ONE_NODE, fake_bin, plan_choice
 
 from thrifty.plan import launch
-from thrifty.plan.launch import (epochs_text, project_root, skypilot_task, skypilot_yaml, torchrun_command,
-                                 training_requirements)
+from thrifty.plan.launch import (
+    epochs_text,
+    project_root,
+    skypilot_task,
+    skypilot_yaml,
+    torchrun_command,
+    training_requirements,
+)
 from thrifty.records import RunLog
 
 # SkyPilot's task YAML (docs.skypilot.co, "YAML configuration"): the keys this task may use.
@@ -70,6 +77,7 @@ def test_thrifty_train_itself_parses_the_launch_lines(changes):
     thrifty train does not have (`--epoch`, or `--precision` before it exists), a value it reads
     otherwise (epochs in exponent form)."""
     import typer
+
     from thrifty.cli.train import train
     app = typer.Typer()
     app.command()(train)

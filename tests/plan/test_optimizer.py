@@ -1,6 +1,7 @@
+# SPDX-License-Identifier: MIT
 """The vectorised planner agrees, candidate by candidate, with a plain-Python brute force that
 recomputes every prediction from the formulas in the docstrings (plan.candidates, perf.roofline,
-perf.cpu, perf.network, perf.steptime, transient.schedule) without calling the planner's helpers."""
+perf.cpu, perf.allreduce, perf.steptime, transient.schedule) without calling the planner's helpers."""
 
 import itertools
 import math
@@ -87,7 +88,7 @@ def _roofline_compute_s(spec, local: int) -> float:
 
 
 def _ring_allreduce_s(workers: int, bandwidth_gbps: float, latency_s: float) -> float:
-    """2 (n - 1) / n * M / BW + 2 (n - 1) alpha, zero for one rank (perf.network)."""
+    """2 (n - 1) / n * M / BW + 2 (n - 1) alpha, zero for one rank (perf.allreduce)."""
     if workers == 1:
         return 0.0
     transfer_s = 2 * (workers - 1) / workers * WORK.gradient_bytes * 8 / (bandwidth_gbps * 1e9)

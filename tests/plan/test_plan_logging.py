@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The plan's log: its choice at INFO, at DEBUG how many candidates each constraint refused."""
 
 import logging

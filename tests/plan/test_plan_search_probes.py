@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty plan` reports the configurations a stored `thrifty search` measured as measured: the
 windows' step-weighted mean step time, its interval, and the label; everything else stays projected."""
 

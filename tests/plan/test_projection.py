@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Projection from counted work: the work counter, the GPU roofline and its bundled calibration,
 Amdahl scaling on CPU VMs, and plans whose numbers a user can believe."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A spot plan's SkyPilot task survives its VMs. Its run section runs here as SkyPilot runs it
 (the task's envs, SKYPILOT_* variables, one working folder per VM) on loopback, with a folder of
 tmp_path as the bucket; killed or warned mid-run, and run again on "new VMs" (fresh working

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A spot plan's SkyPilot task is a managed job whose checkpoints live in a bucket that every node
 mounts, in the plan's own folder; an on-demand plan's stays a plain cluster. SkyPilot's own task
 loader reads every task `thrifty plan` writes."""

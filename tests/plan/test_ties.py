@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Ties within a prediction's resolution (plan.ties): the objective's pick, the collapsed front and
 the top-k rows. Each test names the mutation it catches."""
 

@@ -1,7 +1,8 @@
+# SPDX-License-Identifier: MIT
 import pytest
 
-from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.harness import Scenario
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 from thrifty.search.synthetic import VMSpec, synthetic_trace
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The belief's compute/sync split (search.belief): compute fitted apart from a measured sync, the
 sync's ring fitted robustly with a per-configuration spread, the type prior's pooled offset."""
 

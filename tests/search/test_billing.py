@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Billing: per second with a one-minute minimum per VM lifetime; a relaunch on the running VMs
 continues their lifetime (mutations caught: every launch billed a fresh minimum; the minimum
 dropped; the minimum left forgotten on a relaunch)."""

@@ -1,8 +1,10 @@
+# SPDX-License-Identifier: MIT
 import json
 import subprocess
 import sys
 
 import pytest
+
 from conftest import NOISE_SCALE, TARGET
 
 KEYS = {"time_s", "cost_usd", "oracle_time_s", "oracle_cost_usd", "overhead_time", "overhead_cost",

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty search --db/--resume/--plot` and the live view, run in-process. Each test names the
 mutation it caught."""
 
@@ -5,9 +6,9 @@ import io
 import json
 
 import pytest
-from conftest import NOISE_SCALE, TARGET
 from rich.console import Console
 
+from conftest import NOISE_SCALE, TARGET
 from thrifty.search.loop import Search
 from thrifty.store import Store
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The `local` backend: real `thrifty train` launches on emulated VM types, moved by checkpoint ->
 notice -> relaunch -> resume, with the clock, the bill and the progress of a cloud job."""
 
@@ -10,8 +11,8 @@ import pytest
 
 from thrifty.errors import ThriftyError
 from thrifty.search.config import Config
-from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates
+from thrifty.search.noise_schedule import NoiseSchedule
 
 TYPES = [LocalType("slow", 0.25, 1, 0.02), LocalType("fast", 1.0, 2, 0.3)]
 NOISE_SCALE, TARGET = 200.0, 4000.0  # about 100 steps of digits at B = 64

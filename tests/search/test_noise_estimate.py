@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The search's noise-scale estimator (search.noise_estimate): a ratio of means with a delta-method
 standard error, forgetting in progress. Each test names the mutation it catches."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The search measures the gradient noise scale as it trains and follows it: the sim's per-step
 estimates, windows that wait for the pooled noise precision, re-checks after settling that follow
 a drifting B_noise and leave a constant one alone, and a resume that carries all of it. Each test
@@ -7,12 +8,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import NOISE_SCALE, TARGET, scenario
 
+from conftest import NOISE_SCALE, TARGET, scenario
 from thrifty.search.config import Config
-from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.harness import Scenario, default_start, oracle
 from thrifty.search.loop import Search
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 from thrifty.search.session import run_search
 from thrifty.search.sim import GRAD_SQ_SPREAD, TRACE_SPREAD, SimBackend

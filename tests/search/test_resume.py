@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Every window is stored (probe row + checkpoint, one transaction); a search killed after any
 window resumes from its store, ends exactly where an uninterrupted run ends, and measures no
 configuration it had measured before the kill. Each test names the mutation it caught."""
@@ -5,8 +6,8 @@ configuration it had measured before the kill. Each test names the mutation it c
 import sqlite3
 
 import pytest
-from conftest import scenario
 
+from conftest import scenario
 from thrifty.search.harness import default_start
 from thrifty.search.session import run_search
 from thrifty.store import Store

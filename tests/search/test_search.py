@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Behaviour of the search on synthetic traces. Each test names the mutation of the code it
 catches (checked by applying the mutation by hand and watching the test fail)."""
 
@@ -5,12 +6,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import NOISE_SCALE, scenario
 
+from conftest import NOISE_SCALE, scenario
 from thrifty.search.belief import Measured
-from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.harness import Scenario, default_start, oracle, run_strategy
 from thrifty.search.loop import Search
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 
 SEEDS = range(4)

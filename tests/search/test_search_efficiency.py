@@ -1,9 +1,10 @@
+# SPDX-License-Identifier: MIT
 import numpy as np
 import pytest
 
 from thrifty.errors import ThriftyError
 from thrifty.perf.efficiency import steps_to_target
-from thrifty.search.efficiency import NoiseSchedule, progress_per_step, read_noise_trace
+from thrifty.search.noise_schedule import NoiseSchedule, progress_per_step, read_noise_trace
 
 
 def test_a_step_advances_by_b_over_one_plus_b_over_the_noise_scale():

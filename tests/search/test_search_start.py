@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty search --backend local` without --start / --target-samples / --noise-scale: the start
 the plan's models recommend (search.start) and the defaults from the workload's job model.
 
@@ -13,9 +14,9 @@ import pytest
 from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.steptime import StepTimeModel
 from thrifty.search.config import Config
-from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.local import LocalBackend, LocalType
 from thrifty.search.loop import Outcome
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.start import predict_local
 
 # a_c, b_c (s/sample), p, a_intra, b_intra, a_inter, b_inter, contention, overlap g = 1 (no overlap)

@@ -1,10 +1,11 @@
+# SPDX-License-Identifier: MIT
 import numpy as np
 import pytest
 
 from thrifty.catalog import load_catalog
 from thrifty.errors import ThriftyError
 from thrifty.search.config import Config
-from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.sim import SimBackend
 from thrifty.search.trace import TraceRow, load_trace, parse_trace, write_trace
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Stores made by real commands, shared by the serve tests (session fixtures): a thrifty database
 with a profile, a plan, a sim search and a short training run; a campaign database of a stand-in
 `md sweep` on Ray; a surrogate of `md train-surrogate`. The training run is a `thrifty train` process of its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """TEST FIXTURE, NOT PHYSICS: a campaign simulation (`md sweep --simulation profile_campaign_sim:run`)
 that writes a run folder as the nanoconfinement runs do (params.json and profiles.csv, md.runs),
 its profiles tests/md/standin_profiles' analytic stand-in with noise, so that a campaign stored by

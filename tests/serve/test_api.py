@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The JSON API through the ASGI test client, against stores made by real commands (conftest)."""
 
 import json

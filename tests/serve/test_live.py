@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A live `thrifty serve` on a free loopback port (its own process): what it listens on, its
 event stream while a search writes, the page in headless Chromium with every plot drawn from the
 stored data, a live training run under `thrifty run` updating on the page, and that run stopped
@@ -13,8 +14,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import PYTHON, ROOT, SEARCH, TOKEN, copy_db, env
 
+from conftest import PYTHON, ROOT, SEARCH, TOKEN, copy_db, env
 from thrifty.transient.protocol import PREEMPTED_EXIT, checkpoint_files
 
 SCREENSHOT = ROOT / "benchmarks" / "results" / "serve_page.png"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """thrifty without the [serve] extra: the planning side imports as before, and `thrifty serve`
 says in one line what to install."""
 

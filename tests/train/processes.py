@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The processes of a local `thrifty train` launch, as the tests find them: the launcher's children
 are multiprocessing's resource tracker and forkserver; the ranks are the forkserver's children."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A small MLP whose loss is summed over 256 "tokens" (256 x the mean cross-entropy), so its
 float16 gradients overflow at amp's default loss scale of 2^16 and the scaler backs off, with a
 warm-up + cosine learning-rate schedule: a run that needs the loss scaler's state and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Weighted aggregation over real gloo processes equals the single-process global-batch gradient."""
 
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The parameter server's learning rate per update (no processes: the server object alone)."""
 
 import pytest

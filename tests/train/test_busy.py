@@ -1,16 +1,30 @@
+# SPDX-License-Identifier: MIT
 """A busy machine is detected (load, steal, spread between runs of one setting), measured again,
 then refused in one line, unless allowed. The quiet direction is tested with injected readings,
 so that a loaded CI machine cannot make it flake; the busy direction also with real busy loops."""
 
 import subprocess
+import time
 
 import pytest
 
-from thrifty.train.busy import (ALLOW_BUSY_ENV, BusyMachineError, CpuTimes, Readings, check_quiet,
-                                cores, measure_quietly,
-                                read_before_profile)
+from thrifty.train.busy import (
+    ALLOW_BUSY_ENV,
+    BusyMachineError,
+    CpuTimes,
+    Readings,
+    check_quiet,
+    cores,
+    measure_quietly,
+    read_before_profile,
+    runnable_outside,
+)
 
 QUIET = Readings(cores=2, others_load=0.2, steal_fraction=0.0, run_spread=None)
+
+
+def QUIET_BESIDE():  # noqa: N802 (used as a factory, like the LoadBeside class it replaces)
+    return _Beside(0.2)
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +54,7 @@ def test_a_loaded_machine_is_refused_in_one_line_naming_why():
 
 def test_quiet_readings_are_accepted_and_stored():
     measure, calls = _measure([0.05])
-    result, readings = measure_quietly(measure, False, before=lambda: QUIET)
+    result, readings = measure_quietly(measure, False, before=lambda: QUIET, beside=QUIET_BESIDE)
     assert result == "profile 1" and len(calls) == 1 and readings["attempts"] == 1
     assert readings["before"]["busy"] is False and readings["during"]["run_spread"] == 0.05
 
@@ -48,24 +62,24 @@ def test_quiet_readings_are_accepted_and_stored():
 def test_a_busy_machine_before_profiling_measures_nothing():
     measure, calls = _measure([0.0])
     with pytest.raises(BusyMachineError, match="load 3.0 on 2 cores"):
-        measure_quietly(measure, False, before=lambda: Readings(2, 3.0, 0.0, None))
+        measure_quietly(measure, False, before=lambda: Readings(2, 3.0, 0.0, None), beside=QUIET_BESIDE)
     assert calls == []
 
 
 def test_a_run_whose_settings_differ_is_measured_again_then_refused():
     # mutation caught: "re-measure skipped" (attempts = 1) and "spread not checked"
     measure, calls = _measure([0.41, 0.03])
-    result, readings = measure_quietly(measure, False, before=lambda: QUIET)
+    result, readings = measure_quietly(measure, False, before=lambda: QUIET, beside=QUIET_BESIDE)
     assert result == "profile 2" and readings["attempts"] == 2
     measure, calls = _measure([0.41, 0.35])
     with pytest.raises(BusyMachineError, match="runs of one setting differ by 35%"):
-        measure_quietly(measure, False, before=lambda: QUIET)
+        measure_quietly(measure, False, before=lambda: QUIET, beside=QUIET_BESIDE)
     assert len(calls) == 2
 
 
 def test_allow_busy_measures_once_and_marks_the_readings_busy(monkeypatch):
     measure, calls = _measure([0.41])
-    result, readings = measure_quietly(measure, True, before=lambda: Readings(2, 3.9, 0.0, None))
+    result, readings = measure_quietly(measure, True, before=lambda: Readings(2, 3.9, 0.0, None), beside=QUIET_BESIDE)
     assert len(calls) == 1 and readings["before"]["busy"] and readings["during"]["busy"]
     monkeypatch.setenv(ALLOW_BUSY_ENV, "1")
     check_quiet(Readings(2, 3.9, 0.0, 0.41), allow_busy=False)  # the environment allows it too
@@ -94,6 +108,61 @@ def test_busy_loops_started_here_are_seen_as_load():
     assert f"on {readings.cores} cores" in readings.reasons()[0]
 
 
+class _Beside:
+    """A LoadBeside whose reading is given."""
+
+    def __init__(self, mean):
+        self.mean = mean
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return None
+
+
+def test_load_that_arrives_during_the_profile_is_measured_again_then_refused():
+    """The reading before is quiet, the one beside the profile is not (a neighbour's job started).
+    Mutation caught: the load beside the profile not read (the busy run is kept)."""
+    measure, calls = _measure([0.03, 0.03])
+    with pytest.raises(BusyMachineError, match="load 3.0 on 2 cores"):
+        measure_quietly(measure, False, before=lambda: QUIET, beside=lambda: _Beside(3.0))
+    assert len(calls) == 2
+    result, readings = measure_quietly(_measure([0.03])[0], True, before=lambda: QUIET, beside=lambda: _Beside(3.0))
+    assert readings["during"]["others_load"] == 3.0 and readings["during"]["busy"]
+
+
+def test_the_load_beside_counts_other_tasks_and_not_the_profiles_own():
+    """Busy loops of this process's tree (as the profile's ranks are) are left out; loops outside
+    it (started through a shell that exits: adopted by init) are counted. Both sets run at once and
+    each reading is compared with /proc/stat's own count at the same moment, so a neighbour's load
+    cancels. Mutations caught: the tree not subtracted; other processes' threads not counted."""
+    import os
+    import uuid
+    count = cores() + 1
+    marker = f"thrifty-load-beside-{uuid.uuid4().hex}"
+    ours = [subprocess.Popen(["timeout", "60", "sh", "-c", "while :; do :; done"]) for _ in range(count)]
+    subprocess.run(["sh", "-c", f"for i in $(seq {count}); do (timeout 60 sh -c 'while :; do :; done # {marker}' &); "
+                                "done"], check=True)
+    try:
+        time.sleep(0.3)
+        outside, everything = [], []
+        for _ in range(10):
+            with open("/proc/stat") as stat:
+                running = next(float(line.split()[1]) for line in stat if line.startswith("procs_running"))
+            outside.append(runnable_outside(os.getpid()))
+            everything.append(running)
+            time.sleep(0.05)
+    finally:
+        for loop in ours:
+            loop.terminate()
+            loop.wait()
+        subprocess.run(["pkill", "-f", marker], check=False)
+    mean_outside, mean_all = sum(outside) / len(outside), sum(everything) / len(everything)
+    assert mean_outside >= count - 0.5, (outside, everything)
+    assert mean_all - mean_outside >= count - 0.5, (outside, everything)
+
+
 def test_the_profile_command_refuses_a_busy_machine_with_exit_2_and_stores_nothing(
         monkeypatch, capsys, tmp_path):
     import thrifty.train.busy as busy
@@ -107,7 +176,8 @@ def test_the_profile_command_refuses_a_busy_machine_with_exit_2_and_stores_nothi
 
 
 def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(monkeypatch):
-    # mutations caught: "busy load not added to the launch spread", "round spread not added"
+    # mutations caught: "busy load not added to the launch spread", "round spread not added", the
+    # load beside the profile ignored (only the reading before used)
     # (the pipeline's combination; the profile itself is injected, so nothing is timed)
     import math
 
@@ -117,6 +187,7 @@ def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(m
     from thrifty.pipeline import ProfileSettings, run_profile
     from thrifty.records import Profile, StepRow
     monkeypatch.setattr(busy, "read_before_profile", lambda: Readings(2, 6.0, 0.0, None))
+    monkeypatch.setattr(busy, "LoadBeside", lambda: _Beside(9.0))  # more load arrived during the profile
     times = {8: [0.010, 0.010, 0.012, 0.012], 32: [0.030, 0.030, 0.033, 0.033]}  # 2 rounds of 2 steps
 
     def fake_profile(*args, **kwargs):
@@ -128,5 +199,5 @@ def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(m
                                                               calibrate=False, allow_busy=True))
     rounds = math.sqrt((math.log(1.2) ** 2 / 2 + math.log(1.1) ** 2 / 2) / 2)  # pooled sd of 2 rounds
     assert profile.meta["run_sigma_log"] == pytest.approx(rounds)
-    assert profile.meta["launch_sigma_log"] == pytest.approx(math.hypot(rounds, busy_sigma_log(6.0, 2)))
+    assert profile.meta["launch_sigma_log"] == pytest.approx(math.hypot(rounds, busy_sigma_log(9.0, 2)))
     assert profile.meta["machine"]["before"]["busy"] and profile.meta["run_spread"] == pytest.approx(0.15)

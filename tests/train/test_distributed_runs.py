@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty train` across real processes gives what one process would: the global batch's
 gradient under an unequal split, BatchNorm over the whole global batch, identical replicas on two
 torchrun "nodes"."""

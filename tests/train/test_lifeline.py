@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Workers die with their launcher, and a run directory is held while any process of its run lives."""
 
 import contextlib

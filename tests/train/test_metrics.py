@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The step stream's line (`thrifty train --step-stream`): what a supervisor such as thrifty search
 reads of each step."""
 

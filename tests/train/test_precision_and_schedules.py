@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Precision (train.runtime), the loss scaler's skipped steps, learning-rate schedules in samples
 (workloads.schedules) and their exact resume; where a rank's model and batches live."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty train` under `thrifty run`: checkpoints on request, saves and stops on a notice, is
 restarted, resumes by itself and ends bit for bit where an uninterrupted run ends."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """b_max probes: the memory estimate on CPU and the throughput-drop rule."""
 
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """End to end: real worker processes measure a workload; the store keeps it in one transaction."""
 
 import sqlite3

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The integer split and the batch policies, on a simulated clock (no processes)."""
 
 import math
@@ -5,10 +6,9 @@ import random
 
 import pytest
 
-from thrifty.train.hetero import (SimulatedCluster as Schedule, SlowdownSchedule, constant, reaction_steps,
-                                  wasted_compute_fraction)
-from thrifty.train.policies import (BatchPolicy, ControllerSettings, fixed_cost_batches, make_policy,
-                                     relative_changes)
+from thrifty.train.hetero import SimulatedCluster as Schedule
+from thrifty.train.hetero import SlowdownSchedule, constant, reaction_steps, wasted_compute_fraction
+from thrifty.train.policies import BatchPolicy, ControllerSettings, fixed_cost_batches, make_policy, relative_changes
 from thrifty.train.split import SplitError, affine_targets, even_split, proportional_split
 
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The train step stops a run at the first non-finite loss: every rank at once, naming the rank and
 the step."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Count-weighted SyncBatchNorm over unequal local batches, and sampler coverage for any splits."""
 
 import random

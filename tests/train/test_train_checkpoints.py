@@ -1,10 +1,10 @@
+# SPDX-License-Identifier: MIT
 """Training checkpoints: the newest k kept, a damaged newest one falls back to the one before, and a
 run resumes on another number of workers (and global batch: test_train_move.py)."""
 
 from dataclasses import replace
 
 import pytest
-import torch
 
 from thrifty.checkpoint_file import CheckpointError, load_state
 from thrifty.records import RunLog

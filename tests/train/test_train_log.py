@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty train`'s CSV log across a lost checkpoint: appended at each checkpoint, cut back to the
 checkpoint a resumed run continues from (records.RunLog; the file mechanics in tests/test_records.py)."""
 

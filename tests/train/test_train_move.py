@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Moving a run to another world size and global batch (checkpoint, relaunch, resume): the epoch's
 permutation continues at the first unused sample, the optimizer state carries over with the new
 batch's hyperparameters, and the moved run learns as well as one that never moved."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`thrifty train` with real processes: adaptation, resume equivalence, a dying worker, ASP."""
 
 import json

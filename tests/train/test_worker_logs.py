@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What local worker processes log reaches the launcher's loggers (train.worker_logs): the CLI's
 `-v`, caplog, a library user's handlers; and `thrifty train` logs its start, evaluations and end."""
 

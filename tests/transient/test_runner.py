@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The preemption-tolerant runner with real processes: restarts, notices, corrupt checkpoints."""
 
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Lifetime models, fitting, checkpoint schedules (against closed forms and Monte Carlo), VM
 reuse and the spot/on-demand policy."""
 
@@ -8,12 +9,11 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from thrifty.transient.fitting import (EmpiricalLifetimes, Lifetimes, fit, fit_bathtub_lsq, kaplan_meier,
-                                       read_lifetimes)
+from thrifty.transient.fitting import EmpiricalLifetimes, Lifetimes, fit, fit_bathtub_lsq, kaplan_meier, read_lifetimes
 from thrifty.transient.lifetimes import HOUR, Bathtub, Exponential, Weibull
+from thrifty.transient.overhead import expected_overhead_fraction
 from thrifty.transient.registry import build_bundle, bundled, data_file, load_model
 from thrifty.transient.reuse import simulate_campaign, solve_reuse
-from thrifty.transient.overhead import expected_overhead_fraction
 from thrifty.transient.schedule import ClusterLifetime, Job, ScheduleError, plan_schedule
 from thrifty.transient.simulation import simulate
 from thrifty.transient.spot import compare
@@ -138,6 +138,17 @@ def test_bundled_models_match_a_fresh_fit(google):
         for key, value in fresh[name]["params"].items():
             assert stored[name]["params"][key] == pytest.approx(value, rel=FIT_REL_TOLERANCE), (name, key)
     assert load_model("gcp-2019")[1].name == "bathtub"
+
+
+def test_the_refit_command_writes_what_the_package_ships(tmp_path):
+    """`python -m thrifty.transient.registry`'s write, to a temporary file: the same models as the
+    bundle. Mutation caught: write_bundle writing another model set (or nothing)."""
+    from thrifty.transient.registry import write_bundle
+    written = json.loads(write_bundle(tmp_path / "models.json").read_text())
+    stored = bundled()
+    assert set(written) == set(stored)
+    for name, model in written.items():
+        assert model["params"] == pytest.approx(stored[name]["params"], rel=FIT_REL_TOLERANCE), name
 
 
 def _exponential_fixed_interval(intervals, delta, restart, mttf):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A user's own workload: lower-is-better metrics, dict (Hugging Face-style) and tuple batches on
 the device, a real data set through the prefetching loader, and the dry run that reports a broken
 workload in one line before anything long starts."""

@@ -1,10 +1,10 @@
+# SPDX-License-Identifier: MIT
 import numpy as np
 import pytest
 
 from thrifty.errors import WorkloadError
 from thrifty.train.loop import train_to_target
 from thrifty.workloads import datasets, load_workload
-
 
 # Steps within which each built-in reaches its target at its default batch (it takes 65 and 12 with
 # torch 2.13): about 9 and 4 epochs, what keeps a calibration run short; seconds depend on the machine.

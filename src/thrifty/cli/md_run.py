@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """`thrifty md run`: one MD job (OpenMM, or the torch engine) that checkpoints on request and resumes
-where it stopped. It parses and prints; md.engines runs the job (job_loop, with the engine made in
-`_engine`, where per-engine settings such as a thread count belong)."""
+where it stopped. It parses and prints; md.engines.single_run checks the engine's options, sets the
+sampling and runs the job (md.engines.job_loop)."""
 
 import os
 from pathlib import Path
@@ -16,53 +16,7 @@ md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM, or the torch engine)
                      no_args_is_help=True)
 
 NANO = "nanoconfinement only"
-ENGINES = ("openmm", "torch")
 SUMMARY = "summary.json"
-
-
-def _check_engine(engine: str, system: str, platform: str | None, dtype: str, device: str,
-                  threads: int | None) -> str:
-    """The engine's options, refused in one line; returns the OpenMM platform (Reference by default)."""
-    from thrifty.extras import require
-    from thrifty.md.engines.openmm_systems import PLATFORMS
-    if engine not in ENGINES:
-        raise ThriftyError(f"unknown --engine {engine!r}; choose {', '.join(ENGINES)}")
-    if engine == "torch":
-        require("torch")  # before the output folders are made (it is imported after them)
-        if system != "nanoconfinement":
-            raise ThriftyError(f"--engine torch runs --system nanoconfinement only, not {system}")
-        if platform is not None:
-            raise ThriftyError("--platform applies to --engine openmm; the torch engine takes --device cpu or cuda")
-        if dtype not in ("float64", "float32"):
-            raise ThriftyError(f"unknown --dtype {dtype!r}; choose float64 or float32")
-        if device not in ("cpu", "cuda"):
-            raise ThriftyError(f"unknown --device {device!r}; choose cpu or cuda")
-        if threads is not None and threads < 1:
-            raise ThriftyError(f"--threads must be at least 1, got {threads}")
-    elif (dtype, device) != ("float64", "cpu"):
-        raise ThriftyError("--dtype and --device apply to --engine torch; OpenMM takes --platform")
-    elif threads is not None:
-        raise ThriftyError("--threads applies to --engine torch (OpenMM's CPU platform reads OPENMM_CPU_THREADS)")
-    platform = platform or "Reference"
-    if platform not in PLATFORMS:
-        raise ThriftyError(f"unknown OpenMM platform {platform!r}; choose {', '.join(PLATFORMS)}")
-    if engine == "openmm":
-        from thrifty.md.engines.openmm_systems import get_platform
-        get_platform(platform)  # unavailable here: say so before any folder is made
-    elif device == "cuda":
-        import torch
-        if not torch.cuda.is_available():
-            raise ThriftyError("--device cuda: torch finds no CUDA device here; give --device cpu")
-    return platform
-
-
-def _engine(engine: str, system: str, platform: str, seed: int, model, dtype: str, device: str):
-    """The engine the options ask for (md.engines.protocol.Engine)."""
-    if engine == "torch":
-        from thrifty.md.engines.torch_replicas_engine import TorchEngine
-        return TorchEngine([model], seed, dtype, device)
-    from thrifty.md.engines.openmm_engine import OpenMMEngine
-    return OpenMMEngine(system, platform, seed, model)
 
 
 def _check_out(out: Path, force: bool) -> None:
@@ -89,7 +43,7 @@ def md_run(system: Annotated[str, typer.Option(
                     "has it)")] = None,
            seed: Annotated[int, typer.Option()] = 0,
            engine: Annotated[str, typer.Option(
-               help="openmm, or torch (md.torch_engine, batched and differentiable; nanoconfinement only)")] = "openmm",
+               help="openmm, or torch (md.torch_physics, batched and differentiable; nanoconfinement only)")] = "openmm",
            dtype: Annotated[str, typer.Option(help="float64 (bit-identical resumes on the CPU) or float32 (torch engine)")] = "float64",
            device: Annotated[str, typer.Option(help="cpu or cuda (torch engine)")] = "cpu",
            threads: Annotated[int | None, typer.Option(
@@ -114,30 +68,22 @@ def md_run(system: Annotated[str, typer.Option(
            json_out: JsonOpt = False) -> None:
     """Run a simulation (OpenMM, or --engine torch) that checkpoints on request and resumes where it stopped."""
     from thrifty.io import check_writable_dir
-    from thrifty.md.engines.job_loop import run_one
-    from thrifty.md.engines.openmm_systems import SYSTEMS
+    from thrifty.md.engines.single_run import (
+        EngineOptions,
+        fixed_length_sampling,
+        nanoconfinement_sampling,
+        run_length,
+    )
     from thrifty.md.nanoconfinement import NanoconfinementModel
-    from thrifty.md.sampling_settings import SamplingSettings
     from thrifty.progress import ProgressBar
     from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, check_checkpoint_folder
-    if system not in SYSTEMS:
-        raise ThriftyError(f"unknown MD system {system!r}; choose {', '.join(SYSTEMS)}")
-    if (steps is not None and steps < 1) or (chunk is not None and chunk < 1) or cap_steps < 1:
-        raise ThriftyError("--steps, --chunk and --cap-steps must be positive")
-    run_steps = cap_steps if steps is None and system == "nanoconfinement" else steps or 5000
-    if chunk is not None and chunk > run_steps:
-        raise ThriftyError(f"--chunk {chunk:,} is longer than the run ({'--cap-steps' if steps is None else '--steps'}"
-                           f" {run_steps:,}): give a chunk of at most that many steps")
-    chunk = min(100, run_steps) if chunk is None else chunk
-    platform = _check_engine(engine, system, platform, dtype, device, threads)
+    options = EngineOptions(engine, system, platform, dtype, device, threads, seed).checked()
+    last_step, chunk = run_length(system, steps, chunk, cap_steps)
     model = None
     if system == "nanoconfinement":
         model = NanoconfinementModel(h, zp, zn, c, d_plus, d_minus, box_nm, cutoff_nm)
         model.check()
-        if equilibrate is None:
-            equilibrate = 20_000 if steps is None else steps // 5
-        settings = SamplingSettings(steps, chunk, equilibrate, tolerance_molar=tolerance,
-                                    relative_tolerance=relative_tolerance, cap_steps=cap_steps)
+        settings = nanoconfinement_sampling(steps, chunk, equilibrate, tolerance, relative_tolerance, cap_steps)
     else:
         given = [name for name, value, default in (
             ("--h", h, 3.0), ("--zp", zp, 1), ("--zn", zn, -1), ("--c", c, 0.5), ("--d-plus", d_plus, 0.474),
@@ -147,8 +93,7 @@ def md_run(system: Annotated[str, typer.Option(
             if value != default]
         if given:
             raise ThriftyError(f"{', '.join(given)} apply to --system nanoconfinement only, not {system}")
-        settings = SamplingSettings(run_steps, chunk, equilibration_steps=0)
-    settings.check()
+        settings = fixed_length_sampling(last_step, chunk)
     check_writable_dir(out, "--out")
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
@@ -156,7 +101,6 @@ def md_run(system: Annotated[str, typer.Option(
     _check_out(out, force)
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
-    job = _engine(engine, system, platform, seed, model, dtype, device)
     bar: list[ProgressBar] = []  # started at the first chunk: after every check, so errors come first
 
     def on_chunk(step: int) -> None:
@@ -164,12 +108,7 @@ def md_run(system: Annotated[str, typer.Option(
             bar.append(ProgressBar(f"md run {system}", settings.last_step, completed=step))
         bar[0].update(step)
     try:
-        if engine == "torch":
-            from thrifty.md.torch_engine.threads import available_cores, use_threads
-            with use_threads(threads or available_cores()):
-                summary = run_one(job, settings, out, checkpoints, on_chunk)
-        else:
-            summary = run_one(job, settings, out, checkpoints, on_chunk)
+        summary = options.run(model, settings, out, checkpoints, on_chunk)
     finally:
         for b in bar:
             b.close()

@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """`thrifty plan`: profile (or reuse a profile), evaluate every candidate, show and store the choice."""
 
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -105,13 +104,12 @@ def plan(
 ) -> None:
     """Pick the VM type, workers, batch size and spot/on-demand that reach the target best."""
     from thrifty.catalog import Hardware
-    from thrifty.cli.jobmodel import workload_job_model
+    from thrifty.cli.workload_job_model import workload_job_model
     from thrifty.io import check_writable_file
     from thrifty.plan import PlanRequest, VMArrays
-    from thrifty.plan import plan as run_plan
     from thrifty.plan.bucket import check_bucket_name
+    from thrifty.plan.decision import decide
     from thrifty.plan.launch import skypilot_yaml, torchrun_command
-    from thrifty.plan.plane import plane
     from thrifty.plan.plot import plot_plan
     from thrifty.store import Store
     from thrifty.workloads.names import workload_key
@@ -132,18 +130,12 @@ def plan(
     with Store(db) as store:
         job, reused = workload_job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
                                          allow_busy=allow_busy)
-        key = workload_key(workload)
-        probes = store.workload_probes(key)  # what `thrifty search` measured
-        started = time.perf_counter()
-        result = run_plan(vmx, job, request, probes)
-        elapsed = time.perf_counter() - started
-        best = result.describe(result.best)
-        if plot is not None:  # before the decision is stored: a bad --plot path leaves nothing behind
-            plot_plan(result, plot, title=f"{workload}: {len(result.candidates):,} candidates")
-        chosen_from = plane(result)
-        store.save_decision(key, {
-            "objective": objective, "deadline_s": request.deadline_s,
-            "budget_usd": request.budget_usd, "max_workers": max_workers, "spot": spot}, best, chosen_from)
+        # the plot before the decision is stored: a bad --plot path leaves nothing behind
+        decision = decide(store, workload_key(workload), vmx, job, request, before_storing=None if plot is None else
+                          lambda result: plot_plan(result, plot, title=f"{workload}: {len(result.candidates):,} "
+                                                                       "candidates"))
+    result, best, chosen_from, probes = decision.result, decision.recommended, decision.plane, decision.probes
+    elapsed = decision.elapsed_s
     launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload, bucket=bucket)}
     summary = {
         "workload": workload, "objective": objective, "profile_reused": reused,

@@ -83,8 +83,10 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
                                   scaling["serial_fraction_sd"], scaling["at_bound"], strict=True)))
     machine = summary["machine"]
     busy = machine["before"]["busy"] or machine["during"]["busy"]
+    beside = machine["during"]["others_load"]
     stdout.print(f"machine: load {machine['before']['others_load']:.1f} on {machine['before']['cores']} cores "
-                 f"before, {machine['during']['steal_fraction']:.1%} steal during; runs of one setting differ "
+                 f"before, {'?' if beside is None else f'{beside:.1f}'} beside the profile, "
+                 f"{machine['during']['steal_fraction']:.1%} steal during; runs of one setting differ "
                  f"by {summary['run_spread']:.0%} (median); launch spread sd {summary['launch_sigma_log']:.3f} "
                  "in log, added to every interval" + (" [yellow](busy: measured anyway, --allow-busy)[/]" if busy else ""))
     if calibration:

@@ -7,7 +7,7 @@ records every window and checkpoint (search.session), `--resume` continues a kil
 `--plot` draws the path (search.plot), and on a terminal a live panel follows the search.
 
 `local` takes what the options leave out from the workload's job model, got as `thrifty plan`
-gets it (cli.jobmodel: the stored profile in --db, default the thrifty database, else a new one):
+gets it (cli.workload_job_model: the stored profile in --db, default the thrifty database, else a new one):
 the target E_min = S_min B_noise and the noise scale B_noise (S(B) = S_min (1 + B_noise / B),
 McCandlish et al. 2018), and the start, the configuration the plan's models recommend among the
 emulated types (search.start). `sim` has no workload: it starts on cheapest_start."""
@@ -119,9 +119,10 @@ def search(
 
     from thrifty.catalog import load_catalog
     from thrifty.io import check_writable_file
-    from thrifty.search.efficiency import NoiseSchedule, read_noise_trace
     from thrifty.search.harness import Scenario, cheapest_start, oracle
+    from thrifty.search.noise_schedule import NoiseSchedule, read_noise_trace
     from thrifty.search.rule import Objective
+    from thrifty.search.session import job_targets
     from thrifty.search.trace import load_trace
     from thrifty.store import Store
 
@@ -154,11 +155,10 @@ def search(
     job = None
     if backend == "local" and (start is None or target_samples is None or
                                (noise_scale is None and noise_scale_trace is None)):
-        from thrifty.cli.jobmodel import workload_job_model
+        from thrifty.cli.workload_job_model import workload_job_model
         with Store(db or DEFAULT_DB) as profiles:
             job = workload_job_model(profiles, _given(workload, backend, "--workload"))[0]
-    target_samples, noise_scale, origin = _job_defaults(job, workload, target_samples, noise_scale,
-                                                        noise_scale_trace)
+    target_samples, noise_scale, origin = job_targets(job, workload, target_samples, noise_scale, noise_scale_trace)
     schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
                 else read_noise_trace(_given(noise_scale_trace, backend, "--noise-scale or --noise-scale-trace"),
                                       target_samples))
@@ -195,27 +195,6 @@ def search(
             outcomes = [_local_search(local, local_workload, goal, first, seed, store, resume, json_out, stack)]
     _report(outcomes, best, first, goal, seed, prices, schedule, plot, json_out,
             trace.name if trace else f"{workload} (local)", origin)
-
-
-def _job_defaults(job, workload: str | None, target_samples: float | None, noise_scale: float | None,
-                  noise_scale_trace: Path | None) -> tuple[float, float | None, dict]:
-    """(E_min, constant B_noise or None for a trace, where each came from): the options, else the
-    workload's job model: B_noise measured, E_min = S_min B_noise, the samples at small batch of
-    S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018)."""
-    origin = {"target_samples_source": "options", "noise_scale_source": "options"}
-    missing = [text for text, given in (("--target-samples", target_samples),
-                                        ("--noise-scale (or --noise-scale-trace)", noise_scale or noise_scale_trace))
-               if given is None]
-    if missing:
-        if job.recipe is not None:  # its steps are epochs at a batch range: no B_noise, no S_min
-            raise ThriftyError(f"{workload}'s job model takes its steps from a published recipe "
-                               f"({job.recipe['source']}), which gives no gradient noise scale: give "
-                               f"{' and '.join(missing)}")
-        if noise_scale is None and noise_scale_trace is None:
-            noise_scale, origin["noise_scale_source"] = job.noise_scale, "workload profile"
-    if target_samples is None:  # missing above: job is the workload's job model
-        target_samples, origin["target_samples_source"] = job.s_min * job.noise_scale, "workload profile"
-    return target_samples, noise_scale, {**origin, "target_samples": target_samples, "noise_scale": noise_scale}
 
 
 def _sim_searches(scenario, first, seed: int, seeds: int, store, resume: bool, json_out: bool, stack) -> list:
@@ -256,18 +235,12 @@ def _local_batches(workload: str, batches: str, work_dir: Path, resume: bool) ->
 
 
 def _local_search(local, workload: str, goal, first, seed: int, store, resume: bool, json_out: bool, stack):
-    from dataclasses import asdict
-
     from thrifty.search.local import local_search_settings
     from thrifty.search.loop import Search
-    from thrifty.search.session import require_stored, run_stored
+    from thrifty.search.session import local_request, require_stored, run_stored
     from thrifty.workloads.names import workload_key
     key = workload_key(workload)
-    request = {"backend": "local", "workload": key, "types": [asdict(t) for t in local.types.values()],
-               "configs": [c.to_dict() for c in local.candidates()], "progress": local.schedule.progress.tolist(),
-               "noise_scale": local.schedule.noise_scale.tolist(), "objective": goal.kind,
-               "deadline_s": goal.deadline_s, "startup_cost_s": local.startup_cost_s, "start": first.to_dict(),
-               "seed": seed, "work_dir": str(local.work_dir.resolve())}
+    request = local_request(local, key, goal, first, seed)
     if resume:
         require_stored(store, [request])
     view = _live_view(stack) if not json_out else None

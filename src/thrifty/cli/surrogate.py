@@ -31,7 +31,7 @@ def train_surrogate(
     from thrifty.io import check_writable_dir
     from thrifty.md.runs import read_runs
     from thrifty.md.surrogate.calibration import fit_surrogate  # torch: a missing extra is named at once
-    from thrifty.md.surrogate.network import SurrogateConfig
+    from thrifty.md.surrogate.ensemble import SurrogateConfig
     if members < 2 or max_epochs < 1 or folds < 2:
         raise ThriftyError("--members must be 2 or more (the spread needs two), --max-epochs positive and "
                            "--folds 2 or more")

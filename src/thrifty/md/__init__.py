@@ -3,7 +3,7 @@
 
     engines/     the MD job loop (job_loop.run_job) behind one engine protocol (protocol.Engine):
                  OpenMM (openmm_engine) and the torch engine (torch_replicas_engine; its physics
-                 in md.torch_engine), their checkpoint formats and outputs
+                 in md.torch_physics), their checkpoint formats and outputs
     campaign/    campaigns on Ray: point samplers, the checkpoint schedule, the pool (emulated
                  preemptions, bill, placement), the store, the runner, `md sweep`'s assembly
     nanoconfinement, params, space, sampling_settings, profiles, runs: the model, its parameters,

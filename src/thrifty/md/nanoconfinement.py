@@ -22,7 +22,7 @@ Units: nm, ps, kJ/mol, amu, e.
 
 This module is the model alone (numbers, counts, geometry, the start lattice): it imports neither
 OpenMM nor torch. The OpenMM system is built in md.engines.openmm_nanoconfinement, the torch
-replicas in md.torch_engine.replicas.
+replicas in md.torch_physics.replicas.
 """
 
 import math

@@ -29,8 +29,3 @@ def calibrate_s_min(observed_steps: float, observed_batch: float, noise_scale: f
     if not np.isfinite(noise_scale) or noise_scale < 0:
         raise ModelError(f"noise scale must be a non-negative number, got {noise_scale}")
     return observed_steps / (1.0 + noise_scale / observed_batch)
-
-
-def pollux_efficiency(batch, reference_batch: float, noise_scale: float) -> np.ndarray:
-    """Per-example progress of batch M relative to M0: (phi + M0) / (phi + M), phi = B_noise."""
-    return (noise_scale + reference_batch) / (noise_scale + np.asarray(batch, float))

@@ -25,7 +25,7 @@ outputs_per_sm differs between matrix kernels (a GEMM/conv tile per SM) and the 
 tensor-core rate for matrix kernels when the precision uses them (TF32 / FP16), else the FP32 vector
 rate; e_max differs between the two. AMP halves the bytes of activations (the per-sample part).
 n GPUs: ring all-reduce of the gradients over the GPU interconnect at a fitted fraction of its
-bandwidth (perf.network), overlapped with compute as T = (T_c^g + T_ar^g)^(1/g) (Pollux, OSDI 2021).
+bandwidth (perf.allreduce), overlapped with compute as T = (T_c^g + T_ar^g)^(1/g) (Pollux, OSDI 2021).
 """
 
 import functools
@@ -39,7 +39,7 @@ from thrifty.catalog.gpus import GPUSpec
 from thrifty.catalog.gpus import read_gpu_specs as read_gpu_specs  # re-exported: its importers predate catalog.gpus
 from thrifty.data import data_path
 from thrifty.errors import ModelError
-from thrifty.perf.network import INTRA_NODE_LATENCY_S, ring_allreduce_time_s
+from thrifty.perf.allreduce import INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, StepWork
 
 PRECISIONS = ("fp32", "tf32", "amp")

@@ -11,7 +11,7 @@ per GPU, or one using all vCPUs of a CPU VM. Predictions:
              the interval holds the serial fraction's sd and the profile's launch spread),
              GPU VMs: max(counted work on the calibrated roofline (perf.roofline), input cost
              spread over the host's vCPUs),
-             both with a ring all-reduce over the VM's interconnect or network (perf.network)
+             both with a ring all-reduce over the VM's interconnect or network (perf.allreduce)
   steps      JobModel.steps: S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018) or a recipe
   time       start-up + steps x step time; spot: x (1 + expected preemption overhead)
   cost       per-second billing with a one-minute minimum: max(time, 60 s) x nodes x $/h / 3600
@@ -29,9 +29,9 @@ from scipy.special import ndtri
 from thrifty.catalog.hardware import Hardware
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S, VMType
 from thrifty.errors import PlanError
+from thrifty.perf.allreduce import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.gpu_memory import max_local_batch as gpu_max_local_batch
 from thrifty.perf.jobmodel import JobModel
-from thrifty.perf.network import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.roofline import GPUSpec, RooflineParams, load_params
 from thrifty.perf.roofline import compute_time_s as gpu_compute_time_s
 from thrifty.perf.steptime import PARAM_NAMES

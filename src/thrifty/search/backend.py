@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from thrifty.search.config import Config
-from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.noise_schedule import NoiseSchedule
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import numpy as np
 from thrifty.errors import ThriftyError
 from thrifty.search.baselines import Ernest, Exhaustive, PlanAlone, RandomSearch, fixed, user_defaults
 from thrifty.search.config import Config
-from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.loop import Outcome, Search, SearchSettings
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 from thrifty.search.sim import SimBackend
 from thrifty.search.trace import TraceRow

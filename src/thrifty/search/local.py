@@ -14,7 +14,7 @@ Clocks and bills: the job's clock is the wall clock since its first launch, so a
 what it really costs here (process start, checkpoint, resume), plus an emulated VM start-up
 (`startup_cost_s`, added to the clock and the bill, not waited for) whenever a move needs new
 VMs. Progress: every step trained counts at its global batch through the noise schedule
-(search.efficiency), as in `sim`. Gradient noise: the stream's steps carry their unbiased
+(search.noise_schedule), as in `sim`. Gradient noise: the stream's steps carry their unbiased
 |G|^2 and tr(Sigma) estimates (every step with several ranks, every 8th with one), and a window
 hands them to the search, which estimates B_noise from them; the schedule given by the user only
 counts progress. Billing: per second, with a one-minute minimum per VM lifetime
@@ -41,8 +41,8 @@ from thrifty.io import read_csv
 from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
-from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.loop import SearchSettings
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 from thrifty.train.lifeline import notice_when_parent_dies
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file

@@ -74,9 +74,9 @@ from thrifty.errors import ThriftyError
 from thrifty.search.backend import Backend
 from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief, step_time_floor
 from thrifty.search.config import Config, needs_new_vms
-from thrifty.search.efficiency import NoiseSchedule, progress_per_step
 from thrifty.search.events import Prediction, Probe, WindowDone
 from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_prior
+from thrifty.search.noise_schedule import NoiseSchedule, progress_per_step
 from thrifty.search.rule import Objective, expected_improvement, outlook, probe_price
 
 SETTLED_CHUNK_STEPS = 100  # a settled window is never cut: few, large chunks

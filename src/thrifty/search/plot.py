@@ -3,7 +3,7 @@
 
 Each window is drawn where its configuration would put the whole job at the step time it
 measured: time = S(B) T, cost = time x price, with S(B) the steps from 0 to the target at global
-batch B under the job's noise schedule (search.efficiency). Consecutive windows are joined in the
+batch B under the job's noise schedule (search.noise_schedule). Consecutive windows are joined in the
 order they ran (each join is a move), cut-short windows are crosses; the search's actual end
 (exploration and moves included) and the oracle's point sit beside them, so the plot shows both
 where the search looked and what looking cost."""
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from thrifty.io import write_png
-from thrifty.search.efficiency import NoiseSchedule
 from thrifty.search.events import Probe
+from thrifty.search.noise_schedule import NoiseSchedule
 
 
 @dataclass(frozen=True)

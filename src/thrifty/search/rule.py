@@ -5,7 +5,7 @@ does, stop exploring.
 For a candidate c with mean step time T_c ~ lognormal(mu_c, sd_c) (search.belief), the objective
 still to pay from the current progress p to the target P is
 
-    J_c = r_c K_c T_c,   K_c = (P - p) (1/B_c + 1/B_noise)   steps left (search.efficiency)
+    J_c = r_c K_c T_c,   K_c = (P - p) (1/B_c + 1/B_noise)   steps left (search.noise_schedule)
     r_c = 1 (time, s/s)  or  price_c / 3600 (cost, $/s)
 
 and with a deadline D, c is feasible iff elapsed + move_c + K_c T_c <= D, i.e. log T_c <= x_max.

@@ -6,19 +6,26 @@ The request key is a hash of everything that decides the search's course: the tr
 prices), the job (noise schedule, target), the objective, the sim's knobs, the start and the seed.
 A resume continues the newest stored search with that key; a finished one is returned as stored,
 so resuming a completed run measures nothing. The workload key (the trace's hash, for sim) names
-what was measured, for reading the probes back."""
+what was measured, for reading the probes back. A local search's request is `local_request`'s;
+`job_targets` says where the target and the noise scale come from when the options leave them out."""
 
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from thrifty.errors import ThriftyError
 from thrifty.search.config import Config
 from thrifty.search.events import WindowDone
 from thrifty.search.harness import Scenario
 from thrifty.search.loop import Outcome, Search
+from thrifty.search.rule import Objective
 from thrifty.search.saved_state import restore_search, search_state
 from thrifty.store import PROBE_COLUMNS, Store
+
+if TYPE_CHECKING:
+    from thrifty.perf.jobmodel import JobModel
+    from thrifty.search.local import LocalBackend
 
 
 def _digest(data) -> str:
@@ -38,6 +45,41 @@ def request_of(scenario: Scenario, start: Config, seed: int) -> dict:
             "deadline_s": s.objective.deadline_s, "measurement_noise": s.measurement_noise,
             "restart_cost_s": s.restart_cost_s, "startup_cost_s": s.startup_cost_s,
             "start": start.to_dict(), "seed": seed}
+
+
+def local_request(local: "LocalBackend", workload_key: str, objective: Objective, start: Config, seed: int) -> dict:
+    """The request of a local search: the workload, the emulated types and their configurations,
+    the noise schedule, the objective, the start-up cost, the start, the seed and the job's folder."""
+    from dataclasses import asdict
+    return {"backend": "local", "workload": workload_key, "types": [asdict(t) for t in local.types.values()],
+            "configs": [c.to_dict() for c in local.candidates()], "progress": local.schedule.progress.tolist(),
+            "noise_scale": local.schedule.noise_scale.tolist(), "objective": objective.kind,
+            "deadline_s": objective.deadline_s, "startup_cost_s": local.startup_cost_s, "start": start.to_dict(),
+            "seed": seed, "work_dir": str(local.work_dir.resolve())}
+
+
+def job_targets(job: "JobModel | None", workload: str | None, target_samples: float | None,
+                noise_scale: float | None, noise_scale_trace: object | None) -> tuple[float, float | None, dict]:
+    """(E_min, constant B_noise or None for a trace, where each came from): those given, else the
+    workload's job model's: B_noise measured, E_min = S_min B_noise, the samples at small batch of
+    S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018). A recipe's job model has neither."""
+    origin = {"target_samples_source": "options", "noise_scale_source": "options"}
+    missing = [text for text, given in (("--target-samples", target_samples),
+                                        ("--noise-scale (or --noise-scale-trace)", noise_scale or noise_scale_trace))
+               if given is None]
+    if missing:
+        if job is None:
+            raise ThriftyError(f"give {' and '.join(missing)} (no workload job model to take them from)")
+        if job.recipe is not None:  # its steps are epochs at a batch range: no B_noise, no S_min
+            raise ThriftyError(f"{workload}'s job model takes its steps from a published recipe "
+                               f"({job.recipe['source']}), which gives no gradient noise scale: give "
+                               f"{' and '.join(missing)}")
+        if noise_scale is None and noise_scale_trace is None:
+            noise_scale, origin["noise_scale_source"] = job.noise_scale, "workload profile"
+        if target_samples is None:
+            target_samples, origin["target_samples_source"] = job.s_min * job.noise_scale, "workload profile"
+    assert target_samples is not None  # given, or taken from the job model above
+    return target_samples, noise_scale, {**origin, "target_samples": target_samples, "noise_scale": noise_scale}
 
 
 def probe_row(event: WindowDone) -> dict:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """`sim`: a trace-driven cloud. Step times come from a trace with lognormal measurement noise;
-progress follows the noise schedule (search.efficiency); time and money follow cloud billing.
+progress follows the noise schedule (search.noise_schedule); time and money follow cloud billing.
 
 Billing per second with a one-minute minimum per VM lifetime (search.billing). A move costs
 `restart_cost_s` (checkpoint, relaunch, resume) and, when new VMs are needed (another type, or
@@ -14,7 +14,7 @@ from thrifty.perf.noise import noise_due
 from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
-from thrifty.search.efficiency import NoiseSchedule
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.trace import TraceRow
 
 GRAD_SQ_SPREAD, TRACE_SPREAD = 3.9, 2.2  # per-step relative sd of the estimates (module docstring)

@@ -11,7 +11,7 @@ n = 1 node and r co-located ranks:
                the emulation stretches a rank's compute (zero_grad, forward, backward: train.step)
                to 1/s_t as long (train.emulation); T_c also holds the optimizer update, which is
                not stretched, so T is a slight overestimate for slow types
-    steps      K = E_min / B + I(E_min)  (search.efficiency, the schedule the search counts with);
+    steps      K = E_min / B + I(E_min)  (search.noise_schedule, the schedule the search counts with);
                with the workload's own B_noise and E_min = S_min B_noise this is
                S(B) = S_min (1 + B_noise / B) (McCandlish et al. 2018)
     time       startup + K T   (the first launch's emulated VM start-up, as LocalBackend clocks it)

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The writes `--allow-writes` opens: a new plan from a stored profile, and the notice to a job.
 
-A plan is computed as `thrifty plan` computes it (serve.plans: the job model rebuilt from the
-profile, every candidate of the bundled catalog evaluated, the workload's search windows read) and
-its decision stored through thrifty.store.Store in one transaction, as `thrifty plan` stores it."""
+A plan is decided as `thrifty plan` decides it (thrifty.plan.decision: every candidate of the
+bundled catalog evaluated with the workload's search windows, the decision and its plane stored in
+one transaction), from the job model rebuilt from the stored profile (serve.plans)."""
 
 import logging
 
@@ -21,8 +21,7 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
                budget_usd: float | None = None, max_workers: int = 32, spot: str = "both") -> dict:
     """Plan from stored profile `profile_id`; the stored decision's id and the recommendation."""
     from thrifty.plan import PlanRequest
-    from thrifty.plan import plan as run_plan
-    from thrifty.plan.plane import plane
+    from thrifty.plan.decision import decide
     from thrifty.store import Store
     record = db.profile_record(profile_id)
     if record is None:
@@ -31,12 +30,9 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
         raise ThriftyError(f"objective must be one of {', '.join(OBJECTIVES)} and spot one of {', '.join(SPOT)}")
     request = PlanRequest(objective=objective, deadline_s=deadline_s, budget_usd=budget_usd,
                           max_workers=max_workers, spot=spot)
-    result = run_plan(vm_arrays(), job_model_of(record), request, db.workload_probes(record["workload_key"]))
-    best = result.describe(result.best)
     with Store(db.path) as store:
-        decision = store.save_decision(record["workload_key"], {"objective": objective, "deadline_s": deadline_s,
-                                                                "budget_usd": budget_usd, "max_workers": max_workers,
-                                                                "spot": spot}, best, plane(result))
-    log.info("plan %s stored for profile %s (objective %s, %d candidates): %s", db.key(decision), db.key(profile_id),
-             objective, len(result.candidates), best)
-    return {"id": db.key(decision), "recommended": best, "candidates": len(result.candidates)}
+        decision = decide(store, record["workload_key"], vm_arrays(), job_model_of(record), request)
+    log.info("plan %s stored for profile %s (objective %s, %d candidates): %s", db.key(decision.decision_id),
+             db.key(profile_id), objective, len(decision.result.candidates), decision.recommended)
+    return {"id": db.key(decision.decision_id), "recommended": decision.recommended,
+            "candidates": len(decision.result.candidates)}

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""Is this machine quiet enough to profile on? Other tasks' load (the runnable tasks now, against
-the cores), CPU time the hypervisor stole (/proc/stat), and how much repeated
-runs of one setting differed. A profile wants every core (2 ranks, or 2 threads, on a 2-core
-machine): another task on one of them slows those runs up to 2x and the fit takes it as the job's.
+"""Is this machine quiet enough to profile on? Other tasks' load (the runnable tasks before the
+profile, and those outside the profile's own processes while it runs), CPU time the hypervisor
+stole (/proc/stat), and how much repeated runs of one setting differed. A profile wants every core
+(2 ranks, or 2 threads, on a 2-core machine): another task on one of them slows those runs up to
+2x and the fit takes it as the job's. Load that arrives after the first reading (a neighbour's job
+starting) is what the reading during the profile catches.
 
 Thresholds (ours):
   load    other runnable tasks > 0.5 per core: more than half a core busy elsewhere
@@ -14,9 +16,11 @@ Thresholds (ours):
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from thrifty.errors import ThriftyError
@@ -58,7 +62,8 @@ class CpuTimes:
 
 @dataclass(frozen=True)
 class Readings:
-    """What the checks saw; `others_load` is None after a profile (its own ranks were the load)."""
+    """What the checks saw: before the profile, or during it (`others_load` then counts the tasks
+    outside the profile's own processes; None where /proc cannot say)."""
 
     cores: int
     others_load: float | None
@@ -97,6 +102,83 @@ def runnable_others(samples: int = 10, interval_s: float = 0.1) -> float:
     return max(sum(counts) / len(counts), 0.0) if counts else 0.0
 
 
+def _stat_fields(path: Path) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (which may hold spaces): [state, ppid, ...]."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None  # the task ended while it was read
+    return text[text.rfind(")") + 2:].split()
+
+
+def _tree(root: int, proc: Path) -> set[int]:
+    """`root` and every process below it (the profile's ranks are children of the forkserver, a
+    child of this process)."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and (fields := _stat_fields(entry / "stat")) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def _runnable_threads(pids: set[int], proc: Path) -> int:
+    count = 0
+    for pid in pids:
+        try:
+            tasks = list((proc / str(pid) / "task").iterdir())
+        except OSError:
+            continue
+        count += sum(1 for task in tasks if (fields := _stat_fields(task / "stat")) and fields[0] == "R")
+    return count
+
+
+def runnable_outside(root: int, proc: Path = Path("/proc")) -> float | None:
+    """Runnable tasks (threads) of the machine now that are not `root`'s or its descendants':
+    /proc/stat's procs_running less the runnable threads of the tree (this reader among them)."""
+    try:
+        running = next(float(line.split()[1]) for line in (proc / "stat").read_text().splitlines()
+                       if line.startswith("procs_running"))
+        ours = _runnable_threads(_tree(root, proc), proc)
+    except (OSError, StopIteration, ValueError):
+        return None
+    return max(running - ours, 0.0)
+
+
+class LoadBeside:
+    """Samples `runnable_outside(os.getpid())` every `interval_s` on a thread while it is entered
+    (the profile runs); `mean` is the load of other tasks the profile shared the machine with."""
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        self.interval_s = interval_s
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="thrifty-load-beside", daemon=True)
+
+    def _sample(self) -> None:
+        root = os.getpid()
+        while not self._stop.wait(self.interval_s):
+            value = runnable_outside(root)
+            if value is not None:
+                self.samples.append(value)
+
+    def __enter__(self) -> "LoadBeside":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
 def read_before_profile() -> Readings:
     """Other tasks' load now: the runnable tasks sampled over a second, and steal over that second.
     Not the 1-minute load average: it lags both ways, and a build that ended seconds ago (`make
@@ -122,18 +204,20 @@ def check_quiet(readings: Readings, allow_busy: bool) -> None:
 
 def measure_quietly(measure: Callable[[], tuple[Measured, float]], allow_busy: bool,
                     before: Callable[[], Readings] = read_before_profile,
-                    attempts: int = 2) -> tuple[Measured, dict]:
+                    attempts: int = 2, beside: Callable[[], LoadBeside] | None = None) -> tuple[Measured, dict]:
     """Check the machine, run `measure` (returns its result and the run spread it saw) and check
-    the steal and spread of that run; a busy run is measured again, up to `attempts` times, then
-    refused. Returns the result and the readings (before and during) for the profile's meta."""
+    the other tasks' load, the steal and the spread of that run; a busy run is measured again, up
+    to `attempts` times, then refused. Returns the result and the readings (before and during) for
+    the profile's meta. `beside` makes the load monitor (LoadBeside by default)."""
     first = before()
     check_quiet(first, allow_busy)
     attempt = 0
     while True:
         attempt += 1
         start = CpuTimes.read()
-        result, spread = measure()
-        during = Readings(first.cores, None, CpuTimes.read().steal_since(start), spread)
+        with (beside or LoadBeside)() as load:
+            result, spread = measure()
+        during = Readings(first.cores, load.mean, CpuTimes.read().steal_since(start), spread)
         if during.reasons() and not allowed(allow_busy) and attempt < attempts:
             log.info("the machine was busy during the profile (%s): measuring again", ", ".join(during.reasons()))
             continue  # measure again: a burst of other work may have passed

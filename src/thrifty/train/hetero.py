@@ -37,10 +37,6 @@ def profile_slowdowns(name: str) -> tuple[float, ...]:
     return tuple(max(cores) / c for c in cores)
 
 
-def heterogeneity_level(slowdowns: tuple[float, ...]) -> float:
-    return max(slowdowns) / min(slowdowns)
-
-
 @dataclass(frozen=True)
 class SlowdownSchedule:
     """Segments (first step, per-rank slowdowns), sorted by step; the first starts at step 0."""

@@ -2,7 +2,8 @@
 """Named lifetime models fitted on Google's 2019 preemptible-VM data, bundled with the package.
 
 `src/thrifty/data/preemption/models.json` is made by `build_bundle()` from the bundled CSV (source
-in SOURCE.md beside it) and checked against a fresh fit by the tests:
+in SOURCE.md beside it), written by `python -m thrifty.transient.registry`, and checked against a
+fresh fit by the tests:
 - gcp-2019: bathtub, censored MLE on all 1,442 VMs (the default)
 - gcp-2019-lsq: bathtub, least squares on the 717 preempted lifetimes (the HPDC 2020 method)
 - gcp-2019-weibull, gcp-2019-exponential: censored MLE on all VMs
@@ -49,9 +50,16 @@ def build_bundle(data: Lifetimes) -> dict[str, dict]:
 
 
 def write_bundle(path: Path | None = None) -> Path:
+    """Fit every bundled model again and write them (the package's models.json by default)."""
     path = path or bundle_file()
     write_text_atomic(path, json.dumps(build_bundle(read_lifetimes(data_file())), indent=2, default=float))
     return path
+
+
+def main() -> None:
+    """`python -m thrifty.transient.registry`: refit the bundled lifetime models; then
+    `python -m thrifty.transient.overhead` (its tables are computed from the default model)."""
+    print(f"wrote {write_bundle()}")
 
 
 @lru_cache(maxsize=1)
@@ -75,3 +83,7 @@ def load_model(name_or_path: str = DEFAULT_MODEL) -> tuple[str, LifetimeModel]:
         log.debug("lifetime model %s: read from %s", path.stem, path)
         return path.stem, model_from_dict(read_json(path, LifetimeModelError, "lifetime model"))
     raise LifetimeModelError(f"unknown lifetime model {name_or_path!r}; bundled: {', '.join(models)}")
+
+
+if __name__ == "__main__":
+    main()

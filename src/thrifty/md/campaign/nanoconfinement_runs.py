@@ -19,13 +19,12 @@ from typing import Any
 
 from thrifty.errors import ThriftyError
 from thrifty.md.engines.protocol import Engine
+from thrifty.md.engines.single_run import make_engine
 from thrifty.md.nanoconfinement import NanoconfinementModel
 from thrifty.md.params import INTEGER_PARAMETERS, PARAMETERS
 from thrifty.md.sampling_settings import SamplingSettings
 from thrifty.md.space import ParameterSpace
 from thrifty.transient.protocol import JobCheckpoints
-
-ENGINES = ("openmm", "torch")
 
 
 def check_names(names: Iterable[str]) -> None:
@@ -92,23 +91,15 @@ class NanoconfinementRuns:
     threads: int = 1  # the torch engine's CPU threads: one per campaign worker (a Ray task has one CPU)
 
     def make_engine(self, models: list[NanoconfinementModel]) -> Engine:
-        if self.engine == "torch":
-            from thrifty.md.engines.torch_replicas_engine import TorchEngine
-            return TorchEngine(models, self.seed, self.dtype, self.device)
-        if self.engine != "openmm":
-            raise ThriftyError(f"unknown --engine {self.engine!r}; choose {', '.join(ENGINES)}")
-        if len(models) != 1:
-            raise ThriftyError(f"the OpenMM engine runs one point at a time, not a batch of {len(models)}: "
-                               f"give --replicas 1, or --engine torch")
-        from thrifty.md.engines.openmm_engine import OpenMMEngine
-        return OpenMMEngine("nanoconfinement", self.platform, self.seed, models[0])
+        return make_engine(self.engine, models, seed=self.seed, dtype=self.dtype, device=self.device,
+                           platform=self.platform)
 
     def run_batch(self, points: list[dict], work_dirs: list[Path], checkpoints: JobCheckpoints) -> list[dict]:
         """Run (or resume) the points as one job; each point's summary, with "converged" and the settings."""
         from thrifty.md.engines.job_loop import run_job
         engine = self.make_engine([model_at(p, self.box_nm, self.cutoff_nm) for p in points])
         if self.engine == "torch":
-            from thrifty.md.torch_engine.threads import use_threads
+            from thrifty.md.torch_physics.threads import use_threads
             with use_threads(self.threads):
                 summaries = run_job(engine, self.sampling, work_dirs, checkpoints)
         else:

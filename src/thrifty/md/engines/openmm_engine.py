@@ -16,9 +16,10 @@ import numpy as np
 import openmm
 from openmm import unit
 
+from thrifty.md.engines.choices import SYSTEMS
 from thrifty.md.engines.openmm_checkpoint import MDCheckpoint, check_resume, pack, system_identity, unpack
 from thrifty.md.engines.openmm_nanoconfinement import nanoconfinement_system
-from thrifty.md.engines.openmm_systems import SYSTEMS, MDSystem, confined_ions, lennard_jones_fluid, make_simulation
+from thrifty.md.engines.openmm_systems import MDSystem, confined_ions, lennard_jones_fluid, make_simulation
 from thrifty.md.engines.protocol import Progress, ReplicaLayout, Saved
 from thrifty.md.nanoconfinement import NanoconfinementModel
 from thrifty.md.thermo import GAS_CONSTANT_KJ_MOL_K

@@ -25,9 +25,6 @@ from openmm import unit
 from thrifty.errors import ThriftyError
 from thrifty.md.nanoconfinement import WATER_PERMITTIVITY
 
-SYSTEMS = ("lj", "ions", "nanoconfinement")  # nanoconfinement: md.engines.openmm_nanoconfinement
-PLATFORMS = ("Reference", "CPU", "CUDA", "OpenCL")  # those `md run` offers; OpenMM builds have a subset
-
 
 @dataclass(frozen=True)
 class MDSystem:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The torch engine (md.torch_engine: BAOAB Langevin, slab Ewald) behind the engine protocol: R
+"""The torch engine (md.torch_physics: BAOAB Langevin, slab Ewald) behind the engine protocol: R
 nanoconfinement systems advance together (one generator, one step for all, as
 tests/md/torch_reference_sampling.py's plain loop: with the same seed, chunk and sampling the
 profiles are that loop's, which the tests check). `thrifty md run --engine torch` is a batch of
@@ -18,9 +18,9 @@ from thrifty.errors import ThriftyError
 from thrifty.md.engines.protocol import Progress, ReplicaLayout, Saved
 from thrifty.md.engines.torch_checkpoint import TorchCheckpoint, check_resume, pack, unpack
 from thrifty.md.nanoconfinement import SPECIES_NAMES, TIMESTEP_PS, NanoconfinementModel, ion_counts, radii_nm, slit_nm
-from thrifty.md.torch_engine import integrator as it
-from thrifty.md.torch_engine.ewald import prepare_ewald
-from thrifty.md.torch_engine.replicas import replicas
+from thrifty.md.torch_physics import integrator as it
+from thrifty.md.torch_physics.ewald import prepare_ewald
+from thrifty.md.torch_physics.replicas import replicas
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 

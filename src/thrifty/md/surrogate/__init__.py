@@ -4,8 +4,8 @@ with the physics built in, the MD's noise in its loss and bands calibrated on ru
 on; beside it the baselines that show whether it earns its place.
 
 - shapes: ion counts, symmetry, net charge, the flat baseline (no torch)
-- noise: training data at the MD's noise and the model of a run's error bar (no torch)
-- network: the ensemble (torch): SurrogateConfig, Ensemble, Prediction, train_ensemble
+- md_noise: training data at the MD's noise and the model of a run's error bar (no torch)
+- ensemble: the ensemble network (torch): SurrogateConfig, Ensemble, Prediction, train_ensemble
 - gp, baselines: a Gaussian process, the nearest run and the flat profile (no torch)
 - calibration: cross-validated band scale and held-out scores (fit_surrogate)
 - domain: the joint range check (no torch)
@@ -18,8 +18,8 @@ _NETWORK = ("MODEL_FILE", "Ensemble", "Prediction", "SurrogateConfig", "train_en
 
 def __getattr__(name: str):
     if name in _NETWORK:
-        from thrifty.md.surrogate import network
-        return getattr(network, name)
+        from thrifty.md.surrogate import ensemble
+        return getattr(ensemble, name)
     if name == "fit_surrogate":
         from thrifty.md.surrogate.calibration import fit_surrogate
         return fit_surrogate

@@ -2,9 +2,9 @@
 """Active learning for a nanoconfinement campaign: which points to simulate next, and when to stop.
 No torch: the surrogate comes in as anything with `disagreement` (and `predict` for the stopping test).
 
-What a run would teach the model at x, in units of the MD's own noise (md.surrogate.network
+What a run would teach the model at x, in units of the MD's own noise (md.surrogate.ensemble
 `Ensemble.disagreement`): u(x) = mean over bins of var_members(x) / e(x)^2, e the error bar a run
-there would have (md.surrogate.noise). A point where the members agree to within the MD noise is
+there would have (md.surrogate.md_noise). A point where the members agree to within the MD noise is
 not worth a run however noisy MD is there: the pick targets what the model does not know, not what
 MD cannot resolve.
 
@@ -47,14 +47,14 @@ class Uncertain(Protocol):
 
 class HasBins(Protocol):
     @property
-    def bins(self) -> int: ...  # profile bins of the grid (md.surrogate.network.SurrogateConfig)
+    def bins(self) -> int: ...  # profile bins of the grid (md.surrogate.ensemble.SurrogateConfig)
 
 
 class Predicts(Protocol):
     @property
     def config(self) -> HasBins: ...
 
-    def predict(self, points: np.ndarray): ...  # -> md.surrogate.network.Prediction
+    def predict(self, points: np.ndarray): ...  # -> md.surrogate.ensemble.Prediction
 
 
 def _correlation(a: np.ndarray, b: np.ndarray, length: float) -> np.ndarray:
@@ -115,8 +115,8 @@ def stopping_test(tests: list[HeldOut], target_within_2_bars: float = DEFAULT_TA
     """Whether the surrogate's share of bins within 2 MD error bars on unseen runs reaches the target,
     pooled over `tests` (each batch scored by the surrogate that had not seen it); never met on
     fewer than `min_runs` runs. The baselines are scored beside it on the same runs."""
+    from thrifty.md.surrogate.md_noise import held_out_arrays
     from thrifty.md.surrogate.metrics import score
-    from thrifty.md.surrogate.noise import held_out_arrays
     if not any(t.runs for t in tests):
         raise ThriftyError("the stopping test needs at least one run the surrogate has not trained on")
     parts: dict[str, list[np.ndarray]] = {}

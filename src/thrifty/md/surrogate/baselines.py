@@ -19,7 +19,7 @@ import numpy as np
 from thrifty.md.runs import Run
 from thrifty.md.surrogate.domain import nearest_distance, scaled
 from thrifty.md.surrogate.gp import GaussianProcess
-from thrifty.md.surrogate.noise import TrainingData
+from thrifty.md.surrogate.md_noise import TrainingData
 from thrifty.md.surrogate.shapes import flat_profiles, mirror
 
 

@@ -2,7 +2,7 @@
 """An honest band, and held-out scores beside the baselines, by cross-validation.
 
 The band for an MD run's profile at a new point is mean +- q sqrt(sd^2 + e^2): sd the ensemble's
-spread (the model's uncertainty), e the error bar such a run would have (md.surrogate.noise), q one
+spread (the model's uncertainty), e the error bar such a run would have (md.surrogate.md_noise), q one
 scale fitted so that the band covers `level` of the bins of runs the ensemble did NOT train on:
 the `level` quantile of |MD - mean| / sqrt(sd^2 + e^2) over the reached bins of out-of-fold
 predictions (K-fold cross-validation: K ensembles, each trained without one fold and predicting
@@ -21,14 +21,14 @@ import numpy as np
 from thrifty.errors import ThriftyError
 from thrifty.md.runs import Run
 from thrifty.md.surrogate.baselines import baselines
-from thrifty.md.surrogate.metrics import reached, score
-from thrifty.md.surrogate.network import (
+from thrifty.md.surrogate.ensemble import (
     Ensemble,
     SurrogateConfig,
     folds,
     train_ensemble,
 )
-from thrifty.md.surrogate.noise import held_out_arrays
+from thrifty.md.surrogate.md_noise import held_out_arrays
+from thrifty.md.surrogate.metrics import reached, score
 
 NETWORK = "network"
 LEVEL = 0.9

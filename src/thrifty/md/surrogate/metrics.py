@@ -54,7 +54,7 @@ def accuracy(points: np.ndarray, predicted: np.ndarray, simulated: np.ndarray, e
 # of the bins; within 2 e it lands in about 95% (a normal's two-sided 2-sd share; a little less with
 # the 10+ blocks' own uncertainty in e), and its chi^2 per bin is about 1. Bins are those the ions
 # reached in MD (density or error bar above 0); bars are floored at the runs' resolution
-# (md.surrogate.noise.ERROR_FLOOR_MOLAR, 0.01 M).
+# (md.surrogate.md_noise.ERROR_FLOOR_MOLAR, 0.01 M).
 BAR_FLOOR_MOLAR = 0.01
 
 

@@ -30,7 +30,7 @@ holds out fold m of `members` folds of the runs (a seeded permutation) and keeps
 best epoch on them (early stopping after `patience` epochs without improvement), so every run is
 out of sample for one member. The prediction is the members' mean; their standard deviation is
 the model's uncertainty (Lakshminarayanan et al., NeurIPS 2017), combined with the MD noise model
-(md.surrogate.noise) into the band (md.surrogate.calibration). Deterministic for a seed on one machine.
+(md.surrogate.md_noise) into the band (md.surrogate.calibration). Deterministic for a seed on one machine.
 
 Saved as one file, `surrogate.pt` in the model folder, written atomically.
 """
@@ -50,7 +50,7 @@ from thrifty.md.params import PARAMETERS
 from thrifty.md.profile_grid import DEFAULT_BINS
 from thrifty.md.runs import Run
 from thrifty.md.surrogate.domain import Domain
-from thrifty.md.surrogate.noise import NoiseModel, TrainingData
+from thrifty.md.surrogate.md_noise import NoiseModel, TrainingData
 from thrifty.md.surrogate.shapes import (
     H,
     count_integrals,
@@ -96,7 +96,7 @@ class SurrogateConfig:
 @dataclass(frozen=True)
 class Prediction:
     members: np.ndarray  # (members, n, 2, bins), molar
-    noise_molar: np.ndarray  # (n, 2, bins): the error bar an MD run would have (md.surrogate.noise)
+    noise_molar: np.ndarray  # (n, 2, bins): the error bar an MD run would have (md.surrogate.md_noise)
     band_scale: float = NORMAL_90  # the band is mean +- band_scale sqrt(std^2 + noise^2)
 
     @property

@@ -8,7 +8,7 @@ the pair distance, ion-wall s = d/2 with r the distance from the ion centre to e
 
 import torch
 
-from thrifty.md.torch_engine.replicas import Replicas
+from thrifty.md.torch_physics.replicas import Replicas
 
 WCA_REACH = 2 ** (1 / 6)  # the cut, in units of s: the minimum of the 12-6 potential
 

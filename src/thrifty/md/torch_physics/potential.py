@@ -8,11 +8,11 @@ kept differentiates through the dynamics with respect to parameters (diameters, 
 
 import torch
 
-from thrifty.md.torch_engine import ewald as ew
-from thrifty.md.torch_engine import forces as analytic
-from thrifty.md.torch_engine import short_range
-from thrifty.md.torch_engine.pairs import distances
-from thrifty.md.torch_engine.replicas import Replicas
+from thrifty.md.torch_physics import ewald as ew
+from thrifty.md.torch_physics import forces as analytic
+from thrifty.md.torch_physics import short_range
+from thrifty.md.torch_physics.pairs import distances
+from thrifty.md.torch_physics.replicas import Replicas
 
 TERMS = ("wca", "wall", "coulomb", "slab")  # coulomb: real + reciprocal + self (md.nanoconfinement.GROUPS)
 

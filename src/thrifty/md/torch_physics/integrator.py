@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 import torch
 
 from thrifty.md.nanoconfinement import TEMPERATURE_K, TIMESTEP_PS
-from thrifty.md.torch_engine.ewald import Ewald
-from thrifty.md.torch_engine.potential import energy_and_forces
-from thrifty.md.torch_engine.replicas import Replicas
+from thrifty.md.torch_physics.ewald import Ewald
+from thrifty.md.torch_physics.potential import energy_and_forces
+from thrifty.md.torch_physics.replicas import Replicas
 
 FRICTION_PER_PS = 1.0  # as md.engines.openmm_systems.make_simulation
 

@@ -19,10 +19,10 @@ import math
 
 import torch
 
-from thrifty.md.torch_engine import ewald as ew
-from thrifty.md.torch_engine.pairs import distances
-from thrifty.md.torch_engine.replicas import Replicas
-from thrifty.md.torch_engine.short_range import WCA_REACH
+from thrifty.md.torch_physics import ewald as ew
+from thrifty.md.torch_physics.pairs import distances
+from thrifty.md.torch_physics.replicas import Replicas
+from thrifty.md.torch_physics.short_range import WCA_REACH
 
 
 def _wca(r: torch.Tensor, s: torch.Tensor, kt: float,

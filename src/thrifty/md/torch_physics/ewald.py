@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import torch
 
 from thrifty.md.nanoconfinement import ONE_4PI_EPS0, WATER_PERMITTIVITY, NanoconfinementModel
-from thrifty.md.torch_engine.neighbours import SKIN_NM, NeighbourList
-from thrifty.md.torch_engine.replicas import Replicas
-from thrifty.md.torch_engine.short_range import WCA_REACH
+from thrifty.md.torch_physics.neighbours import SKIN_NM, NeighbourList
+from thrifty.md.torch_physics.replicas import Replicas
+from thrifty.md.torch_physics.short_range import WCA_REACH
 
 COULOMB = ONE_4PI_EPS0 / WATER_PERMITTIVITY  # kJ mol^-1 nm e^-2 for valencies in water
 

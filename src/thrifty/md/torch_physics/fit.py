@@ -22,10 +22,10 @@ import torch
 
 from thrifty.md import profiles as prof
 from thrifty.md.nanoconfinement import NanoconfinementModel
-from thrifty.md.torch_engine import integrator as it
-from thrifty.md.torch_engine.ewald import Ewald, prepare_ewald
-from thrifty.md.torch_engine.potential import energy_and_forces
-from thrifty.md.torch_engine.replicas import Replicas, replicas
+from thrifty.md.torch_physics import integrator as it
+from thrifty.md.torch_physics.ewald import Ewald, prepare_ewald
+from thrifty.md.torch_physics.potential import energy_and_forces
+from thrifty.md.torch_physics.replicas import Replicas, replicas
 
 KERNEL_NM = 0.1  # Gaussian kernel width w: two of md.profiles' bins
 MAX_STEP_NM = 0.05
