@@ -103,7 +103,8 @@ def test_md_run_on_the_torch_engine_runs_where_openmm_is_not_installed(tmp_path)
     still names its extra there. Mutation caught: md run importing md.engines.openmm_systems for
     its choices (or its platform check) whatever the engine."""
     out = tmp_path / "torch"
-    done = cli_without(("openmm",), ["md", "run", "--engine", "torch", "--h", "2", "--c", "0.8", "--box-nm", "2.4",
+    done = cli_without(("openmm",), ["md", "run", "--engine", "torch", "--system", "nanoconfinement", "--h", "2",
+                                     "--c", "0.8", "--box-nm", "2.4", "--cutoff-nm", "1",
                                      "--steps", "20", "--chunk", "10", "--equilibrate", "10", "--out", str(out),
                                      "--json"])
     assert done.returncode == 0, done.stderr
