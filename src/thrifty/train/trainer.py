@@ -207,8 +207,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     summary["parameter_digests"] = digests
     write_summary(config.run_dir, summary)
     plot_run(config.run_dir, state.log, f"{workload.name}, {world_size} workers, policy {config.policy}")
-    log.info("finished at step %d: %s %s, summary in %s", state.step, workload.metric_name,
-             summary.get("final_metric"), config.run_dir)
+    log.info("finished at step %d: %s %.4g, summary in %s", state.step, workload.metric_name,
+             float(summary["final_metric"]), config.run_dir)
     return summary
 
 
