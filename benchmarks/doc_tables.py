@@ -70,6 +70,59 @@ def search_real_summary(data: dict) -> Lines:
             *_table(["rows", "medians", "worst", "median <= 5%", "worst <= 10%"], rows)]
 
 
+# search: the online search and the baselines on the bundled synthetic traces
+
+
+SEARCH_STRATEGIES = ("search", "search_no_recheck", "plan_alone", "exhaustive", "random", "ernest", "bayes_opt",
+                     "defaults_most_workers", "defaults_cheapest")
+SEARCH_ROWS = (("cost", "overhead_cost"), ("time", "overhead_time"), ("cost, deadline", "overhead_cost"))
+
+
+def search_synthetic_summary(data: dict) -> Lines:
+    """Per strategy and objective: the range over the traces of the median overhead over the oracle
+    in that objective, and with a deadline the share of runs that met it (worst trace)."""
+    def cells(strategy: str) -> list[str]:
+        out = []
+        for objective, field in SEARCH_ROWS:
+            values = [v[strategy][field] for k, v in data["results"].items()
+                      if k.split(" | ")[1] == objective and strategy in v]
+            out.append(f"{_signed_percent(min(values))} to {_signed_percent(max(values))}" if values else "-")
+        met = [v[strategy]["met_deadline"] for k, v in data["results"].items()
+               if k.split(" | ")[1] == "cost, deadline" and strategy in v]
+        return [*out, f"{min(met):.0%}" if met else "-"]
+    strategies = [s for s in SEARCH_STRATEGIES if any(s in v for v in data["results"].values())]
+    rows = [[strategy, *cells(strategy)] for strategy in strategies]
+    fields = dict(SEARCH_ROWS)
+    p90 = max(v["search"][f"p90_{fields[k.split(' | ')[1]]}"] for k, v in data["results"].items())
+    traces = sorted({k.split(" | ")[0] for k in data["results"]})
+    return [f"From `search.json`: {len(traces)} traces ({'; '.join(traces)}), {data['seeds']} seeds; the median "
+            "overhead over the oracle in each row's objective, its range over the traces:", "",
+            *_table(["strategy", "cost", "time", "cost, deadline", "deadline met (worst trace)"], rows),
+            "", f"The search's p90 overhead in the row's objective is at most {_signed_percent(p90)}."]
+
+
+def search_local_summary(data: dict) -> Lines:
+    """The relaunch this machine pays per workload; per measured trace and objective the search's
+    median overhead against the best baseline's; and the one real end-to-end search."""
+    restarts = ", ".join(f"{w} {t:.1f} s" for w, t in data["measured_restart_s"].items())
+    rows = []
+    for trace, objectives in data["sim"].items():
+        for objective, v in objectives.items():
+            field = "overhead_cost" if objective == "cost" else "overhead_time"
+            others = {k: b[field] for k, b in v.items() if isinstance(b, dict) and field in b and k != "search"}
+            best = min(others, key=others.__getitem__)
+            rows.append([trace.replace(" | ", ", "), objective, _signed_percent(v["search"][field]),
+                         f"{v['search']['moves']:g}",
+                         f"{best} {_signed_percent(others[best])}"])
+    end = data["end_to_end"]
+    return [f"From `search_local.json` ({data['seeds']} sim seeds on each measured trace): the relaunch measured "
+            f"here, {restarts};", "",
+            *_table(["trace", "objective", "search, median", "moves", "best baseline"], rows),
+            "", f"End to end, one real local search of digits: {end['search']['moves']} moves, "
+            f"{_signed_percent(end['overhead_time'])} in time and {_signed_percent(end['overhead_cost'])} in cost "
+            "over the oracle's configuration trained from the start."]
+
+
 # gpu_projection: median APE per regime, and the projections for GPUs with no training rows
 
 
@@ -274,6 +327,8 @@ def md_replay_ratio(data: dict) -> Lines:
 
 TABLES: dict[str, DocTable] = {
     "search_real_summary": DocTable("search_real", search_real_summary),
+    "search_synthetic_summary": DocTable("search", search_synthetic_summary),
+    "search_local_summary": DocTable("search_local", search_local_summary),
     "gpu_projection_per_regime": DocTable("gpu_projection", gpu_projection_per_regime),
     "gpu_projection_per_model_and_gpu": DocTable("gpu_projection", gpu_projection_per_model_and_gpu),
     "gpu_projection_spec_only": DocTable("gpu_projection", gpu_projection_spec_only),
