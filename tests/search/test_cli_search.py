@@ -65,14 +65,20 @@ def test_bad_input_is_one_line_and_exit_2(run_cli, trace, change, message):
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-@pytest.mark.parametrize("body", ["instance_type,num_nodes\na,1\n",
-                                  "instance_type,num_nodes,num_workers,local_batch,step_time_s\na,1,1,8,0\n"])
-def test_a_bad_trace_or_target_is_one_line_and_exit_2(run_cli, tmp_path, trace, body):
+@pytest.mark.parametrize("body, reason", [
+    ("instance_type,num_nodes\na,1\n", "missing column"),
+    ("instance_type,num_nodes,num_workers,local_batch,step_time_s\na,1,1,8,0\n",
+     "column 'step_time_s' must be positive, got 0")])
+def test_a_bad_trace_or_target_is_one_line_and_exit_2(run_cli, tmp_path, trace, body, reason):
+    """Each refusal states its reason. Mutation caught: a message that loses it (the test asserted
+    only the exit code and the one line before)."""
     bad = tmp_path / "bad.csv"
     bad.write_text(body)
-    for argv in (args(bad), ["search", "--trace", trace, "--target-samples", 0, "--noise-scale", 10]):
+    for argv, expected in ((args(bad), reason),
+                           (["search", "--trace", trace, "--target-samples", 0, "--noise-scale", 10], "must be positive")):
         code, _, err = run_cli(*argv)
         assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+        assert expected in err, err
 
 
 def test_search_runs_where_torch_cannot_be_imported(trace):
