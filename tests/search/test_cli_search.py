@@ -75,7 +75,7 @@ def test_a_bad_trace_or_target_is_one_line_and_exit_2(run_cli, tmp_path, trace, 
     bad = tmp_path / "bad.csv"
     bad.write_text(body)
     for argv, expected in ((args(bad), reason),
-                           (["search", "--trace", trace, "--target-samples", 0, "--noise-scale", 10], "must be positive")):
+                           (["search", "--trace", trace, "--target-samples", 0, "--noise-scale", 10], "is not a positive number")):
         code, _, err = run_cli(*argv)
         assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
         assert expected in err, err
