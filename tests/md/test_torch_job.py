@@ -191,3 +191,13 @@ def test_the_cli_checkpoints_on_a_notice_resumes_bit_identically_and_refuses_ope
     code, resumed, err = md_run(*common, "--out", str(tmp_path / "parts"))
     assert code == 0 and json.loads(resumed) == json.loads(straight), err
     _same_outputs(tmp_path / "straight", tmp_path / "parts")
+
+
+def test_md_run_says_why_it_stopped_in_words(md_run, tmp_path):
+    """The human summary names the stop rule, not its code ("steps (steps)" read as a stutter).
+    Mutation caught: the summary printing the raw `stopped` value."""
+    code, out, err = md_run("--engine", "torch", "--system", "nanoconfinement", "--h", "2", "--c", "0.8",
+                            "--box-nm", "2.4", "--cutoff-nm", "1", "--steps", "40", "--chunk", "20", "--equilibrate",
+                            "10", "--threads", "1", "--out", str(tmp_path / "out"))
+    assert code == 0, err
+    assert " ".join(out.split()).startswith("nanoconfinement: 40 steps (as --steps asked), 10 ions, ")

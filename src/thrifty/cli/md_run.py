@@ -17,6 +17,7 @@ md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM, or the torch engine)
 
 NANO = "nanoconfinement only"
 SUMMARY = "summary.json"
+STOPPED = {"converged": "converged", "cap": "not converged by --cap-steps", "steps": "as --steps asked"}  # why it stopped
 
 
 def _check_out(out: Path, force: bool) -> None:
@@ -117,8 +118,9 @@ def md_run(system: Annotated[str, typer.Option(
     elif system == "nanoconfinement":
         error = summary["max_error_molar"]
         bars = "no complete block yet" if error is None else f"largest error bar {error:.3f} M"
-        stdout.print(f"{summary['system']}: {summary['steps']} steps ({summary['stopped']}), {summary['particles']} "
-                     f"ions, {bars}; profiles.csv, profiles.png, params.json in {out}")
+        why = STOPPED.get(summary["stopped"], summary["stopped"])
+        stdout.print(f"{summary['system']}: {summary['steps']} steps ({why}), {summary['particles']} ions, {bars}; "
+                     f"profiles.csv, profiles.png, params.json in {out}")
     else:
         stdout.print(f"{summary['system']}: {summary['steps']} steps, {summary['particles']} particles, "
                      f"final {summary['temperature_k']:.1f} K; density profile and thermo.csv in {out}")
