@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from thrifty.processes import procs_running
 from thrifty.train.busy import (
     ALLOW_BUSY_ENV,
     BusyMachineError,
@@ -148,8 +149,7 @@ def test_the_load_beside_counts_other_tasks_and_not_the_profiles_own():
         time.sleep(0.3)
         outside, everything = [], []
         for _ in range(10):
-            with open("/proc/stat") as stat:
-                running = next(float(line.split()[1]) for line in stat if line.startswith("procs_running"))
+            running = procs_running()
             outside.append(runnable_outside(os.getpid()))
             everything.append(running)
             time.sleep(0.05)

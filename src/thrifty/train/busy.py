@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from thrifty.errors import ThriftyError
+from thrifty.processes import PROC, process_tree, procs_running, stat_fields
 
 log = logging.getLogger(__name__)
 
@@ -93,37 +94,12 @@ def runnable_others(samples: int = 10, interval_s: float = 0.1) -> float:
     counts: list[float] = []
     for i in range(samples):
         try:
-            with open("/proc/stat") as f:
-                counts.extend(float(line.split()[1]) - 1.0 for line in f if line.startswith("procs_running"))
-        except OSError:
+            counts.append(procs_running() - 1.0)
+        except (OSError, StopIteration, ValueError):
             return 0.0
         if i + 1 < samples:
             time.sleep(interval_s)
     return max(sum(counts) / len(counts), 0.0) if counts else 0.0
-
-
-def _stat_fields(path: Path) -> list[str] | None:
-    """/proc/PID/stat's fields after the command name (which may hold spaces): [state, ppid, ...]."""
-    try:
-        text = path.read_text()
-    except OSError:
-        return None  # the task ended while it was read
-    return text[text.rfind(")") + 2:].split()
-
-
-def _tree(root: int, proc: Path) -> set[int]:
-    """`root` and every process below it (the profile's ranks are children of the forkserver, a
-    child of this process)."""
-    children: dict[int, list[int]] = {}
-    for entry in proc.iterdir():
-        if entry.name.isdigit() and (fields := _stat_fields(entry / "stat")) is not None:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    tree, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        tree.add(pid)
-        todo.extend(children.get(pid, []))
-    return tree
 
 
 def _runnable_threads(pids: set[int], proc: Path) -> int:
@@ -133,17 +109,16 @@ def _runnable_threads(pids: set[int], proc: Path) -> int:
             tasks = list((proc / str(pid) / "task").iterdir())
         except OSError:
             continue
-        count += sum(1 for task in tasks if (fields := _stat_fields(task / "stat")) and fields[0] == "R")
+        count += sum(1 for task in tasks if (fields := stat_fields(task / "stat")) and fields[0] == "R")
     return count
 
 
-def runnable_outside(root: int, proc: Path = Path("/proc")) -> float | None:
+def runnable_outside(root: int, proc: Path = PROC) -> float | None:
     """Runnable tasks (threads) of the machine now that are not `root`'s or its descendants':
     /proc/stat's procs_running less the runnable threads of the tree (this reader among them)."""
     try:
-        running = next(float(line.split()[1]) for line in (proc / "stat").read_text().splitlines()
-                       if line.startswith("procs_running"))
-        ours = _runnable_threads(_tree(root, proc), proc)
+        running = procs_running(proc)
+        ours = _runnable_threads(process_tree([root], proc), proc)
     except (OSError, StopIteration, ValueError):
         return None
     return max(running - ours, 0.0)

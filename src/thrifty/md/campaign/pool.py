@@ -31,6 +31,7 @@ import numpy as np
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S, VMType
 from thrifty.errors import ThriftyError
 from thrifty.io import write_text_atomic
+from thrifty.processes import process_tree
 from thrifty.transient.lifetimes import HOUR, LifetimeModel
 from thrifty.transient.reuse import solve_reuse
 from thrifty.transient.simulation import LifetimeSampler
@@ -163,7 +164,8 @@ class EmulatedPool:
         node, _ = self._live.pop(node_id)
         # the raylet's workers report results straight to the driver and would outlive their
         # raylet for a while: a preempted VM takes every process with it
-        workers = _descendants([p.process.pid for p in node.all_processes.get("raylet", [])])
+        raylets = [p.process.pid for p in node.all_processes.get("raylet", [])]
+        workers = process_tree(raylets) - set(raylets)
         self.cluster.remove_node(node, allow_graceful=not preempted)
         if preempted:
             for pid in workers:
@@ -206,24 +208,6 @@ class EmulatedPool:
             life.end = life.end or now
         self._live.clear()
         self.cluster.shutdown()
-
-
-def _descendants(roots: list[int]) -> set[int]:
-    """Every process below `roots` (read from /proc), the roots excluded."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(stat.parent.name))
-    found, todo = set(), list(roots)
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 def node_age_model_s(nodes_file: Path | None, node_id: str, time_scale: float) -> float:
