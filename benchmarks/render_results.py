@@ -225,14 +225,17 @@ def render(results: Path = RESULTS) -> str:
 def fill_tables(text: str, results: Path = RESULTS) -> str:
     """`text` (a doc) with every marked table rendered again from its JSON; an unknown table name
     or a missing result file is an error, not an empty table."""
+    loaded: dict[str, dict] = {}  # each result read once, however many tables quote it
+
     def fill(match: re.Match[str]) -> str:
         name = match["name"]
         if name not in TABLES:
             raise KeyError(f"<!-- table: {name} -->: no such table in benchmarks/doc_tables.py "
                            f"(known: {', '.join(sorted(TABLES))})")
         table = TABLES[name]
-        data = json.loads((results / f"{table.result}.json").read_text())
-        return match[1] + "\n".join(table.render(data)) + "\n" + match[4]
+        if table.result not in loaded:
+            loaded[table.result] = json.loads((results / f"{table.result}.json").read_text())
+        return match[1] + "\n".join(table.render(loaded[table.result])) + "\n" + match[4]
     return MARKED_TABLE.sub(fill, text)
 
 

@@ -12,6 +12,7 @@ what was measured, for reading the probes back. A local search's request is `loc
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from thrifty.errors import ThriftyError
@@ -50,7 +51,6 @@ def request_of(scenario: Scenario, start: Config, seed: int) -> dict:
 def local_request(local: "LocalBackend", workload_key: str, objective: Objective, start: Config, seed: int) -> dict:
     """The request of a local search: the workload, the emulated types and their configurations,
     the noise schedule, the objective, the start-up cost, the start, the seed and the job's folder."""
-    from dataclasses import asdict
     return {"backend": "local", "workload": workload_key, "types": [asdict(t) for t in local.types.values()],
             "configs": [c.to_dict() for c in local.candidates()], "progress": local.schedule.progress.tolist(),
             "noise_scale": local.schedule.noise_scale.tolist(), "objective": objective.kind,
