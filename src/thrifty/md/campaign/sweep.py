@@ -24,6 +24,8 @@ from typing import Any
 
 from thrifty.errors import ThriftyError
 from thrifty.md.campaign.simulations import BatchSimulation
+from thrifty.md.engines.choices import ENGINES
+from thrifty.md.engines.single_run import check_dtype_and_device
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ class SweepOptions:
 def check_engine(o: SweepOptions) -> None:
     """--engine, --replicas, --dtype and --device, refused in one line before anything starts (CUDA is
     checked here unless the campaign joins a cluster: its GPU nodes are not this machine)."""
-    if o.engine not in ("openmm", "torch"):
+    if o.engine not in ENGINES:
         raise ThriftyError(f"unknown --engine {o.engine!r}; choose openmm or torch")
     if o.replicas < 1:
         raise ThriftyError(f"--replicas must be a positive integer, got {o.replicas}")
@@ -86,10 +88,7 @@ def check_engine(o: SweepOptions) -> None:
         raise ThriftyError("--dtype and --device apply to --engine torch")
     if o.engine == "torch" and o.simulation != "nanoconfinement":
         raise ThriftyError(f"--engine torch runs --simulation nanoconfinement only, not {o.simulation}")
-    if o.dtype not in ("float64", "float32"):
-        raise ThriftyError(f"unknown --dtype {o.dtype!r}; choose float64 or float32")
-    if o.device not in ("cpu", "cuda"):
-        raise ThriftyError(f"unknown --device {o.device!r}; choose cpu or cuda")
+    check_dtype_and_device(o.dtype, o.device)
     if o.device == "cuda" and o.address is None:
         import torch
         if not torch.cuda.is_available():

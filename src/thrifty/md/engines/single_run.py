@@ -63,10 +63,7 @@ class EngineOptions:
             raise ThriftyError(f"--engine torch runs --system nanoconfinement only, not {self.system}")
         if self.platform is not None:
             raise ThriftyError("--platform applies to --engine openmm; the torch engine takes --device cpu or cuda")
-        if self.dtype not in ("float64", "float32"):
-            raise ThriftyError(f"unknown --dtype {self.dtype!r}; choose float64 or float32")
-        if self.device not in ("cpu", "cuda"):
-            raise ThriftyError(f"unknown --device {self.device!r}; choose cpu or cuda")
+        check_dtype_and_device(self.dtype, self.device)
         if self.threads is not None and self.threads < 1:
             raise ThriftyError(f"--threads must be at least 1, got {self.threads}")
         if self.device == "cuda":
@@ -90,6 +87,14 @@ class EngineOptions:
         from thrifty.md.torch_physics.threads import available_cores, use_threads
         with use_threads(self.threads or available_cores()):
             return run_one(engine, settings, out, checkpoints, on_chunk)
+
+
+def check_dtype_and_device(dtype: str, device: str) -> None:
+    """The torch engine's --dtype and --device (md run and md sweep), refused in one line."""
+    if dtype not in ("float64", "float32"):
+        raise ThriftyError(f"unknown --dtype {dtype!r}; choose float64 or float32")
+    if device not in ("cpu", "cuda"):
+        raise ThriftyError(f"unknown --device {device!r}; choose cpu or cuda")
 
 
 def make_engine(engine: str, models: list[NanoconfinementModel], *, seed: int, dtype: str = "float64",
