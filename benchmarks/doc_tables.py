@@ -153,7 +153,8 @@ def gpu_projection_per_regime(data: dict) -> Lines:
 
 GPU_PARAMS = (("launch_s", "launch floor per kernel", lambda v: f"{1e6 * v:.1f} us"),
               ("vector_efficiency", "FP32 (non-tensor) efficiency", lambda v: f"{v:.2f}"),
-              ("tensor_efficiency", "tensor-core efficiency", lambda v: f"{v:.2f}"),
+              ("tensor_efficiency", "tensor-core efficiency, matrix multiplies", lambda v: f"{v:.2f}"),
+              ("conv_tensor_efficiency", "tensor-core efficiency, convolutions", lambda v: f"{v:.2f}"),
               ("matrix_outputs_per_sm", "outputs per SM per wave, matmul/conv", lambda v: f"{v:,.0f}"),
               ("vector_outputs_per_sm", "outputs per SM per wave, the rest", lambda v: f"{v:,.0f}"),
               ("power_fraction", "power fraction", lambda v: f"{v:.2f}"),

@@ -98,6 +98,23 @@ def test_efficiency_follows_the_waves_of_blocks_over_the_sms():
     assert float(compute_time_s(two, spec, [1], "tf32", PARAMS)[0]) == pytest.approx(2 * t_full, rel=1e-9)
 
 
+def test_a_convolution_runs_on_tensor_cores_at_its_own_efficiency():
+    """A compute-bound convolution and a GEMM of the same FLOPs and outputs differ by the ratio of
+    the two fitted tensor-core efficiencies, and the fit finds convolutions the less efficient
+    (cuDNN's implicit GEMM). On FP32 units (a V100 in fp32) the two take the same time. Mutation
+    caught: convolutions given the GEMMs' efficiency (one tensor-core efficiency for both)."""
+    from thrifty.perf.work import KIND_CONV
+    spec = SPECS["a100"]
+    outputs = 64 * PARAMS.matrix_outputs_per_sm * spec.sm_count  # whole waves
+    gemm, conv = (one_kernel(2 * 4096.0 * outputs, outputs, kind=k) for k in (KIND_MATMUL, KIND_CONV))
+    t_gemm, t_conv = (float(compute_time_s(w, spec, [1], "amp", PARAMS)[0]) for w in (gemm, conv))
+    assert t_conv / t_gemm == pytest.approx(PARAMS.tensor_efficiency / PARAMS.conv_tensor_efficiency, rel=1e-9)
+    assert PARAMS.conv_tensor_efficiency < PARAMS.tensor_efficiency
+    v100 = SPECS["v100"]
+    t_gemm, t_conv = (float(compute_time_s(w, v100, [1], "fp32", PARAMS)[0]) for w in (gemm, conv))
+    assert t_conv == pytest.approx(t_gemm, rel=1e-9)
+
+
 def test_t4_tensor_cores_run_at_a_power_limited_clock():
     """The T4 (70 W, base 585 MHz, boost 1590 MHz) cannot sustain its boost-clock FP16 peak; a
     V100 or A100 nearly can. Mutation caught: the boost clock (spec peak) used instead of the

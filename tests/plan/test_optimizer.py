@@ -64,7 +64,8 @@ def _roofline_compute_s(spec, local: int) -> float:
     """perf.roofline: sum over kernels of max(launch, f / (peak clock e_max busy), bytes / (bw e_bw)),
     clock = min(1, base / boost / power_fraction^(1/3)), busy = waves / ceil(waves) with waves =
     parallel work / (outputs per SM x SMs), a matmul's parallel work at least f / (2 x 4096);
-    fp32: convolutions on TF32 tensor cores where the GPU has them, everything else on FP32 units."""
+    fp32: convolutions on TF32 tensor cores where the GPU has them (at the convolutions' efficiency),
+    everything else on FP32 units."""
     rp = load_params()[0]
     clock = min(1.0, spec.base_mhz / spec.boost_mhz / rp.power_fraction ** (1 / 3))
     total = 0.0
@@ -73,7 +74,7 @@ def _roofline_compute_s(spec, local: int) -> float:
                                             WORK.outputs_per_sample):
         flops, nbytes, outputs = f0 + f1 * local, m0 + m1 * local, max(o0 + o1 * local, 1.0)
         if kind == 1 and math.isfinite(spec.tf32_tflops):
-            peak, efficiency = spec.tf32_tflops * 1e12, rp.tensor_efficiency
+            peak, efficiency = spec.tf32_tflops * 1e12, rp.conv_tensor_efficiency
         else:
             peak, efficiency = spec.fp32_tflops * 1e12, rp.vector_efficiency
         if kind in (0, 1):

@@ -19,6 +19,7 @@ from thrifty.workloads import load_workload
 from thrifty.workloads.workcount import FusedDropout, KernelRecorder, count_model_step, count_workload
 
 PARAMS = RooflineParams(launch_s=5e-6, vector_efficiency=0.5, tensor_efficiency=0.25,
+                        conv_tensor_efficiency=0.25,
                         matrix_outputs_per_sm=4096.0, vector_outputs_per_sm=1024.0, power_fraction=1.0,
                         bandwidth_efficiency=0.5, allreduce_efficiency=0.5, overlap_g=1.0)
 # SMs, base / boost MHz and TDP of the A100 SXM4 40 GB and the T4 (data/gpus.csv)

@@ -121,7 +121,7 @@ def predict_throughput(rows: Sequence[PublishedRow], works: dict[str, StepWork],
 # space: launch floor 2-8 us (a CUDA launch costs ~2-4 us, PyTorch's eager dispatch of one operator
 # a few us on a current host: NVIDIA CUDA C++ Best Practices Guide; PyTorch "Performance Tuning
 # Guide"; not identifiable from the published rows, whose kernels are long, so held to its range);
-# efficiencies 1%..100%; outputs per SM per wave: matrix kernels 1,024..65,536 elements (cuBLAS
+# efficiencies 1%..100% (FP32 units, GEMMs and convolutions on tensor cores); outputs per SM per wave: matrix kernels 1,024..65,536 elements (cuBLAS
 # and cuDNN tiles run from 32x32 to 256x128, one or two per SM), other kernels 256..2,048 (an SM
 # holds at most 2,048 resident threads, CUDA C++ Programming Guide, compute capabilities 7.0-9.0;
 # with one element per thread, a kernel smaller than that many per SM cannot hide DRAM latency:
@@ -129,9 +129,9 @@ def predict_throughput(rows: Sequence[PublishedRow], works: dict[str, StepWork],
 # power fraction 0.3..1 (at 1 every kernel runs at the base clock); bandwidth 5%..100%; all-reduce
 # 1%..100%; g 1..10.
 NAMES = tuple(RooflineParams.__dataclass_fields__)
-LOWER = np.log([2e-6, 0.01, 0.01, 1024.0, 256.0, 0.3, 0.05, 0.01, 1.0])
-UPPER = np.log([8e-6, 1.0, 1.0, 65536.0, 2048.0, 1.0, 1.0, 1.0, 10.0])
-START = np.log([5e-6, 0.5, 0.5, 4096.0, 1024.0, 0.6, 0.6, 0.5, 2.0])
+LOWER = np.log([2e-6, 0.01, 0.01, 0.01, 1024.0, 256.0, 0.3, 0.05, 0.01, 1.0])
+UPPER = np.log([8e-6, 1.0, 1.0, 1.0, 65536.0, 2048.0, 1.0, 1.0, 1.0, 10.0])
+START = np.log([5e-6, 0.5, 0.5, 0.5, 4096.0, 1024.0, 0.6, 0.6, 0.5, 2.0])
 ALLREDUCE = (NAMES.index("allreduce_efficiency"), NAMES.index("overlap_g"))
 
 

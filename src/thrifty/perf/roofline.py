@@ -23,7 +23,11 @@ One kernel i of a step at local batch b, with FLOPs f_i(b), bytes m_i(b) and out
   T_compute(b) = sum_i t_i
 outputs_per_sm differs between matrix kernels (a GEMM/conv tile per SM) and the rest; peak_i is the
 tensor-core rate for matrix kernels when the precision uses them (TF32 / FP16), else the FP32 vector
-rate; e_max differs between the two. AMP halves the bytes of activations (the per-sample part).
+rate; e_max differs between the two, and on tensor cores between matrix multiplies and convolutions:
+cuDNN runs a convolution as an implicit GEMM whose operand tiles are gathered from the activation
+(im2col on the fly) and whose filter shapes (3x3, 7x7, strided, few input channels) fill the
+tensor-core tiles less well than a plain GEMM does (NVIDIA, "Convolutional Layers User's Guide",
+implicit GEMM and its channel-count and layout conditions). AMP halves the bytes of activations (the per-sample part).
 n GPUs: ring all-reduce of the gradients over the GPU interconnect at a fitted fraction of its
 bandwidth (perf.allreduce), overlapped with compute as T = (T_c^g + T_ar^g)^(1/g) (Pollux, OSDI 2021).
 """
@@ -56,7 +60,8 @@ class RooflineParams:
 
     launch_s: float  # per-kernel floor: eager PyTorch dispatch and launch
     vector_efficiency: float  # e_max on FP32 vector units
-    tensor_efficiency: float  # e_max on tensor cores
+    tensor_efficiency: float  # e_max of matrix multiplies (cuBLAS GEMMs) on tensor cores
+    conv_tensor_efficiency: float  # e_max of convolutions (cuDNN implicit GEMM) on tensor cores
     matrix_outputs_per_sm: float  # output elements one SM computes per wave of a matmul/conv
     vector_outputs_per_sm: float  # the same for every other kernel
     power_fraction: float  # power of a training kernel / the base-clock load, at the same clock
@@ -109,7 +114,8 @@ def kernel_times_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
     kind = work.kind
     clock = spec.sustained_clock_fraction(params.power_fraction)
     peak = (np.asarray(peaks) * clock)[kind][:, None]
-    efficiency = np.where(np.asarray(tensor)[kind], params.tensor_efficiency, params.vector_efficiency)[:, None]
+    tensor_efficiency = np.where(kind == KIND_CONV, params.conv_tensor_efficiency, params.tensor_efficiency)
+    efficiency = np.where(np.asarray(tensor)[kind], tensor_efficiency, params.vector_efficiency)[:, None]
     flops = work.flops_fixed[:, None] + work.flops_per_sample[:, None] * b
     act = AMP_ACTIVATION_BYTES if precision == "amp" else 1.0
     nbytes = work.bytes_fixed[:, None] + act * work.bytes_per_sample[:, None] * b
