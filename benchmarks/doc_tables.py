@@ -321,9 +321,13 @@ def md_replay_ratio(data: dict) -> Lines:
         rows.append([seed["seed"], f"{seed['random_final']['chi2_per_bin']:.3f}", when,
                      "-" if ratio is None else f"{ratio:g}", f"{grid['chi2_per_bin']:.3f} at {grid['runs']}"])
     met = "met" if data["goal_met"] else "NOT met"
+    k, compare = data["setup"]["k"], data["at_k_compare"]
+    compare_ratios = ", ".join("-" if v is None else f"{v:g}" for v in compare["ratio_per_seed"])
     return ["From `md_replay.json`:", "",
             *_table(["seed", f"random's chi^2/bin at {budget}", "active reaches it at", "ratio", "grid"], rows),
-            "", f"Median ratio {data['median_ratio']:g}: the goal (<= 0.7) is {met}."]
+            "", f"{k} runs a round. Median ratio {data['median_ratio']:g}: the goal (<= 0.7) is {met}. "
+            f"The same replay at {compare['k']} runs a round: median {compare['median_ratio']:g} "
+            f"(per seed {compare_ratios})."]
 
 
 TABLES: dict[str, DocTable] = {
