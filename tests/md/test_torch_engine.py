@@ -15,11 +15,11 @@ from test_nanoconfinement import SMALL, _direct_ewald_kj_mol, _spread
 
 from thrifty.errors import ThriftyError
 from thrifty.md.engines.openmm_nanoconfinement import GROUPS, nanoconfinement_system
-from thrifty.md.nanoconfinement import NanoconfinementModel, slit_nm
+from thrifty.md.nanoconfinement import NanoconfinementModel, ion_counts, slit_nm
 from thrifty.md.torch_physics import TERMS, energy_and_forces, prepare_ewald, replicas, short_range
 from thrifty.md.torch_physics import ewald as ew
 from thrifty.md.torch_physics.forces import pair_terms
-from thrifty.md.torch_physics.neighbours import NeighbourList
+from thrifty.md.torch_physics.neighbours import SKIN_NM, NeighbourList
 from thrifty.md.torch_physics.pairs import distances
 from thrifty.md.torch_physics.threads import available_cores, use_threads
 
@@ -136,7 +136,7 @@ def test_the_neighbour_list_rebuilds_when_an_ion_moved_over_half_the_skin_and_no
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_list_forces_equal_the_dense_all_pairs_sum_through_rebuilds_of_the_default_system(dtype):
-    """The default system (406 ions, the largest reach, 6 nm): forces.py's pair terms from the
+    """The default system (406 ions, its chosen reach, 4.5 nm): forces.py's pair terms from the
     Verlet list, as the ions drift in random steps of 0.1 nm (the list rebuilt on the way), against
     autograd of the dense all-pairs energies (pairs.distances) at each step, to 1e-10 (float64) or
     2e-5 (float32) of the largest force. Mutations caught: a pair missed or counted twice, a wrong
@@ -156,6 +156,29 @@ def test_list_forces_equal_the_dense_all_pairs_sum_through_rebuilds_of_the_defau
             assert (forces + gradient).abs().max() <= (1e-10 if dtype == torch.float64 else 2e-5) * gradient.abs().max()
             assert float(energy[0]) == pytest.approx(float(dense.detach()[0]), rel=1e-9 if dtype == torch.float64 else 1e-4), term
     assert setup.neighbours.builds >= 2
+
+
+def test_the_splitting_takes_the_reach_with_the_least_work():
+    """The default system's real-space reach is the candidate with the least PAIR_COST x listed pairs
+    + ions x k-vectors, shorter than the longest the minimum image allows (where a step cost 1.2x in
+    float64); a system whose list would hold every pair keeps the longest reach (fewest k-vectors).
+    Mutations caught: the reach back at the longest, the k-vector count ignored (the shortest
+    candidate wins), the list's pairs ignored (the longest wins)."""
+    model = NanoconfinementModel()
+    longest = ew.longest_reach_nm(model)
+    chosen = ew.real_space_reach_nm(model)
+    assert 0.5 * longest < chosen < longest
+    ions = sum(ion_counts(model))
+
+    def work(reach: float) -> float:
+        listed = ions * (ions - 1) / 2 * min(1.0, ew.listed_share(model, reach + SKIN_NM))
+        return ew.PAIR_COST * listed + ions * len(ew.k_vectors(model, model.ewald_tolerance, reach)[1])
+
+    assert work(chosen) < min(work(longest), work(0.5 * longest))
+    setup = prepare_ewald(replicas([model])[0])
+    assert float(setup.reach_nm[0]) == chosen and setup.k_per_nm.shape[1] == len(ew.k_vectors(model, model.ewald_tolerance, chosen)[1])
+    small = NanoconfinementModel(h_nm=2.0, z_plus=1, c_molar=0.5, box_nm=4.0, cutoff_nm=1.2)
+    assert not ew.list_pays(small) and ew.real_space_reach_nm(small) == ew.longest_reach_nm(small)
 
 
 def test_a_fresh_list_gives_the_same_forces_bit_for_bit():

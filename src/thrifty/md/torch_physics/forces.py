@@ -83,13 +83,16 @@ def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
     if "coulomb" in terms:
         q = batch.charges_e.reshape(-1)
         alpha = neighbours.per_pair("alpha", lambda replica, _, __: setup.alpha_per_nm.index_select(0, replica))
+        minus_alpha2 = neighbours.per_pair("-alpha^2", lambda *_: -alpha * alpha)
+        gauss_scale = neighbours.per_pair("2 alpha / sqrt(pi)", lambda *_: 2 * alpha / math.sqrt(math.pi))
         qq = neighbours.per_pair("qq", lambda _, first, second: ew.COULOMB * q.index_select(0, first)
                                  * q.index_select(0, second))
         qq = torch.where(near.within, qq, torch.zeros_like(qq))
-        erfc_over_r = torch.special.erfc(alpha * r) / r
-        gauss = 2 * alpha / math.sqrt(math.pi) * torch.exp(-alpha * alpha * r2)
+        inverse_r = 1 / r
+        erfc_over_r = torch.special.erfc(alpha * r) * inverse_r
+        gauss = gauss_scale * torch.exp(minus_alpha2 * r2)
         energy = energy + qq * erfc_over_r
-        over_r = over_r + qq * (erfc_over_r + gauss) / r2
+        over_r = over_r + qq * (erfc_over_r + gauss) * (inverse_r * inverse_r)
     pair_force = over_r * near.delta_nm  # (3, L) on the first ion; the second gets its opposite
     forces = torch.zeros(3, positions_nm.shape[0] * positions_nm.shape[1], dtype=r.dtype, device=r.device)
     for axis in range(3):  # 1-D index_add_: a serial sum in the list's order, the first ions' then the seconds'

@@ -17,7 +17,10 @@ saves the gathers that choosing costs. Per-pair constants of a list (charge prod
 splitting parameter) are made once per build (`per_pair`).
 
 Flat over the batch (index replica * N + ion): padding is never listed, and replicas of any size
-share one list with no padded pairs.
+share one list with no padded pairs. A step's minimum image of the listed pairs is in x and y only,
+by each pair's inverse side: along z the ions sit in a slit of h <= Lz / 3, so a pair's nearest z
+image within the reach is the direct one (pairs.py), and the build's full minimum image keeps no
+pair whose z image is nearer.
 """
 
 from collections.abc import Callable
@@ -64,7 +67,7 @@ class NeighbourList:
         self.builds = 0
         self._reference: torch.Tensor | None = None
         self._replica = self._first = self._second = torch.zeros(0, dtype=torch.long)
-        self._box = self._cut2 = torch.zeros(0)  # (3, L) and (L,): each listed pair's box and cutoff^2
+        self._side = self._inverse_side = self._cut2 = torch.zeros(0)  # (2, L), (2, L), (L,): per listed pair
         self._constants: dict[str, torch.Tensor] = {}
 
     def _stale(self, positions_nm: torch.Tensor, box_nm: torch.Tensor, mask: torch.Tensor) -> bool:
@@ -86,7 +89,8 @@ class NeighbourList:
             i, j = near.nonzero(as_tuple=True)
             found.append((torch.full_like(i, b), b * n + i, b * n + j))
         self._replica, self._first, self._second = (torch.cat(parts) for parts in zip(*found, strict=True))
-        self._box = box_nm[self._replica].T.contiguous()
+        self._side = box_nm[self._replica, :2].T.contiguous()  # (2, L): x and y sides of each pair's box
+        self._inverse_side = 1 / self._side
         self._cut2 = (self.cutoff_nm * self.cutoff_nm)[self._replica]
         self._reference = positions_nm.detach().clone()
         self._constants = {}
@@ -104,8 +108,9 @@ class NeighbourList:
         if self._stale(positions_nm, box_nm, mask):
             self._build(positions_nm, box_nm, mask)
         coordinates = positions_nm.reshape(-1, 3).T.contiguous()  # (3, R N)
-        delta = _minimum_image(coordinates.index_select(1, self._first) - coordinates.index_select(1, self._second),
-                               self._box)
+        delta = coordinates.index_select(1, self._first) - coordinates.index_select(1, self._second)
+        plane = delta[:2]  # x and y, in place: z needs no image (module doc)
+        plane -= self._side * torch.round(plane * self._inverse_side)
         r2 = delta[0] * delta[0] + delta[1] * delta[1] + delta[2] * delta[2]
         return Listed(self._replica, self._first, self._second, delta, r2, r2 < self._cut2)
 
