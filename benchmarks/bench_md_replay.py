@@ -21,8 +21,10 @@ Accuracy is the held-out chi^2 per bin (the soft-label loss; an exact predictor 
 fixed before the runs; RMS against the truth and the share within 2 MD error bars are kept beside
 it. Goal: active reaches random's final accuracy (at BUDGET runs) with <= 0.7 x BUDGET runs, median
 over seeds (a seed where active never reaches it counts as infinite; active's shared start does not
-count as reaching it). The stop test (md.surrogate.active.stopping_test: share within 2 bars >= DEFAULT_TARGET on the
-TEST runs, 30 or more) is reported too: the runs at which each strategy would have stopped.
+count as reaching it). Beside it, the metric's noise floor: the same ratio for random's own curve against its
+final value (random_own_ratio), and round by round in how many seeds active's chi^2/bin is below
+random's at the same runs (paired_by_runs). The stop test (md.surrogate.active.stopping_test: share
+within 2 bars >= DEFAULT_TARGET on the TEST runs, 30 or more) is reported too: the runs at which each strategy would have stopped.
 Seeds run in JOBS processes. `--quick`: 2 seeds, TEST 20, BUDGET 30, written as md_replay_quick
 (git-ignored).
 """
@@ -110,6 +112,19 @@ def median_of_ratios(ratios: list[float | None]) -> float:
     return float(np.median([np.inf if v is None else v for v in ratios]))
 
 
+def paired_by_runs(rows: list[dict]) -> list[dict]:
+    """At each round past the start: in how many seeds active's held-out chi^2/bin is below random's at
+    the same runs, and the mean and median difference (active - random) over seeds."""
+    out = []
+    for i, point in enumerate(rows[0]["curves"]["active"]):
+        if point["runs"] <= START:
+            continue
+        diff = [r["curves"]["active"][i]["chi2_per_bin"] - r["curves"]["random"][i]["chi2_per_bin"] for r in rows]
+        out.append({"runs": point["runs"], "seeds_active_better": int(sum(d < 0 for d in diff)), "seeds": len(diff),
+                    "mean_difference": float(np.mean(diff)), "median_difference": float(np.median(diff))})
+    return out
+
+
 def first_reaching(curve: list[dict], chi2: float, after: int = 0) -> int | None:
     """Runs of the first round past `after` runs whose chi^2/bin is at most `chi2`. Active's rounds
     count from its first pick (after=START): a seed where random's final is no better than the
@@ -134,6 +149,7 @@ def replay(data: ReplaySet, seed: int, config: SurrogateConfig) -> dict:
     return {"seed": seed, "curves": curves, "random_final": final,
             "active_runs_to_random_final": reached,
             "ratio_to_random_budget": None if reached is None else reached / final["runs"],
+            "random_own_ratio": first_reaching(curves["random"], final["chi2_per_bin"], after=START) / final["runs"],
             "grid_runs_to_random_final": first_reaching(curves["grid"], final["chi2_per_bin"]),
             "stop_at_runs": stops,
             "at_k_compare": {"curves": compare, "random_final": compare_final,
@@ -185,12 +201,15 @@ def main() -> None:
     ratios = [r["ratio_to_random_budget"] for r in rows]
     median_ratio = median_of_ratios(ratios)
     compare_ratios = [r["at_k_compare"]["ratio_to_random_budget"] for r in rows]
+    own = [r["random_own_ratio"] for r in rows]
     result = {"setup": {"data": str(DATA.relative_to(DATA.parents[2])), "runs_in_data": len(data.runs),
                         "converged_in_data": int(np.sum(data.converged)), "test_runs": TEST, "start": START,
                         "k": K, "k_compare": K_COMPARE, "budget": BUDGET, "seeds": list(SEEDS), "grid_levels_h_c": GRID_LEVELS,
                         "metric": "held-out chi^2 per bin", "stop_target_within_2_bars": DEFAULT_TARGET,
                         "stop_min_runs": MIN_STOP_RUNS, "network": asdict(config)},
               "ratio_per_seed": ratios, "median_ratio": median_ratio, "goal_met": median_ratio <= 0.7,
+              "random_own_ratio_per_seed": own, "random_own_median_ratio": float(np.median(own)),
+              "paired_by_runs": paired_by_runs(rows),
               "at_k_compare": {"k": K_COMPARE, "ratio_per_seed": compare_ratios,
                                "median_ratio": median_of_ratios(compare_ratios)},
               "seeds": rows, "wall_s": time.perf_counter() - began}

@@ -327,7 +327,12 @@ def md_replay_ratio(data: dict) -> Lines:
             *_table(["seed", f"random's chi^2/bin at {budget}", "active reaches it at", "ratio", "grid"], rows),
             "", f"{k} runs a round. Median ratio {data['median_ratio']:g}: the goal (<= 0.7) is {met}. "
             f"The same replay at {compare['k']} runs a round: median {compare['median_ratio']:g} "
-            f"(per seed {compare_ratios})."]
+            f"(per seed {compare_ratios}).", "",
+            f"The metric's noise floor: random's own curve reaches its final value at a median "
+            f"{data['random_own_median_ratio']:g} of the budget. Active's chi^2/bin below random's at the same runs: "
+            + ", ".join(f"{p['seeds_active_better']} of {p['seeds']} seeds at {p['runs']}" for p in data["paired_by_runs"])
+            + f" (mean difference at {data['paired_by_runs'][-1]['runs']}: "
+            f"{data['paired_by_runs'][-1]['mean_difference']:+.3f})."]
 
 
 TABLES: dict[str, DocTable] = {
