@@ -15,11 +15,11 @@ from test_nanoconfinement import SMALL, _direct_ewald_kj_mol, _spread
 
 from thrifty.errors import ThriftyError
 from thrifty.md.engines.openmm_nanoconfinement import GROUPS, nanoconfinement_system
-from thrifty.md.nanoconfinement import NanoconfinementModel, ion_counts, slit_nm
+from thrifty.md.nanoconfinement import NanoconfinementModel, slit_nm
 from thrifty.md.torch_physics import TERMS, energy_and_forces, prepare_ewald, replicas, short_range
 from thrifty.md.torch_physics import ewald as ew
 from thrifty.md.torch_physics.forces import pair_terms
-from thrifty.md.torch_physics.neighbours import SKIN_NM, NeighbourList
+from thrifty.md.torch_physics.neighbours import NeighbourList
 from thrifty.md.torch_physics.pairs import distances
 from thrifty.md.torch_physics.threads import available_cores, use_threads
 
@@ -158,25 +158,32 @@ def test_list_forces_equal_the_dense_all_pairs_sum_through_rebuilds_of_the_defau
     assert setup.neighbours.builds >= 2
 
 
-def test_the_splitting_takes_the_reach_with_the_least_work():
-    """The default system's real-space reach is the candidate with the least PAIR_COST x listed pairs
-    + ions x k-vectors, shorter than the longest the minimum image allows (where a step cost 1.2x in
-    float64); a system whose list would hold every pair keeps the longest reach (fewest k-vectors).
-    Mutations caught: the reach back at the longest, the k-vector count ignored (the shortest
-    candidate wins), the list's pairs ignored (the longest wins)."""
+def test_the_splitting_takes_the_reach_with_the_least_work_and_keeps_the_sum(monkeypatch):
+    """The default system's real-space reach is 4.5 nm, of the candidates the one with the least
+    modelled work, shorter than the longest the minimum image allows (6 nm, where a step cost 1.16x
+    in float64); its Coulomb energy and forces equal the longest reach's to the Ewald tolerance's
+    order; a system whose list would hold every pair keeps the longest reach (fewest k-vectors).
+    Mutations caught: the reach back at the longest; the k-vector count left out of the work (the
+    shortest candidate wins) or the pairs (the longest wins); alpha from a reach other than the
+    pairs' cut (the sum is then off by far more than the tolerance)."""
     model = NanoconfinementModel()
     longest = ew.longest_reach_nm(model)
     chosen = ew.real_space_reach_nm(model)
-    assert 0.5 * longest < chosen < longest
-    ions = sum(ion_counts(model))
-
-    def work(reach: float) -> float:
-        listed = ions * (ions - 1) / 2 * min(1.0, ew.listed_share(model, reach + SKIN_NM))
-        return ew.PAIR_COST * listed + ions * len(ew.k_vectors(model, model.ewald_tolerance, reach)[1])
-
-    assert work(chosen) < min(work(longest), work(0.5 * longest))
-    setup = prepare_ewald(replicas([model])[0])
-    assert float(setup.reach_nm[0]) == chosen and setup.k_per_nm.shape[1] == len(ew.k_vectors(model, model.ewald_tolerance, chosen)[1])
+    assert chosen == pytest.approx(4.5) and longest == pytest.approx(6.0)
+    work = {reach: ew.splitting_work(model, reach) for reach in (0.5 * longest, chosen, longest)}
+    assert work[chosen] < work[longest] and work[chosen] < work[0.5 * longest]
+    batch, positions = replicas([model])
+    terms = ("coulomb", "slab")
+    setup = prepare_ewald(batch)
+    assert float(setup.reach_nm[0]) == chosen
+    energy, forces = energy_and_forces(batch, setup, positions, terms)
+    monkeypatch.setattr(ew, "real_space_reach_nm", lambda m, tolerance=None: ew.longest_reach_nm(m))
+    far = prepare_ewald(batch)
+    assert float(far.reach_nm[0]) == longest and far.k_per_nm.shape[1] < setup.k_per_nm.shape[1]
+    far_energy, far_forces = energy_and_forces(batch, far, positions, terms)
+    delta = model.ewald_tolerance
+    assert abs(float(energy[0] - far_energy[0])) <= 2 * delta * abs(float(far_energy[0]))
+    assert float((forces - far_forces).norm() / far_forces.norm()) <= 4 * delta
     small = NanoconfinementModel(h_nm=2.0, z_plus=1, c_molar=0.5, box_nm=4.0, cutoff_nm=1.2)
     assert not ew.list_pays(small) and ew.real_space_reach_nm(small) == ew.longest_reach_nm(small)
 

@@ -70,7 +70,7 @@ def pair_terms(batch: Replicas, setup: ew.Ewald, positions_nm: torch.Tensor,
         raise ValueError("pair_terms needs a Verlet list (setup.neighbours); dense setups use the all-pairs pass")
     near = neighbours.listed(positions_nm, batch.box_nm, batch.mask)  # every listed pair, those past r_cut as zeros
     r = torch.sqrt(near.r2_nm2)
-    r2 = r * r  # as the chosen pairs had it: the forces stay bit for bit what they were
+    r2 = r * r  # from r, as the dense pass (_dense_pair_terms) has it, not the listed r2
     energy = torch.zeros_like(r)
     over_r = torch.zeros_like(r)  # -dU/dr / r of each pair
     if "wca" in terms:  # the few pairs within the batch's longest WCA reach (~1% of the listed pairs), all within r_cut
