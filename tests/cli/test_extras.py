@@ -100,15 +100,17 @@ def test_a_command_names_the_extra_it_misses(places, missing, args, message, unt
 @pytest.mark.timeout(200)
 def test_md_run_on_the_torch_engine_runs_where_openmm_is_not_installed(tmp_path):
     """The torch engine's command, not only its modules, is OpenMM-free; and the OpenMM engine
-    still names its extra there. Mutation caught: md run importing md.engines.openmm_systems for
-    its choices (or its platform check) whatever the engine."""
+    still names its extra there; without --system the torch engine runs the one system it has.
+    Mutations caught: md run importing md.engines.openmm_systems for its choices (or its platform
+    check) whatever the engine; --system defaulting to ions with --engine torch (refused, exit 2)."""
     out = tmp_path / "torch"
-    done = cli_without(("openmm",), ["md", "run", "--engine", "torch", "--system", "nanoconfinement", "--h", "2",
+    done = cli_without(("openmm",), ["md", "run", "--engine", "torch", "--h", "2",
                                      "--c", "0.8", "--box-nm", "2.4", "--cutoff-nm", "1",
                                      "--steps", "20", "--chunk", "10", "--equilibrate", "10", "--out", str(out),
                                      "--json"])
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["steps"] == 20 and (out / "profiles.csv").exists()
+    summary = json.loads(done.stdout)
+    assert summary["steps"] == 20 and summary["system"] == "nanoconfinement" and (out / "profiles.csv").exists()
     refused = cli_without(("openmm",), ["md", "run", "--steps", "10", "--out", str(tmp_path / "openmm")])
     assert refused.returncode == 2 and refused.stderr.splitlines() == [
         "error: thrifty md run needs OpenMM: pip install 'thrifty[md]'"]

@@ -29,8 +29,9 @@ def _check_out(out: Path, force: bool) -> None:
 
 
 @md_app.command("run")
-def md_run(system: Annotated[str, typer.Option(
-               help="lj (Lennard-Jones fluid), ions (confined electrolyte) or nanoconfinement (the published model)")] = "ions",
+def md_run(system: Annotated[str | None, typer.Option(
+               help="lj (Lennard-Jones fluid), ions (confined electrolyte) or nanoconfinement (the published model); "
+                    "default ions, with --engine torch nanoconfinement (the one system it runs)")] = None,
            steps: Annotated[int | None, typer.Option(
                help="MD steps (default 5000; nanoconfinement: run until the profiles converge or --cap-steps)")] = None,
            chunk: Annotated[int | None, typer.Option(
@@ -78,6 +79,7 @@ def md_run(system: Annotated[str, typer.Option(
     from thrifty.md.nanoconfinement import NanoconfinementModel
     from thrifty.progress import ProgressBar
     from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, check_checkpoint_folder
+    system = system or ("nanoconfinement" if engine == "torch" else "ions")
     options = EngineOptions(engine, system, platform, dtype, device, threads, seed).checked()
     last_step, chunk = run_length(system, steps, chunk, cap_steps)
     model = None
