@@ -137,7 +137,10 @@ def test_profiles_have_the_openmm_engines_columns_bins_and_summary_keys(tmp_path
     b = (tmp_path / "tch" / "profiles.csv").read_text().splitlines()
     assert a[0] == b[0] == "z_nm,cation_molar,cation_err,anion_molar,anion_err"
     assert [row.split(",")[0] for row in a] == [row.split(",")[0] for row in b] and len(a) == 1 + 40
-    assert set(omm) <= set(tch) and set(tch) - set(omm) == {"dtype", "replicas"}
+    assert set(omm) <= set(tch) and set(tch) - set(omm) == {"dtype", "replicas", "splitting", "threads"}
+    splitting = tch["splitting"]  # the reach, alpha and k-vectors the run used, one per replica
+    assert len(splitting["real_space_reach_nm"]) == len(splitting["k_vectors"]) == tch["replicas"] == 1
+    assert splitting["alpha_per_nm"][0] > 0 and splitting["k_vectors"][0] > 0 and tch["threads"] >= 1
     assert set(omm["densities"]["cation"]) == set(tch["densities"]["cation"])
     assert tch["bin_width_nm"] == omm["bin_width_nm"] and tch["samples"] == omm["samples"]
     rows = np.loadtxt(tmp_path / "tch" / "profiles.csv", delimiter=",", skiprows=1)

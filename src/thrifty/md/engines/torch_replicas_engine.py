@@ -103,5 +103,11 @@ class TorchEngine:
         return [(positions[i, :k], velocities[i, :k]) for i, k in enumerate(self.counts)]
 
     def describe(self) -> dict[str, Any]:
+        """What ran: the engine, its precision, and per replica the Ewald splitting it chose
+        (md.torch_physics.ewald: real-space reach, alpha, k-vectors) and, on the CPU, the threads."""
         return {"engine": self.name, "platform": f"torch-{torch.device(self.device).type}", "dtype": self.dtype,
-                "replicas": len(self.layouts)}
+                "replicas": len(self.layouts),
+                "splitting": {"real_space_reach_nm": self.setup.reach_nm.tolist(),
+                              "alpha_per_nm": self.setup.alpha_per_nm.tolist(),
+                              "k_vectors": (self.setup.weight_nm > 0).sum(-1).tolist()},
+                "threads": torch.get_num_threads() if torch.device(self.device).type == "cpu" else None}
