@@ -386,3 +386,24 @@ def test_a_profile_from_an_older_thrifty_is_completed_once(profiled_db, tmp_path
         (meta_json,) = store.conn.execute("SELECT meta_json FROM profiles ORDER BY id DESC LIMIT 1").fetchone()
     stored = json.loads(meta_json)
     assert stored["default_global_batch"] > 0 and "recipe" in stored and "profile_id" not in stored
+
+
+def test_the_plan_table_fits_80_columns_when_costs_are_fractions_of_a_cent(profiled_db, tmp_path):
+    """builtin:digits costs fractions of a cent ('$0.00063-0.00064'): at 80 columns the cost interval
+    breaks after its dash instead of pushing the table past the terminal, so no column is cut (the
+    header keeps 'interval' and 'how', every ranked row its 'proj'/'meas'). Mutation caught: the
+    interval left on one line (the table is cropped at the right, 'how' lost)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "thrifty.cli", "plan", "--workload", "builtin:digits", "--db",
+                           str(profiled_db), "--plot", str(tmp_path / "plan.png")], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    table = done.stdout.split("top 10 by cost", 1)[1].split("Pareto front", 1)[0]
+    assert "$0.00" in table  # the case this is about: sub-cent costs
+    header = next(line for line in table.splitlines() if line.strip().startswith("#"))
+    assert header.split()[-2:] == ["interval", "how"]
+    ranked = [line for line in table.splitlines() if re.match(r"\s*\d+(\+\d+)?\s+\w+:", line)]  # '1+2  azure:...'
+    assert len(ranked) == 10 and all(line.split()[-1] in ("proj", "meas", "srch") for line in ranked), ranked

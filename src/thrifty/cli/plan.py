@@ -60,9 +60,18 @@ def _table(result, indices, merged, title: str) -> Table:
         table.add_row(f"{rank}+{extra}" if extra else str(rank), f"{d['cloud']}:{d['instance_type']}{gpus}",
                       f"{d['nodes']} x {d['workers'] // d['nodes']}", str(d["global_batch"]),
                       "spot" if d["spot"] else "", fmt_duration(d["predicted_time_s"]),
-                      fmt_usd(d["predicted_cost_usd"]), fmt_usd_range(low, high),
+                      fmt_usd(d["predicted_cost_usd"]), _interval_cell(fmt_usd_range(low, high)),
                       "srch" if d["source"] == "search" else d["prediction"][:4])
     return table
+
+
+def _interval_cell(interval: str) -> str:
+    """A cost interval too wide for 80 columns beside the rest (sub-cent costs: '$0.00063-0.00064')
+    on two lines, broken after its dash; the row is two lines high anyway (the VM type wraps)."""
+    return interval.replace("-", "-\n", 1) if len(interval) > INTERVAL_CELL_WIDTH else interval
+
+
+INTERVAL_CELL_WIDTH = 11  # '$0.12-0.25', '$12.10-15.40': the widths that fit at 80 columns
 
 
 def _count(n: int, noun: str) -> str:
