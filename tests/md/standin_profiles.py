@@ -30,7 +30,7 @@ def true_profiles(point: np.ndarray, z_nm: np.ndarray) -> np.ndarray:
     ionic_strength = 0.5 * (c * zp ** 2 + zp * c)
     debye_nm = 0.304 / np.sqrt(ionic_strength)
     out = []
-    for valency, bulk, d, gain in ((zp, c, d_plus, 0.6 * zp ** 1.5), (1, zp * c, d_minus, 0.3)):
+    for _valency, bulk, d, gain in ((zp, c, d_plus, 0.6 * zp ** 1.5), (1, zp * c, d_minus, 0.3)):
         height = gain * np.sqrt(c / 0.3) * (0.5 / d) ** 0.5
         rho = np.ones_like(z_nm)
         for x in (h / 2 + z_nm, h / 2 - z_nm):  # distance from each wall
@@ -63,9 +63,9 @@ def write_run(folder: Path, run: Run) -> Path:
     """The run as the MD campaign writes it: profiles.csv and params.json."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "params.json").write_text(json.dumps(dict(zip(PARAMETERS, run.point.tolist()))))
+    (folder / "params.json").write_text(json.dumps(dict(zip(PARAMETERS, run.point.tolist(), strict=True))))
     rows = ["z_nm,cation_molar,cation_err,anion_molar,anion_err"]
     rows += [f"{z:.4f},{a:.6f},{ea:.6f},{b:.6f},{eb:.6f}"
-             for z, a, ea, b, eb in zip(run.z_nm, run.density[0], run.error[0], run.density[1], run.error[1])]
+             for z, a, ea, b, eb in zip(run.z_nm, run.density[0], run.error[0], run.density[1], run.error[1], strict=True)]
     (folder / "profiles.csv").write_text("\n".join(rows) + "\n")
     return folder

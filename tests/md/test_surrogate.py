@@ -184,7 +184,7 @@ def test_run_folders_read_back_as_written(tmp_path):
     (tmp_path / "still-running").mkdir()  # no profiles.csv yet: not a completed run
     back = read_runs(tmp_path)
     assert [r.name for r in back] == [r.name for r in runs]
-    for mine, theirs in zip(back, runs):
+    for mine, theirs in zip(back, runs, strict=True):
         assert np.allclose(mine.point, theirs.point) and np.allclose(mine.density, theirs.density, atol=1e-6)
     (tmp_path / runs[0].name / "profiles.csv").write_text("z_nm,cation_molar\n0,1\n")
     with pytest.raises(ThriftyError, match="missing columns cation_err, anion_molar, anion_err"):
@@ -215,7 +215,7 @@ def test_a_profiles_csv_written_by_the_md_job_reads_as_a_run(tmp_path):
     molar = np.stack([1 + centres ** 2, 2 + centres ** 2])
     md_profiles.write_csv(tmp_path / "profiles.csv", md_profiles.Profiles(centres, molar, 0.1 * molar, 10, 0.05),
                           ("cation", "anion"))
-    (tmp_path / "params.json").write_text(json.dumps(dict(zip(PARAMETERS, [3.0, 2, -1, 0.5, 0.474, 0.627]))))
+    (tmp_path / "params.json").write_text(json.dumps(dict(zip(PARAMETERS, [3.0, 2, -1, 0.5, 0.474, 0.627], strict=True))))
     run = read_run(tmp_path)
     density, error = run.on_grid(50)
     s = np.linspace(-0.49, 0.49, 50)

@@ -66,7 +66,7 @@ def test_predict_prints_the_densities_with_intervals_the_profile_as_json_and_a_p
         for name in ("contact", "peak", "mid"):
             assert data[ion][name]["low"] <= data[ion][name]["mean"] <= data[ion][name]["high"]
         assert all(lo <= m <= hi for lo, m, hi in zip(data[ion]["low_molar"], data[ion]["mean_molar"],
-                                                          data[ion]["high_molar"]))
+                                                          data[ion]["high_molar"], strict=True))
 
 
 @pytest.mark.parametrize("change, fragment", [
@@ -80,7 +80,7 @@ def test_predict_prints_the_densities_with_intervals_the_profile_as_json_and_a_p
     ({"--surrogate": "MISSING"}, "surrogate.pt not found"),
 ])
 def test_bad_requests_are_one_line(run_cli, model_dir, tmp_path, change, fragment):
-    options = dict(zip(POINT[::2], POINT[1::2]), **{"--surrogate": str(model_dir)})
+    options = dict(zip(POINT[::2], POINT[1::2], strict=True), **{"--surrogate": str(model_dir)})
     options.update({k: str(tmp_path / v) if v == "MISSING" else v for k, v in change.items()})
     code, _, err = run_cli("md", "predict", *(x for kv in options.items() for x in kv))
     _one_line_error(code, err, fragment)

@@ -63,7 +63,7 @@ def test_every_term_matches_openmm_in_a_batch_of_two_different_replicas(dtype, d
     batch, _ = replicas(MODELS, dtype=dtype)
     rng = np.random.default_rng(7)
     systems = [nanoconfinement_system(m) for m in MODELS]
-    configurations = [_configuration(m, md, rng, dipole) for m, md in zip(MODELS, systems)]
+    configurations = [_configuration(m, md, rng, dipole) for m, md in zip(MODELS, systems, strict=True)]
     positions = torch.zeros(len(MODELS), batch.mask.shape[1], 3, dtype=dtype)
     for i, c in enumerate(configurations):
         positions[i, :len(c)] = torch.as_tensor(c)
@@ -72,7 +72,7 @@ def test_every_term_matches_openmm_in_a_batch_of_two_different_replicas(dtype, d
     for term in TERMS:
         energy, forces = energy_and_forces(batch, setup, positions, (term,))
         assert torch.all(forces[~batch.mask] == 0)
-        for i, (md, c) in enumerate(zip(systems, configurations)):
+        for i, (md, c) in enumerate(zip(systems, configurations, strict=True)):
             expected_energy, expected_forces = _openmm_terms(md, c)[term]
             assert abs(expected_energy) > 1e-3  # every term is exercised
             assert float(energy[i]) == pytest.approx(expected_energy, rel=TOLERANCE[dtype]), term

@@ -76,7 +76,7 @@ def test_a_torch_sweep_stores_each_point_once_with_the_batched_engines_profiles(
     assert sorted(r[0] for r in rows) == sorted(point_key(p) for p in points)
     assert json.loads(dict(rows)[point_key(points[0])]) == {"steps": 0, "converged": False}
     expected = _batched_csv(points[1:3], tmp_path) + _batched_csv(points[3:], tmp_path)
-    for point, text in zip(points[1:], expected):
+    for point, text in zip(points[1:], expected, strict=True):
         run = work / point_key(point)
         assert all((run / name).exists() for name in OUTPUTS)
         assert (run / "profiles.csv").read_text() == text

@@ -21,7 +21,7 @@ def test_run_means_follow_the_profilers_rounds_and_give_the_spread():
     assert steps_per_round(7, 2) == [4, 3] and steps_per_round(3, 5) == [1, 1, 1]
     # two ranks, steps 10-13 (round 1) and 20-22 (round 2, after warm-up): a step is its slowest rank
     rows = [{"num_nodes": 1, "num_workers": 2, "local_batch": 8, "step": s, "step_time_s": t + 0.01 * rank}
-            for rank in (0, 1) for s, t in zip([10, 11, 12, 13, 20, 21, 22], [1, 1, 1, 1, 2, 2, 2])]
+            for rank in (0, 1) for s, t in zip([10, 11, 12, 13, 20, 21, 22], [1, 1, 1, 1, 2, 2, 2], strict=True)]
     runs = round_means(rows, steps=7, rounds=2)
     assert runs == {(1, 2, 8): pytest.approx([1.01, 2.01])}
     assert relative_spread(runs) == pytest.approx(1.0 / 1.01)

@@ -71,7 +71,7 @@ def _roofline_compute_s(spec, local: int) -> float:
     total = 0.0
     for kind, f0, f1, m0, m1, o0, o1 in zip(WORK.kind, WORK.flops_fixed, WORK.flops_per_sample,
                                             WORK.bytes_fixed, WORK.bytes_per_sample, WORK.outputs_fixed,
-                                            WORK.outputs_per_sample):
+                                            WORK.outputs_per_sample, strict=True):
         flops, nbytes, outputs = f0 + f1 * local, m0 + m1 * local, max(o0 + o1 * local, 1.0)
         if kind == 1 and math.isfinite(spec.tf32_tflops):
             peak, efficiency = spec.tf32_tflops * 1e12, rp.conv_tensor_efficiency

@@ -59,7 +59,7 @@ def test_a_plan_shows_its_pareto_front_and_the_stored_recommendation(api, stores
     plane = plan["plane"]
     assert plane["candidates"] == printed["candidates_evaluated"] and plane["feasible"] == printed["candidates_feasible"]
     assert plane["shown"] == len(plane["time_s"]) == len(plane["cost_usd"]) == len(plane["label"])
-    drawn = set(zip(plane["time_s"], plane["cost_usd"]))  # the front and the choice are among the points drawn
+    drawn = set(zip(plane["time_s"], plane["cost_usd"], strict=True))  # the front and the choice are among the points drawn
     assert all((d["predicted_time_s"], d["predicted_cost_usd"]) in drawn for d in [*plan["pareto"], again])
 
 
@@ -91,8 +91,8 @@ def test_a_training_run_shows_the_batch_split_and_step_times_per_rank(api, store
     series = a["series"]
     assert set(series["ranks"]) == {"0", "1"} and series["steps"] == list(range(12))
     zero, one = series["ranks"]["0"], series["ranks"]["1"]
-    assert all(x + y == stored["global_batch"] for x, y in zip(zero["local_batch"], one["local_batch"]))
-    assert any(y < x for x, y in zip(zero["local_batch"], one["local_batch"]))  # the 3x slower rank got less
+    assert all(x + y == stored["global_batch"] for x, y in zip(zero["local_batch"], one["local_batch"], strict=True))
+    assert any(y < x for x, y in zip(zero["local_batch"], one["local_batch"], strict=True))  # the 3x slower rank got less
     rows = {(r["step"], r["rank"]): r for r in a["steps"]}
     assert series["step_time_s"] == [max(rows[(s, 0)]["step_time_s"], rows[(s, 1)]["step_time_s"]) for s in range(12)]
 

@@ -41,7 +41,7 @@ def test_the_controller_keeps_every_asp_update_at_half_an_even_share_or_more():
     server = ParameterServer(TrainConfig(workers=4, global_batch=64, policy="dynamic"), workers=4)
     slowdowns = (16 / 3, 16 / 3, 8.0, 1.0)  # HL8
     for step in range(1, 60):
-        server.policy.observe(step, [f * (2e-3 + 1e-4 * b) for f, b in zip(slowdowns, server.policy.split)])
+        server.policy.observe(step, [f * (2e-3 + 1e-4 * b) for f, b in zip(slowdowns, server.policy.split, strict=True)])
     assert server.policy.adjustments >= 1
     assert server.policy.split == [8, 8, 8, 40]
     unfloored = ParameterServer(TrainConfig(workers=4, global_batch=64, policy="dynamic",

@@ -88,12 +88,12 @@ def test_an_overflowing_amp_step_is_skipped_not_applied_and_the_scale_halves():
     rows = train_step(state.model, state.optimizer, workload, state.indices(0), 32, measure_noise=True,
                       runtime=state.runtime, scaler=state.scaler, world=(0, 1))
     assert rows[0].update_skipped == 1
-    assert all(torch.equal(a, b) for a, b in zip(before, state.model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(before, state.model.parameters(), strict=True))
     assert state.scaler.get_scale() == 2.0 ** 39
     assert not rows[0].has_noise
     run_steps(state, workload, steps=30)  # the scale backs off until the gradients fit
     assert state.skipped_updates >= 1 and state.scaler.get_scale() < 2.0 ** 20
-    assert not all(torch.equal(a, b) for a, b in zip(before, state.model.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(before, state.model.parameters(), strict=True))
 
 
 def test_an_amp_step_that_fits_is_applied_and_its_noise_is_unscaled():

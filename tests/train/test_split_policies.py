@@ -22,7 +22,7 @@ def test_proportional_split_sums_and_respects_bounds_for_random_inputs():
         weights = [rng.uniform(0.01, 10) for _ in range(n)]
         split = proportional_split(weights, total, b_min, b_max)
         assert sum(split) == total
-        assert all(b_min <= b <= m for b, m in zip(split, b_max))
+        assert all(b_min <= b <= m for b, m in zip(split, b_max, strict=True))
 
 
 def test_proportional_split_is_proportional_when_unconstrained():
@@ -55,7 +55,7 @@ class SimulatedCluster:
         self.rng = random.Random(seed)
 
     def times(self, split):
-        return [(self.overhead_s + b / s) * math.exp(self.rng.gauss(0, self.noise)) for b, s in zip(split, self.speeds)]
+        return [(self.overhead_s + b / s) * math.exp(self.rng.gauss(0, self.noise)) for b, s in zip(split, self.speeds, strict=True)]
 
 
 def _run(policy, cluster, steps, start=0, on_change=None):
@@ -98,7 +98,7 @@ def test_changes_come_at_most_every_k_steps_and_noise_is_smoothed():
     policy = make_policy("dynamic", 120, 3, settings=ControllerSettings(every=10))
     changes = []
     _run(policy, cluster, 300, on_change=changes.append)
-    assert all(b - a >= 10 for a, b in zip(changes, changes[1:]))
+    assert all(b - a >= 10 for a, b in zip(changes, changes[1:], strict=False))
     assert len(changes) <= 8  # converges, then noise stays inside the dead-band mostly
 
 
@@ -243,7 +243,7 @@ def test_with_a_large_fixed_cost_a_speed_change_is_corrected_in_one_move():
     for seed in range(5):
         policy = make_policy("dynamic", 256, 2)
         splits, ideal = _play(policy, Schedule(schedule, overhead_s=0.004, noise=0.05, seed=seed), 120)
-        changes = sum(a != b for a, b in zip(splits[60:], splits[61:]))
+        changes = sum(a != b for a, b in zip(splits[60:], splits[61:], strict=False))
         assert reaction_steps(splits[60:], ideal[60:]) <= 4, seed
         assert changes <= 2, seed
         assert max(relative_changes(ideal[-1])) <= 0.1, seed

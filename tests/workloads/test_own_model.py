@@ -183,7 +183,7 @@ def test_the_prefetching_loader_gives_the_batches_the_step_asks_for_across_split
             state.policy.split = [6, 2]  # the controller moved two samples to rank 0
         for rank, loader in enumerate(loaders):
             indices = state.indices(rank)
-            inputs, targets = loader.get(indices, lambda count: state.upcoming(rank, count))
+            inputs, targets = loader.get(indices, lambda count, rank=rank: state.upcoming(rank, count))
             assert inputs[:, 0].long().tolist() == indices.tolist()
             assert targets.tolist() == (indices * indices).tolist()
         state.advance(0.0)
