@@ -65,13 +65,13 @@ def _table(result, indices, merged, title: str) -> Table:
     return table
 
 
+INTERVAL_CELL_WIDTH = 11  # '$0.12-0.25', '$12.10-15.40': the widths that fit at 80 columns
+
+
 def _interval_cell(interval: str) -> str:
     """A cost interval too wide for 80 columns beside the rest (sub-cent costs: '$0.00063-0.00064')
     on two lines, broken after its dash; the row is two lines high anyway (the VM type wraps)."""
     return interval.replace("-", "-\n", 1) if len(interval) > INTERVAL_CELL_WIDTH else interval
-
-
-INTERVAL_CELL_WIDTH = 11  # '$0.12-0.25', '$12.10-15.40': the widths that fit at 80 columns
 
 
 def _count(n: int, noun: str) -> str:

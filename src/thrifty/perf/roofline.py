@@ -27,7 +27,8 @@ rate; e_max differs between the two, and on tensor cores between matrix multipli
 cuDNN runs a convolution as an implicit GEMM whose operand tiles are gathered from the activation
 (im2col on the fly) and whose filter shapes (3x3, 7x7, strided, few input channels) fill the
 tensor-core tiles less well than a plain GEMM does (NVIDIA, "Convolutional Layers User's Guide",
-implicit GEMM and its channel-count and layout conditions). AMP halves the bytes of activations (the per-sample part).
+implicit GEMM and its channel-count and layout conditions). AMP halves the bytes of activations (the
+per-sample part).
 n GPUs: ring all-reduce of the gradients over the GPU interconnect at a fitted fraction of its
 bandwidth (perf.allreduce), overlapped with compute as T = (T_c^g + T_ar^g)^(1/g) (Pollux, OSDI 2021).
 """
@@ -114,8 +115,8 @@ def kernel_times_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
     kind = work.kind
     clock = spec.sustained_clock_fraction(params.power_fraction)
     peak = (np.asarray(peaks) * clock)[kind][:, None]
-    tensor_efficiency = np.where(kind == KIND_CONV, params.conv_tensor_efficiency, params.tensor_efficiency)
-    efficiency = np.where(np.asarray(tensor)[kind], tensor_efficiency, params.vector_efficiency)[:, None]
+    on_tensor_cores = (params.tensor_efficiency, params.conv_tensor_efficiency, params.tensor_efficiency)  # by kind
+    efficiency = np.where(tensor, on_tensor_cores, params.vector_efficiency)[kind][:, None]
     flops = work.flops_fixed[:, None] + work.flops_per_sample[:, None] * b
     act = AMP_ACTIVATION_BYTES if precision == "amp" else 1.0
     nbytes = work.bytes_fixed[:, None] + act * work.bytes_per_sample[:, None] * b

@@ -18,8 +18,9 @@ list_pays), and the k-space sum needs (cutoff / rc)^3 as many k-vectors: the ste
     PAIR_COST x listed pairs + ions x k-vectors,
 PAIR_COST the cost of one listed pair in ion-k-vector terms (fitted below). For the default system
 (406 ions, 15 x 15 x 9 nm) that is rc 4.5 nm (568 k-vectors, 26k listed pairs) instead of the
-longest, 6 nm (241, 46k): 0.86x the CPU time a step in float64, 0.90x in float32 (the timings below). A system whose list would hold every pair (list_pays False) sums its
-pairs dense at the longest reach, which then costs the fewest k-vectors.
+longest, 6 nm (241, 46k): 0.86x the CPU time a step in float64, 0.90x in float32 (the timings
+below). A system whose list would hold every pair (list_pays False) sums its pairs dense at the
+longest reach, which then costs the fewest k-vectors.
 The total is the same Ewald sum at the same tolerance. Parameters from the tolerance
 delta (the model's ewald_tolerance): alpha = sqrt(-ln(2 delta)) / rc, OpenMM's choice, so that
 erfc(alpha rc) ~ delta; k_max = 2 alpha sqrt(-ln delta), so the neglected
