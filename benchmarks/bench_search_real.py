@@ -67,8 +67,11 @@ def run_row(scenario: Scenario, start, seeds: int) -> dict:
         outcomes = [Search(scenario.backend(s), settings).run(start) for s in range(seeds)]
         runs = [with_overheads(o, best) for o in outcomes]
         overheads = [r[metric] for r in runs]
-        # the overhead of training the whole job where the search ended: the rest is the moves and probes
-        settle_gaps = [with_overheads(fixed(scenario.backend(0), o.final_config), best)[metric] for o in outcomes]
+        # the overhead of training the whole job where the search ended (once per distinct final
+        # configuration: the seeds mostly end on the same one); the rest is the moves and probes
+        gap_of = {c: with_overheads(fixed(scenario.backend(0), c), best)[metric]
+                  for c in {o.final_config for o in outcomes}}
+        settle_gaps = [gap_of[o.final_config] for o in outcomes]
         row[name] = {"median": float(np.median(overheads)), "worst": float(np.max(overheads)),
                      "settle_gap_median": float(np.median(settle_gaps)),
                      "moves": float(np.median([r["moves"] for r in runs])),

@@ -49,7 +49,8 @@ SEARCH_GOAL_MEDIAN, SEARCH_GOAL_WORST = 0.05, 0.10   # issue 22: median <= 5%, w
 
 def search_real_summary(data: dict) -> Lines:
     """Per trace set, job and objective: the range of the workloads' median excess over the oracle,
-    the worst seed, the overhead of the configuration it ended on, and how many workloads meet each goal (the `after` variant: with the recoup check)."""
+    the worst seed, the range of the overheads of the configurations the search ended on, and how
+    many workloads meet each goal (the `after` variant: with the recoup check)."""
     rows = []
     for trace_set in SEARCH_SETS:
         for job in SEARCH_JOBS:
