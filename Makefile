@@ -56,9 +56,9 @@ test: $(STAMP) browser
 test-fast: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 -m "not slow and not ray and not openmm and not distributed" $(FAST_TESTS)
 
-# ruff (pyflakes, bugbear, isort, pyupgrade) over src/ and tests/, mypy over src/, as pyproject configures them
+# ruff (pyflakes, bugbear, isort, pyupgrade) over src/, tests/ and benchmarks/, mypy over src/, as pyproject configures them
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 
 # `make bench` runs every benchmark (hours); `make bench TAGS=quick` (or md, long, gpu; comma-separated)

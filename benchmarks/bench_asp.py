@@ -69,11 +69,11 @@ def main(epochs: int = 6, seeds: int = 3) -> dict:
     table: dict = {}
     for profile in PROFILES:
         row: dict = {}
-        equal = [min(r["wall_time_s"] for r in same) for same in zip(*(runs[(profile, p)] for p in POLICIES))]
+        equal = [min(r["wall_time_s"] for r in same) for same in zip(*(runs[(profile, p)] for p in POLICIES), strict=True)]
         for policy in POLICIES:
             rs = runs[(profile, policy)]
             row[policy] = {
-                "accuracy_at_equal_wall_time_per_seed": [metric_at(r["evals"], t) for r, t in zip(rs, equal)],
+                "accuracy_at_equal_wall_time_per_seed": [metric_at(r["evals"], t) for r, t in zip(rs, equal, strict=True)],
                 "final_accuracy_per_seed": [r["final_metric"] for r in rs],
                 "wall_time_s_per_seed": [r["wall_time_s"] for r in rs],
                 "startup_s_per_seed": [r["startup_s"] for r in rs],
@@ -99,8 +99,8 @@ def main(epochs: int = 6, seeds: int = 3) -> dict:
 def _plot(runs: dict) -> None:
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(PROFILES), figsize=(12, 4.5))
-    for ax, profile in zip(axes, PROFILES):
-        for policy, colour in zip(POLICIES, ("C0", "C1", "C2")):
+    for ax, profile in zip(axes, PROFILES, strict=True):
+        for policy, colour in zip(POLICIES, ("C0", "C1", "C2"), strict=True):
             for i, r in enumerate(runs[(profile, policy)]):
                 evals = np.array(r["evals"])
                 ax.plot(evals[:, 1], evals[:, 2], "-", color=colour, alpha=0.7, label=policy if i == 0 else None)

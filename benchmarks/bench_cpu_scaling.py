@@ -37,7 +37,7 @@ def main() -> dict:
             "input_s_per_sample": measured["input_s_per_sample"]}
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for workload, row in rows.items():
-        for b, s in zip(row["local_batch"], row["serial_fraction"]):
+        for b, s in zip(row["local_batch"], row["serial_fraction"], strict=True):
             ax.plot(VCPUS, [1 / (s + (1 - s) / p) for p in VCPUS], "o-", ms=3,
                     label=f"{workload.removeprefix('builtin:')} b={b}: s={s:.2f}")
     ax.plot(VCPUS, VCPUS, "k--", lw=0.8, label="linear (the old assumption)")

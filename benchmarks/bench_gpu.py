@@ -72,7 +72,7 @@ def plot(rows: list[dict]) -> None:
     import matplotlib.pyplot as plt
     names = list(dict.fromkeys(r["workload"] for r in rows))
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8))
-    for ax, name in zip(axes, names):
+    for ax, name in zip(axes, names, strict=True):
         for precision in PRECISIONS:
             mine = [r for r in rows if r["workload"] == name and r["precision"] == precision]
             if not mine:
@@ -82,7 +82,7 @@ def plot(rows: list[dict]) -> None:
             projected = [(r["local_batch"], r["local_batch"] / r["projected_step_s"]) for r in mine
                          if r.get("projected_step_s") == r.get("projected_step_s")]
             if projected:
-                ax.plot(*zip(*projected), "x--", color=line.get_color(), label=f"{precision} projected")
+                ax.plot(*zip(*projected, strict=True), "x--", color=line.get_color(), label=f"{precision} projected")
         ax.set(title=name, xlabel="local batch", ylabel="samples/s", xscale="log", yscale="log")
         ax.legend(fontsize=6)
     fig.suptitle(f"thrifty train on {torch.cuda.get_device_name(0)} vs thrifty model project ({H200_TYPE})")

@@ -48,14 +48,14 @@ def main() -> None:
                         "batch_per_gpu": r.batch_per_gpu, "published": r.samples_per_s_per_gpu,
                         "fitted": float(f), "regime": regime(r, cal.works, cal.params),
                         "leave_model_out": float(m), "leave_gpu_out": float(g)}
-                       for r, f, m, g in zip(rows, cal.fitted, by_model["predicted"], by_gpu["predicted"])],
+                       for r, f, m, g in zip(rows, cal.fitted, by_model["predicted"], by_gpu["predicted"], strict=True)],
               "spec_only_projections": spec_only_projections(cal)}
     write_result("gpu_projection", result)
 
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(11, 5))
     models = sorted({r.model_key for r in rows})
-    for ax, (title, held) in zip(axes, (("leave one model out", by_model), ("leave one GPU out", by_gpu))):
+    for ax, (title, held) in zip(axes, (("leave one model out", by_model), ("leave one GPU out", by_gpu)), strict=True):
         colours = plt.get_cmap("tab20")
         for k, model in enumerate(models):
             idx = [i for i, r in enumerate(rows) if r.model_key == model]

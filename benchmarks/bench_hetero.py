@@ -37,8 +37,15 @@ import numpy as np
 
 from common import save_figure, write_result
 from thrifty.records import RunLog
-from thrifty.train.hetero import (DYNAMIC_SEQUENCE, SimulatedCluster, SlowdownSchedule, constant, named_schedule,
-                                  reaction_steps, wasted_compute_fraction)
+from thrifty.train.hetero import (
+    DYNAMIC_SEQUENCE,
+    SimulatedCluster,
+    SlowdownSchedule,
+    constant,
+    named_schedule,
+    reaction_steps,
+    wasted_compute_fraction,
+)
 from thrifty.train.policies import BATCH_POLICIES, make_policy
 from thrifty.train.trainer import TrainConfig, run_training, total_steps
 
@@ -80,7 +87,7 @@ def settling(log: RunLog, world: int, change_steps: list[int], quiet_steps: int)
     changes = [series[i][0] for i in range(1, len(series)) if series[i][1] != series[i - 1][1]]
     ends = change_steps[1:] + [series[-1][0] + 1]
     out = []
-    for start, end in zip(change_steps, ends):
+    for start, end in zip(change_steps, ends, strict=True):
         mine = [c for c in changes if start <= c < end]
         count, last = 0, start
         for c in mine:
@@ -250,7 +257,7 @@ def segment_figures(splits: list[list[int]], times: list[list[float]]) -> list[d
     ideal (hetero.reaction_steps) and the wasted-compute fraction (hetero.wasted_compute_fraction)."""
     out = []
     starts = [s for s, _ in REACTION_SCHEDULE.segments] + [len(splits)]
-    for (start, factors), end in zip(REACTION_SCHEDULE.segments, starts[1:]):
+    for (start, factors), end in zip(REACTION_SCHEDULE.segments, starts[1:], strict=True):
         out.append({"slowdown": list(factors), "first_step": start,
                     "reaction_steps": reaction_steps(splits[start:end], times[start:end]),
                     "wasted_compute_fraction": wasted_compute_fraction(times[start:end])})

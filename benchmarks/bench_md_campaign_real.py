@@ -103,7 +103,7 @@ class MD:
         if key not in self.runs:
             folder = self.root / f"run{len(self.runs):04d}"
             began = time.perf_counter()
-            [result] = SIM.run_batch([dict(zip(PARAMETERS, point.tolist()))], [folder],
+            [result] = SIM.run_batch([dict(zip(PARAMETERS, point.tolist(), strict=True))], [folder],
                                      ScheduledCheckpoints(folder / "ck", []))
             self.log.append({"point": list(key), "wall_s": time.perf_counter() - began, "steps": result["steps"],
                              "converged": result["converged"]})
@@ -183,7 +183,7 @@ def plot(result: dict) -> None:
     from matplotlib.figure import Figure
     fig = Figure(figsize=(12, 4))
     ax, bx = fig.subplots(1, 2)
-    for strategy, colour in zip(("active", "random", "grid"), ("tab:red", "tab:blue", "tab:gray")):
+    for strategy, colour in zip(("active", "random", "grid"), ("tab:red", "tab:blue", "tab:gray"), strict=True):
         curve = result["learning"]["curves"][strategy]
         ax.plot([r["runs"] for r in curve], [r["within_error"] for r in curve], "o-", color=colour, label=strategy)
     ax.set_xlabel("MD runs trained on")

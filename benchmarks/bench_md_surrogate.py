@@ -133,7 +133,7 @@ def plot(rows: list[dict], result: dict) -> None:
     example = rows[0]["example"]
     h = example["point"][0]
     z = ((np.arange(len(example["md"][0])) + 0.5) / len(example["md"][0]) - 0.5) * h
-    for i, (ion, colour) in enumerate(zip(IONS, ("tab:red", "tab:blue"))):
+    for i, (ion, colour) in enumerate(zip(IONS, ("tab:red", "tab:blue"), strict=True)):
         cx.errorbar(z, example["md"][i], yerr=example["md_error"][i], fmt=".", color=colour, ms=3, label=f"MD {ion}")
         cx.plot(z, example["mean"][i], color=colour, label=f"surrogate {ion}")
         cx.fill_between(z, example["low"][i], example["high"][i], color=colour, alpha=0.2)

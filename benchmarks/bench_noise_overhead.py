@@ -10,9 +10,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common import save_figure, write_result
+from thrifty.perf.noise import noise_due
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.sampler import GlobalBatchSampler
-from thrifty.perf.noise import noise_due
 from thrifty.train.step import train_step
 from thrifty.workloads import load_workload
 

@@ -88,11 +88,11 @@ def main() -> dict:
 def _plot(result: dict) -> None:
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    for ax, name in zip(axes[:2], MODELS):
+    for ax, name in zip(axes[:2], MODELS, strict=True):
         for label in POLICIES:
             points = [(r["job_hours"], r[label]["overhead_percent"]) for r in result["schedules"][name]
                       if "overhead_percent" in r[label]]
-            ax.plot(*zip(*points), "o-", label=label)
+            ax.plot(*zip(*points, strict=True), "o-", label=label)
         ax.set(xlabel="job length (h)", ylabel="expected overhead (%)", title=f"model {name}", yscale="log")
         ax.legend(fontsize=8)
     rows = [r for r in result["spot_vs_on_demand"] if r["lifetimes"] == "real"]

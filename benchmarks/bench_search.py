@@ -35,12 +35,12 @@ from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
-from common import RESULTS, save_figure, write_result
 
+from common import RESULTS, save_figure, write_result
 from thrifty.search.config import Config
-from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.harness import STRATEGIES, Scenario, default_start, medians, oracle, run_strategy, with_overheads
 from thrifty.search.loop import Outcome, Search
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 from thrifty.search.sim import GRAD_SQ_SPREAD, TRACE_SPREAD
 from thrifty.search.synthetic import Irregularities, VMSpec, synthetic_trace

@@ -31,16 +31,16 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+
 from bench_search import bayes_available, overhead_bars, run_bo
 from common import RESULTS, save_figure, write_result
-
 from thrifty.pipeline import job_model
 from thrifty.progress import ProgressBar
 from thrifty.search.config import Config
-from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.harness import STRATEGIES, Scenario, cheapest_start, medians, oracle, run_strategy, with_overheads
 from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates, local_search_settings
 from thrifty.search.loop import Search
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 from thrifty.search.start import plan_start
 from thrifty.search.trace import TraceRow

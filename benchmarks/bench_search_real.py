@@ -23,12 +23,12 @@ from dataclasses import replace
 
 import matplotlib.pyplot as plt
 import numpy as np
+
 from common import RESULTS, save_figure, write_result
 from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
-
-from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.harness import Scenario, default_start, fixed, oracle, with_overheads
 from thrifty.search.loop import Search, SearchSettings
+from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 
 JOB_S, SHORT_TARGET = 3 * 3600.0, 1e7

@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+
 from common import save_figure, write_result
 
 WRITE_GOAL_S = 0.100
@@ -37,8 +38,8 @@ WRITE_GOAL_S = 0.100
 def _writer(db: str, seconds: float, out: str) -> None:
     """Sim searches into `db` for `seconds`; every window's write duration to `out` (npy)."""
     from thrifty.search.config import Config
-    from thrifty.search.noise_schedule import NoiseSchedule
     from thrifty.search.harness import Scenario, cheapest_start
+    from thrifty.search.noise_schedule import NoiseSchedule
     from thrifty.search.rule import Objective
     from thrifty.search.session import run_search
     from thrifty.search.synthetic import VMSpec, synthetic_trace
@@ -115,7 +116,7 @@ def _serve(db: Path, port: int) -> subprocess.Popen:
             return proc
         except OSError:
             if proc.poll() is not None:
-                raise SystemExit(f"thrifty serve failed: {proc.stderr.read()}")
+                raise SystemExit(f"thrifty serve failed: {proc.stderr.read()}") from None
             time.sleep(0.3)
     proc.kill()
     raise SystemExit("thrifty serve did not start")

@@ -15,9 +15,9 @@ from dataclasses import asdict
 
 import matplotlib.pyplot as plt
 import numpy as np
-from common import save_figure, write_result
 from scipy.optimize import nnls
 
+from common import save_figure, write_result
 from thrifty.perf.samples import ConfigTimes, config_times
 from thrifty.perf.steptime import fit_step_time, mdape
 from thrifty.train.profiler import profile_workload

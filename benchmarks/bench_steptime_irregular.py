@@ -13,9 +13,9 @@ launch-to-launch log sd 4%) inside the 90% interval exp(mu +- 1.645 sd). Run:
 """
 
 import numpy as np
+
 from common import write_result
 from irregular_traces import HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
-
 from thrifty.search.belief import Z90, Measured, step_time_belief
 
 SHARE, FIT_REL_SE = 0.05, 0.01

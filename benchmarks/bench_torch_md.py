@@ -32,18 +32,18 @@ import matplotlib.pyplot as plt
 import openmm
 import torch
 from openmm import unit
+
+from common import save_figure, write_result
 from thrifty.md.engines.openmm_nanoconfinement import nanoconfinement_system
 from thrifty.md.nanoconfinement import NanoconfinementModel
 from thrifty.md.torch_physics import integrator as it
 from thrifty.md.torch_physics import prepare_ewald, replicas
 
-from common import save_figure, write_result
-
 
 def models(count: int) -> list[NanoconfinementModel]:
     grid = itertools.cycle(itertools.product((2.0, 2.5, 3.0), (1, 2, 3), (0.5, 0.75, 1.0)))
     return [NanoconfinementModel(h_nm=h, z_plus=zp, c_molar=c, box_nm=4.0, cutoff_nm=1.2)
-            for (h, zp, c), _ in zip(grid, range(count))]
+            for (h, zp, c), _ in zip(grid, range(count), strict=False)]
 
 
 def torch_ion_steps_per_s(batch_models: list[NanoconfinementModel], steps: int, dtype: torch.dtype,
@@ -112,7 +112,7 @@ def main(counts: list[int], steps: int, dtypes: list[str], device: str, threads:
     print({k: v for k, v in one_large.items() if "ms" in k})
     if write:
         fig, (ax, bars) = plt.subplots(1, 2, figsize=(9, 3.5), gridspec_kw={"width_ratios": [3, 2]})
-        for dtype, marker in zip(dtypes, "o^"):
+        for dtype, marker in zip(dtypes, "o^", strict=True):
             ax.plot(counts, [r[f"torch_{dtype}_ion_steps_per_s"] for r in rows], marker + "-",
                     label=f"torch batched ({device}, {dtype})")
         ax.plot(counts, [r["openmm_cpu_ion_steps_per_s"] for r in rows], "s-", label="OpenMM CPU, one by one")

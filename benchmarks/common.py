@@ -63,6 +63,7 @@ def write_result(name: str, data: dict) -> Path:
 
 def save_figure(fig, name: str) -> Path:
     import io
+
     from thrifty.io import write_bytes_atomic
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
