@@ -18,7 +18,7 @@ class ProgressBar:
             columns.append(TextColumn("{task.completed}/{task.total}"))
         columns += [TextColumn(f"{{task.fields[{name}]}}") for name in fields]
         self.total = total
-        self.bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True))
+        self.bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True, emoji=False))
         # rich takes a task's fields as **Any (a str-valued dict would be matched against its typed keywords)
         initial: dict[str, Any] = {"completed": completed, **{n: "" for n in fields}}
         self.task = self.bar.add_task(label, total=total, **initial)
@@ -42,6 +42,6 @@ def spinner():
     only on a terminal: elsewhere it would leave an empty line on stderr, before an error's line too."""
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    console = Console(stderr=True)
+    console = Console(stderr=True, emoji=False)
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                     console=console, transient=True, disable=not console.is_terminal)

@@ -299,10 +299,13 @@ def test_every_command_taking_an_instance_type_takes_cloud_type(run_cli, tmp_pat
 
 
 def test_user_catalog_prices_must_be_finite_and_spot_not_above_on_demand(tmp_path):
-    """Mutations: inf accepted as a price; a dearer spot price dropped silently in a user's file."""
+    """Mutations: inf accepted as a price; a price of 0 accepted (the planner divided by it and
+    crashed); a dearer spot price dropped silently in a user's file."""
     path = tmp_path / "mine.csv"
     for row, message in (("aws,x1.big,16,64,,,inf,0.2,us-west-2,", "finite"),
                          ("aws,x1.big,16,64,,,0.5,inf,us-west-2,", "finite"),
+                         ("aws,x1.big,16,64,,,0,,us-west-2,", "'price_per_hour' must be a finite positive"),
+                         ("aws,x1.big,16,64,,,0.5,0,us-west-2,", "'spot_price_per_hour' must be a finite positive"),
                          ("aws,x1.big,16,64,,,0.5,0.7,us-west-2,", "above the on-demand")):
         path.write_text(HEADER + row + "\n")
         with pytest.raises(CatalogError, match=message):

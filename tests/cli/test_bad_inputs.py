@@ -53,6 +53,8 @@ INPUT_FILES: dict[str, bytes | str] = {
                              "aws,x1.fake,us-east-1,4,16,,,inf,0.1\n",
     "catalog_inf_spot.csv": CATALOG_HEADER +
                             "aws,x1.fake,us-east-1,4,16,,,0.2,inf\n",
+    "catalog_zero_price.csv": CATALOG_HEADER +
+                              "aws,x1.fake,us-east-1,4,16,,,0,\n",
     "catalog_dear_spot.csv": CATALOG_HEADER +
                              "aws,x1.fake,us-east-1,4,16,,,0.2,0.3\n",
     "not_module.py": "from thrifty.workloads.digits import make_workload as digits\n\n"
@@ -156,6 +158,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("catalog list --catalog negative vcpus", "catalog list --catalog {in}/catalog_negative.csv", "'vcpus' must be")
     add("catalog list --catalog inf price", "catalog list --catalog {in}/catalog_inf_price.csv", "finite")
     add("catalog list --catalog inf spot", "catalog list --catalog {in}/catalog_inf_spot.csv", "finite")
+    add("catalog list --catalog zero price", "catalog list --catalog {in}/catalog_zero_price.csv", "finite positive")
+    # rich would print ":fire:" as an emoji (and a CSV's line 100 as ":100:" did): the text as typed
+    add("catalog list --region emoji code", "catalog list --region :fire:", "--region :fire: is not")
     add("catalog list --catalog spot above on-demand", "catalog list --catalog {in}/catalog_dear_spot.csv",
         "above the on-demand price")
     add("catalog show bad cloud:type", "catalog show aws:", "CLOUD:TYPE")
@@ -260,6 +265,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("plan --cloud unknown", f"{plan} --cloud nosuch", "no VM type matches")
     add("plan --region unknown", f"{plan} --region mars-north-1", "us-central1")
     add("plan --catalog inf price", f"{plan} --catalog {{in}}/catalog_inf_price.csv", "finite")
+    add("plan --catalog zero price", f"{plan} --catalog {{in}}/catalog_zero_price.csv", "finite positive")
     add("plan --catalog spot above on-demand", f"{plan} --catalog {{in}}/catalog_dear_spot.csv", "above the on-demand")
     for option in ("--catalog", "--hardware", "--network", "--gpus"):
         for name in ("missing", "bad_utf8", "wrong_columns", "empty", "binary"):

@@ -85,6 +85,21 @@ def test_json_roundtrip_and_corrupt_files(tmp_path):
         StepTimeModel.load(tmp_path / "missing.json")
 
 
+def test_an_exact_fit_saves_as_strict_json_and_loads_back(tmp_path):
+    """An exact fit has no training error (NaN): the file says null, which every JSON parser reads
+    (mutation caught: NaN written as Python's json writes it by default)."""
+    def no_constants(name):
+        raise ValueError(f"{name} is not JSON")
+    n, w, b = np.ones(3), np.ones(3), np.array([16.0, 32.0, 64.0])
+    model = fit_step_time(n, w, b, [0.010, 0.018, 0.034])
+    assert model.exact and np.isnan(model.train_mdape)
+    path = tmp_path / "exact.json"
+    model.save(path)
+    assert json.loads(path.read_text(), parse_constant=no_constants)["train_mdape"] is None
+    again = StepTimeModel.load(path)
+    assert np.isnan(again.train_mdape) and np.allclose(again.predict(n, w, b), model.predict(n, w, b))
+
+
 @pytest.mark.parametrize("version", [1, 2])
 def test_older_model_files_are_refused_since_their_intervals_would_be_too_narrow(tmp_path, version):
     # mutation caught: loading a file without launch spread and profiled configurations

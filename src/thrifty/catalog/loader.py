@@ -58,7 +58,7 @@ def _cloud_from_path(path: Path) -> str:
     return path.stem.lower()
 
 
-def _number(text: str, column: str, where: str, *, optional: bool = False) -> float | None:
+def _number(text: str, column: str, where: str, *, optional: bool = False, positive: bool = False) -> float | None:
     text = (text or "").strip()
     if text == "":
         if optional:
@@ -68,8 +68,9 @@ def _number(text: str, column: str, where: str, *, optional: bool = False) -> fl
         value = float(text)
     except ValueError:
         raise CatalogError(f"{where}: column '{column}' is not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise CatalogError(f"{where}: column '{column}' must be a finite non-negative number, got {text}")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        kind = "positive" if positive else "non-negative"
+        raise CatalogError(f"{where}: column '{column}' must be a finite {kind} number, got {text}")
     return value
 
 
@@ -77,8 +78,9 @@ def _parse_row(record: dict[str, str], cloud: str, where: str) -> VMType:
     instance_type = (record.get("instance_type") or "").strip()
     accelerator = (record.get("accelerator") or "").strip() or None
     count = _number(record.get("accelerator_count", ""), "accelerator_count", where, optional=True)
-    price = _number(record.get("price_per_hour", ""), "price_per_hour", where)
-    spot = _number(record.get("spot_price_per_hour", ""), "spot_price_per_hour", where, optional=True)
+    # a price of 0 is no price: every cost would be $0 and every ratio of costs undefined
+    price = _number(record.get("price_per_hour", ""), "price_per_hour", where, positive=True)
+    spot = _number(record.get("spot_price_per_hour", ""), "spot_price_per_hour", where, optional=True, positive=True)
     is_attachment = instance_type == ""
     if is_attachment and accelerator is None:
         raise CatalogError(f"{where}: a row needs an instance_type or an accelerator")

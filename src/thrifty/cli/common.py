@@ -26,8 +26,8 @@ __all__ = ["CatalogOpt", "CloudOpt", "CpuOpt", "DEFAULT_DB", "DEFAULT_WORKLOAD",
            "fmt_usd_range", "gpu_filter", "int_list", "non_negative", "number_check", "parse_duration_s",
            "parse_money_usd", "positive", "print_json", "renamed", "run_app", "stderr", "stdout"]
 
-stdout = Console(highlight=False)
-stderr = Console(stderr=True, highlight=False)
+stdout = Console(highlight=False, emoji=False)  # ":100:" in a message is text, not an emoji
+stderr = Console(stderr=True, highlight=False, emoji=False)
 
 
 CatalogOpt = Annotated[list[Path] | None, typer.Option(

@@ -24,7 +24,7 @@ def configure_logging(verbosity: int) -> None:
     logger = logging.getLogger("thrifty")
     for handler in [h for h in logger.handlers if h.get_name() == _HANDLER_NAME]:
         logger.removeHandler(handler)
-    handler = RichHandler(console=Console(stderr=True), show_time=False, show_path=verbosity >= 2,
+    handler = RichHandler(console=Console(stderr=True, emoji=False), show_time=False, show_path=verbosity >= 2,
                           markup=False, rich_tracebacks=False)
     handler.set_name(_HANDLER_NAME)
     logger.addHandler(handler)

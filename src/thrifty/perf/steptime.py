@@ -35,7 +35,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from thrifty.errors import ModelError
-from thrifty.io import read_json, write_text_atomic
+from thrifty.io import json_safe, read_json, write_text_atomic
 from thrifty.perf.uncertainty import (
     EXACT_FIT_SIGMA_LOG,
     EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
@@ -158,7 +158,7 @@ class StepTimeModel:
                         sigma_log=float(data["sigma_log"]),
                         covariance=None if cov is None else np.array(cov, float),
                         n_samples=int(data.get("n_samples", 0)),
-                        train_mdape=float(data.get("train_mdape", float("nan"))),
+                        train_mdape=float("nan") if data.get("train_mdape") is None else float(data["train_mdape"]),
                         launch_sigma_log=float(data["launch_sigma_log"]),
                         profiled=None if profiled is None else np.array(profiled, float).reshape(-1, 3),
                         at_bound=list(data.get("at_bound", [])))
@@ -181,7 +181,8 @@ class StepTimeModel:
         return model
 
     def save(self, path: Path) -> None:
-        write_text_atomic(Path(path), json.dumps(self.to_dict(), indent=2))
+        # JSON has no NaN (an exact fit's train_mdape): null, which from_dict reads back as NaN
+        write_text_atomic(Path(path), json.dumps(json_safe(self.to_dict()), indent=2, allow_nan=False))
 
     @classmethod
     def load(cls, path: Path) -> "StepTimeModel":
