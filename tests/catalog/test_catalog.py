@@ -42,7 +42,7 @@ def test_user_catalog_in_native_format(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ("cloud,instance_type,price_per_hour\naws,a,1\n", "missing columns"),
-    (HEADER + "aws,a,4,16,,,-1,,r,\n", "non-negative"),
+    (HEADER + "aws,a,4,16,,,-1,,r,\n", "finite positive"),
     (HEADER + "aws,a,4,16,,,abc,,r,\n", "not a number"),
     (HEADER, "no rows"),
 ])
@@ -311,3 +311,10 @@ def test_user_catalog_prices_must_be_finite_and_spot_not_above_on_demand(tmp_pat
         with pytest.raises(CatalogError, match=message):
             load_catalog([path], bundled=False)
 
+
+
+def test_paired_gcp_gpu_prices_carry_no_binary_residue():
+    """Host + GPU prices print as decimals (mutation caught: the plain float sum, 0.31915000000000004)."""
+    for vm in load_catalog():
+        for price in (vm.price_per_hour, vm.spot_price_per_hour):
+            assert price is None or len(repr(price).split(".")[-1]) <= 6, (vm.label, price)

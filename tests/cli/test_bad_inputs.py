@@ -399,6 +399,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("preempt spot --lifetimes", f"{spot} --lifetimes fake", "--lifetimes must be model or real")
     add("preempt spot --lifetime-model", f"{spot} --lifetime-model nosuch", "unknown lifetime model")
     add("preempt spot deadline shorter than the job", f"{spot} --deadline 1h", "shorter than the job")
+    add("preempt spot price above on-demand", f"{spot} --spot-price 5", "above the --on-demand-price")
 
     # run
     add("run no command", "run", "no command to run")

@@ -67,7 +67,7 @@ def test_bad_catalogs(profiled_db, run_cli, tmp_path):
     _one_line_error(*run_cli("catalog", "list", "--catalog", missing), "missing columns")
     negative = tmp_path / "negative.csv"
     negative.write_text(HEADER + "aws,x,4,16,,,-0.5,,r,\n")
-    _one_line_error(*run_cli("plan", "--db", profiled_db, "--catalog", negative), "non-negative")
+    _one_line_error(*run_cli("plan", "--db", profiled_db, "--catalog", negative), "finite positive")
 
 
 def test_workload_errors_leave_no_rows(run_cli, tmp_path):

@@ -40,6 +40,7 @@ SKYPILOT_COLUMNS = {"InstanceType": "instance_type", "AcceleratorName": "acceler
 SKYPILOT_REQUIRED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB",
                      "Price", "SpotPrice", "Region")
 BUNDLED_CLOUDS = ("aws", "gcp", "azure")
+PRICE_DECIMALS = 10  # a paired price is rounded here: catalogs quote at most 6 decimals
 KNOWN_CLOUDS = BUNDLED_CLOUDS + ("lambda", "oci", "ibm", "kubernetes", "runpod", "fluidstack")
 
 
@@ -186,13 +187,14 @@ def pair_gcp_gpus(hosts: Iterable[VMType], attachments: Iterable[VMType]) -> lis
             gpu = by_key.get((host.region, accelerator, count))
             if gpu is None:
                 continue
+            # a sum of two decimal prices, without the binary residue (0.31915000000000004)
             spot = (None if host.spot_price_per_hour is None or gpu.spot_price_per_hour is None
-                    else host.spot_price_per_hour + gpu.spot_price_per_hour)
+                    else round(host.spot_price_per_hour + gpu.spot_price_per_hour, PRICE_DECIMALS))
             paired.append(VMType(
                 cloud=host.cloud, instance_type=host.instance_type, region=host.region,
                 zone=host.zone, vcpus=host.vcpus, memory_gib=host.memory_gib,
                 accelerator=accelerator, accelerator_count=count,
-                price_per_hour=host.price_per_hour + gpu.price_per_hour,  # SOURCE.md: host + GPU
+                price_per_hour=round(host.price_per_hour + gpu.price_per_hour, PRICE_DECIMALS),  # SOURCE.md: host + GPU
                 spot_price_per_hour=spot))
     return paired
 

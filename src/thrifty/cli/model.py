@@ -138,7 +138,7 @@ def model_predict(step_time_model: Annotated[Path, typer.Option(help="Step-time 
 
 @app.command("project")
 def project(
-    instance_type: Annotated[str, typer.Option(help="Catalog instance type, e.g. g2-standard-8 or gcp:g2-standard-8")],
+    instance_type: Annotated[str, typer.Option(help="Catalog instance type, e.g. g2-standard-4 or gcp:g2-standard-4")],
     workload: WorkloadOpt = DEFAULT_WORKLOAD,
     local_batch: Annotated[str, typer.Option(help="Local batch sizes, e.g. 32,64,128")] = "32,64,128",
     workers: Annotated[int | None, typer.Option(help="Data-parallel ranks (default: one VM's)")] = None,

@@ -187,6 +187,9 @@ def spot_command(job_hours: JobHoursOpt,
     from thrifty.transient.spot import compare
     if lifetimes not in ("model", "real"):
         raise ThriftyError(f"--lifetimes must be model or real, got {lifetimes!r}")
+    if spot_price > on_demand_price:  # as the catalog loader refuses it: spot is the discounted offer
+        raise ThriftyError(f"--spot-price ${spot_price:g}/h is above the --on-demand-price ${on_demand_price:g}/h: "
+                           "a spot VM is the cheaper offer of the same machine")
     label, lifetime = load_model(lifetime_model)
     source = lifetime if lifetimes == "model" else EmpiricalLifetimes(read_lifetimes(data_file()))
     job = Job(job_hours * 3600, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
