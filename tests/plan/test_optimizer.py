@@ -246,31 +246,37 @@ def test_best_choice_and_pareto_front_match_brute_force(request_):
             d = described[key]
             rows.append((*key, r["time_s"], r["cost_usd"], _sigma(*d["predicted_time_interval_s"], noise),
                          _sigma(*d["predicted_cost_interval_usd"], noise)))
-    if request_.objective == "cost":
-        leader = min(rows, key=lambda r: (r[5], r[4]))
-        tied = [r for r in rows if math.log(r[5] / leader[5]) <= leader[7]]
-        expected = min(tied, key=lambda r: (r[4], r[5]))
-    else:
-        leader = min(rows, key=lambda r: (r[4], r[5]))
-        tied = [r for r in rows if math.log(r[4] / leader[4]) <= leader[6]]
-        expected = min(tied, key=lambda r: (r[5], r[4]))
+    # every place of the ranking by the tie rule: the leader of what is left, or the best by the other
+    # measure among those it does not beat by its resolution
+    primary, secondary, sigma = (5, 4, 7) if request_.objective == "cost" else (4, 5, 6)
+    left, ranking = list(rows), []
+    while left and len(ranking) < 12:
+        leader = min(left, key=lambda r: (r[primary], r[secondary]))
+        tied = [r for r in left if math.log(r[primary] / leader[primary]) <= leader[sigma]]
+        ranking.append(min(tied, key=lambda r: (r[secondary], r[primary])))
+        left.remove(ranking[-1])
+    expected = ranking[0]
     best = result.describe(result.best)
     assert (best["instance_type"], best["nodes"], best["global_batch"], best["spot"]) == expected[:4]
+    got_ranking = [(d["instance_type"], d["nodes"], d["global_batch"], d["spot"])
+                   for d in map(result.describe, result.ranked[:len(ranking)])]
+    assert got_ranking == [r[:4] for r in ranking]
     front = sorted((r for r in rows if not any(o[4] <= r[4] and o[5] <= r[5] and (o[4] < r[4] or o[5] < r[5])
                                                for o in rows)), key=lambda r: r[4])
     groups = []
+    # the chosen plan stands for its group, and its neighbours are judged against it
     for r in reversed(front):  # cheapest first: stays if faster beyond its resolution
         if groups and not math.log(groups[-1][0][4] / r[4]) > r[6]:
-            groups[-1].append(r)
+            groups[-1].insert(0 if r == expected else len(groups[-1]), r)
         else:
             groups.append([r])
-    collapsed = []
+    collapsed: list[list] = []
     for g in reversed(groups):  # fastest first: stays if cheaper beyond its resolution
         if collapsed and not math.log(collapsed[-1][0][5] / g[0][5]) > g[0][7]:
-            collapsed[-1].extend(g)
+            collapsed[-1] = g + collapsed[-1] if g[0] == expected else collapsed[-1] + g
         else:
             collapsed.append(list(g))
-    shown = [expected[:4] if expected in g else g[0][:4] for g in collapsed]
+    shown = [g[0][:4] for g in collapsed]
     got = [(d["instance_type"], d["nodes"], d["global_batch"], d["spot"]) for d in map(result.describe, result.front)]
     assert got == shown
     assert list(result.front_merged) == [len(g) - 1 for g in collapsed]

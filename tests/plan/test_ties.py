@@ -43,6 +43,35 @@ def test_a_tie_in_cost_goes_to_the_faster_plan():
     assert r.best(np.arange(3), "cost") == 1
 
 
+def test_every_row_follows_the_tie_rule_not_only_the_first():
+    """A newcomer's time table: five plans at 4.12-4.13 min ($11.33, $7.57, $3.50, $2.33, $15.17,
+    resolution about 9%) and one at 6 min for $1. Each row is the cheapest of what is left within
+    the fastest's resolution; the 6-min plan stays last. Mutations: rows after #1 in time order
+    (the $11.33 plan second), the window taken from the pick instead of the leader."""
+    time_s = np.array([247.2, 247.3, 247.6, 247.8, 248.0, 360.0])
+    cost = np.array([11.33, 7.57, 3.50, 2.33, 15.17, 1.0])
+    r = _resolved(time_s, cost, np.c_[time_s * 0.86, time_s * 1.16], np.c_[cost * 0.86, cost * 1.16])
+    assert list(r.tie_ranked(r.ordered(np.arange(6), "time"), "time", 6)) == [3, 2, 1, 0, 4, 5]
+    assert list(r.tie_ranked(r.ordered(np.arange(6), "time"), "time", 1)) == [3, 0, 1, 2, 4, 5]  # the rest in order
+    assert r.best(np.arange(6), "time") == 3
+
+
+def test_the_front_is_collapsed_around_the_chosen_plan():
+    """A newcomer's CPU front: 579 min for $2.19 stood for 728.5 min at $1.838 (within its cost
+    resolution), and 1,430 min at $1.578 stayed as resolvably cheaper than $2.19. With 728.5 chosen,
+    it stands for its group and 1,430 min ($1.578, within 0.15 of $1.838 in log cost, resolution
+    0.27) joins it. Mutation: the chosen plan swapped into its group after the collapse (both kept)."""
+    time_s = np.array([579.0, 728.5, 1430.0])
+    cost = np.array([2.19, 1.838, 1.578])
+    sigma = 0.27 * 2 * Z90  # 90% intervals whose resolution is 0.27 in log
+    r = _resolved(time_s, cost, np.c_[time_s * np.exp(-0.02), time_s * np.exp(0.02)],
+                  np.c_[cost * np.exp(-sigma / 2), cost * np.exp(sigma / 2)])
+    kept, members = r.collapse_front(np.arange(3))
+    assert list(kept) == [0, 2]  # without a choice: 1,430 min is resolvably cheaper than $2.19
+    kept, members = r.collapse_front(np.arange(3), keep=1)
+    assert list(kept) == [1] and sorted(members[0]) == [0, 1, 2]
+
+
 def test_start_up_dominated_plans_tie_within_the_measurement_noise():
     """Start-up dominates: intervals 0.1 s wide, so only the profile's noise (3%) resolves them.
     Mutation: the measurement-noise floor dropped (the $0.17 GPU plan 0.5 s faster is picked)."""

@@ -172,8 +172,8 @@ def plan(
         fit_note += f"; [yellow]at a bound: {', '.join(fit.at_bound)}[/]"
     stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit: {fit_note} "
                  f"({'stored profile' if reused else 'new profile'})")
-    tie_rule = {"cost": " (#1: the fastest within its resolution of the cheapest)",
-                "time": " (#1: the cheapest within its resolution of the fastest)"}.get(objective, "")
+    tie_rule = {"cost": " (each row: the fastest within its resolution of the cheapest left)",
+                "time": " (each row: the cheapest within its resolution of the fastest left)"}.get(objective, "")
     stdout.print(_table(result, *result.top(top), f"top {top} by {objective}{tie_rule}"))
     stdout.print(_table(result, result.front, result.front_merged,
                         f"Pareto front (fastest first, {len(result.front)} points)"))

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Pick the configuration: evaluate all candidates, keep the feasible ones, rank by the objective.
 Differences within a prediction's resolution are ties (plan.ties): they go to the cheaper candidate
-for `time`, to the faster for `cost`, and the front and the tables show one point for them."""
+for `time`, to the faster for `cost`, in every row of the ranking, and the front and the tables
+show one point for them."""
 
 import logging
 from collections.abc import Iterable
@@ -74,15 +75,17 @@ class PlanResult:
         return float(steps * c.global_batch[i] / self.job.train_size)
 
 
+TIE_RANKED_ROWS = 100  # the places the tie rule orders (plan.ties.Resolved.tie_ranked): a table's worth
+
+
 def _rank(r: Resolved, index: np.ndarray, objective: str, front: np.ndarray, by_cost: np.ndarray) -> np.ndarray:
-    """Feasible candidates best first: the objective's pick (ties resolved), then by the objective."""
+    """Feasible candidates best first, by the tie rule (plan.ties): the objective's pick, then
+    the pick of what is left, and so on; for the knee, the knee point, then by cost."""
     if objective == "knee":
         first = front[knee_index(r.time_s[front], r.cost_usd[front])]
-        rest = by_cost
-    else:
-        first = r.best(index, objective)
-        rest = index[np.lexsort((r.cost_usd[index], r.time_s[index]))] if objective == "time" else by_cost
-    return np.concatenate([[first], rest[rest != first]])
+        return np.concatenate([[first], r.tie_ranked(by_cost[by_cost != first], "cost", TIE_RANKED_ROWS)])
+    ordered = by_cost if objective == "cost" else r.ordered(index, objective)
+    return r.tie_ranked(ordered, objective, TIE_RANKED_ROWS)
 
 
 def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[dict] = ()) -> PlanResult:
@@ -102,11 +105,12 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     resolved = Resolved(candidates.time_s, candidates.cost_usd,
                         resolution_log(candidates.time_low_s, candidates.time_high_s, noise),
                         resolution_log(candidates.cost_low_usd, candidates.cost_high_usd, noise))
-    front, members = resolved.collapse_front(index[pareto_front(time_s, cost_usd, order)])
-    ranked = _rank(resolved, index, request.objective, front, index[order])
-    # the choice stands for the front points it ties with (it is on the front: nothing feasible
-    # is both faster and cheaper than the cheapest of a tie, or the fastest)
-    front[[ranked[0] in group for group in members]] = ranked[0]
+    pareto = index[pareto_front(time_s, cost_usd, order)]
+    ranked = _rank(resolved, index, request.objective, resolved.collapse_front(pareto)[0], index[order])
+    # the choice stands for the front points it ties with, and the front is collapsed around it (it
+    # is on the front: nothing feasible is both faster and cheaper than the cheapest of a tie, or
+    # the fastest)
+    front, members = resolved.collapse_front(pareto, keep=int(ranked[0]))
     result = PlanResult(request=request, job=job, vmx=vmx, candidates=candidates, feasible_mask=ok,
                         front=front, front_merged=np.array([g.size - 1 for g in members], int),
                         resolved=resolved, ranked=ranked)

@@ -55,26 +55,56 @@ class Resolved:
     def best(self, index: np.ndarray, objective: str) -> int:
         """The candidate of `index` the objective picks ('time' or 'cost'): the best one by it, or,
         among those it does not beat by its resolution, the best one by the other measure."""
-        primary, secondary, sigma = ((self.time_s, self.cost_usd, self.time_sigma) if objective == "time"
-                                     else (self.cost_usd, self.time_s, self.cost_sigma))
-        leader = index[np.lexsort((secondary[index], primary[index]))[0]]
-        tied = index[np.log(primary[index] / primary[leader]) <= sigma[leader]]
-        return int(tied[np.lexsort((primary[tied], secondary[tied]))[0]])
+        return int(self.tie_ranked(self.ordered(index, objective), objective, 1)[0])
 
-    def collapse_front(self, front: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    def _measures(self, objective: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the objective's values, the other measure's, the objective's resolutions)."""
+        return ((self.time_s, self.cost_usd, self.time_sigma) if objective == "time"
+                else (self.cost_usd, self.time_s, self.cost_sigma))
+
+    def ordered(self, index: np.ndarray, objective: str) -> np.ndarray:
+        """`index` by the objective, the other measure breaking exact ties."""
+        primary, secondary, _ = self._measures(objective)
+        index = np.asarray(index, int)
+        return index[np.lexsort((secondary[index], primary[index]))]
+
+    def tie_ranked(self, ordered: np.ndarray, objective: str, head: int) -> np.ndarray:
+        """`ordered` (the objective's order, from `ordered`) with its first `head` places given by
+        the tie rule, each in turn: the leader of what is left by the objective, or, among those it
+        does not beat by its resolution, the best by the other measure. The rest keep their order
+        (the rule costs a pass over the leader's ties per place: a table needs a few dozen)."""
+        primary, secondary, sigma = self._measures(objective)
+        ordered = np.asarray(ordered, int)
+        values = primary[ordered]
+        taken = np.zeros(len(ordered), bool)
+        picks, start = [], 0
+        for _ in range(min(head, len(ordered))):
+            while taken[start]:
+                start += 1
+            leader = ordered[start]
+            end = int(np.searchsorted(values, values[start] * np.exp(sigma[leader]), side="right"))
+            tied = start + np.flatnonzero(~taken[start:end])
+            pick = tied[np.lexsort((values[tied], secondary[ordered[tied]]))[0]]
+            taken[pick] = True
+            picks.append(ordered[pick])
+        return np.concatenate([np.array(picks, int), ordered[~taken]])
+
+    def collapse_front(self, front: np.ndarray, keep: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         """A Pareto front (fastest first) without the points no faster than a cheaper one, nor
         cheaper than a faster one, beyond their resolution: (kept points fastest first, the front
-        points each one stands for, itself first)."""
+        points each one stands for, itself first). `keep` (the plan chosen) stands for the group it
+        falls in, and its neighbours are judged against it, so no shown point is within the
+        resolution of the chosen one."""
         kept: list[list[int]] = []
         for i in map(int, front[::-1]):  # cheapest first: a point stays if it is resolvably faster
             if kept and not self.beats_in_time(i, kept[-1][0]):
-                kept[-1].append(i)
+                kept[-1].insert(0 if i == keep else len(kept[-1]), i)
             else:
                 kept.append([i])
         out: list[list[int]] = []
         for group in kept[::-1]:  # fastest first: a point stays if it is resolvably cheaper
             if out and not self.beats_in_cost(group[0], out[-1][0]):
-                out[-1].extend(group)
+                out[-1] = group + out[-1] if group[0] == keep else out[-1] + group
             else:
                 out.append(group)
         return np.array([g[0] for g in out], int), [np.array(g, int) for g in out]
