@@ -318,3 +318,20 @@ def test_paired_gcp_gpu_prices_carry_no_binary_residue():
     for vm in load_catalog():
         for price in (vm.price_per_hour, vm.spot_price_per_hour):
             assert price is None or len(repr(price).split(".")[-1]) <= 6, (vm.label, price)
+
+
+def test_a_type_with_several_accelerators_needs_one_named():
+    """GCP's n1-standard-8 comes bare and with T4/P4/V100/P100 attached: `model project` took the
+    first row (the bare host) for a plan printed with four T4s. Mutations: the first row taken
+    silently; the accelerator's count ignored (T4:1 for T4:4)."""
+    from thrifty.catalog.names import find_type, one_hardware
+    rows = find_type(load_catalog(), "gcp:n1-standard-8")
+    with pytest.raises(CatalogError, match="several accelerators: pass --accelerator with one of .*T4:4.*none"):
+        one_hardware(rows, "gcp:n1-standard-8")
+    four = one_hardware(rows, "gcp:n1-standard-8", "t4:4")
+    assert (four.accelerator, four.accelerator_count) == ("T4", 4)
+    assert one_hardware(rows, "gcp:n1-standard-8", "none").accelerator is None
+    with pytest.raises(CatalogError, match="'T4:3': gcp:n1-standard-8 comes with"):
+        one_hardware(rows, "gcp:n1-standard-8", "T4:3")
+    p3 = find_type(load_catalog(), "aws:p3.2xlarge")
+    assert one_hardware(p3, "aws:p3.2xlarge").accelerator == "V100"  # one kind of hardware: no option needed

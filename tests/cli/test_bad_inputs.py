@@ -165,6 +165,10 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         "above the on-demand price")
     add("catalog show bad cloud:type", "catalog show aws:", "CLOUD:TYPE")
     add("catalog show cloud:type on another cloud", "catalog show gcp:p3.2xlarge", "not in the catalog")
+    add("model project type with several accelerators", "model project --instance-type gcp:n1-standard-8",
+        "several accelerators", "T4:4")
+    add("model project accelerator the type lacks",
+        "model project --instance-type gcp:n1-standard-8 --accelerator A100:1", "--accelerator 'A100:1'", "comes with")
     for option in ("--min-vcpus", "--min-memory", "--max-price"):
         numbers("catalog list", option, ("abc", "nan", "inf", "-1"),
                 why=lambda v, o=option: None if v == "abc" else

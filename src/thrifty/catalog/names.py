@@ -26,3 +26,27 @@ def find_type(vms: Sequence[VMType], name: str, cloud: str | None = None) -> lis
         raise CatalogError(f"instance type {name!r} is on {prefix}, not on {cloud}")
     wanted = prefix or (cloud.lower() if cloud else None)
     return [vm for vm in vms if vm.instance_type == instance_type and (wanted is None or vm.cloud == wanted)]
+
+
+def accelerator_label(vm: VMType) -> str:
+    """A VM's GPUs as SkyPilot writes them (`T4:4`, the plan's SkyPilot task), `none` without."""
+    return f"{vm.accelerator}:{vm.accelerator_count}" if vm.accelerator else "none"
+
+
+def one_hardware(vms: Sequence[VMType], name: str, accelerator: str | None = None) -> VMType:
+    """Of one type's catalog rows (find_type), the one with the GPUs asked for: `accelerator` as
+    accelerator_label writes it (T4:4, or none). Without it the type must come with one kind of
+    hardware: a GCP N1 host comes bare and with T4, P4, V100 or P100 attached, and taking its first
+    row projected the CPU VM for a plan printed with four T4s."""
+    variants: dict[str, VMType] = {}
+    for vm in vms:
+        variants.setdefault(accelerator_label(vm), vm)
+    choices = ", ".join(sorted(variants))
+    if accelerator is None:
+        if len(variants) > 1:
+            raise CatalogError(f"{name} comes with several accelerators: pass --accelerator with one of {choices}")
+        return vms[0]
+    for label, vm in variants.items():
+        if label.lower() == accelerator.strip().lower():
+            return vm
+    raise CatalogError(f"--accelerator {accelerator!r}: {name} comes with {choices}")

@@ -144,6 +144,9 @@ def project(
     workers: Annotated[int | None, typer.Option(help="Data-parallel ranks (default: one VM's)")] = None,
     precision: Annotated[str, typer.Option(help="fp32, tf32 or amp")] = "fp32",
     cloud: Annotated[str | None, typer.Option(help="Cloud, when the type name exists in several")] = None,
+    accelerator: Annotated[str | None, typer.Option(
+        help="The VM's GPUs when its type comes with several (GCP N1): NAME:COUNT as the plan's SkyPilot "
+             "task writes them, e.g. T4:4, or none")] = None,
     catalog: CatalogOpt = None,
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
@@ -152,7 +155,7 @@ def project(
     import numpy as np
 
     from thrifty.catalog import Hardware, load_catalog
-    from thrifty.catalog.names import find_type
+    from thrifty.catalog.names import find_type, one_hardware
     from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.candidates import max_local_batch, predict_step_times
@@ -164,7 +167,7 @@ def project(
     vms = find_type(load_catalog(catalog or []), instance_type, cloud)
     if not vms:
         raise ThriftyError(f"unknown instance type {instance_type!r}: see `thrifty catalog list`")
-    vm = vms[0]
+    vm = one_hardware(vms, instance_type, accelerator)
     ranks = workers if workers is not None else vm.ranks_per_node
     if ranks < 1:
         raise ThriftyError(f"--workers must be at least 1, got {ranks}")
