@@ -258,7 +258,7 @@ def test_region_filters_a_user_catalog_and_an_unknown_region_names_the_known_one
     code, out, _ = run_cli("catalog", "list", "--catalog", path, "--region", "eu-west-1", "--region", "us-east-1",
                            "--accelerator", "V100", "--cloud", "aws", "--max-price", "4", "--json")
     assert code == 0 and sorted((vm["region"], vm["price_per_hour"]) for vm in json.loads(out)) == [
-        ("eu-west-1", 3.305), ("us-east-1", 3.06), ("us-east-1", 3.06)]  # the file's and the bundled row
+        ("eu-west-1", 3.305), ("us-east-1", 3.06)]  # the file's row replaces the bundled one
     code, _, err = run_cli("catalog", "list", "--region", "us-west-2")
     assert code == 2 and "us-east-1" in err and "us-central1" in err and "eastus" in err
     code, _, err = run_cli("catalog", "list", "--catalog", path, "--region", "ap-south-1")
@@ -335,3 +335,35 @@ def test_a_type_with_several_accelerators_needs_one_named():
         one_hardware(rows, "gcp:n1-standard-8", "T4:3")
     p3 = find_type(load_catalog(), "aws:p3.2xlarge")
     assert one_hardware(p3, "aws:p3.2xlarge").accelerator == "V100"  # one kind of hardware: no option needed
+
+
+def test_a_user_row_replaces_the_bundled_row_of_its_type_and_region(tmp_path):
+    """A negotiated price for aws:p3.2xlarge in us-east-1 replaces the bundled row. Mutation: both
+    kept (the plan ranked the same machine twice, and its SkyPilot task could not tell them apart)."""
+    path = tmp_path / "mine.csv"
+    path.write_text(HEADER + "aws,p3.2xlarge,8,61,V100,1,1.0,0.5,us-east-1,\n")
+    rows = [vm for vm in load_catalog([path]) if (vm.cloud, vm.instance_type) == ("aws", "p3.2xlarge")]
+    assert [(vm.region, vm.price_per_hour, vm.spot_price_per_hour) for vm in rows] == [("us-east-1", 1.0, 0.5)]
+
+
+def test_a_type_twice_in_one_region_of_a_users_file(tmp_path):
+    """Zones may repeat a type with their own spot prices (the cheapest is kept); other specs or
+    on-demand prices for the same type and region are refused. Mutation: the row with the cheaper
+    spot price kept silently (an 8-vCPU $2 row over a 64-vCPU $1 one)."""
+    path = tmp_path / "mine.csv"
+    path.write_text(HEADER + "c,x1,8,16,,,2,0.5,r1,a\nc,x1,8,16,,,2,0.4,r1,b\n")
+    (vm,) = load_catalog([path], bundled=False)
+    assert (vm.zone, vm.spot_price_per_hour) == ("b", 0.4)
+    path.write_text(HEADER + "c,x1,8,16,,,2,0.5,r1,a\nc,x1,64,512,,,1,0.5,r1,b\n")
+    with pytest.raises(CatalogError, match="c:x1 in r1 appears twice with other specs"):
+        load_catalog([path], bundled=False)
+
+
+def test_a_skypilot_file_must_say_its_cloud_by_its_path(tmp_path):
+    """SkyPilot's columns name no cloud: aws/vms.csv is AWS; a bare vms.csv is refused. Mutation: the
+    file name taken as the cloud ('vms:p3.2xlarge', which no launcher knows)."""
+    path = tmp_path / "vms.csv"
+    path.write_text("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region\n"
+                    "p3.2xlarge,V100,1,8,61,,3.06,,us-east-1\n")
+    with pytest.raises(CatalogError, match="cannot tell its cloud.*aws/vms.csv"):
+        load_catalog_file(path)

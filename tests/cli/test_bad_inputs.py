@@ -228,13 +228,13 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         reason = {**CSV_REASONS, "nan": "num_workers >= num_nodes", "zero": "num_workers >= num_nodes",
                   "negative": "num_workers >= num_nodes", "huge": "no finite step time"}[name]
         add(f"model predict --configs {name}", f"model predict --step-time-model {{in}}/model_ok.json --configs {path}", reason)
-    project = "model project --instance-type n1-standard-4 --db {w}/t.db"
+    project = "model project --instance-type n1-standard-4 --accelerator none --db {w}/t.db"
     add("model project unknown type", "model project --instance-type n9-nosuch --db {w}/t.db", "unknown instance type")
     add("model project no type", "model project --db {w}/t.db", "missing option '--instance-type'")
     for value in ("abc", "0", "-32", ""):
         add(f"model project --local-batch {value or 'empty'}", f"{project} --local-batch {shlex.quote(value)}",
             "--local-batch", _int_list_reason(value))
-    numbers("model project", "--workers", ("0", "-1", "abc"), "--instance-type n1-standard-4 --db {w}/t.db",
+    numbers("model project", "--workers", ("0", "-1", "abc"), "--instance-type n1-standard-4 --accelerator none --db {w}/t.db",
             lambda v: None if v == "abc" else "must be at least 1")
     add("model project --precision", f"{project} --precision fp7", "unknown precision")
     add("model project --cloud", f"{project} --cloud nosuch", "unknown instance type")
@@ -490,7 +490,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
 
     # a workload whose make_model() builds no module: named before any process starts
     for command in ("profile --db {w}/t.db", "plan --db {w}/t.db", "train --steps 2 --db {w}/t.db --run-dir {w}/run",
-                    "model project --instance-type n1-standard-4 --db {w}/t.db"):
+                    "model project --instance-type n1-standard-4 --accelerator none --db {w}/t.db"):
         add(f"{command.split(' --')[0]} --workload not_module", f"{command} --workload {{in}}/not_module.py",
             "make_model() must return a torch.nn.Module")
 

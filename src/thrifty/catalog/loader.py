@@ -53,9 +53,15 @@ class _Row:
 
 
 def _cloud_from_path(path: Path) -> str:
+    """The cloud of a file in SkyPilot's columns, which name none: the nearest part of its path that
+    names a known cloud (SkyPilot keeps `aws/vms.csv`), else the file's own name (`mycloud.csv`);
+    SkyPilot's own file name there would become a cloud no launcher knows."""
     for part in reversed(path.with_suffix("").parts):
         if part.lower() in KNOWN_CLOUDS:
             return part.lower()
+    if path.stem.lower() == "vms":
+        raise CatalogError(f"{path}: cannot tell its cloud: SkyPilot's columns name none; keep it in a folder named "
+                           f"after its cloud, as SkyPilot does (e.g. aws/vms.csv), or name the file CLOUD.csv")
     return path.stem.lower()
 
 
@@ -210,13 +216,28 @@ def load_catalog_file(path: Path, *, strict_spot: bool = True) -> list[VMType]:
     vms = [vm for vm in vms if not is_gpu_only_host(vm)]
     unique: dict[tuple, VMType] = {}
     for vm in map(_without_dear_spot, vms + gpu_vms):  # SkyPilot files repeat a type per zone
-        key = (vm.cloud, vm.instance_type, vm.region, vm.accelerator, vm.accelerator_count)
+        key = _key(vm)
+        if strict_spot and key in unique and _hardware_and_price(vm) != _hardware_and_price(unique[key]):
+            raise CatalogError(f"{path}: {vm.label} in {vm.region or 'no region'} appears twice with other specs "
+                               f"or on-demand prices ({_hardware_and_price(unique[key])} and "
+                               f"{_hardware_and_price(vm)}): one row per type and region, zones may repeat it "
+                               "with their own spot prices")
         if key not in unique or _spot_key(vm) < _spot_key(unique[key]):
             unique[key] = vm
     dear = sum(map(_dear_spot, vms + gpu_vms))
     log.debug("%s: %d VM types from %d rows%s", path, len(unique), len(rows),
               f"; {dear} spot price(s) above on-demand ignored" if dear else "")
     return list(unique.values())
+
+
+def _key(vm: VMType) -> tuple:
+    """What makes a VM type one: where it is and what it has (its zones share it)."""
+    return vm.cloud, vm.instance_type, vm.region, vm.accelerator, vm.accelerator_count
+
+
+def _hardware_and_price(vm: VMType) -> tuple[float, float, float]:
+    """(vCPUs, memory GiB, on-demand $/h): what a type's rows in one region must agree on."""
+    return vm.vcpus, vm.memory_gib, vm.price_per_hour
 
 
 def _spot_key(vm: VMType) -> float:
@@ -237,10 +258,17 @@ def bundled_catalog_paths() -> list[Path]:
 
 
 def load_catalog(extra_paths: Iterable[Path | str] = (), *, bundled: bool = True) -> list[VMType]:
-    """The bundled AWS/GCP/Azure catalog plus any user CSVs, in that order."""
+    """The bundled AWS/GCP/Azure catalog plus any user CSVs, in that order; a user's row replaces
+    the bundled (or an earlier file's) row of the same type, region and accelerators (a negotiated
+    price, a private offer), instead of standing beside it as a second candidate."""
     own = bundled_catalog_paths() if bundled else []
-    return ([vm for path in own for vm in load_catalog_file(path, strict_spot=False)]
-            + [vm for path in extra_paths for vm in load_catalog_file(Path(path))])
+    merged: dict[tuple, VMType] = {}
+    for vm in ([vm for path in own for vm in load_catalog_file(path, strict_spot=False)]
+               + [vm for path in extra_paths for vm in load_catalog_file(Path(path))]):
+        if _key(vm) in merged:
+            log.debug("%s in %s: a --catalog row replaces the earlier one", vm.label, vm.region)
+        merged[_key(vm)] = vm
+    return list(merged.values())
 
 
 def bundled_regions() -> dict[str, list[str]]:
