@@ -90,6 +90,14 @@ def check_writable_dir(path: Path, what: str) -> None:
         raise ThriftyError(f"cannot write to {what} {path}: {exc.strerror or exc}") from None
 
 
+def check_png_path(path: Path, what: str) -> None:
+    """A plot's path: named .png, since PNG is what is written (a p.svg held PNG bytes), and
+    writable (check_writable_file)."""
+    check_writable_file(path, what)
+    if Path(path).suffix.lower() != ".png":
+        raise ThriftyError(f"{what} {path} is written as PNG: give it a .png name")
+
+
 def check_writable_file(path: Path, what: str) -> None:
     """Like check_writable_dir, for a file to be written (atomically, beside it) at `path`."""
     path = Path(path)

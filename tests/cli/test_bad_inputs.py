@@ -277,6 +277,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                 (CATALOG_CSV_REASONS if option == "--catalog" else CSV_REASONS)[name])
     for name, path in UNWRITABLE.items():
         add(f"plan --plot {name}", f"{plan} --plot {path}", "cannot write", UNWRITABLE_REASONS[name])
+    # PNG is what every --plot writes: a p.svg held PNG bytes
+    add("plan --plot svg", f"{plan} --plot {{w}}/p.svg", "written as png", ".png name")
+    add("preempt show --plot pdf", "preempt show --plot {w}/p.pdf", "written as png")
     for name, spec in BAD_WORKLOADS.items():
         add(f"plan --workload {name}", f"{plan} --workload {spec}", WORKLOAD_REASONS[name])
     for name, path in BAD_DBS.items():

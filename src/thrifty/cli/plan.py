@@ -114,7 +114,7 @@ def plan(
     """Pick the VM type, workers, batch size and spot/on-demand that reach the target best."""
     from thrifty.catalog import Hardware
     from thrifty.cli.workload_job_model import workload_job_model
-    from thrifty.io import check_writable_file
+    from thrifty.io import check_png_path
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.bucket import check_bucket_name
     from thrifty.plan.decision import decide
@@ -133,7 +133,7 @@ def plan(
     if bucket is not None:
         check_bucket_name(bucket)
     if plot is not None:
-        check_writable_file(plot, "the plot")
+        check_png_path(plot, "the plot")
     vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)
     vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
     with Store(db) as store:

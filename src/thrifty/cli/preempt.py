@@ -81,12 +81,12 @@ def show_command(name: Annotated[str, typer.Argument(help="Bundled model name or
                  plot: Annotated[Path, typer.Option(help="PNG of the fit against Kaplan-Meier and the hazard")] = Path("preempt-model.png"),
                  json_out: JsonOpt = False) -> None:
     """Show a lifetime model, plotted against the bundled data's Kaplan-Meier curve."""
-    from thrifty.io import check_writable_file
+    from thrifty.io import check_png_path
     from thrifty.transient.fitting import read_lifetimes
     from thrifty.transient.plot import plot_fit
     from thrifty.transient.registry import bundled, data_file, load_model
     label, model = load_model(name)
-    check_writable_file(plot, "the plot")
+    check_png_path(plot, "the plot")
     data = read_lifetimes(data_file())
     machine_type = label.removeprefix("gcp-2019-") if label.startswith("gcp-2019-n1") else None
     plot_fit({label: model}, data.for_machine_type(machine_type), plot,

@@ -118,7 +118,7 @@ def search(
     from contextlib import ExitStack
 
     from thrifty.catalog import load_catalog
-    from thrifty.io import check_writable_file
+    from thrifty.io import check_png_path
     from thrifty.search.harness import Scenario, cheapest_start, oracle
     from thrifty.search.noise_schedule import NoiseSchedule, read_noise_trace
     from thrifty.search.rule import Objective
@@ -144,7 +144,7 @@ def search(
     if backend == "local" and workload is None:
         raise ThriftyError("--backend local needs --workload: the job to train")
     if plot is not None:
-        check_writable_file(plot, "--plot")
+        check_png_path(plot, "--plot")
     goal = Objective(objective, None if deadline is None else
                      parse_duration_s(deadline, what="deadline", bare_unit="h"))
     rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))

@@ -74,8 +74,8 @@ def predict(h: Annotated[float, typer.Option("--h", help="Wall separation, nm")]
     from thrifty.md.params import PARAMETERS, check_point
     point = check_point(dict(zip(PARAMETERS, (h, zp, zn, c, d_plus, d_minus), strict=True)))
     if plot is not None:
-        from thrifty.io import check_writable_file
-        check_writable_file(plot, "--plot")
+        from thrifty.io import check_png_path
+        check_png_path(plot, "--plot")
     from thrifty.md.profile_grid import features, to_z_nm
     from thrifty.md.surrogate import Ensemble
     ensemble = Ensemble.load(surrogate)
