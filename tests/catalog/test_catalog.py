@@ -261,6 +261,8 @@ def test_region_filters_a_user_catalog_and_an_unknown_region_names_the_known_one
         ("eu-west-1", 3.305), ("us-east-1", 3.06)]  # the file's row replaces the bundled one
     code, _, err = run_cli("catalog", "list", "--region", "us-west-2")
     assert code == 2 and "us-east-1" in err and "us-central1" in err and "eastus" in err
+    code, out, _ = run_cli("catalog", "list", "--region", "US-EAST-1", "--cloud", "AWS", "--json")  # as --cloud AWS
+    assert code == 0 and {vm["region"] for vm in json.loads(out)} == {"us-east-1"}
     code, _, err = run_cli("catalog", "list", "--catalog", path, "--region", "ap-south-1")
     assert code == 2 and "us-west-2" in err and "eu-west-1" in err
 

@@ -175,7 +175,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                 "is not a positive number" if o == "--max-price" else "is not a number >= 0")
     add("catalog list --max-price 0", "catalog list --max-price 0", "--max-price", "0.0 is not a positive number")
     add("catalog list --gpu --cpu", "catalog list --gpu --cpu", "not both")
-    add("catalog list unknown cloud", "catalog list --cloud nosuch", "no VM type matches")
+    add("catalog list unknown cloud", "catalog list --cloud nosuch", "--cloud nosuch is not in the catalog", "aws")
     add("catalog list unknown accelerator", "catalog list --accelerator Z9000", "no VM type matches")
     add("catalog show unknown type", "catalog show no-such-type", "not in the catalog")
     for option in ("--hardware", "--network"):
@@ -266,7 +266,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for value in ("My_Ckpts", "ab", "a--b"):
         add(f"plan --bucket {value}", f"{plan} --bucket {value}", "bucket name")
     add("plan --gpu --cpu", f"{plan} --gpu --cpu", "not both")
-    add("plan --cloud unknown", f"{plan} --cloud nosuch", "no VM type matches")
+    add("plan --cloud unknown", f"{plan} --cloud nosuch", "--cloud nosuch is not in the catalog", "gcp")
     add("plan --region unknown", f"{plan} --region mars-north-1", "us-central1")
     add("plan --catalog inf price", f"{plan} --catalog {{in}}/catalog_inf_price.csv", "finite")
     add("plan --catalog zero price", f"{plan} --catalog {{in}}/catalog_zero_price.csv", "finite positive")

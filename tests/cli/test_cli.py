@@ -55,7 +55,7 @@ def test_plan_constraints_and_table(profiled_db, run_cli, tmp_path):
     (["--budget", "abc"], ["cannot read budget"]),
     (["--objective", "cheapest"], ["unknown objective"]),
     (["--max-workers", "0"], ["--max-workers"]),
-    (["--cloud", "nowhere"], ["no VM type matches"]),
+    (["--cloud", "nowhere"], ["--cloud nowhere is not in the catalog, which has aws, azure, gcp"]),
     (["--deadline", "1s", "--budget", "0.000000001"], ["no configuration meets the deadline and budget"]),
 ])
 def test_plan_bad_input(profiled_db, run_cli, tmp_path, args, fragments):

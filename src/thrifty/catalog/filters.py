@@ -23,7 +23,7 @@ class CatalogFilter:
     def accepts(self, vm: VMType) -> bool:
         checks = (
             self.clouds is None or vm.cloud in {c.lower() for c in self.clouds},
-            self.regions is None or vm.region in self.regions,
+            self.regions is None or vm.region.lower() in {r.lower() for r in self.regions},
             self.accelerator is None
             or (vm.accelerator or "").lower() == self.accelerator.lower(),
             self.gpu is None or vm.is_gpu == self.gpu,

@@ -30,8 +30,16 @@ def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=Non
     """The catalog (bundled plus --catalog files) after the command-line filters; an error if empty."""
     from thrifty.catalog import CatalogFilter, load_catalog
     vms = load_catalog(catalogs or [])
+    if clouds:  # cloud and region names are lower case in every catalog: AWS is aws, US-EAST-1 us-east-1
+        clouds = [c.strip().lower() for c in clouds]
+        known_clouds = sorted({vm.cloud for vm in vms})
+        unknown = [c for c in clouds if c not in known_clouds]
+        if unknown:
+            raise ThriftyError(f"--cloud {unknown[0]} is not in the catalog, which has {', '.join(known_clouds)}; "
+                               "add another cloud's types with --catalog FILE")
     if regions:
-        known = sorted({vm.region for vm in vms})
+        regions = [r.strip().lower() for r in regions]
+        known = sorted({vm.region.lower() for vm in vms})
         unknown = [r for r in regions if r not in known]
         if unknown:
             from thrifty.catalog.loader import bundled_regions
