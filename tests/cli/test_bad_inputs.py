@@ -35,6 +35,10 @@ INPUT_FILES: dict[str, bytes | str] = {
     "samples_huge_workers.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1e300,32,0.1\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
     "samples_huge_compute.csv": "num_nodes,num_workers,local_batch,step_time_s,compute_time_s\n1,1,32,0.1,1e308\n"
                                 "1,2,32,0.1,0.05\n1,1,64,0.2,0.1\n1,2,64,0.2,0.1\n",
+    "samples_parts_over.csv": "num_nodes,num_workers,local_batch,step_time_s,compute_time_s,sync_time_s\n"
+                              "1,1,32,0.1,0.05,0\n1,2,32,0.1,5,5\n1,1,64,0.2,0.1,0\n1,2,64,0.2,0.1,0.05\n",
+    "samples_half_worker.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1.5,32,0.1\n1,2,32,0.1\n"
+                               "1,1,64,0.2\n1,2,64,0.2\n",
     "configs_nan.csv": "num_nodes,num_workers,local_batch\n1,nan,32\n",
     "configs_zero.csv": "num_nodes,num_workers,local_batch\n1,1,0\n",
     "configs_negative.csv": "num_nodes,num_workers,local_batch\n-1,1,32\n",
@@ -208,7 +212,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                        "header_only": "{in}/header_only.csv"}.items():
         add(f"model fit --samples {name}", f"model fit --samples {path}", samples_reasons[name])
     for name, reason in {"huge": "step times must be positive", "huge_batch": "need finite sizes",
-                         "huge_workers": "need finite sizes", "huge_compute": "compute_time_s must be numbers"}.items():  # a traceback, before
+                         "huge_workers": "need finite sizes", "huge_compute": "compute_time_s must be numbers",
+                         "parts_over": "exceed step_time_s in 1 sample", "half_worker": "whole numbers"}.items():  # a traceback, before
         add(f"model fit --samples {name}", f"model fit --samples {{in}}/samples_{name}.csv --out {{w}}/m.json", reason)
     add("model fit nothing", "model fit", "exactly one of")
     add("model fit both", "model fit --samples {in}/samples_two.csv --workload builtin:digits", "exactly one of")

@@ -52,6 +52,7 @@ UPPER = np.array([np.inf, np.inf, 2.0, np.inf, np.inf, np.inf, np.inf, 2.0, 10.0
 MODEL_VERSION = 3  # 3: launch spread, profiled configurations and parameters at a bound stored
 # what a fit can stand on: a step of 1 us to 11 days, batches and worker counts a cluster can hold
 STEP_TIME_RANGE_S = (1e-6, 1e6)
+STEP_PARTS_SLACK = 2.0  # compute + sync beyond twice the step: other units or swapped columns (_check_samples)
 MAX_LOCAL_BATCH, MAX_WORKERS = 1e7, 1e5
 
 
@@ -214,6 +215,17 @@ def _check_samples(nodes, workers, batch, observed, compute_time_s, sync_time_s)
         if column is not None and (np.any(~np.isfinite(column)) or np.any(column < 0)
                                    or np.any(column > high)):
             raise ModelError(f"{name} must be numbers between 0 and {high:g} s")
+    if np.any(workers != np.round(workers)) or np.any(nodes != np.round(nodes)):
+        raise ModelError("num_workers and num_nodes count processes and machines: whole numbers in every sample")
+    # a step holds its compute and its sync (train.step); the slowest rank's compute and the ranks'
+    # mean sync come from different ranks (perf.samples), so their sum may pass the step (thrifty's
+    # own profiles: up to 1.03 quiet, above 1.05 loaded); twice the step means swapped columns or
+    # other units
+    parts = sum(np.zeros_like(observed) if c is None else np.asarray(c, float) for c in (compute_time_s, sync_time_s))
+    over = int(np.sum(parts > STEP_PARTS_SLACK * observed))
+    if over:
+        raise ModelError(f"compute_time_s + sync_time_s exceed step_time_s in {over} sample(s): a step holds both; "
+                         "are the columns swapped or in other units?")
     if len(np.unique(batch)) < 2:
         raise ModelError("samples need at least two different local batch sizes")
 
