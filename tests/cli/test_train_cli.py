@@ -54,3 +54,23 @@ def test_train_json_summary_and_store(run_cli, tmp_path):
         assert store.count("train_runs") == 1 and store.count("train_steps") == 60
     for name in ("steps.csv", "evals.csv", "summary.json", "training.png", "ckpt-000001.bin"):
         assert (tmp_path / "run" / name).exists()
+
+
+def test_thrifty_train_as_its_own_process_leaves_no_temporary_folder(tmp_path):
+    """`thrifty train` ends with os._exit (no interpreter teardown); multiprocessing's folder for the
+    forkserver's socket (pymp-*) is removed first, on success and on a refused start. Mutation: the
+    finalizers skipped (one pymp-* folder left per run)."""
+    import os
+    import subprocess
+    import sys
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+    base = [sys.executable, "-m", "thrifty.cli", "train", "--workload", "builtin:digits", "--nproc", "1",
+            "--run-dir", str(tmp_path / "run"), "--db", str(tmp_path / "t.db")]
+    done = subprocess.run([*base, "--steps", "2"], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    refused = subprocess.run([*base, "--device", "cuda:7"], capture_output=True, text=True, timeout=300, env=env)
+    assert refused.returncode == 2, refused.stderr
+    # (torch keeps its compile cache, torchinductor_*, there on purpose)
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("pymp-")] == []

@@ -3,6 +3,7 @@
 imports its heavy dependencies (torch, scipy, OpenMM) inside, so `thrifty --help` starts at once."""
 
 import logging
+import multiprocessing.util
 import os
 import sys
 from typing import Annotated
@@ -46,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     teardown: its work is written and closed, and tearing down torch takes seconds."""
     code = run_app(app, argv)
     if argv is None and sys.argv[1:2] == ["train"]:
+        # multiprocessing's own part of a normal exit: its finalizers remove the temporary folder
+        # that holds the forkserver's socket (/tmp/pymp-*), which os._exit would leave behind
+        multiprocessing.util._exit_function()  # type: ignore[attr-defined]
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
