@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from thrifty.cli import catalog, md_run, md_sweep, model, plan, preempt, profile, run, search, serve, surrogate, train
-from thrifty.cli.common import run_app
+from thrifty.cli.common import run_app, stop_on_sigterm
 from thrifty.cli.logs import configure_logging
 
 app = typer.Typer(help="Train and simulate on the cloud for less.", no_args_is_help=True,
@@ -41,10 +41,17 @@ app.add_typer(md_run.md_app, name="md")
 app.command()(serve.serve)
 
 
+# the commands for which SIGTERM means stop (as Ctrl-C: what they made is cleaned up); train, md and
+# run take it as a preemption notice (checkpoint, exit 75), serve leaves it to its server
+STOP_ON_SIGTERM = ("plan", "profile", "model", "search", "catalog", "preempt")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning ThriftyError into one line on stderr and exit code 2.
     As this process's own command (argv None), `thrifty train` ends without the interpreter's
     teardown: its work is written and closed, and tearing down torch takes seconds."""
+    if argv is None and sys.argv[1:2] and sys.argv[1] in STOP_ON_SIGTERM:
+        stop_on_sigterm()
     code = run_app(app, argv)
     if argv is None and sys.argv[1:2] == ["train"]:
         # multiprocessing's own part of a normal exit: its finalizers remove the temporary folder

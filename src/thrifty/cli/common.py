@@ -7,6 +7,7 @@ import importlib
 import json
 import math
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -194,6 +195,23 @@ def _command_path(app: typer.Typer, argv: list[str] | None, prog_name: str) -> s
     return " ".join(words)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is (stop_on_sigterm), so that what Ctrl-C cleans up (a
+    database this command created, its worker processes, their temporary folders) is cleaned up
+    for it too; Python's default for SIGTERM ends the process on the spot."""
+
+
+_terminated: list[int] = []  # the SIGTERMs received (typer turns the exception into a plain exit code 130)
+
+
+def stop_on_sigterm() -> None:
+    """From now on SIGTERM raises Terminated in this process's main thread."""
+    def terminated(signum: int, frame: Any) -> None:
+        _terminated.append(signum)
+        raise Terminated()
+    signal.signal(signal.SIGTERM, terminated)
+
+
 def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty") -> int:
     """Run a Typer app; every failure the user can cause ends as one line on stderr and exit code 2:
     a ThriftyError, a usage error (unknown option, a value that does not parse or is out of range),
@@ -226,10 +244,12 @@ def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty"
         error_line(_os_error_line(exc))
         return 2
     except KeyboardInterrupt:
-        error_line("interrupted")
-        return 130
+        result = 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    if isinstance(result, int):  # typer.Exit(code) inside a command
+    if _terminated:  # after its cleanups ran, as Ctrl-C's do
+        error_line("terminated")
+        return 128 + signal.SIGTERM
+    if isinstance(result, int):  # typer.Exit(code) inside a command (130: Ctrl-C)
         return result
     return 0

@@ -22,9 +22,10 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any, NoReturn
@@ -124,8 +125,11 @@ def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bo
         if dist.is_initialized():
             dist.destroy_process_group()
     tmp = result_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    tmp.replace(result_file)
+    try:
+        tmp.write_text(json.dumps(payload))
+        tmp.replace(result_file)
+    except FileNotFoundError:  # the launcher stopped waiting (Ctrl-C) and removed the folder: no one reads it
+        raise SystemExit(1) from None
     if not payload["ok"]:
         raise SystemExit(1)
 
@@ -147,6 +151,31 @@ def _exit_reason(exitcode: int) -> str:
     return f"exit code {exitcode}"
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait for the end of the block, then act as they would have (the handler
+    they met: an exception, or the default ending the process). Blocking them in this thread is not
+    enough: another thread (the log relay's) takes the signal, and Python runs its handler here."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; other threads get no signals' exceptions
+        return
+    caught: list[signal.Signals] = []
+    kinds = (signal.SIGINT, signal.SIGTERM)
+    previous = {kind: signal.signal(kind, lambda signum, frame: caught.append(signal.Signals(signum)))
+                for kind in kinds}
+    try:
+        yield
+    finally:
+        for kind, handler in previous.items():
+            signal.signal(kind, handler if handler is not None else signal.SIG_DFL)
+        if caught:
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)
+            elif handler != signal.SIG_IGN:
+                signal.raise_signal(caught[0])
+
+
 def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
                       threads_per_rank: int = 1, process_group: bool = True, device: str | None = None,
                       **kwargs: Any) -> list[Any]:
@@ -164,19 +193,29 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
                                                            (log_queues[r], log_level), fn, kwargs),
                                   daemon=False)
                  for r in range(world_size)]
-        for p in procs:
-            p.start()
-        deadline = time.monotonic() + timeout_s
-        failed = None
-        while any(p.is_alive() for p in procs):
-            # a rank that wrote its result and then crashed on the way out (gloo threads at
-            # interpreter exit) has finished; only one without a good result stops the others
-            failed = next((r for r, p in enumerate(procs)
-                           if p.exitcode not in (None, 0) and not _succeeded(out_dir, r)), None)
-            if failed is not None or time.monotonic() > deadline:
-                time.sleep(0.5)  # let the failing rank's peers notice and exit on their own
-                break
-            time.sleep(0.05)
+        try:
+            with _signals_deferred():  # a start cut between the forkserver's fork and its handle here
+                for p in procs:        # left a rank neither killed below nor able to start (a traceback)
+                    p.start()
+            deadline = time.monotonic() + timeout_s
+            failed = None
+            while any(p.is_alive() for p in procs):
+                # a rank that wrote its result and then crashed on the way out (gloo threads at
+                # interpreter exit) has finished; only one without a good result stops the others
+                failed = next((r for r, p in enumerate(procs)
+                               if p.exitcode not in (None, 0) and not _succeeded(out_dir, r)), None)
+                if failed is not None or time.monotonic() > deadline:
+                    time.sleep(0.5)  # let the failing rank's peers notice and exit on their own
+                    break
+                time.sleep(0.05)
+        except BaseException:  # Ctrl-C or SIGTERM (cli.common.Terminated): the ranks end before the
+            for p in procs:     # folder and the log queues they use go (one still starting printed a traceback)
+                if p.is_alive():
+                    p.kill()
+            for p in procs:
+                if p.pid is not None:
+                    p.join(5)
+            raise
         stopped = {r for r, p in enumerate(procs) if p.is_alive()}  # by us, below: not "died"
         for p in procs:
             if p.is_alive():

@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: MIT
+"""SIGTERM to a command that makes things (a first profile: its database, worker processes and
+their temporary folders) stops it as Ctrl-C does: what it made is removed, one line, exit 143."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def test_sigterm_during_a_first_profile_leaves_nothing_behind(tmp_path):
+    """Mutation caught: SIGTERM left to Python's default (the process ends on the spot: an empty
+    database and its new folder stay, with the ranks' temporary folders)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    db = tmp_path / "new" / "t.db"
+    env = {**os.environ, "TMPDIR": str(scratch), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+    plan = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "plan", "--workload", "builtin:digits", "--db", str(db),
+                             "--allow-busy", "--plot", str(tmp_path / "p.png")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not _ranks_started(scratch) and plan.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert db.exists() and _ranks_started(scratch), "the profile never started its worker processes"
+        time.sleep(0.5)  # into the profile (digits profiles for 10 s or more)
+        plan.send_signal(signal.SIGTERM)
+        _, err = plan.communicate(timeout=120)
+    finally:
+        plan.kill()
+    assert plan.returncode == 143 and err.strip() == "error: terminated", (plan.returncode, err[-2000:])
+    assert not (tmp_path / "new").exists()
+    assert [p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor")] == []
+
+
+def _ranks_started(scratch) -> bool:
+    """The launcher made the folder its ranks report to (train.launcher)."""
+    return any(p.name.startswith("thrifty-ranks-") for p in scratch.iterdir())
