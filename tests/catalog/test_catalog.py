@@ -369,3 +369,12 @@ def test_a_skypilot_file_must_say_its_cloud_by_its_path(tmp_path):
                     "p3.2xlarge,V100,1,8,61,,3.06,,us-east-1\n")
     with pytest.raises(CatalogError, match="cannot tell its cloud.*aws/vms.csv"):
         load_catalog_file(path)
+
+
+def test_catalog_list_prints_every_name_whole_at_80_columns(run_cli, monkeypatch):
+    """Without a terminal (80 columns) names were cut to `g2-stan…`. Mutation: the table's default
+    overflow (an ellipsis)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run_cli("catalog", "list")
+    assert code == 0 and "…" not in out
+    assert all(f"{vm.cloud}:{vm.instance_type}" in out for vm in load_catalog())
