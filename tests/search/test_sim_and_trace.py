@@ -59,6 +59,11 @@ def test_trace_prices_come_from_the_row_or_the_catalog(tmp_path):
     path = tmp_path / "t.csv"
     write_trace(path, rows)
     assert load_trace(path, []) == rows
+    # the name as the plan prints it, cloud:type, is priced too (mutation: bare names only)
+    (row,) = parse_trace([{"instance_type": "aws:p3.2xlarge", "num_nodes": "1", "num_workers": "1",
+                           "local_batch": "32", "step_time_s": "0.2"}], catalog, "t")
+    assert row.price_per_hour == pytest.approx(min(v.price_per_hour for v in catalog
+                                                   if (v.cloud, v.instance_type) == ("aws", "p3.2xlarge")))
 
 
 @pytest.mark.parametrize("body, message", [

@@ -43,8 +43,9 @@ def _number(record: Mapping[str, str], column: str, where: str, *, integer: bool
 def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType], where: str) -> list[TraceRow]:
     """Validated rows; `catalog` prices the types whose rows carry no price_per_hour."""
     prices: dict[str, float] = {}
-    for vm in catalog:  # the cheapest region of a type, as `thrifty plan` would choose
-        prices[vm.instance_type] = min(prices.get(vm.instance_type, float("inf")), vm.price_per_hour)
+    for vm in catalog:  # the cheapest region of a type, as `thrifty plan` would choose, by its bare name
+        for name in (vm.instance_type, f"{vm.cloud}:{vm.instance_type}"):  # and as the plan prints it
+            prices[name] = min(prices.get(name, float("inf")), vm.price_per_hour)
     rows, seen = [], set()
     for line, record in enumerate(records, start=2):
         at = f"{where}:{line}"
