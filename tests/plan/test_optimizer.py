@@ -246,33 +246,40 @@ def test_best_choice_and_pareto_front_match_brute_force(request_):
             d = described[key]
             rows.append((*key, r["time_s"], r["cost_usd"], _sigma(*d["predicted_time_interval_s"], noise),
                          _sigma(*d["predicted_cost_interval_usd"], noise)))
-    # every place of the ranking by the tie rule: the leader of what is left, or the best by the other
-    # measure among those it does not beat by its resolution
+    # every row of the table by the tie rule: the leader of what is left, or the best by the other
+    # measure among those it does not beat by its resolution; then what neither beats nor is
+    # beaten by that row in time and cost merges into it
     primary, secondary, sigma = (5, 4, 7) if request_.objective == "cost" else (4, 5, 6)
-    left, ranking = list(rows), []
-    while left and len(ranking) < 12:
+    left, table = list(rows), []
+    while left and len(table) < 40:
         leader = min(left, key=lambda r: (r[primary], r[secondary]))
         tied = [r for r in left if math.log(r[primary] / leader[primary]) <= leader[sigma]]
-        ranking.append(min(tied, key=lambda r: (r[secondary], r[primary])))
-        left.remove(ranking[-1])
-    expected = ranking[0]
+        row = min(tied, key=lambda r: (r[secondary], r[primary]))
+        table.append(row)
+        left = [o for o in left if o is not row and (
+            -math.log(o[4] / row[4]) > o[6] or math.log(o[4] / row[4]) > row[6]
+            or -math.log(o[5] / row[5]) > o[7] or math.log(o[5] / row[5]) > row[7])]
+    expected = table[0]
     best = result.describe(result.best)
     assert (best["instance_type"], best["nodes"], best["global_batch"], best["spot"]) == expected[:4]
-    got_ranking = [(d["instance_type"], d["nodes"], d["global_batch"], d["spot"])
-                   for d in map(result.describe, result.ranked[:len(ranking)])]
-    assert got_ranking == [r[:4] for r in ranking]
+    got_table = [(d["instance_type"], d["nodes"], d["global_batch"], d["spot"])
+                 for d in map(result.describe, result.top(len(table))[0])]
+    assert got_table == [r[:4] for r in table]
     front = sorted((r for r in rows if not any(o[4] <= r[4] and o[5] <= r[5] and (o[4] < r[4] or o[5] < r[5])
                                                for o in rows)), key=lambda r: r[4])
     groups = []
     # the chosen plan stands for its group, and its neighbours are judged against it
+    # (a point resolvably cheaper, or faster, than the chosen plan is never merged into it)
     for r in reversed(front):  # cheapest first: stays if faster beyond its resolution
-        if groups and not math.log(groups[-1][0][4] / r[4]) > r[6]:
+        if groups and not math.log(groups[-1][0][4] / r[4]) > r[6] and not (
+                r == expected and math.log(r[5] / groups[-1][0][5]) > groups[-1][0][7]):
             groups[-1].insert(0 if r == expected else len(groups[-1]), r)
         else:
             groups.append([r])
     collapsed: list[list] = []
     for g in reversed(groups):  # fastest first: stays if cheaper beyond its resolution
-        if collapsed and not math.log(collapsed[-1][0][5] / g[0][5]) > g[0][7]:
+        if collapsed and not math.log(collapsed[-1][0][5] / g[0][5]) > g[0][7] and not (
+                g[0] == expected and math.log(g[0][4] / collapsed[-1][0][4]) > collapsed[-1][0][6]):
             collapsed[-1] = g + collapsed[-1] if g[0] == expected else collapsed[-1] + g
         else:
             collapsed.append(list(g))

@@ -47,20 +47,23 @@ def test_every_row_follows_the_tie_rule_not_only_the_first():
     """A newcomer's time table: five plans at 4.12-4.13 min ($11.33, $7.57, $3.50, $2.33, $15.17,
     resolution about 9%) and one at 6 min for $1. Each row is the cheapest of what is left within
     the fastest's resolution; the 6-min plan stays last. Mutations: rows after #1 in time order
-    (the $11.33 plan second), the window taken from the pick instead of the leader."""
+    (the $11.33 plan second), the window taken from the pick instead of the leader, `first` ignored."""
     time_s = np.array([247.2, 247.3, 247.6, 247.8, 248.0, 360.0])
     cost = np.array([11.33, 7.57, 3.50, 2.33, 15.17, 1.0])
     r = _resolved(time_s, cost, np.c_[time_s * 0.86, time_s * 1.16], np.c_[cost * 0.86, cost * 1.16])
-    assert list(r.tie_ranked(r.ordered(np.arange(6), "time"), "time", 6)) == [3, 2, 1, 0, 4, 5]
-    assert list(r.tie_ranked(r.ordered(np.arange(6), "time"), "time", 1)) == [3, 0, 1, 2, 4, 5]  # the rest in order
+    rows, merged = r.tie_rows(r.ordered(np.arange(6), "time"), "time", 6)
+    assert list(rows) == [3, 2, 1, 0, 4, 5] and not merged.any()
     assert r.best(np.arange(6), "time") == 3
+    rows, _ = r.tie_rows(r.ordered(np.arange(6), "time"), "time", 2, first=5)  # the knee first, then the rule
+    assert list(rows) == [5, 3]
 
 
 def test_the_front_is_collapsed_around_the_chosen_plan():
     """A newcomer's CPU front: 579 min for $2.19 stood for 728.5 min at $1.838 (within its cost
     resolution), and 1,430 min at $1.578 stayed as resolvably cheaper than $2.19. With 728.5 chosen,
     it stands for its group and 1,430 min ($1.578, within 0.15 of $1.838 in log cost, resolution
-    0.27) joins it. Mutation: the chosen plan swapped into its group after the collapse (both kept)."""
+    0.27) joins it, while 579 min, resolvably faster, stays. Mutation: the chosen plan swapped into
+    its group after the collapse (1,430 min kept beside it)."""
     time_s = np.array([579.0, 728.5, 1430.0])
     cost = np.array([2.19, 1.838, 1.578])
     sigma = 0.27 * 2 * Z90  # 90% intervals whose resolution is 0.27 in log
@@ -69,7 +72,17 @@ def test_the_front_is_collapsed_around_the_chosen_plan():
     kept, members = r.collapse_front(np.arange(3))
     assert list(kept) == [0, 2]  # without a choice: 1,430 min is resolvably cheaper than $2.19
     kept, members = r.collapse_front(np.arange(3), keep=1)
-    assert list(kept) == [1] and sorted(members[0]) == [0, 1, 2]
+    assert list(kept) == [0, 1] and list(members[1]) == [1, 2]  # 579 min stays: resolvably faster
+
+
+def test_a_point_resolvably_cheaper_than_the_chosen_plan_stays_on_the_front():
+    """The chosen plan's own resolution is wide (0.5 in log time): a plan 10x cheaper and 1.5%
+    slower is not within it. Mutation: the chosen plan takes over any group it falls in (the front
+    collapsed to one point, hiding the cheap plan)."""
+    r = Resolved(np.array([100.0, 100.5, 102.0]), np.array([20.0, 10.0, 1.0]), np.array([0.01, 0.5, 0.01]),
+                 np.full(3, 0.01))
+    kept, members = r.collapse_front(np.arange(3), keep=1)
+    assert list(kept) == [1, 2] and sorted(members[0]) == [0, 1]
 
 
 def test_start_up_dominated_plans_tie_within_the_measurement_noise():
@@ -107,7 +120,7 @@ def test_top_rows_merge_near_duplicates_and_keep_distinct_ones():
     time_s = np.array([100.0, 100.5, 100.2, 300.0])
     cost = np.array([1.0, 1.01, 2.0, 0.5])
     r = _resolved(time_s, cost, np.c_[time_s * 0.95, time_s * 1.05], np.c_[cost * 0.95, cost * 1.05])
-    rows, merged = r.collapse_rows(np.arange(4), 10)
+    rows, merged = r.tie_rows(r.ordered(np.arange(4), "time"), "time", 10)
     assert list(rows) == [0, 2, 3] and list(merged) == [1, 0, 0]
-    rows, merged = r.collapse_rows(np.arange(4), 1)
+    rows, merged = r.tie_rows(r.ordered(np.arange(4), "time"), "time", 1)
     assert list(rows) == [0] and list(merged) == [1]

@@ -28,12 +28,15 @@ class PlanResult:
     feasible_mask: np.ndarray
     front: np.ndarray  # indices into candidates, fastest first, near-duplicates collapsed
     front_merged: np.ndarray  # per front point: the front points within its resolution it stands for
-    ranked: np.ndarray  # feasible indices in objective order (best first)
+    ranked: np.ndarray  # feasible indices: the pick first, then in the objective's order
     resolved: Resolved
 
     def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The best k of the ranking without near-duplicates, and how many each row stands for."""
-        return self.resolved.collapse_rows(self.ranked, k)
+        """The best k rows by the tie rule, each the rule's pick of the plans left, without
+        near-duplicates, and how many each row stands for (plan.ties.Resolved.tie_rows)."""
+        objective = "time" if self.request.objective == "time" else "cost"
+        return self.resolved.tie_rows(self.resolved.ordered(self.ranked, objective), objective, k,
+                                      first=int(self.ranked[0]))
 
     @property
     def best(self) -> int:
@@ -75,17 +78,13 @@ class PlanResult:
         return float(steps * c.global_batch[i] / self.job.train_size)
 
 
-TIE_RANKED_ROWS = 100  # the places the tie rule orders (plan.ties.Resolved.tie_ranked): a table's worth
-
-
 def _rank(r: Resolved, index: np.ndarray, objective: str, front: np.ndarray, by_cost: np.ndarray) -> np.ndarray:
-    """Feasible candidates best first, by the tie rule (plan.ties): the objective's pick, then
-    the pick of what is left, and so on; for the knee, the knee point, then by cost."""
-    if objective == "knee":
-        first = front[knee_index(r.time_s[front], r.cost_usd[front])]
-        return np.concatenate([[first], r.tie_ranked(by_cost[by_cost != first], "cost", TIE_RANKED_ROWS)])
-    ordered = by_cost if objective == "cost" else r.ordered(index, objective)
-    return r.tie_ranked(ordered, objective, TIE_RANKED_ROWS)
+    """Feasible candidates, the objective's pick first (ties resolved; for the knee, the knee point),
+    then in the order of the objective (cost for the knee); the table applies the tie rule to every
+    row (PlanResult.top)."""
+    first = front[knee_index(r.time_s[front], r.cost_usd[front])] if objective == "knee" else r.best(index, objective)
+    rest = by_cost if objective in ("cost", "knee") else r.ordered(index, objective)
+    return np.concatenate([[first], rest[rest != first]])
 
 
 def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[dict] = ()) -> PlanResult:

@@ -55,7 +55,8 @@ class Resolved:
     def best(self, index: np.ndarray, objective: str) -> int:
         """The candidate of `index` the objective picks ('time' or 'cost'): the best one by it, or,
         among those it does not beat by its resolution, the best one by the other measure."""
-        return int(self.tie_ranked(self.ordered(index, objective), objective, 1)[0])
+        ordered = self.ordered(index, objective)
+        return int(ordered[self._pick(ordered, objective, np.ones(len(ordered), bool))])
 
     def _measures(self, objective: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(the objective's values, the other measure's, the objective's resolutions)."""
@@ -68,59 +69,65 @@ class Resolved:
         index = np.asarray(index, int)
         return index[np.lexsort((secondary[index], primary[index]))]
 
-    def tie_ranked(self, ordered: np.ndarray, objective: str, head: int) -> np.ndarray:
-        """`ordered` (the objective's order, from `ordered`) with its first `head` places given by
-        the tie rule, each in turn: the leader of what is left by the objective, or, among those it
-        does not beat by its resolution, the best by the other measure. The rest keep their order
-        (the rule costs a pass over the leader's ties per place: a table needs a few dozen)."""
+    def _pick(self, ordered: np.ndarray, objective: str, left: np.ndarray) -> int:
+        """The tie rule's place in `ordered` (the objective's order) among those `left`: the leader
+        by the objective, or, of those it does not beat by its resolution, the best by the other
+        measure (ties of that: the leader's order). One pass over the leader's window."""
         primary, secondary, sigma = self._measures(objective)
+        start = int(np.argmax(left))
+        leader = ordered[start]
+        end = int(np.searchsorted(primary[ordered], primary[leader] * np.exp(sigma[leader]), side="right"))
+        window = ordered[start:end]
+        return start + int(np.argmin(np.where(left[start:end], secondary[window], np.inf)))
+
+    def tie_rows(self, ordered: np.ndarray, objective: str, limit: int,
+                 first: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """A table of at most `limit` rows by the tie rule, each the rule's pick of what is left
+        (`first`, when given, is the first row whatever the rule says: the knee), and without
+        near-duplicates: a candidate whose time and cost neither beats nor is beaten by a row's
+        merges into that row. (rows, merged counts); `ordered` in the objective's order."""
         ordered = np.asarray(ordered, int)
-        values = primary[ordered]
-        taken = np.zeros(len(ordered), bool)
-        picks, start = [], 0
-        for _ in range(min(head, len(ordered))):
-            while taken[start]:
-                start += 1
-            leader = ordered[start]
-            end = int(np.searchsorted(values, values[start] * np.exp(sigma[leader]), side="right"))
-            tied = start + np.flatnonzero(~taken[start:end])
-            pick = tied[np.lexsort((values[tied], secondary[ordered[tied]]))[0]]
-            taken[pick] = True
-            picks.append(ordered[pick])
-        return np.concatenate([np.array(picks, int), ordered[~taken]])
+        left = np.ones(len(ordered), bool)
+        rows: list[int] = []
+        counts: list[int] = []
+        while left.any() and len(rows) < limit:
+            if first is not None and not rows:
+                at = int(np.flatnonzero(ordered == first)[0])
+            else:
+                at = self._pick(ordered, objective, left)
+            r = int(ordered[at])
+            left[at] = False
+            rest = np.flatnonzero(left)
+            others = ordered[rest]
+            t, c = np.log(self.time_s[others] / self.time_s[r]), np.log(self.cost_usd[others] / self.cost_usd[r])
+            apart = ((-t > self.time_sigma[others]) | (t > self.time_sigma[r])
+                     | (-c > self.cost_sigma[others]) | (c > self.cost_sigma[r]))
+            left[rest[~apart]] = False
+            rows.append(r)
+            counts.append(int(np.sum(~apart)))
+        return np.array(rows, int), np.array(counts, int)
 
     def collapse_front(self, front: np.ndarray, keep: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
         """A Pareto front (fastest first) without the points no faster than a cheaper one, nor
         cheaper than a faster one, beyond their resolution: (kept points fastest first, the front
         points each one stands for, itself first). `keep` (the plan chosen) stands for the group it
         falls in, and its neighbours are judged against it, so no shown point is within the
-        resolution of the chosen one."""
+        resolution of the chosen one; a point resolvably cheaper, or faster, than the chosen one is
+        never merged into it."""
         kept: list[list[int]] = []
         for i in map(int, front[::-1]):  # cheapest first: a point stays if it is resolvably faster
-            if kept and not self.beats_in_time(i, kept[-1][0]):
+            # the chosen plan joins a cheaper group only if that group is not resolvably cheaper
+            if kept and not self.beats_in_time(i, kept[-1][0]) and not (
+                    i == keep and self.beats_in_cost(kept[-1][0], i)):
                 kept[-1].insert(0 if i == keep else len(kept[-1]), i)
             else:
                 kept.append([i])
         out: list[list[int]] = []
         for group in kept[::-1]:  # fastest first: a point stays if it is resolvably cheaper
-            if out and not self.beats_in_cost(group[0], out[-1][0]):
+            # the chosen plan joins a faster group only if that group is not resolvably faster
+            if out and not self.beats_in_cost(group[0], out[-1][0]) and not (
+                    group[0] == keep and self.beats_in_time(out[-1][0], keep)):
                 out[-1] = group + out[-1] if group[0] == keep else out[-1] + group
             else:
                 out.append(group)
         return np.array([g[0] for g in out], int), [np.array(g, int) for g in out]
-
-    def collapse_rows(self, ranked: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-        """The first `limit` rows of a ranking without near-duplicates: a later row whose time and
-        cost neither beats nor is beaten by a shown row's merges into it. (rows, merged counts)."""
-        rest = np.asarray(ranked, int)
-        rows: list[int] = []
-        counts: list[int] = []
-        while rest.size and len(rows) < limit:
-            r, rest = int(rest[0]), rest[1:]
-            t, c = np.log(self.time_s[rest] / self.time_s[r]), np.log(self.cost_usd[rest] / self.cost_usd[r])
-            apart = ((-t > self.time_sigma[rest]) | (t > self.time_sigma[r])
-                     | (-c > self.cost_sigma[rest]) | (c > self.cost_sigma[r]))
-            rows.append(r)
-            counts.append(int(np.sum(~apart)))
-            rest = rest[apart]
-        return np.array(rows, int), np.array(counts, int)
