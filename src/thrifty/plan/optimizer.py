@@ -82,8 +82,9 @@ def _rank(r: Resolved, index: np.ndarray, objective: str, front: np.ndarray, by_
     """Feasible candidates, the objective's pick first (ties resolved; for the knee, the knee point),
     then in the order of the objective (cost for the knee); the table applies the tie rule to every
     row (PlanResult.top)."""
-    first = front[knee_index(r.time_s[front], r.cost_usd[front])] if objective == "knee" else r.best(index, objective)
     rest = by_cost if objective in ("cost", "knee") else r.ordered(index, objective)
+    first = front[knee_index(r.time_s[front], r.cost_usd[front])] if objective == "knee" else \
+        r.best_of_ordered(rest, objective)
     return np.concatenate([[first], rest[rest != first]])
 
 

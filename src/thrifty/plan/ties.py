@@ -55,7 +55,10 @@ class Resolved:
     def best(self, index: np.ndarray, objective: str) -> int:
         """The candidate of `index` the objective picks ('time' or 'cost'): the best one by it, or,
         among those it does not beat by its resolution, the best one by the other measure."""
-        ordered = self.ordered(index, objective)
+        return self.best_of_ordered(self.ordered(index, objective), objective)
+
+    def best_of_ordered(self, ordered: np.ndarray, objective: str) -> int:
+        """`best` of candidates already in the objective's order (`ordered`): no sort."""
         return int(ordered[self._pick(ordered, objective, np.ones(len(ordered), bool))])
 
     def _measures(self, objective: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
