@@ -112,7 +112,7 @@ def main(counts: list[int], steps: int, dtypes: list[str], device: str, threads:
     print({k: v for k, v in one_large.items() if "ms" in k})
     if write:
         fig, (ax, bars) = plt.subplots(1, 2, figsize=(9, 3.5), gridspec_kw={"width_ratios": [3, 2]})
-        for dtype, marker in zip(dtypes, "o^", strict=True):
+        for dtype, marker in zip(dtypes, "o^", strict=False):  # one or two dtypes
             ax.plot(counts, [r[f"torch_{dtype}_ion_steps_per_s"] for r in rows], marker + "-",
                     label=f"torch batched ({device}, {dtype})")
         ax.plot(counts, [r["openmm_cpu_ion_steps_per_s"] for r in rows], "s-", label="OpenMM CPU, one by one")

@@ -374,7 +374,24 @@ def test_a_skypilot_file_must_say_its_cloud_by_its_path(tmp_path):
 def test_catalog_list_prints_every_name_whole_at_80_columns(run_cli, monkeypatch):
     """Without a terminal (80 columns) names were cut to `g2-stan…`. Mutation: the table's default
     overflow (an ellipsis)."""
-    monkeypatch.setenv("COLUMNS", "80")
+    from thrifty.cli.common import stdout
+    monkeypatch.setattr(stdout, "_width", 80)  # rich read COLUMNS when the console was made: pin it
     code, out, _ = run_cli("catalog", "list")
     assert code == 0 and "…" not in out
     assert all(f"{vm.cloud}:{vm.instance_type}" in out for vm in load_catalog())
+
+
+def test_skypilots_layout_names_the_cloud_and_regions_match_in_any_case(tmp_path):
+    """paperspace/vms.csv is Paperspace's (mutation: only the three bundled clouds and a few others
+    known); a user's US-EAST-1 row replaces the bundled us-east-1 one (mutation: regions kept as
+    written, both rows ranked)."""
+    path = tmp_path / "paperspace" / "vms.csv"
+    path.parent.mkdir()
+    path.write_text("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region\n"
+                    "A100,A100,1,8,45,,3.09,,NY2\n")
+    (vm,) = load_catalog_file(path)
+    assert (vm.cloud, vm.region) == ("paperspace", "ny2")
+    mine = tmp_path / "mine.csv"
+    mine.write_text(HEADER + "aws,p3.2xlarge,8,61,V100,1,1.0,0.5,US-EAST-1,\n")
+    rows = [vm for vm in load_catalog([mine]) if (vm.cloud, vm.instance_type) == ("aws", "p3.2xlarge")]
+    assert [(vm.region, vm.price_per_hour) for vm in rows] == [("us-east-1", 1.0)]

@@ -41,7 +41,9 @@ SKYPILOT_REQUIRED = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCP
                      "Price", "SpotPrice", "Region")
 BUNDLED_CLOUDS = ("aws", "gcp", "azure")
 PRICE_DECIMALS = 10  # a paired price is rounded here: catalogs quote at most 6 decimals
-KNOWN_CLOUDS = BUNDLED_CLOUDS + ("lambda", "oci", "ibm", "kubernetes", "runpod", "fluidstack")
+# every cloud whose catalog SkyPilot publishes as CLOUD/vms.csv (its catalog repository's folders)
+KNOWN_CLOUDS = BUNDLED_CLOUDS + ("lambda", "oci", "ibm", "kubernetes", "runpod", "fluidstack", "paperspace", "cudo",
+                                 "vast", "do", "nebius", "scp", "vsphere", "hyperbolic")
 
 
 @dataclass(frozen=True)
@@ -54,15 +56,15 @@ class _Row:
 
 def _cloud_from_path(path: Path) -> str:
     """The cloud of a file in SkyPilot's columns, which name none: the nearest part of its path that
-    names a known cloud (SkyPilot keeps `aws/vms.csv`), else the file's own name (`mycloud.csv`);
-    SkyPilot's own file name there would become a cloud no launcher knows."""
+    names a cloud SkyPilot catalogs (it keeps `paperspace/vms.csv`), else the file's own name
+    (`mycloud.csv`); SkyPilot's own file name there would become a cloud no launcher knows."""
     for part in reversed(path.with_suffix("").parts):
         if part.lower() in KNOWN_CLOUDS:
             return part.lower()
-    if path.stem.lower() == "vms":
-        raise CatalogError(f"{path}: cannot tell its cloud: SkyPilot's columns name none; keep it in a folder named "
-                           f"after its cloud, as SkyPilot does (e.g. aws/vms.csv), or name the file CLOUD.csv")
-    return path.stem.lower()
+    if path.stem.lower() != "vms":
+        return path.stem.lower()
+    raise CatalogError(f"{path}: cannot tell its cloud: SkyPilot's columns name none; keep it in a folder named "
+                       f"after its cloud, as SkyPilot does (e.g. aws/vms.csv), or name the file CLOUD.csv")
 
 
 def _number(text: str, column: str, where: str, *, optional: bool = False, positive: bool = False) -> float | None:
@@ -95,8 +97,8 @@ def _parse_row(record: dict[str, str], cloud: str, where: str) -> VMType:
     memory = _number(record.get("memory_gib", ""), "memory_gib", where, optional=is_attachment) or 0.0
     if not is_attachment and vcpus <= 0:
         raise CatalogError(f"{where}: column 'vcpus' must be positive for {instance_type}")
-    return VMType(cloud=cloud, instance_type=instance_type,
-                  region=(record.get("region") or "").strip(), zone=(record.get("zone") or "").strip(),
+    return VMType(cloud=cloud, instance_type=instance_type,  # regions in lower case, as every catalog writes them
+                  region=(record.get("region") or "").strip().lower(), zone=(record.get("zone") or "").strip(),
                   vcpus=vcpus, memory_gib=memory, accelerator=accelerator,
                   accelerator_count=int(count or (1 if accelerator else 0)),
                   price_per_hour=float(price or 0.0), spot_price_per_hour=spot)

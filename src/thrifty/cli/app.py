@@ -43,17 +43,19 @@ app.command()(serve.serve)
 
 # the commands for which SIGTERM means stop (as Ctrl-C: what they made is cleaned up); train, md and
 # run take it as a preemption notice (checkpoint, exit 75), serve leaves it to its server
-STOP_ON_SIGTERM = ("plan", "profile", "model", "search", "catalog", "preempt")
+# (search too: `--backend local` must pass the notice to its running launch, not kill it)
+STOP_ON_SIGTERM = ("plan", "profile", "model", "catalog", "preempt")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning ThriftyError into one line on stderr and exit code 2.
     As this process's own command (argv None), `thrifty train` ends without the interpreter's
     teardown: its work is written and closed, and tearing down torch takes seconds."""
-    if argv is None and sys.argv[1:2] and sys.argv[1] in STOP_ON_SIGTERM:
+    command = next((word for word in sys.argv[1:] if not word.startswith("-")), None)  # after -v
+    if argv is None and command in STOP_ON_SIGTERM:
         stop_on_sigterm()
     code = run_app(app, argv)
-    if argv is None and sys.argv[1:2] == ["train"]:
+    if argv is None and command == "train":
         # multiprocessing's own part of a normal exit: its finalizers remove the temporary folder
         # that holds the forkserver's socket (/tmp/pymp-*), which os._exit would leave behind
         multiprocessing.util._exit_function()  # type: ignore[attr-defined]

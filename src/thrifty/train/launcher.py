@@ -168,12 +168,12 @@ def _signals_deferred() -> Iterator[None]:
     finally:
         for kind, handler in previous.items():
             signal.signal(kind, handler if handler is not None else signal.SIG_DFL)
-        if caught:
-            handler = previous[caught[0]]
+        for kind in dict.fromkeys(caught):  # each signal that came, in order, once
+            handler = previous[kind]
             if callable(handler):
-                handler(caught[0], None)
+                handler(kind, None)
             elif handler != signal.SIG_IGN:
-                signal.raise_signal(caught[0])
+                signal.raise_signal(kind)
 
 
 def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
