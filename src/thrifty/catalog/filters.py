@@ -20,10 +20,17 @@ class CatalogFilter:
     max_price_per_hour: float | None = None
     instance_types: Sequence[str] | None = None
 
+    def __post_init__(self) -> None:
+        """Cloud and region names compare in lower case (AWS is aws, US-EAST-1 us-east-1), once."""
+        for name in ("clouds", "regions"):
+            names = getattr(self, name)
+            if names is not None:
+                object.__setattr__(self, name, frozenset(n.strip().lower() for n in names))
+
     def accepts(self, vm: VMType) -> bool:
         checks = (
-            self.clouds is None or vm.cloud in {c.lower() for c in self.clouds},
-            self.regions is None or vm.region.lower() in {r.lower() for r in self.regions},
+            self.clouds is None or vm.cloud.lower() in self.clouds,
+            self.regions is None or vm.region.lower() in self.regions,
             self.accelerator is None
             or (vm.accelerator or "").lower() == self.accelerator.lower(),
             self.gpu is None or vm.is_gpu == self.gpu,

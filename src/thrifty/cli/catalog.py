@@ -40,7 +40,7 @@ def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=Non
                                "add another cloud's types with --catalog FILE")
     if regions:
         regions = [r.strip().lower() for r in regions]
-        known = sorted({vm.region.lower() for vm in vms})
+        known = sorted({vm.region for vm in vms})  # the loader reads regions in lower case
         unknown = [r for r in regions if r not in known]
         if unknown:
             from thrifty.catalog.loader import bundled_regions

@@ -28,15 +28,14 @@ class PlanResult:
     feasible_mask: np.ndarray
     front: np.ndarray  # indices into candidates, fastest first, near-duplicates collapsed
     front_merged: np.ndarray  # per front point: the front points within its resolution it stands for
-    ranked: np.ndarray  # feasible indices: the pick first, then in the objective's order
+    ranked: np.ndarray  # feasible indices: the pick first, then in the objective's order (cost for the knee)
     resolved: Resolved
 
     def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The best k rows by the tie rule, each the rule's pick of the plans left, without
         near-duplicates, and how many each row stands for (plan.ties.Resolved.tie_rows)."""
         objective = "time" if self.request.objective == "time" else "cost"
-        return self.resolved.tie_rows(self.resolved.ordered(self.ranked, objective), objective, k,
-                                      first=int(self.ranked[0]))
+        return self.resolved.tie_rows(self.ranked[1:], objective, k, first=int(self.ranked[0]))
 
     @property
     def best(self) -> int:
@@ -78,13 +77,16 @@ class PlanResult:
         return float(steps * c.global_batch[i] / self.job.train_size)
 
 
-def _rank(r: Resolved, index: np.ndarray, objective: str, front: np.ndarray, by_cost: np.ndarray) -> np.ndarray:
-    """Feasible candidates, the objective's pick first (ties resolved; for the knee, the knee point),
-    then in the order of the objective (cost for the knee); the table applies the tie rule to every
-    row (PlanResult.top)."""
+def _rank(r: Resolved, index: np.ndarray, objective: str, pareto: np.ndarray, by_cost: np.ndarray) -> np.ndarray:
+    """Feasible candidates, the objective's pick first (ties resolved; for the knee, the knee point
+    of the collapsed front), then in the order of the objective (cost for the knee); the table
+    applies the tie rule to every row (PlanResult.top)."""
     rest = by_cost if objective in ("cost", "knee") else r.ordered(index, objective)
-    first = front[knee_index(r.time_s[front], r.cost_usd[front])] if objective == "knee" else \
-        r.best_of_ordered(rest, objective)
+    if objective == "knee":
+        front = r.collapse_front(pareto)[0]
+        first = front[knee_index(r.time_s[front], r.cost_usd[front])]
+    else:
+        first = r.best_of_ordered(rest, objective)
     return np.concatenate([[first], rest[rest != first]])
 
 
@@ -106,7 +108,7 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
                         resolution_log(candidates.time_low_s, candidates.time_high_s, noise),
                         resolution_log(candidates.cost_low_usd, candidates.cost_high_usd, noise))
     pareto = index[pareto_front(time_s, cost_usd, order)]
-    ranked = _rank(resolved, index, request.objective, resolved.collapse_front(pareto)[0], index[order])
+    ranked = _rank(resolved, index, request.objective, pareto, index[order])
     # the choice stands for the front points it ties with, and the front is collapsed around it (it
     # is on the front: nothing feasible is both faster and cheaper than the cheapest of a tie, or
     # the fastest)

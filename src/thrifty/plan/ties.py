@@ -86,20 +86,20 @@ class Resolved:
     def tie_rows(self, ordered: np.ndarray, objective: str, limit: int,
                  first: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """A table of at most `limit` rows by the tie rule, each the rule's pick of what is left
-        (`first`, when given, is the first row whatever the rule says: the knee), and without
-        near-duplicates: a candidate whose time and cost neither beats nor is beaten by a row's
-        merges into that row. (rows, merged counts); `ordered` in the objective's order."""
+        (`first`, when given, is the first row whatever the rule says: the knee; it need not be in
+        `ordered`), and without near-duplicates: a candidate whose time and cost neither beats nor
+        is beaten by a row's merges into that row. (rows, merged counts); `ordered` in the
+        objective's order."""
         ordered = np.asarray(ordered, int)
-        left = np.ones(len(ordered), bool)
+        left = ordered != first
         rows: list[int] = []
         counts: list[int] = []
-        while left.any() and len(rows) < limit:
-            if first is not None and not rows:
-                at = int(np.flatnonzero(ordered == first)[0])
-            else:
+        r = first
+        while len(rows) < limit and (r is not None or left.any()):
+            if r is None:
                 at = self._pick(ordered, objective, left)
-            r = int(ordered[at])
-            left[at] = False
+                r = int(ordered[at])
+                left[at] = False
             rest = np.flatnonzero(left)
             others = ordered[rest]
             t, c = np.log(self.time_s[others] / self.time_s[r]), np.log(self.cost_usd[others] / self.cost_usd[r])
@@ -108,6 +108,7 @@ class Resolved:
             left[rest[~apart]] = False
             rows.append(r)
             counts.append(int(np.sum(~apart)))
+            r = None
         return np.array(rows, int), np.array(counts, int)
 
     def collapse_front(self, front: np.ndarray, keep: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
