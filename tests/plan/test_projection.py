@@ -407,3 +407,25 @@ def test_the_plan_table_fits_80_columns_when_costs_are_fractions_of_a_cent(profi
     assert header.split()[-2:] == ["interval", "how"]
     ranked = [line for line in table.splitlines() if re.match(r"\s*\d+(\+\d+)?\s+\w+:", line)]  # '1+2  azure:...'
     assert len(ranked) == 10 and all(line.split()[-1] in ("proj", "meas", "srch") for line in ranked), ranked
+
+
+def test_the_plan_table_fits_80_columns_with_two_digit_merges_and_sub_cent_costs():
+    """The same limit with the widest rank label a table shows ('10+123': a clean clone's fresh profile
+    merged 21 near-duplicates into one row, and 'how' was cut to 'pro'). Mutation caught: the VM type
+    column's minimum back at 16."""
+    import numpy as np
+    from rich.console import Console
+
+    from thrifty.cli.plan import _table
+
+    class Result:
+        def describe(self, i):
+            return {"cloud": "azure", "instance_type": "Standard_D2as_v5", "accelerator": None, "nodes": 1,
+                    "workers": 1, "global_batch": 32, "spot": True, "predicted_time_s": 240.6,
+                    "predicted_cost_usd": 0.00063, "predicted_cost_interval_usd": [0.00063, 0.00064],
+                    "source": "projection", "prediction": "projected"}
+
+    console = Console(width=80, record=True)
+    console.print(_table(Result(), np.arange(10), np.array([123] * 10), "top 10 by cost"))
+    rows = [line for line in console.export_text().splitlines() if "azure:" in line]
+    assert len(rows) == 10 and all(line.split()[-1] == "proj" for line in rows), rows
