@@ -84,7 +84,9 @@ def test_kill_9_of_thrifty_train_leaves_no_worker_and_a_live_run_refuses_a_secon
     train = [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--policy", "uniform", "--b-max", "64",
              "--slowdown", "3,3", "--steps", "100000", "--checkpoint-every", "10", "--run-dir", str(run_dir),
              "--db", str(tmp_path / "db"), "--json"]
-    run = subprocess.Popen(train, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # its temporary folders (the forkserver's, the ranks') in tmp_path: a killed run cannot remove them
+    run = subprocess.Popen(train, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                           env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         deadline = time.monotonic() + 150
         while not checkpoint_files(run_dir):  # the workers are up and training

@@ -98,7 +98,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
     process group); the uninterrupted run they must match is TRAIN_ARGS in-process.
     Mutation caught (tried): a restore that drops the sampler's position (train.checkpoint.restore
     setting sample_offset to 0: the parameters differ)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # the killed run's temporary folders (the forkserver's, the ranks') in tmp_path: it cannot remove them
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
     run_training(replace(BASE, policy="uniform", steps=STEPS, slowdown=parse_slowdown("3,3"), checkpoint_every=10,
                          run_dir=tmp_path / "whole"))
     killed = _cli([*TRAIN_ARGS, "--run-dir", tmp_path / "killed", "--db", tmp_path / "db"], env=env,

@@ -3,10 +3,15 @@
 `-v`, caplog, a library user's handlers; and `thrifty train` logs its start, evaluations and end."""
 
 import logging
+import multiprocessing
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
+from thrifty.train import worker_logs
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.trainer import TrainConfig, run_training
 
@@ -45,3 +50,28 @@ def test_training_logs_its_start_each_evaluation_the_checkpoint_and_its_end(capl
     assert [m.split(":")[1].strip() for m in evaluations] == ["step 4", "step 8"]
     assert any("checkpoint of step 8" in m for m in messages)
     assert messages[-1].startswith("rank 0: finished at step 8")
+
+
+def _die_holding_the_write_lock(queue) -> None:
+    queue._wlock.acquire()  # as a rank killed while its feeder thread writes a record
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_killed_holding_its_log_queues_lock_does_not_hold_the_launcher(monkeypatch, caplog):
+    """The listener's end-of-records marker needs the queue's write lock, which the killed rank never
+    gives back. Mutation caught: a plain `listener.stop()` (waits forever; the timeout fails it)."""
+    monkeypatch.setattr(worker_logs, "STOP_WAIT_S", 1.0)
+    context = multiprocessing.get_context("forkserver")
+    caplog.set_level(logging.INFO, logger="thrifty")
+    with worker_logs.relayed_worker_logs(context, 1) as (queues, _):
+        queues[0].put(logging.LogRecord("thrifty.train.example", logging.INFO, __file__, 1, "before", None, None))
+        deadline = time.monotonic() + 60
+        while not any(r.name == "thrifty.train.example" for r in caplog.records):  # relayed before the lock goes
+            assert time.monotonic() < deadline, "the record before was not relayed"
+            time.sleep(0.01)
+        rank = context.Process(target=_die_holding_the_write_lock, args=(queues[0],))
+        rank.start()
+        rank.join(60)
+        assert rank.exitcode == -signal.SIGKILL
+    assert [r.getMessage() for r in caplog.records if r.name == "thrifty.train.example"] == ["before"]

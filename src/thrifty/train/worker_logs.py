@@ -9,17 +9,21 @@ thread in the launcher hands each to the logger of the same name there, which ap
 launcher's levels and handlers (the CLI's, caplog's, a library user's). This is the logging
 cookbook's pattern for several processes ("Logging to a single file from multiple processes").
 One queue per rank: a queue's writers share a lock, and a rank killed while holding it would
-leave its peers unable to exit.
+leave its peers unable to exit. For the same reason the launcher waits at most `STOP_WAIT_S` for a
+listener to end: the end-of-records marker it sends goes through that lock too, and a rank killed
+holding it (or half-way through a record) would otherwise hold the launcher forever.
 """
 
 import contextlib
 import logging
 import logging.handlers
+import threading
 from collections.abc import Iterator
 from multiprocessing.context import BaseContext
 from typing import Any
 
 ROOT = "thrifty"
+STOP_WAIT_S = 10.0  # a listener handles what is still queued in far less; only a lost lock takes longer
 
 
 class _ToLaunchersLoggers(logging.Handler):
@@ -55,8 +59,19 @@ def relayed_worker_logs(context: BaseContext, ranks: int) -> Iterator[tuple[list
         yield queues, logging.getLogger(ROOT).getEffectiveLevel()
     finally:
         for listener, queue in zip(listeners, queues, strict=True):
-            listener.stop()  # handles what is still queued, then ends its thread
-            queue.close()
+            _stop(listener, queue)
+
+
+def _stop(listener: logging.handlers.QueueListener, queue: Any) -> None:
+    """The listener handles what is still queued, then ends its thread; if it has not within
+    STOP_WAIT_S (a killed rank holds the queue's lock or left half a record in it), it is left to
+    die with the process (its thread is a daemon) and the queue's feeder is not waited for at exit."""
+    stopper = threading.Thread(target=listener.stop, name="thrifty-log-listener-stop", daemon=True)
+    stopper.start()
+    stopper.join(STOP_WAIT_S)
+    if stopper.is_alive():
+        queue.cancel_join_thread()
+    queue.close()
 
 
 def send_logs_to_launcher(queue: Any, level: int, rank: int) -> None:
