@@ -3,6 +3,7 @@
 `python -m thrifty.perf.gpu_calibration refit`) is what a fresh fit on the bundled published data gives."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -79,3 +80,24 @@ def test_input_bound_quartznet_rows_are_left_out_of_the_fit_with_their_reason():
     assert {"jasper_10x5dr", "transformer_xl_base", "transformer_xl_large", "tacotron2", "waveglow"} <= models
     reasons = [why for why in left_out if why.startswith("input-bound")]
     assert len(reasons) == 1 and left_out[reasons[0]] == 8
+
+
+@pytest.mark.timeout(300)
+def test_one_published_row_three_times_off_barely_moves_the_fit():
+    """The sources disagree on the same GPU and model by up to 2x (SOURCE.md "Caveats"), so the fit
+    is robust (Huber): one row published 3x too slow, on a model with many other rows, moves no
+    compute or memory efficiency by more than 2.5% (2.0% measured), and the other rows' predictions
+    by at most 1.5% (median; 0.8% measured). Mutation caught (tried): the squared loss (the same row
+    then moves the tensor-core efficiency 4.2% and the other rows' predictions 2.2%)."""
+    rows, works, _ = load_published()
+    rows = [r for r in rows if r.model_key in ("resnet50_v1.5", "bert_large_squad_lambda", "ssd300")]
+    params, _ = fit_roofline(rows, works)
+    off = int(np.argmax([r.gpus == 1 and r.precision == "amp" for r in rows]))
+    skewed = [replace(r, samples_per_s_per_gpu=r.samples_per_s_per_gpu / 3) if i == off else r
+              for i, r in enumerate(rows)]
+    moved, _ = fit_roofline(skewed, works)
+    for name in ("vector_efficiency", "tensor_efficiency", "conv_tensor_efficiency", "bandwidth_efficiency"):
+        assert getattr(moved, name) == pytest.approx(getattr(params, name), rel=0.025), name
+    others = [r for i, r in enumerate(rows) if i != off]
+    shift = np.abs(predict_throughput(others, works, moved) / predict_throughput(others, works, params) - 1)
+    assert float(np.median(shift)) <= 0.015
