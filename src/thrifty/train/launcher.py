@@ -151,29 +151,46 @@ def _exit_reason(exitcode: int) -> str:
     return f"exit code {exitcode}"
 
 
+def _act_as(handler: Any, kind: signal.Signals) -> None:
+    """What a signal's earlier disposition does with it: call it, or the default action (ending the
+    process), or nothing (ignored)."""
+    if callable(handler):
+        handler(kind, None)
+    elif handler != signal.SIG_IGN:  # SIG_DFL, or None (not set from Python): the default
+        signal.signal(kind, signal.SIG_DFL)
+        signal.raise_signal(kind)
+
+
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
     """Ctrl-C and SIGTERM wait for the end of the block, then act as they would have (the handler
     they met: an exception, or the default ending the process). Blocking them in this thread is not
-    enough: another thread (the log relay's) takes the signal, and Python runs its handler here."""
+    enough: another thread (the log relay's) takes the signal, and Python runs its handler here.
+    Once the block has ended the collecting handler acts as the one it replaced: a Ctrl-C landing
+    between the two restores runs the restored handler at once, and its exception skips the other
+    restore, which had left SIGTERM collected for good."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; other threads get no signals' exceptions
         return
     caught: list[signal.Signals] = []
-    kinds = (signal.SIGINT, signal.SIGTERM)
-    previous = {kind: signal.signal(kind, lambda signum, frame: caught.append(signal.Signals(signum)))
-                for kind in kinds}
+    ended = threading.Event()
+
+    def collect(signum: int, frame: Any) -> None:
+        kind = signal.Signals(signum)
+        if ended.is_set():
+            _act_as(previous[kind], kind)
+        else:
+            caught.append(kind)
+
+    previous = {kind: signal.signal(kind, collect) for kind in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
+        ended.set()
         for kind, handler in previous.items():
             signal.signal(kind, handler if handler is not None else signal.SIG_DFL)
         for kind in dict.fromkeys(caught):  # each signal that came, in order, once
-            handler = previous[kind]
-            if callable(handler):
-                handler(kind, None)
-            elif handler != signal.SIG_IGN:
-                signal.raise_signal(kind)
+            _act_as(previous[kind], kind)
 
 
 def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
