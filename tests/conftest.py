@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: MIT
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,19 @@ def profiled_db(tmp_path_factory) -> Path:
     db = tmp_path_factory.mktemp("db") / "thrifty.db"
     shutil.copy(built_once(tmp_path_factory, "profiled_db", _profile) / "thrifty.db", db)
     return db
+
+
+@pytest.fixture()
+def short_tmp() -> Iterator[Path]:
+    """A TMPDIR for a `thrifty` process the test starts (or kills): its temporary folders land here,
+    not in /tmp, and are removed with it. Directly under /tmp, not in tmp_path: multiprocessing's
+    forkserver socket lives at TMPDIR/pymp-*/listener-*, and AF_UNIX paths hold 107 bytes, which
+    tmp_path's depth (pytest-of-root/pytest-102/popen-gw0/test_...) exceeds."""
+    path = Path(tempfile.mkdtemp(prefix="thrifty-test-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture()

@@ -9,13 +9,12 @@ import sys
 import time
 
 
-def test_sigterm_during_a_first_profile_leaves_nothing_behind(tmp_path):
+def test_sigterm_during_a_first_profile_leaves_nothing_behind(tmp_path, short_tmp):
     """Mutations caught: SIGTERM left to Python's default (the process ends on the spot: an empty
     database and its new folder stay, with the ranks' temporary folders), or the command looked for
     in the first argument only (`thrifty -v plan` kept the default); a rank cut mid-start printed a
     traceback (the launcher's deferral, in most runs)."""
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    scratch = short_tmp
     db = tmp_path / "new" / "t.db"
     env = {**os.environ, "TMPDIR": str(scratch), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
     plan = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "-v", "plan", "--workload", "builtin:digits", "--db", str(db),

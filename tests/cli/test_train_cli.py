@@ -56,15 +56,14 @@ def test_train_json_summary_and_store(run_cli, tmp_path):
         assert (tmp_path / "run" / name).exists()
 
 
-def test_thrifty_train_as_its_own_process_leaves_no_temporary_folder(tmp_path):
+def test_thrifty_train_as_its_own_process_leaves_no_temporary_folder(tmp_path, short_tmp):
     """`thrifty train` ends with os._exit (no interpreter teardown); multiprocessing's folder for the
     forkserver's socket (pymp-*) is removed first, on success and on a refused start. Mutation: the
     finalizers skipped (one pymp-* folder left per run)."""
     import os
     import subprocess
     import sys
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    scratch = short_tmp
     env = {**os.environ, "TMPDIR": str(scratch), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
     base = [sys.executable, "-m", "thrifty.cli", "train", "--workload", "builtin:digits", "--nproc", "1",
             "--run-dir", str(tmp_path / "run"), "--db", str(tmp_path / "t.db")]

@@ -94,7 +94,7 @@ class Killed(Exception):
 
 
 @pytest.mark.timeout(300)
-def test_a_killed_local_search_resumes_from_its_store_and_the_jobs_checkpoint(tmp_path):
+def test_a_killed_local_search_resumes_from_its_store_and_the_jobs_checkpoint(tmp_path, short_tmp, monkeypatch):
     # mutations caught: the backend state not restored (the clock or progress restart at 0); the
     # relaunch after a restore without --resume (training restarts from scratch: more steps); the
     # restored clock 0.5 s behind the stored one (tried; the former abs=1.0 s bound let it pass)
@@ -102,6 +102,7 @@ def test_a_killed_local_search_resumes_from_its_store_and_the_jobs_checkpoint(tm
     from thrifty.search.session import run_stored
     from thrifty.store import Store
 
+    monkeypatch.setenv("TMPDIR", str(short_tmp))  # the killed job's temporary folders: it cannot remove them
     schedule = NoiseSchedule.constant(NOISE_SCALE, 2 * TARGET)
     start, request = Config("slow", 1, 1, 64), {"backend": "local", "test": True}
 

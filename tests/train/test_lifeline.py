@@ -79,14 +79,14 @@ def test_a_run_directory_stays_held_while_any_process_of_the_run_lives(tmp_path)
 
 
 @pytest.mark.timeout(240)
-def test_kill_9_of_thrifty_train_leaves_no_worker_and_a_live_run_refuses_a_second(tmp_path, run_cli):
+def test_kill_9_of_thrifty_train_leaves_no_worker_and_a_live_run_refuses_a_second(tmp_path, run_cli, short_tmp):
     run_dir = tmp_path / "run"
     train = [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--policy", "uniform", "--b-max", "64",
              "--slowdown", "3,3", "--steps", "100000", "--checkpoint-every", "10", "--run-dir", str(run_dir),
              "--db", str(tmp_path / "db"), "--json"]
-    # its temporary folders (the forkserver's, the ranks') in tmp_path: a killed run cannot remove them
+    # its temporary folders (the forkserver's, the ranks') in short_tmp: a killed run cannot remove them
     run = subprocess.Popen(train, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                           env={**os.environ, "TMPDIR": str(tmp_path)})
+                           env={**os.environ, "TMPDIR": str(short_tmp)})
     try:
         deadline = time.monotonic() + 150
         while not checkpoint_files(run_dir):  # the workers are up and training

@@ -27,9 +27,11 @@ def _times(report, event: str) -> list[float]:
 
 
 @pytest.mark.timeout(1800)  # 53 s alone on 2 quiet cores; minutes in a loaded suite (a hang guard)
-def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path, scripted_lifetimes):
+def test_training_survives_a_kill_and_a_notice_and_ends_bit_identical(tmp_path, scripted_lifetimes, short_tmp,
+                                                                      monkeypatch):
     """Mutation caught (tried): a restore that drops the sampler's position (train.checkpoint.restore
     setting sample_offset to 0: the parameter digests differ)."""
+    monkeypatch.setenv("TMPDIR", str(short_tmp))  # the killed attempt's temporary folders: it cannot remove them
     reference = Runner(_train(tmp_path / "ref"), tmp_path / "ck-ref", intervals_s=[0.25]).run()
     assert reference.exit_code == 0
     # the undisturbed run, measured: start-up until the first step (the first checkpoint, asked

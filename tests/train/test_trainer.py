@@ -93,13 +93,13 @@ TRAIN_ARGS = ["train", "--nproc", "2", "--policy", "uniform", "--steps", str(STE
 
 
 @pytest.mark.timeout(900)  # 194 s in a loaded suite
-def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path):
+def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path, short_tmp):
     """The killed and the resumed run are `thrifty train` processes (kill -9 of the launcher's
     process group); the uninterrupted run they must match is TRAIN_ARGS in-process.
     Mutation caught (tried): a restore that drops the sampler's position (train.checkpoint.restore
     setting sample_offset to 0: the parameters differ)."""
-    # the killed run's temporary folders (the forkserver's, the ranks') in tmp_path: it cannot remove them
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp_path)}
+    # the killed run's temporary folders (the forkserver's, the ranks') in short_tmp: it cannot remove them
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(short_tmp)}
     run_training(replace(BASE, policy="uniform", steps=STEPS, slowdown=parse_slowdown("3,3"), checkpoint_every=10,
                          run_dir=tmp_path / "whole"))
     killed = _cli([*TRAIN_ARGS, "--run-dir", tmp_path / "killed", "--db", tmp_path / "db"], env=env,
