@@ -62,7 +62,7 @@ class Hardware:
         return cls(tuple(cpu), read_gpu_specs(gpus_path), tuple(net))
 
     def cpu_factor(self, vm: VMType) -> float:
-        key = f"{vm.cloud}:{vm.instance_type}"
+        key = vm.qualified_type
         for pattern, factor in self.cpu_factors:
             if fnmatch.fnmatchcase(key, pattern) or fnmatch.fnmatchcase(key, pattern + "*"):
                 return factor

@@ -31,6 +31,16 @@ class VMType:
         return self.accelerator_count if self.is_gpu else 1
 
     @property
+    def qualified_type(self) -> str:
+        """`cloud:type`, as the plan prints a VM type."""
+        return f"{self.cloud}:{self.instance_type}"
+
+    @property
+    def type_names(self) -> tuple[str, str]:
+        """The names that denote this type in a probe or a trace: the bare type and `cloud:type`."""
+        return self.instance_type, self.qualified_type
+
+    @property
     def label(self) -> str:
         gpu = f" ({self.accelerator_count}x {self.accelerator})" if self.is_gpu else ""
-        return f"{self.cloud}:{self.instance_type}{gpu}"
+        return f"{self.qualified_type}{gpu}"

@@ -72,11 +72,11 @@ def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: Reg
     # names keep their full width, as the plan prints them (cut to `g2-stan…` they could not be told
     # apart or copied); the other columns fold when the terminal is narrow
     table = Table(title=f"{len(vms)} VM types", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("VM type", no_wrap=True, min_width=max(len(f"{vm.cloud}:{vm.instance_type}") for vm in vms))
+    table.add_column("VM type", no_wrap=True, min_width=max(len(vm.qualified_type) for vm in vms))
     for col in ("region", "vCPUs", "GiB", "GPUs", "$/h", "spot $/h"):
         table.add_column(col, justify="left" if col in ("region", "GPUs") else "right", overflow="fold")
     for vm in sorted(vms, key=lambda v: (v.cloud, v.price_per_hour)):
-        table.add_row(f"{vm.cloud}:{vm.instance_type}", vm.region, f"{vm.vcpus:g}", f"{vm.memory_gib:g}",
+        table.add_row(vm.qualified_type, vm.region, f"{vm.vcpus:g}", f"{vm.memory_gib:g}",
                       f"{vm.accelerator_count}x {vm.accelerator}" if vm.is_gpu else "",
                       f"{vm.price_per_hour:.4f}",
                       "" if vm.spot_price_per_hour is None else f"{vm.spot_price_per_hour:.4f}")

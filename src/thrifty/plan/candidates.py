@@ -273,7 +273,7 @@ def vm_names(vmx: VMArrays) -> dict[str, list[int]]:
     by_type: dict[str, list[int]] = {}
     for i, vm in enumerate(vmx.vms):
         names.setdefault(vm.label, set()).add(i)
-        for name in (vm.instance_type, f"{vm.cloud}:{vm.instance_type}"):
+        for name in vm.type_names:
             by_type.setdefault(name, []).append(i)
     for name, indices in by_type.items():
         bare = [i for i in indices if not vmx.vms[i].is_gpu] or indices

@@ -31,7 +31,7 @@ def plane(result: PlanResult) -> dict:
 def _labels(result: PlanResult, keep: np.ndarray) -> list[str]:
     """'cloud:type NODESxRANKS B=batch [spot]' per kept candidate."""
     c, vms = result.candidates, result.vmx.vms
-    return [f"{vms[v].cloud}:{vms[v].instance_type} {int(n)}x{int(w) // int(n)} B={int(b)}{' spot' if s else ''}"
+    return [f"{vms[v].qualified_type} {int(n)}x{int(w) // int(n)} B={int(b)}{' spot' if s else ''}"
             for v, n, w, b, s in zip(c.vm_index[keep].astype(int).tolist(), c.nodes[keep].tolist(),
                                      c.workers[keep].tolist(), c.global_batch[keep].tolist(), c.spot[keep].tolist(),
                                      strict=True)]

@@ -44,7 +44,7 @@ def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType],
     """Validated rows; `catalog` prices the types whose rows carry no price_per_hour."""
     prices: dict[str, float] = {}
     for vm in catalog:  # the cheapest region of a type, as `thrifty plan` would choose, by its bare name
-        for name in (vm.instance_type, f"{vm.cloud}:{vm.instance_type}"):  # and as the plan prints it
+        for name in vm.type_names:  # and as the plan prints it
             prices[name] = min(prices.get(name, float("inf")), vm.price_per_hour)
     rows, seen = [], set()
     for line, record in enumerate(records, start=2):
