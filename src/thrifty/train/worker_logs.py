@@ -18,6 +18,7 @@ import contextlib
 import logging
 import logging.handlers
 import threading
+import time
 from collections.abc import Iterator
 from multiprocessing.context import BaseContext
 from typing import Any
@@ -58,20 +59,24 @@ def relayed_worker_logs(context: BaseContext, ranks: int) -> Iterator[tuple[list
     try:
         yield queues, logging.getLogger(ROOT).getEffectiveLevel()
     finally:
-        for listener, queue in zip(listeners, queues, strict=True):
-            _stop(listener, queue)
+        _stop(listeners, queues)
 
 
-def _stop(listener: logging.handlers.QueueListener, queue: Any) -> None:
-    """The listener handles what is still queued, then ends its thread; if it has not within
-    STOP_WAIT_S (a killed rank holds the queue's lock or left half a record in it), it is left to
-    die with the process (its thread is a daemon) and the queue's feeder is not waited for at exit."""
-    stopper = threading.Thread(target=listener.stop, name="thrifty-log-listener-stop", daemon=True)
-    stopper.start()
-    stopper.join(STOP_WAIT_S)
-    if stopper.is_alive():
-        queue.cancel_join_thread()
-    queue.close()
+def _stop(listeners: list[logging.handlers.QueueListener], queues: list[Any]) -> None:
+    """Each listener handles what is still queued, then ends its thread, all at once; one that has
+    not within STOP_WAIT_S (a killed rank holds its queue's lock or left half a record in it) is
+    left to die with the process (its thread is a daemon) and its queue's feeder is not waited for
+    at exit."""
+    stoppers = [threading.Thread(target=listener.stop, name="thrifty-log-listener-stop", daemon=True)
+                for listener in listeners]
+    for stopper in stoppers:
+        stopper.start()
+    deadline = time.monotonic() + STOP_WAIT_S
+    for stopper, queue in zip(stoppers, queues, strict=True):
+        stopper.join(max(deadline - time.monotonic(), 0.0))
+        if stopper.is_alive():
+            queue.cancel_join_thread()
+        queue.close()
 
 
 def send_logs_to_launcher(queue: Any, level: int, rank: int) -> None:
