@@ -127,6 +127,27 @@ def test_t4_tensor_cores_run_at_a_power_limited_clock():
     assert t > big.flops(1) / (t4.fp16_tensor_tflops * 1e12 * 0.65)
 
 
+def test_the_power_limit_holds_back_the_units_that_set_the_base_clock():
+    """The base clock is what the heaviest load sustains at the TDP: tensor-core work where the GPU
+    has tensor cores (T4: a large FP16 GEMM at the sustained clock), so its FP32 CUDA-core kernels
+    run at boost; on a GPU without tensor cores (P100) the FP32 units are that load and are held
+    back. Mutation caught: one clock for every kernel (the T4's FP32 ResNet-18 at 37-43% of its
+    boost clock, about half the speed issue 22 measured), or FP32 never held back."""
+    from dataclasses import replace
+    big = one_kernel(2 * 8192.0**3, 8192.0**2)
+    for name, fp32_held_back in (("t4", False), ("p100", True)):
+        spec = SPECS[name]
+        unlimited = replace(spec, base_mhz=spec.boost_mhz)  # boost under any load
+        assert spec.sustained_clock_fraction(PARAMS.power_fraction) < 0.95
+        t, t_boost = (float(compute_time_s(big, s, [1], "fp32", PARAMS)[0]) for s in (spec, unlimited))
+        assert (t > 1.05 * t_boost) == fp32_held_back
+        assert t >= t_boost * (1 - 1e-12)
+    t4 = SPECS["t4"]
+    t_amp, t_amp_boost = (float(compute_time_s(big, s, [1], "amp", PARAMS)[0])
+                          for s in (t4, replace(t4, base_mhz=t4.boost_mhz)))
+    assert t_amp > 1.5 * t_amp_boost
+
+
 def test_gru_language_model_is_faster_on_datacentre_gpus_than_on_2_vcpus_and_grows_with_batch():
     """The issue's GRU LM (~86k parameters): never projected slower on a T4 or an A100 than the
     26 ms this 2-vCPU machine measured, and its T4 step time grows with the batch over 16..1024

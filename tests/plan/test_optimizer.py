@@ -62,7 +62,8 @@ def _job() -> JobModel:
 
 def _roofline_compute_s(spec, local: int) -> float:
     """perf.roofline: sum over kernels of max(launch, f / (peak clock e_max busy), bytes / (bw e_bw)),
-    clock = min(1, base / boost / power_fraction^(1/3)), busy = waves / ceil(waves) with waves =
+    clock = min(1, base / boost / power_fraction^(1/3)) on tensor cores (1 on FP32 units of a GPU
+    that has them), busy = waves / ceil(waves) with waves =
     parallel work / (outputs per SM x SMs), a matmul's parallel work at least f / (2 x 4096);
     fp32: convolutions on TF32 tensor cores where the GPU has them (at the convolutions' efficiency),
     everything else on FP32 units."""
@@ -74,7 +75,7 @@ def _roofline_compute_s(spec, local: int) -> float:
                                             WORK.outputs_per_sample, strict=True):
         flops, nbytes, outputs = f0 + f1 * local, m0 + m1 * local, max(o0 + o1 * local, 1.0)
         if kind == 1 and math.isfinite(spec.tf32_tflops):
-            peak, efficiency = spec.tf32_tflops * 1e12, rp.conv_tensor_efficiency
+            peak, efficiency = spec.tf32_tflops * 1e12 * clock, rp.conv_tensor_efficiency
         else:
             peak, efficiency = spec.fp32_tflops * 1e12, rp.vector_efficiency
         if kind in (0, 1):
@@ -82,7 +83,7 @@ def _roofline_compute_s(spec, local: int) -> float:
         else:
             waves = outputs / (rp.vector_outputs_per_sm * spec.sm_count)
         busy = waves / math.ceil(waves)
-        compute = flops / (peak * clock * efficiency * busy) if flops > 0 else 0.0
+        compute = flops / (peak * efficiency * busy) if flops > 0 else 0.0
         memory = nbytes / (spec.mem_bw_gbs * 1e9 * rp.bandwidth_efficiency)
         total += max(rp.launch_s, compute, memory)
     return total

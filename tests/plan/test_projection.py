@@ -95,14 +95,15 @@ def _single_kernel(kind: int, flops: float, nbytes: float, outputs: float = 1e9)
 
 
 def test_roofline_takes_the_slowest_of_launch_compute_and_memory():
-    # power_fraction 1: every kernel runs at the base clock; spec peaks are boost-clock figures
-    a100_clock, t4_clock = 1095 / 1410, 585 / 1590
+    # power_fraction 1: tensor-core kernels run at the base clock, FP32 CUDA-core kernels of a GPU
+    # with tensor cores at boost; spec peaks are boost-clock figures
+    a100_clock = 1095 / 1410
     # compute-bound matmul in fp32 (no TF32 for matmul by default): f / (peak clock e); 1e9 outputs
     # are 2,260 waves of 108 x 4096, the last one full to 0.04%: busy within 1e-6 of 1
     matmul = _single_kernel(KIND_MATMUL, 1e12, 1.0)
     busy = lambda sms: (w := 1e9 / (4096 * sms)) / np.ceil(w)  # noqa: E731
     assert compute_time_s(matmul, A100, [1], "fp32", PARAMS)[0] == pytest.approx(
-        1e12 / (19.5e12 * a100_clock * 0.5 * busy(108)))
+        1e12 / (19.5e12 * 0.5 * busy(108)))
     # the same kernel in TF32 and AMP runs on tensor cores
     assert compute_time_s(matmul, A100, [1], "tf32", PARAMS)[0] == pytest.approx(
         1e12 / (156e12 * a100_clock * 0.25 * busy(108)))
@@ -113,7 +114,7 @@ def test_roofline_takes_the_slowest_of_launch_compute_and_memory():
     assert compute_time_s(conv, A100, [1], "fp32", PARAMS)[0] == pytest.approx(
         1e12 / (156e12 * a100_clock * 0.25 * busy(108)))
     assert compute_time_s(conv, T4, [1], "fp32", PARAMS)[0] == pytest.approx(
-        1e12 / (8.1e12 * t4_clock * 0.5 * busy(40)))
+        1e12 / (8.1e12 * 0.5 * busy(40)))
     # memory-bound elementwise kernel; AMP halves its activation bytes
     other = _single_kernel(KIND_OTHER, 1e6, 1e10)
     assert compute_time_s(other, A100, [1], "fp32", PARAMS)[0] == pytest.approx(1e10 / (1555e9 * 0.5))

@@ -29,6 +29,10 @@ class GPUSpec:
     boost_mhz: float  # the clock the peak rates are quoted at
     tdp_w: float  # board power limit
 
+    @property
+    def has_tensor_cores(self) -> bool:
+        return math.isfinite(self.fp16_tensor_tflops)
+
     def sustained_clock_fraction(self, power_fraction: float) -> float:
         """Sustained SM clock / boost clock under a load drawing `power_fraction` of the power of
         the load that defines the base clock (cube law of dynamic power: perf.roofline)."""

@@ -20,6 +20,18 @@ One kernel i of a step at local batch b, with FLOPs f_i(b), bytes m_i(b) and out
                                       dynamic power ~ C V^2 f with V ~ f in the DVFS range (so ~f^3),
                                       and a training kernel draws `power_fraction` of that load's
                                       power at the same clock. Spec peaks are boost-clock figures.
+                                      That heavy load runs on the units with the highest throughput:
+                                      the tensor cores, on every GPU that has them (8-16x the FP32
+                                      rate: Volta and later), so a tensor-core kernel runs at the
+                                      sustained clock and an FP32 CUDA-core kernel there at boost;
+                                      on a GPU without tensor cores (K80, P100, P4) the FP32 units
+                                      are the heavy load and are held back. (An assumption: no
+                                      published FP32 row of a power-limited tensor-core GPU tests
+                                      it; issue 22 found the boost-clock projection of ResNet-18
+                                      FP32 within 10% on a real T4.) Fitted on the published
+                                      rows, the power fraction goes to 1 (tensor kernels at the base
+                                      clock) and the held-out compute-bound error falls 2.5 / 1.6
+                                      points against one clock for every kernel (docs/gpu-projection.md).
   T_compute(b) = sum_i t_i
 outputs_per_sm differs between matrix kernels (a GEMM/conv tile per SM) and the rest; peak_i is the
 tensor-core rate for matrix kernels when the precision uses them (TF32 / FP16), else the FP32 vector
@@ -65,7 +77,7 @@ class RooflineParams:
     conv_tensor_efficiency: float  # e_max of convolutions (cuDNN implicit GEMM) on tensor cores
     matrix_outputs_per_sm: float  # output elements one SM computes per wave of a matmul/conv
     vector_outputs_per_sm: float  # the same for every other kernel
-    power_fraction: float  # power of a training kernel / the base-clock load, at the same clock
+    power_fraction: float  # power of a kernel on the held-back units / the base-clock load, same clock
     bandwidth_efficiency: float  # e_bw: fraction of peak memory bandwidth
     allreduce_efficiency: float  # fraction of interconnect bandwidth an all-reduce reaches
     overlap_g: float  # g in (T_c^g + T_ar^g)^(1/g)
@@ -113,7 +125,9 @@ def kernel_times_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
     b = np.atleast_1d(np.asarray(local_batch, float))[None, :]
     peaks, tensor = zip(*(matrix_peak_flops(spec, int(k), precision) for k in (KIND_MATMUL, KIND_CONV, 2)), strict=True)
     kind = work.kind
-    clock = spec.sustained_clock_fraction(params.power_fraction)
+    # the power limit holds back the units that set the base clock (module docstring)
+    limited = np.asarray(tensor) | (not spec.has_tensor_cores)
+    clock = np.where(limited, spec.sustained_clock_fraction(params.power_fraction), 1.0)
     peak = (np.asarray(peaks) * clock)[kind][:, None]
     on_tensor_cores = (params.tensor_efficiency, params.conv_tensor_efficiency, params.tensor_efficiency)  # by kind
     efficiency = np.where(tensor, on_tensor_cores, params.vector_efficiency)[kind][:, None]
