@@ -62,11 +62,13 @@ def _job() -> JobModel:
 
 def _roofline_compute_s(spec, local: int) -> float:
     """perf.roofline: sum over kernels of max(launch, f / (peak clock e_max busy), bytes / (bw e_bw)),
-    clock = min(1, base / boost / power_fraction^(1/3)) on tensor cores (1 on FP32 units of a GPU
-    that has them), busy = waves / ceil(waves) with waves =
-    parallel work / (outputs per SM x SMs), a matmul's parallel work at least f / (2 x 4096);
+    clock = min(1, base / boost / power_fraction^(1/3)) on tensor cores (1 on FP32 units: the GPUs
+    used here all have tensor cores; without them FP32 would be held back too),
+    busy = waves / ceil(waves) with waves = parallel work / (outputs per SM x SMs), a matmul's
+    parallel work at least f / (2 x 4096);
     fp32: convolutions on TF32 tensor cores where the GPU has them (at the convolutions' efficiency),
     everything else on FP32 units."""
+    assert spec.has_tensor_cores  # the mirror below covers GPUs with tensor cores only
     rp = load_params()[0]
     clock = min(1.0, spec.base_mhz / spec.boost_mhz / rp.power_fraction ** (1 / 3))
     total = 0.0

@@ -127,7 +127,8 @@ def predict_throughput(rows: Sequence[PublishedRow], works: dict[str, StepWork],
 # holds at most 2,048 resident threads, CUDA C++ Programming Guide, compute capabilities 7.0-9.0;
 # with one element per thread, a kernel smaller than that many per SM cannot hide DRAM latency:
 # Little's law, Volkov 2016);
-# power fraction 0.3..1 (at 1 every kernel runs at the base clock); bandwidth 5%..100%; all-reduce
+# power fraction 0.3..1 (at 1 the held-back units, tensor cores where a GPU has them, run at the base
+# clock: the clock it guarantees); bandwidth 5%..100%; all-reduce
 # 1%..100%; g 1..10.
 NAMES = tuple(RooflineParams.__dataclass_fields__)
 LOWER = np.log([2e-6, 0.01, 0.01, 0.01, 1024.0, 256.0, 0.3, 0.05, 0.01, 1.0])

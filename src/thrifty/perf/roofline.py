@@ -25,12 +25,12 @@ One kernel i of a step at local batch b, with FLOPs f_i(b), bytes m_i(b) and out
                                       rate: Volta and later), so a tensor-core kernel runs at the
                                       sustained clock and an FP32 CUDA-core kernel there at boost;
                                       on a GPU without tensor cores (K80, P100, P4) the FP32 units
-                                      are the heavy load and are held back. (An assumption: no
-                                      published FP32 row of a power-limited tensor-core GPU tests
-                                      it; issue 22 found the boost-clock projection of ResNet-18
-                                      FP32 within 10% on a real T4.) Fitted on the published
+                                      are the heavy load and are held back. (An assumption that
+                                      only the V100's FP32 rows test, where base is 86% of boost;
+                                      issue 22 found the boost-clock projection of ResNet-18 FP32
+                                      within 10% on a real T4.) Fitted on the published
                                       rows, the power fraction goes to 1 (tensor kernels at the base
-                                      clock) and the held-out compute-bound error falls 2.5 / 1.6
+                                      clock) and the held-out compute-bound error falls 2.4 / 1.6
                                       points against one clock for every kernel (docs/gpu-projection.md).
   T_compute(b) = sum_i t_i
 outputs_per_sm differs between matrix kernels (a GEMM/conv tile per SM) and the rest; peak_i is the
