@@ -31,6 +31,7 @@ class GPUSpec:
 
     @property
     def has_tensor_cores(self) -> bool:
+        """Whether the GPU has tensor cores (an FP16 tensor rate): Volta and later."""
         return math.isfinite(self.fp16_tensor_tflops)
 
     def sustained_clock_fraction(self, power_fraction: float) -> float:

@@ -109,7 +109,7 @@ def matrix_peak_flops(spec: GPUSpec, kind: int, precision: str) -> tuple[float, 
     fp32 is PyTorch's default: convolutions may use TF32 (torch.backends.cudnn.allow_tf32 is
     True by default), matrix multiplies do not (torch.backends.cuda.matmul.allow_tf32 False)."""
     is_matrix = kind in (KIND_MATMUL, KIND_CONV)
-    if is_matrix and precision == "amp" and math.isfinite(spec.fp16_tensor_tflops):
+    if is_matrix and precision == "amp" and spec.has_tensor_cores:
         return spec.fp16_tensor_tflops * 1e12, True
     tf32_here = precision == "tf32" or (precision == "fp32" and kind == KIND_CONV)
     if is_matrix and tf32_here and math.isfinite(spec.tf32_tflops):
