@@ -55,6 +55,9 @@ REGISTRY: tuple[Benchmark, ...] = (
     _b("bench_steptime.py", "long", "steptime_prediction",
        "Step-time prediction error (MdAPE) on held-out configurations of real profiles on this machine, "
        "thrifty's model against Ernest's."),
+    _b("bench_steptime_fit.py", "quick", "steptime_fit",
+       "The step-time fit with the measured sync against the same fit on step times alone, on held-out "
+       "configurations of Pollux-shaped, irregular and locally measured traces."),
     _b("bench_steptime_irregular.py", "quick", "steptime_irregular",
        "The search's step-time model on irregular cluster-like traces, fitted on about 5% of each trace."),
     _b("bench_noise_overhead.py", "quick", "noise_overhead",

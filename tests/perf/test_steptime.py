@@ -187,3 +187,24 @@ def test_parameters_the_fit_left_on_a_bound_are_flagged():
     assert "contention_per_rank" in model.at_bound and model.to_dict()["at_bound"] == model.at_bound
     assert StepTimeModel.from_dict(model.to_dict()).at_bound == model.at_bound
     assert fit_step_time(*_one_node_samples()).at_bound == []  # an honest fit inside its ranges
+
+
+def test_measured_sync_splits_compute_from_network():
+    """Samples of several ranks only: their step times alone cannot tell the compute from the
+    all-reduce (a_c and a_n add up), so one rank's step would be a guess; the sync column
+    measures the split (the fit takes step minus sync as one rank's compute). Mutation caught:
+    the compute residuals dropped (the columns used for the starting point only)."""
+    truth = TRUE.copy()
+    truth[-1] = 1.0  # no overlap: the sync a step exposes is the whole all-reduce
+    rng = np.random.default_rng(3)
+    n, w, b = (np.array(x, float) for x in zip(*[(nodes, workers, batch) for nodes, workers in ((1, 2), (1, 4), (2, 4))
+                                                 for batch in (16, 64, 256)], strict=True))
+    noise = np.exp(rng.normal(0, 0.01, n.size))
+    compute = predict_step_time(np.r_[truth[:3], 0, 0, 0, 0, truth[7], 1.0], n, w, b) * noise
+    step = predict_step_time(truth, n, w, b) * noise
+    model = fit_step_time(n, w, b, step, sync_time_s=step - compute)
+    alone = np.array([16.0, 64.0, 256.0])
+    one_rank = model.predict(1, 1, alone)
+    assert one_rank == pytest.approx(predict_step_time(truth, 1, 1, alone), rel=0.03)
+    given_compute = fit_step_time(n, w, b, step, compute_time_s=compute).predict(1, 1, alone)
+    assert given_compute == pytest.approx(one_rank, rel=0.01)
