@@ -208,3 +208,18 @@ def test_measured_sync_splits_compute_from_network():
     assert one_rank == pytest.approx(predict_step_time(truth, 1, 1, alone), rel=0.03)
     given_compute = fit_step_time(n, w, b, step, compute_time_s=compute).predict(1, 1, alone)
     assert given_compute == pytest.approx(one_rank, rel=0.01)
+
+
+def test_the_step_less_its_sync_is_the_compute_when_both_columns_are_given():
+    """thrifty train's compute_time_s leaves out the batch's loading and the Python around the
+    step, which the step time holds; the model's compute term is all of a step but the network.
+    Mutation caught: the compute column preferred to the step less its sync (one-rank steps
+    fitted low by the part the column leaves out)."""
+    rng = np.random.default_rng(4)
+    n, w, b = (np.array(x, float) for x in zip(*[(1, workers, batch) for workers in (1, 2)
+                                                 for batch in (8, 32, 128, 256)], strict=True))
+    noise = np.exp(rng.normal(0, 0.01, n.size))
+    step = predict_step_time(TRUE, n, w, b) * noise
+    compute = predict_step_time(np.r_[TRUE[:3], 0, 0, 0, 0, TRUE[7], 1.0], n, w, b) * noise
+    model = fit_step_time(n, w, b, step, compute_time_s=0.85 * compute, sync_time_s=step - compute)
+    assert model.predict(1, 1, b[w == 1]) == pytest.approx(step[w == 1], rel=0.03)
