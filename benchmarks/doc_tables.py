@@ -217,6 +217,28 @@ def steptime_prediction_summary(data: dict) -> Lines:
             f"launches (`launch_to_launch_spread_percent_max`)."]
 
 
+def steptime_fit_summary(data: dict) -> Lines:
+    """Per test bed: the held-out error of the fit with the sync column and on step times alone."""
+    names = {"pollux_shaped": "Pollux-shaped, 5% of 250 configurations",
+             "irregular_fit_6": "irregular, 6 configurations of a type",
+             "irregular_fit_10": "irregular, 10 configurations of a type",
+             "measured_here_leave_one_out": "measured here, leave one out"}
+    rows = []
+    for key, v in data["summary"].items():
+        if "fits" in v:
+            rows.append([names[key], f"{v['fits']} fits", f"{v['with_sync_median_mdape_percent']:.1f}%",
+                         f"{v['step_only_median_mdape_percent']:.1f}%", f"{v['with_sync_worst_mdape_percent']:.1f}%",
+                         f"{v['step_only_worst_mdape_percent']:.1f}%", f"{v['with_sync_better_share']:.0%}"])
+        else:
+            rows.append([names[key], f"{v['predictions']} predictions", f"{v['with_sync_mdape_percent']:.1f}%",
+                         f"{v['step_only_mdape_percent']:.1f}%", f"{v['with_sync_worst_ape_percent']:.1f}%",
+                         f"{v['step_only_worst_ape_percent']:.1f}%", "-"])
+    return ["From `steptime_fit.json` (median over fits of each fit's held-out MdAPE, and the worst fit; for the "
+            "leave-one-out rows the median and worst single error):", "",
+            *_table(["test bed", "fits", "with sync, median", "step times alone, median", "with sync, worst",
+                     "step times alone, worst", "with sync better"], rows)]
+
+
 def statistical_efficiency_steps(data: dict) -> Lines:
     """Steps to the target per global batch: measured (median over seeds) against predicted from the
     noise scale measured at the smallest batch."""
@@ -350,6 +372,7 @@ TABLES: dict[str, DocTable] = {
     "gpu_projection_per_model_and_gpu": DocTable("gpu_projection", gpu_projection_per_model_and_gpu),
     "gpu_projection_spec_only": DocTable("gpu_projection", gpu_projection_spec_only),
     "steptime_prediction_summary": DocTable("steptime_prediction", steptime_prediction_summary),
+    "steptime_fit_summary": DocTable("steptime_fit", steptime_fit_summary),
     "statistical_efficiency_steps": DocTable("statistical_efficiency", statistical_efficiency_steps),
     "md_surrogate_heldout": DocTable("md_surrogate", md_surrogate_heldout),
     "md_surrogate_bases": DocTable("md_surrogate_basis", md_surrogate_bases),

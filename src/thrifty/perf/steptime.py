@@ -15,8 +15,8 @@ Fitted to the log step times and, where the samples give one rank's compute (a s
 column to take from the step, or a compute_time_s column), to the log compute times too, as Pollux
 fits its compute term to the steps without synchronisation and the whole model to the steps with
 it (AdaptDL's goodput.fit_perf_params): the split between compute and network is then measured,
-not left to a handful of step times to decide (on seeded traces fitted on 4-14 configurations,
-the held-out error fell in 74-97% of fits: docs/models.md).
+not left to a handful of step times to decide (held-out error lower in 70-88% of the fits of
+bench_steptime_fit's seeded traces: docs/models.md).
 Parameters the samples cannot identify (across-node terms without multi-node samples, the slope in
 n without samples at n > 2, k without co-located ranks, p with fewer than three batch sizes) are held
 fixed and reported as such; free parameters that end on a bound are reported too (`at_bound`).
