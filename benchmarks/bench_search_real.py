@@ -4,7 +4,9 @@ run's results (the JSON this overwrites, read first: the sim is seeded, so the p
 numbers are reproducible from its commit).
 
 Six held-out workloads (HELD_OUT_SEEDS), six fresh ones (FRESH_SEEDS, never looked at before this
-report) and the three the search was tuned on (TUNE_SEEDS),
+report) and the three the search was tuned on (TUNE_SEEDS), and six well-behaved ones of the shape
+of Pollux's testbed (pollux_shaped.py: one GPU model on nodes of 1 and 4 GPUs, added after the
+search was built and run once, with no knob changed for them),
 each under the cost and the time objective: a 3-hour job (the target sized so the objective's
 oracle trains 3 h) started where a user would start (the cheapest $/h configuration at the middle
 global batch), and a short job (1e7 samples) started on the oracle's configuration. The sim: 3%
@@ -19,6 +21,7 @@ save; the rest of the overhead is the moves and probes that found it). Run:
 
 import argparse
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 
 import matplotlib.pyplot as plt
@@ -26,27 +29,38 @@ import numpy as np
 
 from common import RESULTS, save_figure, write_result
 from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
+from pollux_shaped import SEARCH_SEEDS, search_trace
 from thrifty.search.harness import Scenario, default_start, fixed, oracle, with_overheads
 from thrifty.search.loop import Search, SearchSettings
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
+from thrifty.search.trace import TraceRow
 
 JOB_S, SHORT_TARGET = 3 * 3600.0, 1e7
 VARIANTS = {"after": {}}
 
 
-def scenarios(seed: int) -> dict:
+def scenarios(rows: list[TraceRow], noise_scale: float) -> dict:
     """(scenario, start) per job: the 3-hour and the short job under each objective."""
-    trace = irregular_trace(seed)
     out = {}
     for kind in ("cost", "time"):
-        probe = Scenario(trace.rows, NoiseSchedule.constant(trace.noise_scale, 1e8), Objective(kind))
+        probe = Scenario(rows, NoiseSchedule.constant(noise_scale, 1e8), Objective(kind))
         target = 1e8 * JOB_S / oracle(probe).time_s  # time is linear in the target, but for the start-up
-        long_ = Scenario(trace.rows, NoiseSchedule.constant(trace.noise_scale, target), Objective(kind))
-        short = Scenario(trace.rows, NoiseSchedule.constant(trace.noise_scale, SHORT_TARGET), Objective(kind))
-        out[f"3 h, {kind}"] = (long_, default_start(trace.rows))
+        long_ = Scenario(rows, NoiseSchedule.constant(noise_scale, target), Objective(kind))
+        short = Scenario(rows, NoiseSchedule.constant(noise_scale, SHORT_TARGET), Objective(kind))
+        out[f"3 h, {kind}"] = (long_, default_start(rows))
         out[f"short, {kind}"] = (short, oracle(short).final_config)
     return out
+
+
+def traces() -> Iterator[tuple[str, int, list[TraceRow], float]]:
+    """(group, seed, rows, B_noise) of every workload."""
+    for group, trace_seeds in (("held out", HELD_OUT_SEEDS), ("fresh", FRESH_SEEDS), ("tuned on", TUNE_SEEDS)):
+        for seed in trace_seeds:
+            trace = irregular_trace(seed)
+            yield group, seed, trace.rows, trace.noise_scale
+    for seed in SEARCH_SEEDS:
+        yield ("pollux-shaped", seed, *search_trace(seed))
 
 
 def previous_results() -> tuple[dict, str]:
@@ -82,21 +96,21 @@ def run_row(scenario: Scenario, start, seeds: int) -> dict:
 def main(seeds: int = 10) -> dict:
     previous, revision = previous_results()
     results = {}
-    for group, trace_seeds in (("held out", HELD_OUT_SEEDS), ("fresh", FRESH_SEEDS), ("tuned on", TUNE_SEEDS)):
-        for seed in trace_seeds:
-            for job, (scenario, start) in scenarios(seed).items():
-                key = f"{group} {seed} | {job}"
-                results[key] = row = run_row(scenario, start, seeds)
-                if key in previous:
-                    row["before"] = previous[key]["after"]
-                before = (f"before {row['before']['median']:+7.1%} / {row['before']['worst']:+7.1%} "
-                          f"({row['before']['moves']:.0f} moves)") if "before" in row else "before -"
-                print(f"{key:28s} {before}  after {row['after']['median']:+7.1%} / "
-                      f"{row['after']['worst']:+7.1%} ({row['after']['moves']:.0f} moves)", flush=True)
+    for group, seed, rows, noise_scale in traces():
+        for job, (scenario, start) in scenarios(rows, noise_scale).items():
+            key = f"{group} {seed} | {job}"
+            results[key] = row = run_row(scenario, start, seeds)
+            if key in previous:
+                row["before"] = previous[key]["after"]
+            before = (f"before {row['before']['median']:+7.1%} / {row['before']['worst']:+7.1%} "
+                      f"({row['before']['moves']:.0f} moves)") if "before" in row else "before -"
+            print(f"{key:28s} {before}  after {row['after']['median']:+7.1%} / "
+                  f"{row['after']['worst']:+7.1%} ({row['after']['moves']:.0f} moves)", flush=True)
     plot(results)
     write_result("search_real", {"seeds": seeds, "job_s": JOB_S, "short_target_samples": SHORT_TARGET,
                                  "before_revision": revision, "fresh_seeds": FRESH_SEEDS,
                                  "tune_seeds": TUNE_SEEDS, "held_out_seeds": HELD_OUT_SEEDS,
+                                 "pollux_shaped_seeds": SEARCH_SEEDS,
                                  "variants": {k: {n: float(v) for n, v in knobs.items()} for k, knobs in VARIANTS.items()},
                                  "results": results})
     return results

@@ -6,11 +6,10 @@ compute (the step less its sync) as well as the whole model to the step times, w
 carry a sync column; fed the step times alone it must split compute from network on its own. Both
 fits see the same samples and predict the same held-out configurations:
 
-- Pollux-shaped traces (seeded, 20 workloads): the shape of Pollux's testbed (Qiao et al., OSDI
-  2021: nodes of 4 GPUs, up to 16 nodes, 1-4 GPUs a node, local batches 16-512; 250
-  configurations), step times from perf.steptime's own model with a random workload (overlap g
-  in 1-2.5, co-location contention up to 5%), each configuration's all-reduce off the ring by a
-  lognormal factor (log sd 0.15) and every measurement by 3%. Fitted on 5% of the configurations
+- Pollux-shaped traces (pollux_shaped.py, 20 workloads): nodes of 4 GPUs, up to 16 nodes, 1-4
+  GPUs a node, local batches 16-512 (250 configurations), step times from perf.steptime's own
+  model with a random workload, each configuration's all-reduce off the ring by a lognormal
+  factor (log sd 0.15) and every measurement by 3%. Fitted on 5% of the configurations
   (13), redrawn until two local batches are in; MdAPE against the noise-free step.
   Within the model's own family: this measures what a few samples can identify, not how well the
   model matches a cluster.
@@ -34,13 +33,14 @@ import numpy as np
 
 from common import RESULTS, save_figure, write_result
 from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
+from pollux_shaped import SYNC_SD, step_and_sync, workload_params
 from thrifty.errors import ModelError
-from thrifty.perf.steptime import compute_time, fit_step_time, predict_step_time
+from thrifty.perf.steptime import fit_step_time
 
 POLLUX_SEEDS = tuple(range(20))
 POLLUX_NODES, POLLUX_GPUS_PER_NODE = (1, 2, 3, 4, 6, 8, 12, 16), (1, 2, 3, 4)
 POLLUX_LOCAL_BATCHES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-POLLUX_SHARE, SYNC_SD, STEP_SD = 0.05, 0.15, 0.03
+POLLUX_SHARE, STEP_SD = 0.05, 0.03
 IRREGULAR_FIT_SIZES, DRAWS = (6, 10), 5
 LOCAL_TRACES = ("digits", "tabular")
 
@@ -48,13 +48,9 @@ LOCAL_TRACES = ("digits", "tabular")
 Row = tuple[float, float, float, float, float, float]
 
 
-def pollux_shaped(seed: int) -> list[Row]:
+def pollux_shaped_rows(seed: int) -> list[Row]:
     rng = np.random.default_rng(seed)
-    a_i = rng.uniform(0.005, 0.03)
-    a_x = a_i * rng.uniform(2, 8)
-    params = np.array([rng.uniform(0.01, 0.1), rng.uniform(1e-4, 1e-3), rng.uniform(0.85, 1.1),
-                       a_i, a_i * rng.uniform(0.05, 0.3), a_x, a_x * rng.uniform(0.02, 0.2),
-                       rng.uniform(0, 0.05), rng.uniform(1.0, 2.5)])
+    params = workload_params(rng)
     rows = []
     for nodes in POLLUX_NODES:
         for per_node in POLLUX_GPUS_PER_NODE:
@@ -62,12 +58,9 @@ def pollux_shaped(seed: int) -> list[Row]:
                 continue
             workers = nodes * per_node
             for batch in POLLUX_LOCAL_BATCHES:
-                compute = float(compute_time(params, batch)) * (1 + params[7] * (per_node - 1))
-                step = max(float(predict_step_time(params, nodes, workers, batch)), compute)  # rounding
-                if workers > 1:
-                    step = compute + (step - compute) * rng.lognormal(0, SYNC_SD)
+                step, sync = step_and_sync(params, nodes, workers, batch, rng)
                 noise = rng.lognormal(0, STEP_SD)
-                rows.append((nodes, workers, batch, step * noise, (step - compute) * noise, step))
+                rows.append((nodes, workers, batch, step * noise, sync * noise, step))
     return rows
 
 
@@ -153,7 +146,7 @@ def leave_one_out(sets: list[tuple[str, list[Row]]]) -> dict:
 
 
 def main() -> dict:
-    pollux = [(f"pollux-{s}", pollux_shaped(s)) for s in POLLUX_SEEDS]
+    pollux = [(f"pollux-{s}", pollux_shaped_rows(s)) for s in POLLUX_SEEDS]
     irregular = [(f"irregular-{s}-{t}", rows) for s in HELD_OUT_SEEDS + FRESH_SEEDS + TUNE_SEEDS
                  for t, rows in irregular_by_type(s).items()]
     local = [(f"local-{w}-{t}", rows) for w in LOCAL_TRACES for t, rows in local_by_type(w).items()

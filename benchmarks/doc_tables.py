@@ -41,7 +41,7 @@ def _signed_percent(fraction: float) -> str:
 # search_real: one row per (trace set, job length, objective), over the workloads of the set
 
 
-SEARCH_SETS = ("held out", "fresh", "tuned on")
+SEARCH_SETS = ("held out", "fresh", "tuned on", "pollux-shaped")
 SEARCH_JOBS = ("3 h", "short")
 SEARCH_OBJECTIVES = ("cost", "time")
 SEARCH_GOAL_MEDIAN, SEARCH_GOAL_WORST = 0.05, 0.10   # issue 22: median <= 5%, worst <= 10% over the oracle
