@@ -88,7 +88,8 @@ def local_by_type(workload: str) -> dict[str, list[Row]]:
 
 def held_out_errors(rows: list[Row], fit: np.ndarray) -> dict[str, np.ndarray] | None:
     """Absolute relative errors on the rows outside `fit`, for the fit with the sync column and
-    the fit on step times alone; None where either cannot be fitted (one local batch)."""
+    the fit on step times alone, and whether each held-out step lies in the 90% interval of the
+    fit with the sync; None where either cannot be fitted (one local batch)."""
     n, w, b, step, sync, truth = (np.array([r[i] for r in rows], float) for i in range(6))
     errors = {}
     for name, sync_column in (("with_sync", sync[fit]), ("step_only", None)):
@@ -97,6 +98,10 @@ def held_out_errors(rows: list[Row], fit: np.ndarray) -> dict[str, np.ndarray] |
         except ModelError:
             return None
         errors[name] = np.abs(model.predict(n[~fit], w[~fit], b[~fit]) / truth[~fit] - 1)
+        if name == "with_sync":
+            with np.errstate(over="ignore", invalid="ignore"):  # a far extrapolation's interval may be unbounded
+                low, high = model.interval(n[~fit], w[~fit], b[~fit])
+            errors["inside_90"] = (low <= truth[~fit]) & (truth[~fit] <= high)
     return errors
 
 
@@ -109,24 +114,27 @@ def draw_fit(rows: list[Row], size: int, rng: np.random.Generator) -> np.ndarray
             return fit
 
 
-def summarise(mdapes: dict[str, list[float]]) -> dict:
+def summarise(mdapes: dict[str, list[float]], coverage: list[float]) -> dict:
     both = {k: 100 * np.array(v) for k, v in mdapes.items()}
     return {**{f"{k}_median_mdape_percent": float(np.median(v)) for k, v in both.items()},
             **{f"{k}_worst_mdape_percent": float(np.max(v)) for k, v in both.items()},
             "fits": len(both["with_sync"]),
-            "with_sync_better_share": float(np.mean(both["with_sync"] < both["step_only"]))}
+            "with_sync_better_share": float(np.mean(both["with_sync"] < both["step_only"])),
+            "with_sync_coverage_90": float(np.mean(coverage))}
 
 
 def sampled(sets: list[tuple[str, list[Row]]], size: Callable[[list[Row]], int], draws: int) -> dict:
     mdapes: dict[str, list[float]] = {"with_sync": [], "step_only": []}
+    coverage: list[float] = []  # each fit's share of held-out steps inside its 90% interval
     for key, rows in sets:
         rng = np.random.default_rng([ord(ch) for ch in key])  # seeded by the trace's name, the same every run
         for _ in range(draws):
             errors = held_out_errors(rows, draw_fit(rows, size(rows), rng))
             if errors is not None:
+                coverage.append(float(np.mean(errors.pop("inside_90"))))
                 for name, e in errors.items():
                     mdapes[name].append(float(np.median(e)))
-    return {"summary": summarise(mdapes), "mdapes": mdapes}
+    return {"summary": summarise(mdapes, coverage), "mdapes": mdapes}
 
 
 def leave_one_out(sets: list[tuple[str, list[Row]]]) -> dict:
@@ -137,6 +145,7 @@ def leave_one_out(sets: list[tuple[str, list[Row]]]) -> dict:
             fit[i] = False
             e = held_out_errors(rows, fit)
             if e is not None:
+                e.pop("inside_90")
                 for name, value in e.items():
                     errors[name].append(float(value[0]))
     both = {k: 100 * np.array(v) for k, v in errors.items()}

@@ -218,7 +218,8 @@ def steptime_prediction_summary(data: dict) -> Lines:
 
 
 def steptime_fit_summary(data: dict) -> Lines:
-    """Per test bed: the held-out error of the fit with the sync column and on step times alone."""
+    """Per test bed: the held-out error of the fit with the sync column and on step times alone,
+    and the mean share of held-out steps inside the former's 90% interval."""
     names = {"pollux_shaped": "Pollux-shaped, 5% of 250 configurations",
              "irregular_fit_6": "irregular, 6 configurations of a type",
              "irregular_fit_10": "irregular, 10 configurations of a type",
@@ -228,11 +229,12 @@ def steptime_fit_summary(data: dict) -> Lines:
         if "fits" in v:
             rows.append([names[key], f"{v['fits']} fits", f"{v['with_sync_median_mdape_percent']:.1f}%",
                          f"{v['step_only_median_mdape_percent']:.1f}%", f"{v['with_sync_worst_mdape_percent']:.1f}%",
-                         f"{v['step_only_worst_mdape_percent']:.1f}%", f"{v['with_sync_better_share']:.0%}"])
+                         f"{v['step_only_worst_mdape_percent']:.1f}%", f"{v['with_sync_better_share']:.0%}",
+                         f"{v['with_sync_coverage_90']:.2f}"])
         else:
             rows.append([names[key], f"{v['predictions']} predictions", f"{v['with_sync_mdape_percent']:.1f}%",
                          f"{v['step_only_mdape_percent']:.1f}%", f"{v['with_sync_worst_ape_percent']:.1f}%",
-                         f"{v['step_only_worst_ape_percent']:.1f}%", "-"])
+                         f"{v['step_only_worst_ape_percent']:.1f}%", "-", "-"])
     return ["From `steptime_fit.json` (median over fits of each fit's held-out MdAPE, and the worst fit; for the "
             "leave-one-out rows the median and worst single error):", "",
             *_table(["test bed", "fits", "with sync, median", "step times alone, median", "with sync, worst",
