@@ -26,6 +26,7 @@ physical, not a knob fitted to them); FRESH_SEEDS were added after that and neve
 the report.
 """
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,20 +76,26 @@ def irregular_trace(seed: int, launches: int = 5, launch_sd: float = 0.04) -> Ir
     network[:2] = 0.0
     rows, spread = [], {}
     for name, price, _, per_node in TYPES:
-        for nodes in NODES:
-            workers = nodes * per_node
-            for batch in BATCHES:
-                if batch % workers or batch // workers < 2:
-                    continue
-                local = batch // workers
-                compute = (params[0] + params[1] * local ** params[2]) / speeds[name]
-                sync = float(predict_step_time(network, nodes, workers, local)) if workers > 1 else 0.0
-                sync *= float(rng.choice(SYNC_MODES, p=SYNC_MODE_P)) if workers > 1 else 1.0
-                if nodes > 1:
-                    sync *= float(rng.lognormal(0, PLACEMENT_SYNC_SD))
-                    compute *= float(rng.lognormal(0, PLACEMENT_COMPUTE_SD, size=nodes).max())
-                config = Config(name, nodes, workers, batch)
-                spread[config] = (compute + sync) * rng.lognormal(0, launch_sd, size=launches)
-                rows.append(TraceRow(config, float(np.median(spread[config])),
-                                     sync if workers > 1 else None, price * nodes))
+        for nodes, workers, batch in shapes(per_node, NODES, BATCHES):
+            local = batch // workers
+            compute = (params[0] + params[1] * local ** params[2]) / speeds[name]
+            sync = float(predict_step_time(network, nodes, workers, local)) if workers > 1 else 0.0
+            sync *= float(rng.choice(SYNC_MODES, p=SYNC_MODE_P)) if workers > 1 else 1.0
+            if nodes > 1:
+                sync *= float(rng.lognormal(0, PLACEMENT_SYNC_SD))
+                compute *= float(rng.lognormal(0, PLACEMENT_COMPUTE_SD, size=nodes).max())
+            config = Config(name, nodes, workers, batch)
+            spread[config] = (compute + sync) * rng.lognormal(0, launch_sd, size=launches)
+            rows.append(TraceRow(config, float(np.median(spread[config])),
+                                 sync if workers > 1 else None, price * nodes))
     return IrregularTrace(seed, rows, spread, noise_scale)
+
+
+def shapes(per_node: int, node_counts: Iterable[int], batches: Iterable[int]) -> Iterator[tuple[int, int, int]]:
+    """(nodes, workers, global batch) of a type with `per_node` workers a node: every node count and
+    global batch that splits evenly into local batches of at least 2."""
+    for nodes in node_counts:
+        workers = nodes * per_node
+        for batch in batches:
+            if batch % workers == 0 and batch // workers >= 2:
+                yield nodes, workers, batch

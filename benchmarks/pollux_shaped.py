@@ -12,6 +12,7 @@ Well-behaved next to irregular_traces.py: no sync modes, no misprojected type.
 
 import numpy as np
 
+from irregular_traces import shapes
 from thrifty.perf.steptime import compute_time, predict_step_time
 from thrifty.search.config import Config
 from thrifty.search.trace import TraceRow
@@ -50,12 +51,8 @@ def search_trace(seed: int) -> tuple[list[TraceRow], float]:
     noise_scale = float(np.exp(rng.uniform(np.log(300), np.log(3000))))
     rows = []
     for name, price, per_node, node_counts in SEARCH_TYPES:
-        for nodes in node_counts:
-            workers = nodes * per_node
-            for batch in SEARCH_BATCHES:
-                if batch % workers or batch // workers < 2:
-                    continue
-                step, sync = step_and_sync(params, nodes, workers, batch / workers, rng)
-                rows.append(TraceRow(Config(name, nodes, workers, batch), step, sync if workers > 1 else None,
-                                     price * nodes))
+        for nodes, workers, batch in shapes(per_node, node_counts, SEARCH_BATCHES):
+            step, sync = step_and_sync(params, nodes, workers, batch / workers, rng)
+            rows.append(TraceRow(Config(name, nodes, workers, batch), step, sync if workers > 1 else None,
+                                 price * nodes))
     return rows, noise_scale
