@@ -223,3 +223,34 @@ def test_the_step_less_its_sync_is_the_compute_when_both_columns_are_given():
     compute = predict_step_time(np.r_[TRUE[:3], 0, 0, 0, 0, TRUE[7], 1.0], n, w, b) * noise
     model = fit_step_time(n, w, b, step, compute_time_s=0.85 * compute, sync_time_s=step - compute)
     assert model.predict(1, 1, b[w == 1]) == pytest.approx(step[w == 1], rel=0.03)
+
+
+def test_a_sync_past_its_step_is_left_out_of_the_compute_not_clamped():
+    """One row whose sync reaches past its step (a measurement gone wrong, within what the sample
+    check lets through) leaves the other rows' fit alone. Mutation caught: such a compute clamped
+    at a small share of the step, a residual of log(20) that drags every prediction."""
+    truth = TRUE.copy()
+    truth[-1] = 1.0
+    n, w, b = _grid()
+    step = predict_step_time(truth, n, w, b)
+    sync = step - predict_step_time(np.r_[truth[:3], 0, 0, 0, 0, truth[7], 1.0], n, w, b)
+    bad = int(np.flatnonzero(w > 1)[0])
+    sync[bad] = 1.5 * step[bad]
+    model = fit_step_time(n, w, b, step, sync_time_s=sync)
+    assert model.predict(n, w, b) == pytest.approx(step, rel=0.01)
+
+
+def test_the_scatter_is_the_step_times_own_not_counted_twice():
+    """A rank's compute is its step less its sync, so both residuals of a row carry the same
+    noise: sigma_log is the step residuals' scatter, sum r^2 / (n - free parameters). Mutation
+    caught: the compute residuals pooled into it (twice the residuals for the same noise, a
+    narrower interval)."""
+    rng = np.random.default_rng(5)
+    n, w, b = _grid()
+    noise = np.exp(rng.normal(0, 0.05, n.size))
+    step = predict_step_time(TRUE, n, w, b) * noise
+    compute = predict_step_time(np.r_[TRUE[:3], 0, 0, 0, 0, TRUE[7], 1.0], n, w, b) * noise
+    model = fit_step_time(n, w, b, step, sync_time_s=step - compute)
+    residuals = np.log(model.predict(n, w, b)) - np.log(step)
+    expected = np.sqrt(np.sum(residuals**2) / (n.size - len(model.free_indices)))
+    assert model.sigma_log == pytest.approx(expected, rel=1e-6)

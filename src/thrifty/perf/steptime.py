@@ -11,12 +11,12 @@
   network   T_n(n, nodes) = a_n + b_n * max(n - 2, 0)  for n > 1; separate (a_n, b_n) inside one
                             node and across nodes; 0 for n = 1    (ring all-reduce, docs/design.md)
   overlap   T             = (T_c^g + T_n^g)^(1/g), g in [1, 10]  (Pollux: g = 1 no overlap)
-Fitted to the log step times and, where the samples give one rank's compute (a sync_time_s
-column to take from the step, or a compute_time_s column), to the log compute times too, as Pollux
+Fitted to the log step times and, on rows of several ranks whose samples give a rank's compute (a
+sync_time_s column to take from the step, or a compute_time_s column), to the log compute too, as Pollux
 fits its compute term to the steps without synchronisation and the whole model to the steps with
 it (AdaptDL's goodput.fit_perf_params): the split between compute and network is then measured,
-not left to a handful of step times to decide (held-out error lower in 70-88% of the fits of
-bench_steptime_fit's seeded traces: docs/models.md).
+not left to a handful of step times to decide (bench_steptime_fit, docs/models.md). The residual
+scatter is the step times' alone: a row's two residuals share its noise.
 Parameters the samples cannot identify (across-node terms without multi-node samples, the slope in
 n without samples at n > 2, k without co-located ranks, p with fewer than three batch sizes) are held
 fixed and reported as such; free parameters that end on a bound are reported too (`at_bound`).
@@ -60,7 +60,7 @@ MODEL_VERSION = 3  # 3: launch spread, profiled configurations and parameters at
 STEP_TIME_RANGE_S = (1e-6, 1e6)
 STEP_PARTS_SLACK = 2.0  # compute + sync beyond twice the step: other units or swapped columns (_check_samples)
 MAX_LOCAL_BATCH, MAX_WORKERS = 1e7, 1e5
-MIN_COMPUTE_SHARE = 0.05  # a step is never all sync: a measured compute below this share is noise
+MIN_COMPUTE_SHARE = 0.05  # a measured compute below this share of its step is taken for a measurement error
 
 
 def compute_time(params: np.ndarray, local_batch) -> np.ndarray:
@@ -70,13 +70,18 @@ def compute_time(params: np.ndarray, local_batch) -> np.ndarray:
 MODEL_KIND = "thrifty.steptime"
 
 
+def rank_compute_time(params: np.ndarray, nodes, workers, local_batch) -> np.ndarray:
+    """T_c of one of `workers / nodes` ranks sharing a machine: contention stretches it."""
+    ranks_per_node = np.asarray(workers, float) / np.asarray(nodes, float)
+    return compute_time(params, local_batch) * (1.0 + params[7] * (ranks_per_node - 1.0))
+
+
 def predict_step_time(params: np.ndarray, nodes, workers, local_batch, compute_slowdown=1.0) -> np.ndarray:
     """Step time in seconds, vectorised over configurations (arrays broadcast together);
     `compute_slowdown` stretches T_c (a rank slowed on purpose, train.emulation)."""
     a_i, b_i, a_x, b_x, k, g = params[3:]
     nodes, workers = np.asarray(nodes, float), np.asarray(workers, float)
-    compute = compute_time(params, local_batch) * (1.0 + k * (workers / nodes - 1.0)) * np.asarray(
-        compute_slowdown, float)
+    compute = rank_compute_time(params, nodes, workers, local_batch) * np.asarray(compute_slowdown, float)
     extra = np.maximum(workers - 2.0, 0.0)
     network = np.where(nodes > 1, a_x + b_x * extra, a_i + b_i * extra)
     network = np.where(workers > 1, network, 0.0)
@@ -264,15 +269,13 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
         fixed.append("overlap_g")
     free = [i for i, name in enumerate(PARAM_NAMES) if name not in fixed]
 
-    measured_compute = _measured_compute(observed, compute_time_s, sync_time_s)
+    rows, measured_compute = _measured_compute(observed, workers, compute_time_s, sync_time_s)
 
     def residuals(theta_free: np.ndarray) -> np.ndarray:
         theta = initial.copy()
         theta[free] = theta_free
         step = np.log(predict_step_time(theta, nodes, workers, batch)) - np.log(observed)
-        if measured_compute is None:
-            return step
-        compute = compute_time(theta, batch) * (1.0 + theta[7] * (workers / nodes - 1.0))
+        compute = rank_compute_time(theta, nodes[rows], workers[rows], batch[rows])
         return np.concatenate([step, np.log(compute) - np.log(measured_compute)])
 
     start = np.clip(initial[free], LOWER[free] + 1e-12, UPPER[free] - 1e-9)
@@ -286,10 +289,12 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
     params[free] = result.x
     if "a_inter_s" in fixed:  # no multi-node data: assume the network across nodes is as inside
         params[5], params[6] = params[3], params[4]
-    dof = max(result.fun.size - len(free), 1)
-    sigma = math.sqrt(float(np.sum(result.fun**2)) / dof)
+    # the scatter is the step times' own: a rank's compute is the step less its sync, so the two
+    # residuals of one row share their noise and pooling them would count it twice
+    dof = max(observed.size - len(free), 1)
+    sigma = math.sqrt(float(np.sum(result.fun[:observed.size] ** 2)) / dof)
     jac = result.jac
-    covariance = sigma**2 * np.linalg.pinv(jac.T @ jac) if result.fun.size > len(free) else None
+    covariance = sigma**2 * np.linalg.pinv(jac.T @ jac) if observed.size > len(free) else None
     if not (np.all(np.isfinite(params)) and math.isfinite(sigma)
             and (covariance is None or np.all(np.isfinite(covariance)))):
         raise ModelError("the step-time fit did not converge to finite values: check the samples' units")
@@ -306,21 +311,23 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
     return model
 
 
-def _measured_compute(observed, compute_time_s, sync_time_s) -> np.ndarray | None:
-    """Everything of a step but its sync, where the samples tell it: the step less its sync (the
-    exposed part of a step that compute does not hide: thrifty train's wait for the slowest rank
-    plus the collective, Pollux's step less its sync time), else the compute column; never below
-    MIN_COMPUTE_SHARE of the step. The step less its sync comes first because T_c is all of a step
-    that is not the network: thrifty train's compute_time_s leaves out the batch's loading and the
-    Python around the step, about 0.8 ms a step of digits on this CPU (17% of a one-rank step at
-    local batch 8, 2% at 256)."""
+def _measured_compute(observed, workers, compute_time_s, sync_time_s) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, compute): the rows of several ranks whose compute the samples tell, and that compute:
+    all of a step but its exposed sync, the part compute does not hide. It is the step less its
+    sync where a sync column is given (thrifty train's sync is the wait for the slowest rank plus
+    the collective; Pollux's step less its sync is its step without synchronisation), else the
+    compute column (thrifty train's leaves out the optimizer's update, which the step holds, so
+    the step less the sync comes first). One rank's step is all compute already (its sync column,
+    if any, is bookkeeping, not a network); a row whose sync leaves less than MIN_COMPUTE_SHARE of
+    its step is left out, not clamped: a sync at or past the step is a measurement gone wrong."""
     if sync_time_s is not None:
         compute = observed - sync_time_s
     elif compute_time_s is not None:
-        compute = compute_time_s
+        compute = np.asarray(compute_time_s, float)
     else:
-        return None
-    return np.maximum(compute, MIN_COMPUTE_SHARE * observed)
+        return np.zeros(observed.size, bool), np.zeros(0)
+    rows = (workers > 1) & (compute >= MIN_COMPUTE_SHARE * observed)
+    return rows, compute[rows]
 
 
 def _initial_guess(nodes, workers, batch, observed, compute_time_s, sync_time_s) -> np.ndarray:
