@@ -14,12 +14,12 @@ fits see the same samples and predict the same held-out configurations:
   Within the model's own family: this measures what a few samples can identify, not how well the
   model matches a cluster.
 - Irregular traces (benchmarks/irregular_traces.py, the search's harsher test bed): each GPU
-  type's configurations on their own (28, or 7 for the 4-GPU type), fitted on 6 or 10 of them
+  type's configurations on their own (28 each), fitted on 6 or 10 of them
   from their first launch (sync scaled with it), MdAPE against the median launch. Their sync
   modes and placement factors are, by construction, no function of the other configurations.
 - Measured here: the local traces of bench_search_local (real `thrifty train` launches of digits
-  and tabular on emulated VM types, 1-2 ranks over loopback), each type with its one- and
-  two-rank rows, every row predicted from the others of its type (leave one out).
+  and tabular on emulated VM types, 1-2 ranks over loopback), each type's rows (one and
+  two ranks, or two only) predicted from the others of its type (leave one out).
 
 Run:
     PYTHONPATH=src python benchmarks/bench_steptime_fit.py

@@ -220,7 +220,7 @@ def steptime_prediction_summary(data: dict) -> Lines:
 def steptime_fit_summary(data: dict) -> Lines:
     """Per test bed: the held-out error of the fit with the sync column and on step times alone,
     and the mean share of held-out steps inside the former's 90% interval."""
-    names = {"pollux_shaped": "Pollux-shaped, 5% of 250 configurations",
+    names = {"pollux_shaped": f"Pollux-shaped, {data['pollux_share']:.0%} of 250 configurations",
              "irregular_fit_6": "irregular, 6 configurations of a type",
              "irregular_fit_10": "irregular, 10 configurations of a type",
              "measured_here_leave_one_out": "measured here, leave one out"}
@@ -238,7 +238,7 @@ def steptime_fit_summary(data: dict) -> Lines:
     return ["From `steptime_fit.json` (median over fits of each fit's held-out MdAPE, and the worst fit; for the "
             "leave-one-out rows the median and worst single error):", "",
             *_table(["test bed", "fits", "with sync, median", "step times alone, median", "with sync, worst",
-                     "step times alone, worst", "with sync better"], rows)]
+                     "step times alone, worst", "with sync better", "with sync, 90% coverage"], rows)]
 
 
 def statistical_efficiency_steps(data: dict) -> Lines:

@@ -5,8 +5,9 @@ Pollux (Qiao et al., OSDI 2021) measured its workloads on nodes of 4 T4 GPUs (AW
 up to 16 nodes. These traces take that shape, not its numbers (nothing was read from the Pollux
 artifact): one GPU model, step times from perf.steptime's own model with a workload drawn from the
 seed (compute a_c + b_c b^p with p in 0.85-1.1; a ring all-reduce 2-8x slower across nodes than
-inside one; overlap g in 1-2.5; co-location contention up to 5%), and every configuration's
-all-reduce off the ring by a lognormal factor (log sd SYNC_SD: its own placement and contention).
+inside one; overlap g in 1-2.5; co-location contention up to 5% a rank sharing the node), and
+every configuration's all-reduce off the ring by a lognormal factor (log sd SYNC_SD: its own
+placement and contention).
 Well-behaved next to irregular_traces.py: no sync modes, no misprojected type.
 """
 
