@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common import RESULTS, save_figure, write_result
-from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
+from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, first_launch, irregular_trace
 from pollux_shaped import SYNC_SD, step_and_sync, workload_params
 from thrifty.errors import ModelError
 from thrifty.perf.steptime import fit_step_time
@@ -68,10 +68,9 @@ def irregular_by_type(seed: int) -> dict[str, list[Row]]:
     trace = irregular_trace(seed)
     by_type: dict[str, list[Row]] = {}
     for r in trace.rows:
-        c, first = r.config, float(trace.launches[r.config][0])
-        sync = 0.0 if r.sync_time_s is None else r.sync_time_s * first / r.step_time_s
+        c, (first, sync) = r.config, first_launch(trace, r)
         by_type.setdefault(c.instance_type, []).append(
-            (c.num_nodes, c.num_workers, c.local_batch, first, sync, r.step_time_s))
+            (c.num_nodes, c.num_workers, c.local_batch, first, sync or 0.0, r.step_time_s))
     return by_type
 
 
@@ -86,23 +85,20 @@ def local_by_type(workload: str) -> dict[str, list[Row]]:
     return by_type
 
 
-def held_out_errors(rows: list[Row], fit: np.ndarray) -> dict[str, np.ndarray] | None:
-    """Absolute relative errors on the rows outside `fit`, for the fit with the sync column and
-    the fit on step times alone, and whether each held-out step lies in the 90% interval of the
-    fit with the sync; None where either cannot be fitted (one local batch)."""
+def held_out_errors(rows: list[Row], fit: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    """(errors, inside): absolute relative errors on the rows outside `fit` for the fit with the
+    sync column and the fit on step times alone, and whether each held-out step lies in the former's
+    90% interval; None where either cannot be fitted (one local batch)."""
     n, w, b, step, sync, truth = (np.array([r[i] for r in rows], float) for i in range(6))
-    errors = {}
-    for name, sync_column in (("with_sync", sync[fit]), ("step_only", None)):
-        try:
-            model = fit_step_time(n[fit], w[fit], b[fit], step[fit], sync_time_s=sync_column)
-        except ModelError:
-            return None
-        errors[name] = np.abs(model.predict(n[~fit], w[~fit], b[~fit]) / truth[~fit] - 1)
-        if name == "with_sync":
-            with np.errstate(over="ignore", invalid="ignore"):  # a far extrapolation's interval may be unbounded
-                low, high = model.interval(n[~fit], w[~fit], b[~fit])
-            errors["inside_90"] = (low <= truth[~fit]) & (truth[~fit] <= high)
-    return errors
+    try:
+        models = {name: fit_step_time(n[fit], w[fit], b[fit], step[fit], sync_time_s=column)
+                  for name, column in (("with_sync", sync[fit]), ("step_only", None))}
+    except ModelError:
+        return None
+    held, true = (n[~fit], w[~fit], b[~fit]), truth[~fit]
+    with np.errstate(over="ignore", invalid="ignore"):  # a far extrapolation's interval may be unbounded
+        low, high = models["with_sync"].interval(*held)
+    return {name: np.abs(m.predict(*held) / true - 1) for name, m in models.items()}, (low <= true) & (true <= high)
 
 
 def draw_fit(rows: list[Row], size: int, rng: np.random.Generator) -> np.ndarray:
@@ -129,9 +125,10 @@ def sampled(sets: list[tuple[str, list[Row]]], size: Callable[[list[Row]], int],
     for key, rows in sets:
         rng = np.random.default_rng([ord(ch) for ch in key])  # seeded by the trace's name, the same every run
         for _ in range(draws):
-            errors = held_out_errors(rows, draw_fit(rows, size(rows), rng))
-            if errors is not None:
-                coverage.append(float(np.mean(errors.pop("inside_90"))))
+            result = held_out_errors(rows, draw_fit(rows, size(rows), rng))
+            if result is not None:
+                errors, inside = result
+                coverage.append(float(np.mean(inside)))
                 for name, e in errors.items():
                     mdapes[name].append(float(np.median(e)))
     return {"summary": summarise(mdapes, coverage), "mdapes": mdapes}
@@ -143,10 +140,9 @@ def leave_one_out(sets: list[tuple[str, list[Row]]]) -> dict:
         for i in range(len(rows)):
             fit = np.ones(len(rows), bool)
             fit[i] = False
-            e = held_out_errors(rows, fit)
-            if e is not None:
-                e.pop("inside_90")
-                for name, value in e.items():
+            result = held_out_errors(rows, fit)
+            if result is not None:
+                for name, value in result[0].items():
                     errors[name].append(float(value[0]))
     both = {k: 100 * np.array(v) for k, v in errors.items()}
     return {"summary": {**{f"{k}_mdape_percent": float(np.median(v)) for k, v in both.items()},

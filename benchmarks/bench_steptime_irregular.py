@@ -15,7 +15,7 @@ launch-to-launch log sd 4%) inside the 90% interval exp(mu +- 1.645 sd). Run:
 import numpy as np
 
 from common import write_result
-from irregular_traces import HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
+from irregular_traces import HELD_OUT_SEEDS, TUNE_SEEDS, first_launch, irregular_trace
 from thrifty.search.belief import Z90, Measured, step_time_belief
 
 SHARE, FIT_REL_SE = 0.05, 0.01
@@ -37,11 +37,11 @@ def evaluate(seed: int) -> dict:
     configs = [r.config for r in trace.rows]
     truth = {r.config: r.step_time_s for r in trace.rows}
     fit = fit_design(configs, np.random.default_rng(seed))
-    sync = {r.config: r.sync_time_s for r in trace.rows}
-    # the first launch, its sync scaled with it (what a profile's window reports: thrifty train's step stream)
-    measured = {c: Measured(float(trace.launches[c][0]), FIT_REL_SE, 20,
-                            None if sync[c] is None else sync[c] * float(trace.launches[c][0]) / truth[c])
-                for c in fit}
+    row_of = {r.config: r for r in trace.rows}
+    measured = {}
+    for c in fit:  # the first launch, its sync scaled with it (what a profile's window reports)
+        step, sync = first_launch(trace, row_of[c])
+        measured[c] = Measured(step, FIT_REL_SE, 20, sync)
     worker_price = {r.config.instance_type: r.price_per_hour / r.config.num_workers for r in trace.rows}
     mu, sd = step_time_belief(configs, measured, worker_price)
     held = [i for i, c in enumerate(configs) if c not in measured]

@@ -91,6 +91,13 @@ def irregular_trace(seed: int, launches: int = 5, launch_sd: float = 0.04) -> Ir
     return IrregularTrace(seed, rows, spread, noise_scale)
 
 
+def first_launch(trace: IrregularTrace, row: TraceRow) -> tuple[float, float | None]:
+    """(step, sync) a window of `row`'s configuration reports from its first launch: the launch's
+    mean step time, and the sync scaled with it (thrifty train's step stream, the sim)."""
+    step = float(trace.launches[row.config][0])
+    return step, None if row.sync_time_s is None else row.sync_time_s * step / row.step_time_s
+
+
 def shapes(per_node: int, node_counts: Iterable[int], batches: Iterable[int]) -> Iterator[tuple[int, int, int]]:
     """(nodes, workers, global batch) of a type with `per_node` workers a node: every node count and
     global batch that splits evenly into local batches of at least 2."""

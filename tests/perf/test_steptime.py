@@ -211,8 +211,8 @@ def test_measured_sync_splits_compute_from_network():
 
 
 def test_the_step_less_its_sync_is_the_compute_when_both_columns_are_given():
-    """thrifty train's compute_time_s leaves out the batch's loading and the Python around the
-    step, which the step time holds; the model's compute term is all of a step but the network.
+    """thrifty train's compute_time_s leaves out the optimizer's update, which the step time
+    holds; the model's compute term is all of a step but the network.
     Mutation caught: the compute column preferred to the step less its sync (one-rank steps
     fitted low by the part the column leaves out)."""
     rng = np.random.default_rng(4)
