@@ -41,7 +41,8 @@ def _signed_percent(fraction: float) -> str:
 # search_real: one row per (trace set, job length, objective), over the workloads of the set
 
 
-SEARCH_SETS = ("held out", "fresh", "tuned on", "pollux-shaped")
+SEARCH_SETS = ("held out", "fresh", "tuned on", "pollux-shaped", "pollux-shaped 4-GPU nodes only",
+               "pollux-shaped 1-GPU nodes only")
 SEARCH_JOBS = ("3 h", "short")
 SEARCH_OBJECTIVES = ("cost", "time")
 SEARCH_GOAL_MEDIAN, SEARCH_GOAL_WORST = 0.05, 0.10   # issue 22: median <= 5%, worst <= 10% over the oracle

@@ -22,6 +22,10 @@ SYNC_SD = 0.15
 # the search's types: one T4 a node, priced as g4dn.xlarge in the bundled catalog, and four, priced
 # as g4dn.12xlarge on AWS's us-east-1 on-demand price list (not in the bundled catalog)
 SEARCH_TYPES = (("t4", 0.526, 1, (1, 2, 4, 8, 16)), ("t4x4", 3.912, 4, (1, 2, 4)))
+# one type alone, as Pollux's testbed had (its jobs differ in how many nodes they span, not in the
+# GPU): nodes of 4 T4 up to 16 (Pollux's 64 GPUs), or of one T4 up to 64
+ONE_TYPE = {"4-GPU nodes only": (("t4x4", 3.912, 4, (1, 2, 4, 8, 16)),),
+            "1-GPU nodes only": (("t4", 0.526, 1, (1, 2, 4, 8, 16, 32, 64)),)}
 SEARCH_BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
 SEARCH_SEEDS = (301, 302, 303, 304, 305, 306)
 
@@ -45,13 +49,13 @@ def step_and_sync(params: np.ndarray, nodes: int, workers: int, local_batch: flo
     return step, step - compute
 
 
-def search_trace(seed: int) -> tuple[list[TraceRow], float]:
-    """(rows, B_noise) of one workload over SEARCH_TYPES x nodes x SEARCH_BATCHES (global)."""
+def search_trace(seed: int, types=SEARCH_TYPES) -> tuple[list[TraceRow], float]:
+    """(rows, B_noise) of one workload over `types` x nodes x SEARCH_BATCHES (global)."""
     rng = np.random.default_rng(seed)
     params = workload_params(rng)
     noise_scale = float(np.exp(rng.uniform(np.log(300), np.log(3000))))
     rows = []
-    for name, price, per_node, node_counts in SEARCH_TYPES:
+    for name, price, per_node, node_counts in types:
         for nodes, workers, batch in shapes(per_node, node_counts, SEARCH_BATCHES):
             step, sync = step_and_sync(params, nodes, workers, batch / workers, rng)
             rows.append(TraceRow(Config(name, nodes, workers, batch), step, sync if workers > 1 else None,
