@@ -24,8 +24,26 @@ def test_a_slow_sync_mode_does_not_drag_the_ring_fit():
     configs = [Config("g", 1, 4, 4 * b) for b in (16, 32, 64, 128)]
     measured = {c: measured_at(c, s) for c, s in zip(configs, (0.010, 0.010, 0.010, 0.040), strict=False)}
     params = np.array([0.002, 1e-4, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
-    a_intra = _refit_network(params, measured)[3]
-    assert 0.0095 < a_intra < 0.0115
+    a_intra, b_intra = _refit_network(params, measured)[3:5]
+    assert 0.0095 < a_intra + 2 * b_intra < 0.0115  # the ring's sync at the 4 workers measured
+
+
+def test_a_ring_seen_at_one_worker_count_is_neither_flat_nor_proportional():
+    # 16 nodes of 4 measured, 64 workers syncing in 0.32 s: 4 nodes (16 workers) sync somewhere
+    # between as slowly (a flat ring) and 15/63 of it (one in proportion to n - 1); the belief
+    # takes the slope halfway (search.belief.UNIDENTIFIED_SLOPE_SHARE).
+    # mutation caught: the slope kept at the reference fit's guess (0.1 ms a worker), which made
+    # the sync flat and every smaller node count look as slow to sync as the one measured
+    configs = [Config("g", 16, 64, 64 * b) for b in (8, 32)]
+    measured = {c: measured_at(c, 0.32) for c in configs}
+    params = np.array([0.002, 1e-4, 1.0, 1e-3, 1e-4, 1e-3, 1e-4, 0.0, 1.0])
+    a_inter, b_inter = _refit_network(params, measured)[5:7]
+    assert a_inter + 62 * b_inter == pytest.approx(0.32, rel=0.01)  # the measured count is fitted
+    flat, proportional = 0.32, 0.32 * 15 / 63
+    assert a_inter + 14 * b_inter == pytest.approx((flat + proportional) / 2, rel=0.02)
+    four = Config("g", 4, 16, 16 * 32)
+    mu, _ = step_time_belief(configs + [four], measured, {"g": 1.0})
+    assert np.exp(mu[-1]) < compute_s(32) + 0.7 * flat
 
 
 def test_compute_is_fitted_apart_from_a_measured_sync():

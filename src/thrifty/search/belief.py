@@ -9,8 +9,9 @@ seconds, from the measurements so far.
   configurations, at two local batches or more), and composed across types on the premise that
   VM types differ in their processors, not in the fabric:
   * network N (a_intra, b_intra, a_inter, b_inter): refitted to every measured window's sync time
-    of every type (linear least squares, slopes kept from the reference fit where the windows
-    span one worker count only); the reference fit's values where no sync was measured;
+    of every type (a robust fit in log space, _robust_ring; where the windows span one worker
+    count only, the slope takes half the measured sync: UNIDENTIFIED_SLOPE_SHARE); the reference
+    fit's values where no sync was measured;
   * compute speed s_t, in log space a normal prior updated by each measured configuration
     (conjugate normal-normal): prior mean price parity, log(price per worker / the reference's),
     a neutral guess that makes every type equally cost-efficient in compute, sd prior_type_sd;
@@ -37,10 +38,23 @@ from thrifty.search.config import Config
 from thrifty.search.residuals import krige
 
 Z90 = 1.6448536269514722  # standard normal quantile of 0.95: a 90% interval is mu +- Z90 sd
-NETWORK = slice(3, 7)
+NETWORK = slice(3, 7)  # a_intra_s, b_intra_s, a_inter_s, b_inter_s in perf.steptime.PARAM_NAMES
 OVERLAP = 8  # overlap_g in perf.steptime.PARAM_NAMES
 SYNC_HUBER_SCALE = 0.2  # log: a sync 22% off the ring fit counts in full, a 2x mode (0.69) linearly
-UNSEEN_SYNC_SHARE = 0.5  # an unmeasured kind of sync may take half the step as easily as none  # a_intra_s, b_intra_s, a_inter_s, b_inter_s in perf.steptime.PARAM_NAMES
+UNSEEN_SYNC_SHARE = 0.5  # an unmeasured kind of sync may take half the step as easily as none
+# Syncs of one kind measured at one worker count n_m leave the ring's slope unidentified: the
+# measured s_m = a + b (n_m - 2) lies anywhere between a sync flat in the workers (b = 0: a
+# bandwidth-bound ring, 2 (n-1)/n S/BW) and one growing in proportion to n - 1 (a = b =
+# s_m / (n_m - 1): a latency-bound ring, 2 (n-1) alpha; Thakur, Rabenseifner and Gropp 2005,
+# "Optimization of Collective Communication Operations in MPICH"). The slope is taken halfway,
+# b = UNIDENTIFIED_SLOPE_SHARE s_m / (n_m - 1), and the sync's spread per doubling of workers
+# (BeliefSettings.sync_sd_per_doubling) covers both ends.
+# The reference fit's slope, the choice before, is its starting guess (perf.steptime: 0.1 ms a
+# worker) wherever no fit saw two worker counts, so the sync came out flat: after one probe on
+# 16 or 64 nodes every smaller count looked as slow to sync, and 3-hour time jobs on one VM type
+# settled on the largest (benchmarks/bench_search_real.py, Pollux-shaped one-type groups: median
+# over the oracle 13.3% and 24.2% before, docs/search.md).
+UNIDENTIFIED_SLOPE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -132,10 +146,20 @@ def _robust_ring(extra: np.ndarray, sync: np.ndarray, slope: float | None) -> tu
     return (float(fit.x[0]), float(fit.x[1])) if slope is None else (float(fit.x[0]), float(slope))
 
 
+def _ring_slope(extra: np.ndarray, sync: np.ndarray) -> float | None:
+    """The slope b for _robust_ring: None (fitted) across several worker counts; at one count
+    n_m = extra + 2, UNIDENTIFIED_SLOPE_SHARE s_m / (n_m - 1), s_m the median sync (robust to a
+    slow mode, as the ring fit is)."""
+    if len(np.unique(extra)) > 1:
+        return None
+    return UNIDENTIFIED_SLOPE_SHARE * float(np.median(sync)) / float(extra[0] + 1)
+
+
 def _refit_network(params: np.ndarray, measured: Mapping[Config, Measured]) -> np.ndarray:
     """Ring all-reduce N = a + b max(n - 2, 0) inside a node and across nodes (docs/design.md), fitted
-    robustly to measured sync times (_robust_ring); the slope stays the reference's when one worker
-    count was seen. With no multi-node configuration measured, the network across nodes is taken as
+    robustly to measured sync times (_robust_ring); where one worker count was seen, with the
+    slope halfway between a flat and a proportional ring (_ring_slope). With no multi-node
+    configuration measured, the network across nodes is taken as
     inside one (the fit's premise, perf.steptime), from the refitted values."""
     params = params.copy()
     for multi_node, (a, b) in ((False, (3, 4)), (True, (5, 6))):
@@ -144,7 +168,7 @@ def _refit_network(params: np.ndarray, measured: Mapping[Config, Measured]) -> n
             continue
         extra = np.array([max(c.num_workers - 2, 0) for c in rows], float)
         sync = np.array([measured[c].sync_s for c in rows], float)
-        params[a], params[b] = _robust_ring(extra, sync, None if len(np.unique(extra)) > 1 else float(params[b]))
+        params[a], params[b] = _robust_ring(extra, sync, _ring_slope(extra, sync))
     if not any(c.num_nodes > 1 for c in measured):
         params[5:7] = params[3:5]
     return params
