@@ -8,7 +8,8 @@ sync (40% of multi-node configurations 3x slower to synchronise). Each trace, ob
 time, cost with a deadline of 1.5x the fastest possible time) and strategy runs over SEEDS seeds
 in the sim backend (measurement noise 3%, restart 60 s, start-up 60 s). Overheads are
 time / oracle_time - 1 and cost / oracle_cost - 1. Random search and Bayesian optimisation
-(optuna's GP sampler with expected improvement, CherryPick-style; skipped when optuna is absent)
+(optuna's GP sampler with expected improvement, CherryPick-style; without optuna the run stops
+with a one-line error unless --skip-bo says to leave BO out, and the JSON records which)
 get the search's median number of windows on that trace. With a deadline, BO is CherryPick's
 constrained BO: optuna's GP sampler with the constraint projected time to target / deadline - 1
 <= 0 (expected improvement times the probability of meeting it); ~5 s a run. The sim measures the gradient noise per step with
@@ -114,6 +115,20 @@ def bayes_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("optuna", "torch"))
 
 
+SKIP_BO_HELP = "leave out the Bayesian-optimisation baseline (it needs optuna and torch)"
+
+
+def bayes_wanted(parser: argparse.ArgumentParser, skip: bool, needed: bool = True) -> bool:
+    """Whether the BO baseline runs: never dropped without a word. Needed and not installed, with
+    no --skip-bo: a one-line error, exit 2."""
+    if skip or not needed:
+        return False
+    if not bayes_available():
+        parser.error("the Bayesian-optimisation baseline needs optuna and torch: pip install -e '.[bench]' "
+                     "(make bench does), or pass --skip-bo to run without it")
+    return True
+
+
 def run_bo(scenario: Scenario, seed: int, start: Config, windows: int) -> Outcome:
     return BayesOpt(scenario.backend(seed), scenario.settings(), windows, seed).run(start)
 
@@ -144,9 +159,13 @@ def objectives(rows) -> dict[str, Objective]:
             "cost, deadline": Objective("cost", 1.5 * fastest)}
 
 
-def main(seeds: int = 20, only: list[str] | None = None) -> dict:
-    strategies = ["search", "search_no_recheck"] + list(STRATEGIES[1:]) + (["bayes_opt"] if bayes_available() else [])
+def main(seeds: int = 20, only: list[str] | None = None, with_bo: bool = True) -> dict:
+    strategies = ["search", "search_no_recheck"] + list(STRATEGIES[1:]) + (["bayes_opt"] if with_bo else [])
     stored = json.loads((RESULTS / "search.json").read_text()) if only else {}
+    if only and "bayes_opt" not in only:  # BO's rows, if any, come from the stored run
+        bayes = stored.get("bayes_opt", "skipped")
+    else:
+        bayes = "optuna GPSampler" if with_bo else "skipped (--skip-bo)"
     previous = stored.get("results", {})
     results = {}
     for trace_name, irregular in TRACES.items():
@@ -166,7 +185,7 @@ def main(seeds: int = 20, only: list[str] | None = None) -> dict:
             "restart_cost_s": 60.0, "startup_cost_s": 60.0, "types": [t.__dict__ for t in TYPES],
             "oracle": "the one configuration best for the whole job, trained there from the start (with a "
                       "drifting noise scale: the best fixed configuration, which a moving search can beat)",
-            "bayes_opt": "optuna GPSampler" if "bayes_opt" in strategies else "skipped: optuna not installed",
+            "bayes_opt": bayes,
             "results": results}
     write_result("search", data)
     return data
@@ -241,5 +260,6 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--only", type=lambda text: text.split(","), default=None,
                         help="strategies to re-run (the others are kept from the stored JSON)")
+    parser.add_argument("--skip-bo", action="store_true", help=SKIP_BO_HELP)
     args = parser.parse_args()
-    main(args.seeds, args.only)
+    main(args.seeds, args.only, bayes_wanted(parser, args.skip_bo, needed=not args.only or "bayes_opt" in args.only))

@@ -32,7 +32,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from bench_search import bayes_available, overhead_bars, run_bo
+from bench_search import SKIP_BO_HELP, bayes_wanted, overhead_bars, run_bo
 from common import RESULTS, save_figure, write_result
 from thrifty.pipeline import job_model
 from thrifty.progress import ProgressBar
@@ -103,8 +103,9 @@ def trace_rows(measured: list[dict], types: list[LocalType]) -> list[TraceRow]:
             for r in measured]
 
 
-def sim_on_trace(rows: list[TraceRow], noise_scale: float, target: float, restart_s: float, seeds: int) -> dict:
-    strategies = list(STRATEGIES) + (["bayes_opt"] if bayes_available() else [])
+def sim_on_trace(rows: list[TraceRow], noise_scale: float, target: float, restart_s: float, seeds: int,
+                 with_bo: bool = True) -> dict:
+    strategies = list(STRATEGIES) + (["bayes_opt"] if with_bo else [])
     start = cheapest_start({r.config: r.price_per_hour for r in rows})
     out = {}
     for goal in (Objective("cost"), Objective("time")):
@@ -175,7 +176,7 @@ def real_run(workload: str, types: list[LocalType], noise_scale: float, target: 
             "wall_s": time.perf_counter() - wall, "launches": len(list(folder.glob("launch-*.log")))}
 
 
-def main(seeds: int = 20, reuse_traces: bool = False) -> dict:
+def main(seeds: int = 20, reuse_traces: bool = False, with_bo: bool = True) -> dict:
     bundled = load_local_types()
     tables = {"bundled prices": bundled, "flat prices": flat_prices(bundled)}
     measured, restarts, sims = {}, {}, {}
@@ -189,7 +190,7 @@ def main(seeds: int = 20, reuse_traces: bool = False) -> dict:
     for workload, noise in WORKLOADS.items():
         for table, types in tables.items():
             rows = trace_rows(measured[workload], types)
-            sims[f"{workload} | {table}"] = sim_on_trace(rows, noise, SIM_TARGET, restarts[workload], seeds)
+            sims[f"{workload} | {table}"] = sim_on_trace(rows, noise, SIM_TARGET, restarts[workload], seeds, with_bo)
             for goal, row in sims[f"{workload} | {table}"].items():
                 print(f"{workload:16s} {table:15s} {goal:5s} search {row['search']['overhead_' + goal]:+.1%} "
                       f"(p90 {row['search']['p90_overhead_' + goal]:+.1%}), exhaustive "
@@ -216,6 +217,7 @@ def main(seeds: int = 20, reuse_traces: bool = False) -> dict:
             "startup_cost_s": STARTUP_S, "sim_startup_cost_s": SIM_STARTUP_S, "sim_target_samples": SIM_TARGET,
             "measured_restart_s": restarts, "noise_scales": WORKLOADS,
             "types": {k: [t.__dict__ for t in v] for k, v in tables.items()},
+            "bayes_opt": "optuna GPSampler" if with_bo else "skipped (--skip-bo)",
             "traces": measured, "sim": sims, "end_to_end": e2e}
     write_result("search_local", data)
     return data
@@ -246,5 +248,6 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--reuse-traces", action="store_true",
                         help="the traces and relaunch times of the latest run instead of measuring them again")
+    parser.add_argument("--skip-bo", action="store_true", help=SKIP_BO_HELP)
     arguments = parser.parse_args()
-    main(arguments.seeds, arguments.reuse_traces)
+    main(arguments.seeds, arguments.reuse_traces, bayes_wanted(parser, arguments.skip_bo))
