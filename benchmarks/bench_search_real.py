@@ -7,7 +7,8 @@ Six held-out workloads (HELD_OUT_SEEDS), six fresh ones (FRESH_SEEDS, never look
 report) and the three the search was tuned on (TUNE_SEEDS), and six well-behaved ones of the shape
 of Pollux's testbed (pollux_shaped.py: one GPU model on nodes of 1 and 4 GPUs, added after the
 search was built and run once, with no knob changed for them), and the same six workloads on one
-type alone, as Pollux's testbed had (nodes of 4 GPUs up to 16; nodes of 1 GPU up to 64),
+type alone, as Pollux's testbed had (nodes of 4 GPUs up to 16; nodes of 1 GPU up to 64; nodes of 4
+GPUs of which a job uses 1, 2 or 4),
 each under the cost and the time objective: a 3-hour job (the target sized so the objective's
 oracle trains 3 h) started where a user would start (the cheapest $/h configuration at the middle
 global batch), and a short job (1e7 samples) started on the oracle's configuration. The sim: 3%

@@ -22,10 +22,12 @@ SYNC_SD = 0.15
 # the search's types: one T4 a node, priced as g4dn.xlarge in the bundled catalog, and four, priced
 # as g4dn.12xlarge on AWS's us-east-1 on-demand price list (not in the bundled catalog)
 SEARCH_TYPES = (("t4", 0.526, 1, (1, 2, 4, 8, 16)), ("t4x4", 3.912, 4, (1, 2, 4)))
-# one type alone, as Pollux's testbed had (its jobs differ in how many nodes they span, not in the
-# GPU): nodes of 4 T4 up to 16 (Pollux's 64 GPUs), or of one T4 up to 64
+# one type alone, as Pollux's testbed had (its jobs differ in how many nodes they span and how
+# many GPUs of each they use, not in the GPU): nodes of 4 T4 up to 16 (Pollux's 64 GPUs), or of one
+# T4 up to 64, or nodes of 4 T4 of which a job uses 1, 2 or 4 (billed for whole nodes)
 ONE_TYPE = {"4-GPU nodes only": (("t4x4", 3.912, 4, (1, 2, 4, 8, 16)),),
-            "1-GPU nodes only": (("t4", 0.526, 1, (1, 2, 4, 8, 16, 32, 64)),)}
+            "1-GPU nodes only": (("t4", 0.526, 1, (1, 2, 4, 8, 16, 32, 64)),),
+            "4-GPU nodes, 1/2/4 used": (("t4x4", 3.912, (1, 2, 4), (1, 2, 4, 8, 16)),)}
 SEARCH_BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
 SEARCH_SEEDS = (301, 302, 303, 304, 305, 306)
 
@@ -50,14 +52,16 @@ def step_and_sync(params: np.ndarray, nodes: int, workers: int, local_batch: flo
 
 
 def search_trace(seed: int, types=SEARCH_TYPES) -> tuple[list[TraceRow], float]:
-    """(rows, B_noise) of one workload over `types` x nodes x SEARCH_BATCHES (global)."""
+    """(rows, B_noise) of one workload over `types` x nodes x SEARCH_BATCHES (global); a type's
+    workers a node is a number, or a tuple of the numbers a job may use."""
     rng = np.random.default_rng(seed)
     params = workload_params(rng)
     noise_scale = float(np.exp(rng.uniform(np.log(300), np.log(3000))))
     rows = []
     for name, price, per_node, node_counts in types:
-        for nodes, workers, batch in shapes(per_node, node_counts, SEARCH_BATCHES):
-            step, sync = step_and_sync(params, nodes, workers, batch / workers, rng)
-            rows.append(TraceRow(Config(name, nodes, workers, batch), step, sync if workers > 1 else None,
-                                 price * nodes))
+        for used in np.atleast_1d(per_node):
+            for nodes, workers, batch in shapes(int(used), node_counts, SEARCH_BATCHES):
+                step, sync = step_and_sync(params, nodes, workers, batch / workers, rng)
+                rows.append(TraceRow(Config(name, nodes, workers, batch), step, sync if workers > 1 else None,
+                                     price * nodes))
     return rows, noise_scale
