@@ -179,7 +179,8 @@ def main(seeds: int = 20, only: list[str] | None = None, with_bo: bool = True) -
                 key = f"{trace_name}{drift_name} | {goal_name}"
                 results[key] = run_row(scenario, key, start, only or strategies, seeds, previous.get(key, {}),
                                        stored.get("seeds"))
-    plot(results, strategies)
+    every = ["search", "search_no_recheck", *STRATEGIES[1:], "bayes_opt"]  # stored rows (--only) included
+    plot(results, [name for name in every if any(name in row for row in results.values())])
     data = {"seeds": seeds, "noise_scale": NOISE_SCALE, "drift": DRIFT, "target_samples": TARGET,
             "measurement_noise": 0.03, "grad_sq_spread": GRAD_SQ_SPREAD, "trace_spread": TRACE_SPREAD,
             "restart_cost_s": 60.0, "startup_cost_s": 60.0, "types": [t.__dict__ for t in TYPES],
@@ -262,4 +263,6 @@ if __name__ == "__main__":
                         help="strategies to re-run (the others are kept from the stored JSON)")
     parser.add_argument("--skip-bo", action="store_true", help=SKIP_BO_HELP)
     args = parser.parse_args()
+    if args.skip_bo and args.only and "bayes_opt" in args.only:
+        parser.error("--skip-bo and --only bayes_opt contradict each other")
     main(args.seeds, args.only, bayes_wanted(parser, args.skip_bo, needed=not args.only or "bayes_opt" in args.only))

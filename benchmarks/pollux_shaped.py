@@ -51,7 +51,10 @@ def step_and_sync(params: np.ndarray, nodes: int, workers: int, local_batch: flo
     return step, step - compute
 
 
-def search_trace(seed: int, types=SEARCH_TYPES) -> tuple[list[TraceRow], float]:
+TypeSpec = tuple[str, float, int | tuple[int, ...], tuple[int, ...]]  # name, $/h a node, workers a node, node counts
+
+
+def search_trace(seed: int, types: tuple[TypeSpec, ...] = SEARCH_TYPES) -> tuple[list[TraceRow], float]:
     """(rows, B_noise) of one workload over `types` x nodes x SEARCH_BATCHES (global); a type's
     workers a node is a number, or a tuple of the numbers a job may use."""
     rng = np.random.default_rng(seed)

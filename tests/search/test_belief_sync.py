@@ -19,13 +19,15 @@ def measured_at(config: Config, sync_s: float | None, speed: float = 1.0) -> Mea
 
 
 def test_a_slow_sync_mode_does_not_drag_the_ring_fit():
-    # mutation caught: the ring's intercept as the mean of the measured syncs (1.75x the fast
-    # mode here), or a least-squares fit in seconds
+    # mutations caught: the ring's intercept as the mean of the measured syncs (1.75x the fast
+    # mode here), or a least-squares fit in seconds; with one worker count measured, the slope
+    # from the syncs' mean instead of their median
     configs = [Config("g", 1, 4, 4 * b) for b in (16, 32, 64, 128)]
     measured = {c: measured_at(c, s) for c, s in zip(configs, (0.010, 0.010, 0.010, 0.040), strict=False)}
     params = np.array([0.002, 1e-4, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
     a_intra, b_intra = _refit_network(params, measured)[3:5]
     assert 0.0095 < a_intra + 2 * b_intra < 0.0115  # the ring's sync at the 4 workers measured
+    assert b_intra == pytest.approx(0.5 * 0.010 / 3, rel=0.01)  # halfway, from the median sync
 
 
 def test_a_ring_seen_at_one_worker_count_is_neither_flat_nor_proportional():
@@ -44,6 +46,17 @@ def test_a_ring_seen_at_one_worker_count_is_neither_flat_nor_proportional():
     four = Config("g", 4, 16, 16 * 32)
     mu, _ = step_time_belief(configs + [four], measured, {"g": 1.0})
     assert np.exp(mu[-1]) < compute_s(32) + 0.7 * flat
+
+
+def test_a_ring_seen_at_two_workers_only_grows_halfway_to_proportional():
+    # at n_m = 2 the ring's measured sync is its intercept alone: flat keeps it at 8 workers,
+    # in proportion to n - 1 it is 7x; halfway is 4x (mutation caught: the slope from
+    # extra = n_m - 2, a division by zero here, or the reference fit's guess, flat)
+    configs = [Config("g", 2, 2, 2 * b) for b in (8, 32)]
+    measured = {c: measured_at(c, 0.1) for c in configs}
+    params = np.array([0.002, 1e-4, 1.0, 1e-3, 1e-4, 1e-3, 1e-4, 0.0, 1.0])
+    a_inter, b_inter = _refit_network(params, measured)[5:7]
+    assert a_inter + 6 * b_inter == pytest.approx(0.4, rel=0.02)
 
 
 def test_compute_is_fitted_apart_from_a_measured_sync():

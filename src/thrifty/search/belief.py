@@ -10,8 +10,8 @@ seconds, from the measurements so far.
   VM types differ in their processors, not in the fabric:
   * network N (a_intra, b_intra, a_inter, b_inter): refitted to every measured window's sync time
     of every type (a robust fit in log space, _robust_ring; where the windows span one worker
-    count only, the slope takes half the measured sync: UNIDENTIFIED_SLOPE_SHARE); the reference
-    fit's values where no sync was measured;
+    count only, the slope is halfway between a flat and a proportional ring:
+    UNIDENTIFIED_SLOPE_SHARE); the reference fit's values where no sync was measured;
   * compute speed s_t, in log space a normal prior updated by each measured configuration
     (conjugate normal-normal): prior mean price parity, log(price per worker / the reference's),
     a neutral guess that makes every type equally cost-efficient in compute, sd prior_type_sd;
@@ -48,12 +48,15 @@ UNSEEN_SYNC_SHARE = 0.5  # an unmeasured kind of sync may take half the step as 
 # s_m / (n_m - 1): a latency-bound ring, 2 (n-1) alpha; Thakur, Rabenseifner and Gropp 2005,
 # "Optimization of Collective Communication Operations in MPICH"). The slope is taken halfway,
 # b = UNIDENTIFIED_SLOPE_SHARE s_m / (n_m - 1), and the sync's spread per doubling of workers
-# (BeliefSettings.sync_sd_per_doubling) covers both ends.
+# (BeliefSettings.sync_sd_per_doubling) puts both ends inside its 90% interval for up to about
+# three doublings away (64 workers measured, 8 predicted); further out the proportional end
+# falls outside it (the halfway line is within log 2 of the flat end at any distance).
 # The reference fit's slope, the choice before, is its starting guess (perf.steptime: 0.1 ms a
 # worker) wherever no fit saw two worker counts, so the sync came out flat: after one probe on
 # 16 or 64 nodes every smaller count looked as slow to sync, and 3-hour time jobs on one VM type
-# settled on the largest (benchmarks/bench_search_real.py, Pollux-shaped one-type groups: median
-# over the oracle 13.3% and 24.2% before, docs/search.md).
+# settled on the largest (benchmarks/bench_search_real.py, Pollux-shaped one-type groups, 3-hour
+# time jobs: +3.1% to +34.5% and +4.4% to +42.7% median over the oracle before, +2.8% to +5.4%
+# and +3.7% to +42.7% after; docs/search.md).
 UNIDENTIFIED_SLOPE_SHARE = 0.5
 
 
@@ -140,7 +143,7 @@ def _robust_ring(extra: np.ndarray, sync: np.ndarray, slope: float | None) -> tu
         return np.log(np.maximum(a + b * extra, floor)) - np.log(np.maximum(sync, floor))
 
     a0 = float(np.exp(np.median(np.log(np.maximum(sync - (slope or 0.0) * extra, floor)))))
-    start = np.array([max(a0, floor), max(slope or 0.0, 0.0) or a0 * 0.01]) if slope is None else np.array([max(a0, floor)])
+    start = np.array([max(a0, floor), a0 * 0.01]) if slope is None else np.array([max(a0, floor)])
     bounds = (np.full(len(start), floor), np.full(len(start), np.inf))
     fit = least_squares(residuals, start, bounds=bounds, loss="huber", f_scale=SYNC_HUBER_SCALE)
     return (float(fit.x[0]), float(fit.x[1])) if slope is None else (float(fit.x[0]), float(slope))
@@ -149,10 +152,10 @@ def _robust_ring(extra: np.ndarray, sync: np.ndarray, slope: float | None) -> tu
 def _ring_slope(extra: np.ndarray, sync: np.ndarray) -> float | None:
     """The slope b for _robust_ring: None (fitted) across several worker counts; at one count
     n_m = extra + 2, UNIDENTIFIED_SLOPE_SHARE s_m / (n_m - 1), s_m the median sync (robust to a
-    slow mode, as the ring fit is)."""
+    slow mode, as the ring fit is; a sync is never negative)."""
     if len(np.unique(extra)) > 1:
         return None
-    return UNIDENTIFIED_SLOPE_SHARE * float(np.median(sync)) / float(extra[0] + 1)
+    return UNIDENTIFIED_SLOPE_SHARE * max(float(np.median(sync)), 0.0) / float(extra[0] + 1)
 
 
 def _refit_network(params: np.ndarray, measured: Mapping[Config, Measured]) -> np.ndarray:
