@@ -40,6 +40,14 @@ def test_seeds_give_per_seed_results_and_medians(run_cli, trace):
     assert all(r["time_s"] <= 8 * 3600 for r in result["per_seed"])
 
 
+def test_the_report_signs_each_overhead_once():
+    # mutation caught: a literal "+" before a signed number (the report printed "+-72.9% cost"
+    # for a time search that ended cheaper than its oracle)
+    from thrifty.cli.search import versus_oracle
+    assert versus_oracle(0.174, -0.729) == "+17.4% time, -72.9% cost vs the oracle"
+    assert versus_oracle(-0.012, 0.0) == "-1.2% time, +0.0% cost vs the oracle"
+
+
 def test_search_prints_a_short_report(run_cli, trace):
     code, out, _ = run_cli(*args(trace, "--start", "mid:2:2:128"))
     assert code == 0 and "start  mid 2x1 B=128" in out and "vs the oracle" in out and "ended on" in out
