@@ -124,6 +124,20 @@ def test_model_fit_and_predict(run_cli, tmp_path):
     _one_line_error(*run_cli("model", "fit", "--samples", bad), "missing columns", "num_nodes")
 
 
+def test_model_fit_reads_a_search_traces_blank_one_worker_sync(run_cli, tmp_path):
+    # a trace of `thrifty search` leaves one worker's sync blank; model fit reads it as 0 there and
+    # names the line of a blank anywhere else (mutations caught: every blank refused without a
+    # line; an exact fit printing a residual sd beside "no error estimate")
+    samples = tmp_path / "s.csv"
+    samples.write_text("num_nodes,num_workers,local_batch,step_time_s,sync_time_s\n"
+                       "1,1,16,0.01,\n1,1,64,0.03,\n1,2,16,0.012,0.002\n1,2,64,0.033,0.003\n")
+    code, out, err = run_cli("model", "fit", "--samples", samples)
+    assert code == 0, err
+    assert "residual sd (log)" in out and "- (an exact fit)" in out
+    samples.write_text("num_nodes,num_workers,local_batch,step_time_s,sync_time_s\n1,1,16,0.01,\n1,2,16,0.012,\n")
+    _one_line_error(*run_cli("model", "fit", "--samples", samples), "s.csv:3: column sync_time_s is not a number")
+
+
 def test_catalog_commands(run_cli):
     code, out, _ = run_cli("catalog", "list", "--cloud", "gcp", "--accelerator", "H100", "--json")
     rows = json.loads(out)

@@ -76,7 +76,11 @@ def test_bad_input_is_one_line_and_exit_2(run_cli, trace, change, message):
 @pytest.mark.parametrize("body, reason", [
     ("instance_type,num_nodes\na,1\n", "missing column"),
     ("instance_type,num_nodes,num_workers,local_batch,step_time_s\na,1,1,8,0\n",
-     "column 'step_time_s' must be positive, got 0")])
+     "column 'step_time_s' must be positive, got 0"),
+    ("instance_type,num_nodes,num_workers,local_batch,step_time_s,sync_time_s,price_per_hour\na,1,2,8,0.1,0.3,1\n",
+     "sync_time_s (0.3) exceeds step_time_s (0.1): the sync is part of the step"),
+    ("instance_type,num_nodes,num_workers,local_batch,step_time_s,sync_time_s,price_per_hour\na,1,2,8,0.1,-0.01,1\n",
+     "column 'sync_time_s' must be 0 or more")])
 def test_a_bad_trace_or_target_is_one_line_and_exit_2(run_cli, tmp_path, trace, body, reason):
     """Each refusal states its reason. Mutation caught: a message that loses it (the test asserted
     only the exit code and the one line before)."""
@@ -87,6 +91,36 @@ def test_a_bad_trace_or_target_is_one_line_and_exit_2(run_cli, tmp_path, trace, 
         code, _, err = run_cli(*argv)
         assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
         assert expected in err, err
+
+
+def test_a_one_worker_rows_sync_may_be_zero(tmp_path):
+    # a trace that `thrifty model fit` also reads: one worker has no sync, written 0 (mutation
+    # caught: sync_time_s held to be positive, which refused such a trace)
+    from thrifty.search.trace import load_trace
+    path = tmp_path / "t.csv"
+    path.write_text("instance_type,num_nodes,num_workers,local_batch,step_time_s,sync_time_s,price_per_hour\n"
+                    "a,1,1,8,0.1,0,1\na,1,2,8,0.12,0.02,1\n")
+    rows = load_trace(path, [])
+    assert [r.sync_time_s for r in rows] == [0.0, 0.02]
+
+
+def test_the_report_says_whether_the_deadline_was_met(run_cli, trace):
+    # mutation caught: a deadline missed in silence (the report said nothing of it, and the JSON
+    # held only deadline_s)
+    from thrifty.cli.search import deadline_line
+    assert deadline_line(3 * 3600, [3 * 3600 + 150]) == "deadline 3 h: MISSED by 2.5 min"
+    assert deadline_line(3 * 3600, [2.5 * 3600]) == "deadline 3 h: met, 30 min to spare"
+    assert deadline_line(3600, [3000, 3700, 3900]) == "deadline 60 min: met by 1 of 3 seeds; the latest MISSED it by 5 min"
+    code, out, _ = run_cli(*args(trace, "--deadline", "8h", "--seeds", 2, "--json"))
+    result = json.loads(out)
+    assert code == 0 and result["deadline_met"] == 1.0 and all(r["deadline_met"] for r in result["per_seed"])
+    code, out, _ = run_cli(*args(trace, "--deadline", "8h"))
+    assert code == 0 and "deadline 8 h: met," in out
+
+
+def test_counts_read_as_counts():
+    from thrifty.cli.search import counted
+    assert [counted(1, "window"), counted(3.0, "window"), counted(2.5, "move")] == ["1 window", "3 windows", "2.5 moves"]
 
 
 def test_search_runs_where_torch_cannot_be_imported(trace):

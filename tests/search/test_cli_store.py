@@ -54,6 +54,8 @@ def test_plot_writes_a_png_and_a_bad_path_fails_before_any_work(run_cli, trace, 
     png = tmp_path / "out" / "path.png"
     code, _, _ = run_cli(*args(trace, "--plot", png, "--json"))
     assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, _ = run_cli(*args(trace, "--plot", png))
+    assert code == 0 and f"plot{png}(seed0)" in "".join(out.split())  # the report says where it went (rich folds long paths)
     (tmp_path / "afile").write_text("x")
     code, _, err = run_cli(*args(trace, "--db", tmp_path / "t.db", "--plot", tmp_path / "afile" / "p.png"))
     assert code == 2 and "cannot write" in err and len(err.strip().splitlines()) == 1

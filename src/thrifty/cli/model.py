@@ -35,16 +35,24 @@ CONFIG_COLUMNS = ("num_nodes", "num_workers", "local_batch")
 
 
 def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> tuple[list[dict], dict]:
+    """The columns as arrays. sync_time_s may be blank on a one-worker row, which has no sync (read
+    as 0), as `thrifty search` traces leave it."""
     import numpy as np
 
     from thrifty.io import read_csv
     rows = read_csv(path, ThriftyError, "CSV file", required=required)
     columns = {}
     for col in required + tuple(c for c in optional if c in rows[0]):
-        try:
-            columns[col] = np.array([float(r[col]) for r in rows])
-        except (TypeError, ValueError):
-            raise ThriftyError(f"{path}: column {col} holds a value that is not a number") from None
+        values = []
+        for line, r in enumerate(rows, start=2):
+            text = (r.get(col) or "").strip()
+            if not text and col == "sync_time_s" and (r.get("num_workers") or "").strip() == "1":
+                text = "0"
+            try:
+                values.append(float(text))
+            except ValueError:
+                raise ThriftyError(f"{path}:{line}: column {col} is not a number: {text!r}") from None
+        columns[col] = np.array(values)
     return rows, columns
 
 
@@ -96,7 +104,7 @@ def model_fit(samples: Annotated[Path | None, typer.Option(
     table.add_row("in-sample MdAPE", f"- (an exact fit of {model.n_samples} samples to {len(model.free_indices)} "
                   f"parameters has no error estimate: intervals assume sd {EXACT_FIT_SIGMA_LOG} in log)"
                   if model.exact else f"{model.train_mdape:.2f} % (in-sample)")
-    table.add_row("residual sd (log)", f"{model.sigma_log:.4f}")
+    table.add_row("residual sd (log)", "- (an exact fit)" if model.exact else f"{model.sigma_log:.4f}")
     table.add_row("launch spread sd (log)", f"{model.launch_sigma_log:.4f} (added to every interval; "
                   "intervals also widen with the distance from the samples)")
     stdout.print(table)

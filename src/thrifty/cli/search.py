@@ -78,11 +78,13 @@ def search(
     backend: Annotated[str, typer.Option(
         help="sim (a trace-driven cloud) or local (real thrifty train launches on emulated VM types)")] = "sim",
     trace: Annotated[Path | None, typer.Option(
-        help="CSV: instance_type,num_nodes,num_workers,local_batch,step_time_s[,sync_time_s][,price_per_hour]; "
-             "sim runs on it, local takes its oracle from it")] = None,
+        help="CSV with columns instance_type, num_nodes, num_workers (in all, not a node), local_batch, "
+             "step_time_s, and optionally sync_time_s (at most the step; blank or 0 for one worker) and "
+             "price_per_hour (of one node); sim runs on it, local takes its oracle from it")] = None,
     workload: Annotated[str | None, typer.Option(help="local: the workload to train (builtin:NAME or a .py file)")] = None,
     types: Annotated[Path | None, typer.Option(
-        help="local: CSV instance_type,speed,workers_per_node,price_per_hour (default: the bundled emulated types)")] = None,
+        help="local: CSV with columns instance_type, speed, workers_per_node, price_per_hour (default: the "
+             "bundled emulated types)")] = None,
     batches: Annotated[str, typer.Option(help="local: global batch sizes to consider")] = "32,64,128",
     max_nodes: Annotated[int, typer.Option(help="local: most emulated VMs per configuration", min=1, max=64)] = 2,
     max_ranks: Annotated[int, typer.Option(help="local: most training processes at once", min=1, max=64)] = 2,
@@ -92,12 +94,13 @@ def search(
         help="Gradient noise scale B_noise (constant), the job's (local: default the workload's job model's); "
              "the search measures its own estimate", callback=positive)] = None,
     noise_scale_trace: Annotated[Path | None, typer.Option(
-        help="CSV progress,noise_scale (progress: fraction of the target)")] = None,
+        help="CSV with columns progress, noise_scale (progress: fraction of the target)")] = None,
     objective: Annotated[str, typer.Option(help="cost or time")] = "cost",
     deadline: Annotated[str | None, typer.Option(help="e.g. 6h, 90m (a bare number is hours)")] = None,
     start: Annotated[str | None, typer.Option(
-        help="TYPE:NODES:WORKERS:GLOBAL_BATCH (default: local, what thrifty plan's models recommend for the "
-             "objective and deadline; sim, the cheapest $/h configuration at the middle batch)")] = None,
+        help="TYPE:NODES:WORKERS:GLOBAL_BATCH, WORKERS in all (16 nodes of 4 workers: 16:64; printed 16x4) "
+             "(default: local, what thrifty plan's models recommend for the objective and deadline; sim, the "
+             "cheapest $/h configuration at the middle batch)")] = None,
     measurement_noise: Annotated[float, typer.Option(help="sim: lognormal sigma of each measured step",
                                                      callback=non_negative)] = 0.03,
     restart_cost: Annotated[str, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
@@ -266,6 +269,11 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
     result = {**result, "start_config": first.to_dict(),
               "oracle_config": None if best is None else best.final_config.to_dict(),
               "objective": goal.kind, "deadline_s": goal.deadline_s, **origin}
+    if goal.deadline_s is not None:
+        for run in runs:
+            run["deadline_met"] = bool(run["time_s"] <= goal.deadline_s)
+        result["deadline_met"] = (runs[0]["deadline_met"] if len(runs) == 1 else
+                                  sum(r["deadline_met"] for r in runs) / len(runs))
     if json_out:
         print_json(result)
         return
@@ -281,9 +289,30 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
     if len(runs) == 1:
         stdout.print(f"search ended on {type(first)(**runs[0]['final_config']).label()}")
     versus = "" if best is None else f" ({versus_oracle(result['overhead_time'], result['overhead_cost'])})"
+    windows = result["probes"] if len(runs) > 1 else len(result["probes"])
     stdout.print(f"search {median}{fmt_duration(result['time_s'])}, {fmt_usd(result['cost_usd'])}{versus}, "
-                 f"{result['probes'] if len(runs) > 1 else len(result['probes'])} windows, "
-                 f"{result['moves']} moves")
+                 f"{counted(windows, 'window')}, {counted(result['moves'], 'move')}")
+    if goal.deadline_s is not None:
+        stdout.print(deadline_line(goal.deadline_s, [r["time_s"] for r in runs]))
+    if plot is not None:
+        stdout.print(f"plot   {plot} (seed {seed})")
+
+
+def counted(n: float, noun: str) -> str:
+    """'1 window', '3 windows', '2.5 windows' (a median over seeds)."""
+    return f"{n:g} {noun}" + ("" if n == 1 else "s")
+
+
+def deadline_line(deadline_s: float, times_s: list[float]) -> str:
+    """Whether the search met its deadline: one run's margin, or how many seeds met it."""
+    if len(times_s) == 1:
+        margin = deadline_s - times_s[0]
+        return (f"deadline {fmt_duration(deadline_s)}: met, {fmt_duration(margin)} to spare" if margin >= 0 else
+                f"deadline {fmt_duration(deadline_s)}: MISSED by {fmt_duration(-margin)}")
+    met = sum(t <= deadline_s for t in times_s)
+    late = [t - deadline_s for t in times_s if t > deadline_s]
+    return (f"deadline {fmt_duration(deadline_s)}: met by {met} of {len(times_s)} seeds" +
+            (f"; the latest MISSED it by {fmt_duration(max(late))}" if late else ""))
 
 
 def versus_oracle(overhead_time: float, overhead_cost: float) -> str:

@@ -53,8 +53,8 @@ def oracle(scenario: Scenario) -> Outcome:
             best, best_value = outcome, value
     if best is None:
         fastest = min(fixed(scenario.backend(0), r.config).time_s for r in scenario.rows)
-        raise ThriftyError(f"no configuration of the trace meets the deadline of {scenario.objective.deadline_s:g} s "
-                           f"(the fastest takes {fastest:.0f} s)")
+        raise ThriftyError(f"no configuration of the trace meets the deadline of {float(deadline or 0) / 3600:.3g} h "
+                           f"(the fastest takes {fastest / 3600:.3g} h)")
     return best
 
 

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """A measured (or synthetic) trace of step times per configuration: the ground truth of `sim`.
 
-CSV columns `instance_type,num_nodes,num_workers,local_batch,step_time_s`, optionally
-`sync_time_s` and `price_per_hour` (of one node, on demand). A type without a price column value
+CSV columns `instance_type,num_nodes,num_workers,local_batch,step_time_s` (num_workers in all,
+not a node's), optionally `sync_time_s` (the part of the step spent synchronising: at most the
+step; blank or 0 where one worker has none) and `price_per_hour` (of one node, on demand). A type without a price column value
 takes its on-demand price from the catalog; a type the catalog does not know then cannot be
 priced, which is an error naming it."""
 
@@ -28,15 +29,16 @@ class TraceRow:
     price_per_hour: float  # all nodes together
 
 
-def _number(record: Mapping[str, str], column: str, where: str, *, integer: bool = False) -> float:
+def _number(record: Mapping[str, str], column: str, where: str, *, integer: bool = False,
+            zero: bool = False) -> float:
     text = (record.get(column) or "").strip()
     try:
         value = int(text) if integer else float(text)
     except ValueError:
         raise ThriftyError(f"{where}: column '{column}' is not {'an integer' if integer else 'a number'}: "
                            f"{text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise ThriftyError(f"{where}: column '{column}' must be positive, got {text}")
+    if not ((value > 0 or (zero and value == 0)) and value < float("inf")):
+        raise ThriftyError(f"{where}: column '{column}' must be {'0 or more' if zero else 'positive'}, got {text}")
     return value
 
 
@@ -58,7 +60,10 @@ def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType],
         if workers < nodes or workers % nodes:
             raise ThriftyError(f"{at}: num_workers ({workers}) must be a multiple of num_nodes ({nodes})")
         step = _number(record, "step_time_s", at)
-        sync = _number(record, "sync_time_s", at) if (record.get("sync_time_s") or "").strip() else None
+        sync = _number(record, "sync_time_s", at, zero=True) if (record.get("sync_time_s") or "").strip() else None
+        if sync is not None and sync > step:
+            raise ThriftyError(f"{at}: sync_time_s ({sync:g}) exceeds step_time_s ({step:g}): the sync is part "
+                               "of the step")
         if (record.get("price_per_hour") or "").strip():
             node_price = _number(record, "price_per_hour", at)
         elif name in prices:
