@@ -118,6 +118,15 @@ def test_the_report_says_whether_the_deadline_was_met(run_cli, trace):
     assert code == 0 and "deadline 8 h: met," in out
 
 
+def test_the_report_says_when_the_search_stayed_on_its_start(run_cli, trace):
+    # a restart dearer than the job: the profile cannot recoup its moves (mutation caught: the
+    # search staying with nothing said, a user's "0 moves" unexplained)
+    code, out, _ = run_cli(*args(trace, "--restart-cost", "5h"))
+    assert code == 0 and "it stayed on the start: the profile's moves" in " ".join(out.split())
+    code, out, _ = run_cli(*args(trace))
+    assert code == 0 and "stayed on the start" not in " ".join(out.split())
+
+
 def test_counts_read_as_counts():
     from thrifty.cli.search import counted
     assert [counted(1, "window"), counted(3.0, "window"), counted(2.5, "move")] == ["1 window", "3 windows", "2.5 moves"]

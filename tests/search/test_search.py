@@ -2,6 +2,7 @@
 """Behaviour of the search on synthetic traces. Each test names the mutation of the code it
 catches (checked by applying the mutation by hand and watching the test fail)."""
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from conftest import NOISE_SCALE, scenario
 from thrifty.search.belief import Measured
 from thrifty.search.harness import Scenario, default_start, oracle, run_strategy
-from thrifty.search.loop import Search
+from thrifty.search.loop import Outcome, Search
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 
@@ -206,6 +207,10 @@ def test_the_search_logs_each_move_and_a_profile_it_gave_up(rows, caplog):
     caplog.clear()
     far = scenario(rows, "cost", restart_cost_s=5 * 3600)
     with caplog.at_level(logging.INFO, logger="thrifty.search.loop"):
-        run_strategy(far, "search", 0, default_start(rows))
+        stayed = run_strategy(far, "search", 0, default_start(rows))
     assert any("could not recoup its moves; staying on " + default_start(rows).label() in r.getMessage()
                for r in caplog.records)
+    # the outcome says so too, and keeps it through the database's JSON (mutation caught: the
+    # report's "stayed on the start" line with nothing to read it from)
+    assert stayed.stayed and not search.stayed
+    assert Outcome.from_dict(json.loads(json.dumps(stayed.to_dict()))).stayed

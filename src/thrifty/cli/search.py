@@ -294,6 +294,13 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
                  f"{counted(windows, 'window')}, {counted(result['moves'], 'move')}")
     if goal.deadline_s is not None:
         stdout.print(deadline_line(goal.deadline_s, [r["time_s"] for r in runs]))
+    stayed = sum(bool(r.get("stayed")) for r in runs)
+    if stayed:
+        from thrifty.search.loop import SearchSettings
+        stdout.print(("it" if len(runs) == 1 else f"{stayed} of {len(runs)} seeds") + " stayed on the start: the "
+                     f"profile's moves (a restart each) would cost more than {SearchSettings.profile_budget:.0%} of "
+                     "the job left at the start's pace, counted as target / batch steps while B_noise is not yet "
+                     "measured")
     if plot is not None:
         stdout.print(f"plot   {plot} (seed {seed})")
 

@@ -112,15 +112,16 @@ class Outcome:
     final_config: Config
     probes: list[Probe] = field(default_factory=list)
     moves: int = 0
+    stayed: bool = False  # the profile could not recoup its moves: the job trained where it started
 
     def to_dict(self) -> dict:
         return {"time_s": self.time_s, "cost_usd": self.cost_usd, "final_config": self.final_config.to_dict(),
-                "probes": [p.to_dict() for p in self.probes], "moves": self.moves}
+                "probes": [p.to_dict() for p in self.probes], "moves": self.moves, "stayed": self.stayed}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Outcome":
         return cls(data["time_s"], data["cost_usd"], Config(**data["final_config"]),
-                   [Probe.from_dict(p) for p in data["probes"]], data["moves"])
+                   [Probe.from_dict(p) for p in data["probes"]], data["moves"], bool(data.get("stayed", False)))
 
 
 class Search:
@@ -171,7 +172,8 @@ class Search:
             else:
                 self.settled_segment(decide)
             probed = choice is not None
-        return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.running(), self.probes, self.moves)
+        return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.running(), self.probes, self.moves,
+                       self.stay)
 
     def running(self) -> Config:
         """The configuration the job trains on (there is one once the first window launched)."""
