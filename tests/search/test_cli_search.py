@@ -53,6 +53,7 @@ def test_search_prints_a_short_report(run_cli, trace):
     assert code == 0 and "start  mid 2x1 B=128" in out and "vs the oracle" in out and "ended on" in out
     code, out, _ = run_cli(*args(trace, "--seeds", 2))
     assert code == 0 and "search median" in out
+    assert "of 2 seeds; p90 " in " ".join(out.split())  # where the seeds ended, and the p90 beside the median
 
 
 @pytest.mark.parametrize("change, message", [

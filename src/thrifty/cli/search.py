@@ -288,6 +288,11 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
         stdout.print(f"oracle {best.final_config.label()}: {fmt_duration(best.time_s)}, {fmt_usd(best.cost_usd)}")
     if len(runs) == 1:
         stdout.print(f"search ended on {type(first)(**runs[0]['final_config']).label()}")
+    else:
+        top, count = finals.most_common(1)[0]
+        p90 = "" if best is None else (f"; p90 {result['p90_overhead_time']:+.1%} time, "
+                                       f"{result['p90_overhead_cost']:+.1%} cost vs the oracle")
+        stdout.print(f"search ended on {type(first)(**json.loads(top)).label()} on {count} of {len(runs)} seeds{p90}")
     versus = "" if best is None else f" ({versus_oracle(result['overhead_time'], result['overhead_cost'])})"
     windows = result["probes"] if len(runs) > 1 else len(result["probes"])
     stdout.print(f"search {median}{fmt_duration(result['time_s'])}, {fmt_usd(result['cost_usd'])}{versus}, "
