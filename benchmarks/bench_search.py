@@ -160,7 +160,8 @@ def objectives(rows) -> dict[str, Objective]:
 
 
 def main(seeds: int = 20, only: list[str] | None = None, with_bo: bool = True) -> dict:
-    strategies = ["search", "search_no_recheck"] + list(STRATEGIES[1:]) + (["bayes_opt"] if with_bo else [])
+    every = ["search", "search_no_recheck", *STRATEGIES[1:], "bayes_opt"]
+    strategies = every if with_bo else every[:-1]
     stored = json.loads((RESULTS / "search.json").read_text()) if only else {}
     if only and "bayes_opt" not in only:  # BO's rows, if any, come from the stored run
         bayes = stored.get("bayes_opt", "skipped")
@@ -179,8 +180,7 @@ def main(seeds: int = 20, only: list[str] | None = None, with_bo: bool = True) -
                 key = f"{trace_name}{drift_name} | {goal_name}"
                 results[key] = run_row(scenario, key, start, only or strategies, seeds, previous.get(key, {}),
                                        stored.get("seeds"))
-    every = ["search", "search_no_recheck", *STRATEGIES[1:], "bayes_opt"]  # stored rows (--only) included
-    plot(results, [name for name in every if any(name in row for row in results.values())])
+    plot(results, [name for name in every if any(name in row for row in results.values())])  # stored rows too
     data = {"seeds": seeds, "noise_scale": NOISE_SCALE, "drift": DRIFT, "target_samples": TARGET,
             "measurement_noise": 0.03, "grad_sq_spread": GRAD_SQ_SPREAD, "trace_spread": TRACE_SPREAD,
             "restart_cost_s": 60.0, "startup_cost_s": 60.0, "types": [t.__dict__ for t in TYPES],

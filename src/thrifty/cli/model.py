@@ -41,12 +41,12 @@ def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...]
 
     from thrifty.io import read_csv
     rows = read_csv(path, ThriftyError, "CSV file", required=required)
-    columns = {}
-    for col in required + tuple(c for c in optional if c in rows[0]):
+    columns: dict[str, np.ndarray] = {}
+    for col in required + tuple(c for c in optional if c in rows[0]):  # num_workers (required) first
         values = []
         for line, r in enumerate(rows, start=2):
             text = (r.get(col) or "").strip()
-            if not text and col == "sync_time_s" and (r.get("num_workers") or "").strip() == "1":
+            if not text and col == "sync_time_s" and columns["num_workers"][line - 2] == 1:
                 text = "0"
             try:
                 values.append(float(text))

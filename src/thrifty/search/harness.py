@@ -45,15 +45,16 @@ class Scenario:
 def oracle(scenario: Scenario) -> Outcome:
     """The truly best configuration, trained from the start; an error if none meets the deadline."""
     best, best_value = None, np.inf
+    deadline = scenario.objective.deadline_s
     for row in scenario.rows:
         outcome = fixed(scenario.backend(0), row.config)
         value = outcome.time_s if scenario.objective.kind == "time" else outcome.cost_usd
-        deadline = scenario.objective.deadline_s
         if (deadline is None or outcome.time_s <= deadline) and value < best_value:
             best, best_value = outcome, value
-    if best is None:
+    if best is None:  # only a deadline leaves none
+        assert deadline is not None
         fastest = min(fixed(scenario.backend(0), r.config).time_s for r in scenario.rows)
-        raise ThriftyError(f"no configuration of the trace meets the deadline of {float(deadline or 0) / 3600:.3g} h "
+        raise ThriftyError(f"no configuration of the trace meets the deadline of {deadline / 3600:.3g} h "
                            f"(the fastest takes {fastest / 3600:.3g} h)")
     return best
 

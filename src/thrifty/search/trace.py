@@ -3,9 +3,9 @@
 
 CSV columns `instance_type,num_nodes,num_workers,local_batch,step_time_s` (num_workers in all,
 not a node's), optionally `sync_time_s` (the part of the step spent synchronising: at most the
-step; blank or 0 where one worker has none) and `price_per_hour` (of one node, on demand). A type without a price column value
-takes its on-demand price from the catalog; a type the catalog does not know then cannot be
-priced, which is an error naming it."""
+step; blank or 0 where one worker has none) and `price_per_hour` (of one node, on demand). A type
+without a price column value takes its on-demand price from the catalog; a type the catalog does
+not know then cannot be priced, which is an error naming it."""
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
