@@ -8,8 +8,10 @@ report) and the three the search was tuned on (TUNE_SEEDS), and six well-behaved
 of Pollux's testbed (pollux_shaped.py: one GPU model on nodes of 1 and 4 GPUs, added after the
 search was built and run once, with no knob changed for them), and the same six workloads on one
 type alone, as Pollux's testbed had (nodes of 4 GPUs up to 16; nodes of 1 GPU up to 64; nodes of 4
-GPUs of which a job uses 1, 2 or 4),
-each under the cost and the time objective: a 3-hour job (the target sized so the objective's
+GPUs of which a job uses 1, 2 or 4), and once more on nodes of 4 GPUs where a job's workers need
+not fill its nodes evenly and every configuration was measured on 3 launches, each syncing its
+own way (pollux_shaped.placed_trace; the sim lands each launch on one of them, the oracle is
+their mean), each under the cost and the time objective: a 3-hour job (the target sized so the objective's
 oracle trains 3 h) started where a user would start (the cheapest $/h configuration at the middle
 global batch), and a short job (1e7 samples) started on the oracle's configuration. The sim: 3%
 per-step noise, 60 s restart, 60 s start-up for new VMs. "after": the defaults
@@ -31,7 +33,7 @@ import numpy as np
 
 from common import RESULTS, save_figure, write_result
 from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
-from pollux_shaped import ONE_TYPE, SEARCH_SEEDS, search_trace
+from pollux_shaped import ONE_TYPE, SEARCH_SEEDS, placed_trace, search_trace
 from thrifty.search.harness import Scenario, default_start, fixed, oracle, with_overheads
 from thrifty.search.loop import Search, SearchSettings
 from thrifty.search.noise_schedule import NoiseSchedule
@@ -39,6 +41,7 @@ from thrifty.search.rule import Objective
 from thrifty.search.trace import TraceRow
 
 JOB_S, SHORT_TARGET = 3 * 3600.0, 1e7
+PLACED_GROUP = "pollux-shaped uneven, 3 launches"
 VARIANTS = {"after": {}}
 
 
@@ -66,6 +69,8 @@ def traces() -> Iterator[tuple[str, int, list[TraceRow], float]]:
     for name, types in ONE_TYPE.items():
         for seed in SEARCH_SEEDS:
             yield (f"pollux-shaped {name}", seed, *search_trace(seed, types))
+    for seed in SEARCH_SEEDS:
+        yield (PLACED_GROUP, seed, *placed_trace(seed))
 
 
 def previous_results() -> tuple[dict, str]:
@@ -88,7 +93,7 @@ def run_row(scenario: Scenario, start, seeds: int) -> dict:
         overheads = [r[metric] for r in runs]
         # the overhead of training the whole job where the search ended (once per distinct final
         # configuration: the seeds mostly end on the same one); the rest is the moves and probes
-        gap_of = {c: with_overheads(fixed(scenario.backend(0), c), best)[metric]
+        gap_of = {c: with_overheads(fixed(scenario.backend(0, draw_launches=False), c), best)[metric]
                   for c in {o.final_config for o in outcomes}}
         settle_gaps = [gap_of[o.final_config] for o in outcomes]
         row[name] = {"median": float(np.median(overheads)), "worst": float(np.max(overheads)),

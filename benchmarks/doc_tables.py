@@ -42,7 +42,8 @@ def _signed_percent(fraction: float) -> str:
 
 
 SEARCH_SETS = ("held out", "fresh", "tuned on", "pollux-shaped", "pollux-shaped 4-GPU nodes only",
-               "pollux-shaped 1-GPU nodes only", "pollux-shaped 4-GPU nodes, 1/2/4 used")
+               "pollux-shaped 1-GPU nodes only", "pollux-shaped 4-GPU nodes, 1/2/4 used",
+               "pollux-shaped uneven, 3 launches")
 SEARCH_JOBS = ("3 h", "short")
 SEARCH_OBJECTIVES = ("cost", "time")
 SEARCH_GOAL_MEDIAN, SEARCH_GOAL_WORST = 0.05, 0.10   # issue 22: median <= 5%, worst <= 10% over the oracle

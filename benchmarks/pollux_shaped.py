@@ -9,6 +9,11 @@ inside one; overlap g in 1-2.5; co-location contention up to 5% a rank sharing t
 every configuration's all-reduce off the ring by a lognormal factor (log sd SYNC_SD: its own
 placement and contention).
 Well-behaved next to irregular_traces.py: no sync modes, no misprojected type.
+
+`placed_trace` reads the placement the way a cluster sets it: a job's workers need not fill its
+nodes evenly, and every configuration is measured on several launches, each drawing its own
+all-reduce factor (a real cluster's sync follows the links a launch lands on, so the same
+configuration launched again syncs differently; search.trace's launches).
 """
 
 import numpy as np
@@ -16,7 +21,7 @@ import numpy as np
 from irregular_traces import shapes
 from thrifty.perf.steptime import compute_time, predict_step_time
 from thrifty.search.config import Config
-from thrifty.search.trace import TraceRow
+from thrifty.search.trace import Launch, TraceRow
 
 SYNC_SD = 0.15
 # the search's types: one T4 a node, priced as g4dn.xlarge in the bundled catalog, and four, priced
@@ -30,6 +35,9 @@ ONE_TYPE = {"4-GPU nodes only": (("t4x4", 3.912, 4, (1, 2, 4, 8, 16)),),
             "4-GPU nodes, 1/2/4 used": (("t4x4", 3.912, (1, 2, 4), (1, 2, 4, 8, 16)),)}
 SEARCH_BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
 SEARCH_SEEDS = (301, 302, 303, 304, 305, 306)
+# placed_trace: nodes of 4 T4 (priced as t4x4), a job on N nodes with N, 2N or 4N workers or one GPU
+# short of the even 2N or 4N (another job holds it), each configuration measured on LAUNCHES launches
+PLACED, PLACED_NODES, LAUNCHES = ("t4x4", 3.912, 4), (1, 2, 4, 8, 16), 3
 
 
 def workload_params(rng: np.random.Generator) -> np.ndarray:
@@ -42,9 +50,11 @@ def workload_params(rng: np.random.Generator) -> np.ndarray:
 
 
 def step_and_sync(params: np.ndarray, nodes: int, workers: int, local_batch: float,
-                  rng: np.random.Generator) -> tuple[float, float]:
-    """(step, exposed sync) of one configuration, its all-reduce drawn off the ring."""
-    compute = float(compute_time(params, local_batch)) * (1 + params[7] * (workers / nodes - 1))
+                  rng: np.random.Generator, fullest_node: int | None = None) -> tuple[float, float]:
+    """(step, exposed sync) of one configuration, its all-reduce drawn off the ring; the
+    co-location contention is the fullest node's (`fullest_node` ranks; even: workers / nodes)."""
+    sharing = workers / nodes if fullest_node is None else fullest_node
+    compute = float(compute_time(params, local_batch)) * (1 + params[7] * (sharing - 1))
     step = max(float(predict_step_time(params, nodes, workers, local_batch)), compute)  # rounding
     if workers > 1:
         step = compute + (step - compute) * float(rng.lognormal(0, SYNC_SD))
@@ -67,4 +77,28 @@ def search_trace(seed: int, types: tuple[TypeSpec, ...] = SEARCH_TYPES) -> tuple
                 step, sync = step_and_sync(params, nodes, workers, batch / workers, rng)
                 rows.append(TraceRow(Config(name, nodes, workers, batch), step, sync if workers > 1 else None,
                                      price * nodes))
+    return rows, noise_scale
+
+
+def placed_trace(seed: int) -> tuple[list[TraceRow], float]:
+    """(rows, B_noise) of one workload (the same draw as search_trace's) on PLACED nodes: uneven
+    placements and LAUNCHES launches a configuration (module docstring). Local batches are whole:
+    a global batch of SEARCH_BATCHES split over an odd worker count is rounded to the nearest split."""
+    rng = np.random.default_rng(seed)
+    params = workload_params(rng)
+    noise_scale = float(np.exp(rng.uniform(np.log(300), np.log(3000))))
+    name, price, per_node = PLACED
+    rows = []
+    for nodes in PLACED_NODES:
+        counts = range(1, per_node + 1) if nodes == 1 else (nodes, 2 * nodes - 1, 2 * nodes, 4 * nodes - 1, 4 * nodes)
+        for workers in counts:
+            fullest = -(-workers // nodes)
+            for local in sorted({round(b / workers) for b in SEARCH_BATCHES} - {0, 1}):
+                draws = [step_and_sync(params, nodes, workers, local, rng, fullest)
+                         for _ in range(LAUNCHES if workers > 1 else 1)]
+                launches = tuple(Launch(step, sync if workers > 1 else None) for step, sync in draws)
+                row = TraceRow(Config(name, nodes, workers, local * workers), float(np.mean([d[0] for d in draws])),
+                               float(np.mean([d[1] for d in draws])) if workers > 1 else None, price * nodes,
+                               launches if len(launches) > 1 else ())
+                rows.append(row)
     return rows, noise_scale

@@ -159,3 +159,20 @@ def test_search_start_takes_the_cloud_prefix_the_plan_prints():
     prices = {Config("p3.2xlarge", 1, 1, 32): 3.06}
     assert _start("aws:p3.2xlarge:1:1:32", prices, "the trace") == Config("p3.2xlarge", 1, 1, 32)
     assert _start("p3.2xlarge:1:1:32", prices, "the trace") == Config("p3.2xlarge", 1, 1, 32)
+
+
+def test_a_trace_of_launches_and_uneven_placements_runs(run_cli, tmp_path):
+    """Repeated rows of a configuration (its launches) and workers that do not fill their nodes
+    evenly are a trace the sim replays, and --start takes the uneven placement. Mutation caught:
+    either refused as a bad trace."""
+    path = tmp_path / "t.csv"
+    path.write_text("instance_type,num_nodes,num_workers,local_batch,step_time_s,sync_time_s,price_per_hour\n"
+                    "a,1,1,32,0.10,,1\na,1,1,64,0.19,,1\na,2,3,64,0.12,0.03,1\n"
+                    "a,2,3,32,0.06,0.02,1\na,2,3,32,0.09,0.05,1\n"
+                    "a,2,4,32,0.05,0.02,1\na,2,4,32,0.07,0.04,1\na,2,4,32,0.05,0.02,1\n")
+    code, out, err = run_cli("search", "--backend", "sim", "--trace", path, "--target-samples", "1e6",
+                             "--noise-scale", "500", "--start", "a:2:3:96", "--objective", "time", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["start_config"]["num_nodes"], result["start_config"]["num_workers"]) == (2, 3)
+    assert result["oracle_time_s"] > 0 and result["final_config"]["instance_type"] == "a"

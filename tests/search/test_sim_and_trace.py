@@ -5,9 +5,10 @@ import pytest
 from thrifty.catalog import load_catalog
 from thrifty.errors import ThriftyError
 from thrifty.search.config import Config
+from thrifty.search.harness import Scenario, oracle
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.sim import SimBackend
-from thrifty.search.trace import TraceRow, load_trace, parse_trace, write_trace
+from thrifty.search.trace import Launch, TraceRow, load_trace, parse_trace, write_trace
 
 HEADER = "instance_type,num_nodes,num_workers,local_batch,step_time_s"
 
@@ -72,11 +73,91 @@ def test_trace_prices_come_from_the_row_or_the_catalog(tmp_path):
     (f"{HEADER}\na,1,1,8,-2\n", "step_time_s' must be positive"),
     (f"{HEADER}\na,1,1,8,x\n", "not a number"),
     (f"{HEADER}\nnot-a-vm,1,1,8,0.1\n", "not in the catalog"),
-    (f"{HEADER}\na,2,3,8,0.1\n", "multiple of num_nodes"),
-    (f"{HEADER},price_per_hour\na,1,1,8,0.1,1\na,1,1,8,0.2,1\n", "appears twice"),
+    (f"{HEADER},price_per_hour\na,3,2,8,0.1,1\n", "fewer than num_nodes"),
+    (f"{HEADER},price_per_hour\na,1,1,8,0.1,1\na,1,1,8,0.2,2\n", ":3: .* one configuration, one price"),
+    (f"{HEADER},sync_time_s,price_per_hour\na,2,2,8,0.1,0.05,1\na,2,2,8,0.2,,1\n", ":3: .* on all or none"),
 ])
 def test_a_bad_trace_is_one_error_naming_the_problem(tmp_path, body, message):
     path = tmp_path / "t.csv"
     path.write_text(body)
     with pytest.raises(ThriftyError, match=message):
         load_trace(path, [])
+
+
+def _records(text: str) -> list[dict]:
+    lines = text.strip().splitlines()
+    return [dict(zip(lines[0].split(","), line.split(","), strict=True)) for line in lines[1:]]
+
+
+TWO_LAUNCHES = _records(f"""{HEADER},sync_time_s,price_per_hour
+a,2,4,8,0.2,0.1,1
+a,2,4,8,0.6,0.5,1
+a,2,3,8,0.3,0.2,1
+""")
+
+
+def test_repeated_rows_are_launches_of_one_configuration_and_uneven_placements_parse(tmp_path):
+    """Mutations caught: a repeated configuration refused or kept once (its last row), the mean
+    taken over something else, an uneven placement refused or labelled as an even one."""
+    rows = parse_trace(TWO_LAUNCHES, [], "t")
+    assert [r.config for r in rows] == [Config("a", 2, 4, 32), Config("a", 2, 3, 24)]
+    two, uneven = rows
+    assert two.launches == (Launch(0.2, 0.1), Launch(0.6, 0.5))
+    assert two.step_time_s == pytest.approx(0.4) and two.sync_time_s == pytest.approx(0.3)
+    assert two.price_per_hour == 2 and uneven.launches == () and uneven.draws == (Launch(0.3, 0.2),)
+    assert uneven.config.label() == "a 2n/3w B=24" and two.config.label() == "a 2x2 B=32"
+    path = tmp_path / "t.csv"
+    write_trace(path, rows)  # a row per launch, read back alike
+    assert load_trace(path, []) == rows
+
+
+def _landed(sim: SimBackend, steps: int = 400) -> float:
+    return float(np.mean(sim.measure(steps).step_time_s))
+
+
+def test_sim_draws_a_launch_each_time_a_configuration_is_launched():
+    """Every launch of a configuration measured on several lands on one of them, as likely, and a
+    relaunch draws again. Mutations caught: the mean (or the first launch) always; one draw kept
+    for the configuration's every launch."""
+    rows = parse_trace(TWO_LAUNCHES, [], "t")
+    two, other = rows[0].config, rows[1].config
+    landed, relaunched_elsewhere = [], 0
+    for seed in range(40):
+        sim = SimBackend(rows, NoiseSchedule.constant(64, 1e7), seed=seed)
+        sim.launch(two)
+        first = _landed(sim)
+        sim.launch(other)
+        sim.launch(two)
+        second = _landed(sim)
+        landed += [first, second]
+        relaunched_elsewhere += round(first, 1) != round(second, 1)
+        assert min(abs(first - 0.2), abs(first - 0.6)) < 0.01  # a launch, never the mean 0.4
+    near_fast = sum(abs(x - 0.2) < 0.01 for x in landed)
+    assert 25 <= near_fast <= 55  # of 80, each as likely
+    assert relaunched_elsewhere >= 10
+
+
+def test_the_oracle_and_a_restore_use_the_launch_they_should():
+    """The oracle trains at the mean of the launches (the expectation), whatever the seed; a
+    restored sim continues on the launch the saved one landed on. Mutations caught: the oracle
+    drawing a launch; the landed launch not saved (a restore would take the mean)."""
+    rows = parse_trace(TWO_LAUNCHES, [], "t")[:1]
+    schedule = NoiseSchedule.constant(64, 1e6)
+    mean_only = [TraceRow(rows[0].config, 0.4, 0.3, rows[0].price_per_hour)]
+    assert oracle(Scenario(rows, schedule)).time_s == pytest.approx(oracle(Scenario(mean_only, schedule)).time_s)
+    sim = SimBackend(rows, schedule, seed=2, measurement_noise=0.0)
+    sim.launch(rows[0].config)
+    landed = _landed(sim, 10)
+    again = SimBackend(rows, schedule, seed=99, measurement_noise=0.0)
+    again.restore(sim.state())
+    assert _landed(again, 10) == pytest.approx(landed) and landed in (pytest.approx(0.2), pytest.approx(0.6))
+
+
+def test_a_configuration_of_one_launch_draws_nothing():
+    """A trace of one launch a configuration replays as before launches existed: the generator's
+    stream goes to step noise only. Mutation caught: a launch drawn for every launch."""
+    sim = backend(seed=5)
+    sim.launch(Config("a", 1, 1, 64))
+    times = sim.measure(20).step_time_s
+    expected = 0.5 * np.random.default_rng(5).lognormal(-0.03**2 / 2, 0.03, size=20)
+    np.testing.assert_allclose(times, expected)

@@ -80,7 +80,8 @@ def search(
     trace: Annotated[Path | None, typer.Option(
         help="CSV with columns instance_type, num_nodes, num_workers (in all, not a node), local_batch, "
              "step_time_s, and optionally sync_time_s (at most the step; blank or 0 for one worker) and "
-             "price_per_hour (of one node); sim runs on it, local takes its oracle from it")] = None,
+             "price_per_hour (of one node); several rows of one configuration are its launches, each "
+             "relaunch in sim landing on one of them; sim runs on it, local takes its oracle from it")] = None,
     workload: Annotated[str | None, typer.Option(help="local: the workload to train (builtin:NAME or a .py file)")] = None,
     types: Annotated[Path | None, typer.Option(
         help="local: CSV with columns instance_type, speed, workers_per_node, price_per_hour (default: the "

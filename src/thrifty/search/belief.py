@@ -259,7 +259,7 @@ def step_time_floor(candidates: Sequence[Config], mu: np.ndarray, sd: np.ndarray
     low = np.asarray(mu) - Z90 * np.asarray(sd)
     twins: dict[tuple, list[int]] = {}
     for i, c in enumerate(candidates):
-        twins.setdefault((c.instance_type, c.num_workers // c.num_nodes, c.local_batch), []).append(i)
+        twins.setdefault((c.instance_type, c.num_workers / c.num_nodes, c.local_batch), []).append(i)
     for members in twins.values():
         for i in members:
             fewer = [low[j] for j in members if candidates[j].num_nodes < candidates[i].num_nodes]

@@ -27,8 +27,11 @@ class Config:
                 "num_workers": self.num_workers, "global_batch": self.global_batch, "spot": self.spot}
 
     def label(self) -> str:
+        """`t4 2x4 B=256`: 2 nodes of 4 workers; an uneven placement as `t4 2n/3w B=96`."""
         spot = " spot" if self.spot else ""
-        return f"{self.instance_type} {self.num_nodes}x{self.num_workers // self.num_nodes} B={self.global_batch}{spot}"
+        per_node, uneven = divmod(self.num_workers, self.num_nodes)
+        shape = f"{self.num_nodes}n/{self.num_workers}w" if uneven else f"{self.num_nodes}x{per_node}"
+        return f"{self.instance_type} {shape} B={self.global_batch}{spot}"
 
 
 def needs_new_vms(old: Config | None, new: Config) -> bool:

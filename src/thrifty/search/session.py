@@ -34,8 +34,10 @@ def _digest(data) -> str:
 
 
 def trace_key(scenario: Scenario) -> str:
-    """The workload key of a sim search: what its probes measured is the trace."""
+    """The workload key of a sim search: what its probes measured is the trace (a row's launches
+    enter only where it has several, so a trace of one launch a row keeps the key it had)."""
     return "trace:" + _digest([[r.config.to_dict(), r.step_time_s, r.sync_time_s, r.price_per_hour]
+                               + ([[[x.step_time_s, x.sync_time_s] for x in r.launches]] if r.launches else [])
                                for r in scenario.rows])[:16]
 
 

@@ -2,10 +2,17 @@
 """A measured (or synthetic) trace of step times per configuration: the ground truth of `sim`.
 
 CSV columns `instance_type,num_nodes,num_workers,local_batch,step_time_s` (num_workers in all,
-not a node's), optionally `sync_time_s` (the part of the step spent synchronising: at most the
+not a node's; at least one a node, not necessarily as many on each: 3 workers on 2 nodes is an
+uneven placement), optionally `sync_time_s` (the part of the step spent synchronising: at most the
 step; blank or 0 where one worker has none) and `price_per_hour` (of one node, on demand). A type
 without a price column value takes its on-demand price from the catalog; a type the catalog does
-not know then cannot be priced, which is an error naming it."""
+not know then cannot be priced, which is an error naming it.
+
+Several rows of one configuration are its launches: on a real cluster each launch lands on its own
+nodes and links (a 2+2 or a 1+3 placement of 4 workers on 2 nodes, a congested switch), so one
+configuration's step and sync times differ from launch to launch, often in modes. `sim` draws one
+of them, with equal chance, each time the job is launched on the configuration; the oracle and
+every mean use their mean, what a launch costs in expectation."""
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,13 +27,28 @@ REQUIRED = ("instance_type", "num_nodes", "num_workers", "local_batch", "step_ti
 
 
 @dataclass(frozen=True)
+class Launch:
+    """One launch of a configuration: its mean step time and the part of it spent synchronising."""
+
+    step_time_s: float
+    sync_time_s: float | None
+
+
+@dataclass(frozen=True)
 class TraceRow:
-    """The true mean step time of one configuration and the price of the whole cluster."""
+    """The true mean step time of one configuration and the price of the whole cluster; with
+    `launches`, the measured launches that mean is taken over (none: one launch, the row's own)."""
 
     config: Config
     step_time_s: float
     sync_time_s: float | None
     price_per_hour: float  # all nodes together
+    launches: tuple[Launch, ...] = ()
+
+    @property
+    def draws(self) -> tuple[Launch, ...]:
+        """What a launch of this configuration can land on, each as likely."""
+        return self.launches or (Launch(self.step_time_s, self.sync_time_s),)
 
 
 def _number(record: Mapping[str, str], column: str, where: str, *, integer: bool = False,
@@ -42,13 +64,21 @@ def _number(record: Mapping[str, str], column: str, where: str, *, integer: bool
     return value
 
 
+@dataclass(frozen=True)
+class _Measured:
+    line: int
+    launch: Launch
+    node_price: float
+
+
 def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType], where: str) -> list[TraceRow]:
-    """Validated rows; `catalog` prices the types whose rows carry no price_per_hour."""
+    """Validated rows, one per configuration in the order first seen (module docstring: repeated
+    configurations are launches); `catalog` prices the types whose rows carry no price_per_hour."""
     prices: dict[str, float] = {}
     for vm in catalog:  # the cheapest region of a type, as `thrifty plan` would choose, by its bare name
         for name in vm.type_names:  # and as the plan prints it
             prices[name] = min(prices.get(name, float("inf")), vm.price_per_hour)
-    rows, seen = [], set()
+    measured: dict[Config, list[_Measured]] = {}
     for line, record in enumerate(records, start=2):
         at = f"{where}:{line}"
         name = (record.get("instance_type") or "").strip()
@@ -57,8 +87,9 @@ def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType],
         nodes = int(_number(record, "num_nodes", at, integer=True))
         workers = int(_number(record, "num_workers", at, integer=True))
         local = int(_number(record, "local_batch", at, integer=True))
-        if workers < nodes or workers % nodes:
-            raise ThriftyError(f"{at}: num_workers ({workers}) must be a multiple of num_nodes ({nodes})")
+        if workers < nodes:
+            raise ThriftyError(f"{at}: num_workers ({workers}) is fewer than num_nodes ({nodes}): every node "
+                               "runs at least one worker")
         step = _number(record, "step_time_s", at)
         sync = _number(record, "sync_time_s", at, zero=True) if (record.get("sync_time_s") or "").strip() else None
         if sync is not None and sync > step:
@@ -71,12 +102,28 @@ def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType],
         else:
             raise ThriftyError(f"{at}: instance type {name!r} is not in the catalog and the row has no "
                                "price_per_hour: add the column or a --catalog CSV that prices it")
-        config = Config(name, nodes, workers, local * workers)
-        if config in seen:
-            raise ThriftyError(f"{at}: configuration {config.label()} appears twice")
-        seen.add(config)
-        rows.append(TraceRow(config, step, sync, node_price * nodes))
-    return rows
+        measured.setdefault(Config(name, nodes, workers, local * workers), []).append(
+            _Measured(line, Launch(step, sync), node_price))
+    return [_row(config, launches, where) for config, launches in measured.items()]
+
+
+def _row(config: Config, measured: list[_Measured], where: str) -> TraceRow:
+    """One configuration's row from its launches (one or more)."""
+    first = measured[0]
+    for m in measured[1:]:
+        if m.node_price != first.node_price:
+            raise ThriftyError(f"{where}:{m.line}: configuration {config.label()} costs {m.node_price:g} a node "
+                               f"here and {first.node_price:g} on line {first.line}: one configuration, one price")
+        if (m.launch.sync_time_s is None) != (first.launch.sync_time_s is None):
+            raise ThriftyError(f"{where}:{m.line}: configuration {config.label()} has a sync_time_s on some "
+                               "of its rows and not on others: give it on all or none")
+    price = first.node_price * config.num_nodes
+    if len(measured) == 1:
+        return TraceRow(config, first.launch.step_time_s, first.launch.sync_time_s, price)
+    launches = tuple(m.launch for m in measured)
+    step = sum(x.step_time_s for x in launches) / len(launches)
+    syncs = [x.sync_time_s for x in launches if x.sync_time_s is not None]
+    return TraceRow(config, step, sum(syncs) / len(syncs) if syncs else None, price, launches)
 
 
 def load_trace(path: Path, catalog: Iterable[VMType]) -> list[TraceRow]:
@@ -84,9 +131,9 @@ def load_trace(path: Path, catalog: Iterable[VMType]) -> list[TraceRow]:
 
 
 def write_trace(path: Path, rows: Iterable[TraceRow]) -> None:
-    """The CSV `load_trace` reads, with prices per node (synthetic traces, tests)."""
+    """The CSV `load_trace` reads, a row per launch, with prices per node (synthetic traces, tests)."""
     write_csv(path, (*REQUIRED, "sync_time_s", "price_per_hour"), [
         {"instance_type": r.config.instance_type, "num_nodes": r.config.num_nodes,
          "num_workers": r.config.num_workers, "local_batch": int(r.config.local_batch),
-         "step_time_s": r.step_time_s, "sync_time_s": "" if r.sync_time_s is None else r.sync_time_s,
-         "price_per_hour": r.price_per_hour / r.config.num_nodes} for r in rows])
+         "step_time_s": launch.step_time_s, "sync_time_s": "" if launch.sync_time_s is None else launch.sync_time_s,
+         "price_per_hour": r.price_per_hour / r.config.num_nodes} for r in rows for launch in r.draws])
