@@ -161,3 +161,15 @@ def test_a_configuration_of_one_launch_draws_nothing():
     times = sim.measure(20).step_time_s
     expected = 0.5 * np.random.default_rng(5).lognormal(-0.03**2 / 2, 0.03, size=20)
     np.testing.assert_allclose(times, expected)
+
+
+def test_the_default_start_takes_a_batch_rounded_by_an_uneven_split_as_the_middle_one():
+    """The middle distinct global batch of a trace with uneven placements can be one only an odd
+    worker count runs (511 = 7 x 73): the start is the cheapest configuration within NEAR_BATCH of
+    it, the nearest on a tie. Mutation caught: the exact middle batch only (the
+    start would be 2 nodes of 7 workers, not one node)."""
+    from thrifty.search.harness import cheapest_start
+    prices = {Config("a", 1, 1, 256): 1.0, Config("a", 1, 1, 512): 1.0, Config("a", 1, 1, 1024): 1.0,
+              Config("a", 2, 7, 511): 2.0, Config("a", 2, 4, 512): 2.0}
+    assert cheapest_start(prices) == Config("a", 1, 1, 512)
+    assert cheapest_start({**prices, Config("a", 1, 1, 511): 1.0}) == Config("a", 1, 1, 511)
