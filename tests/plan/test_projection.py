@@ -430,3 +430,30 @@ def test_the_plan_table_fits_80_columns_with_two_digit_merges_and_sub_cent_costs
     console.print(_table(Result(), np.arange(10), np.array([123] * 10), "top 10 by cost"))
     rows = [line for line in console.export_text().splitlines() if "azure:" in line]
     assert len(rows) == 10 and all(line.split()[-1] == "proj" for line in rows), rows
+
+
+@pytest.mark.parametrize("nodes, workers, cost, interval", [
+    (16, 32, 0.00063, (0.00063, 0.00064)),  # sub-cent costs beside a two-digit node count
+    (64, 64, 1234.5, (1000.2, 15000.7)),  # thousands of dollars
+])
+def test_the_plan_table_fits_80_columns_with_the_widest_numbers(nodes, workers, cost, interval):
+    """The widest cells a plan prints (a rank with merges, 16384-sample batches, 64 x 1 VMs, sub-cent
+    or four-figure costs) leave the VM type column less than 14 wide at 80 columns: it folds
+    instead of the table losing its last column (a real profile under load gave 'pro' for 'proj').
+    Mutation caught: the VM type column held at 14 or more."""
+    import numpy as np
+    from rich.console import Console
+
+    from thrifty.cli.plan import _table
+
+    class Result:
+        def describe(self, i):
+            return {"cloud": "azure", "instance_type": "Standard_D32s_v5", "accelerator": None, "nodes": nodes,
+                    "workers": workers, "global_batch": 16384, "spot": True, "predicted_time_s": 240.6,
+                    "predicted_cost_usd": cost, "predicted_cost_interval_usd": list(interval),
+                    "source": "projection", "prediction": "projected"}
+
+    console = Console(width=80, record=True)
+    console.print(_table(Result(), np.arange(10), np.array([123] * 10), "top 10 by cost"))
+    rows = [line for line in console.export_text().splitlines() if "azure:" in line]
+    assert len(rows) == 10 and all(line.split()[-1] == "proj" for line in rows), rows

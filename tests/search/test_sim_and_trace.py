@@ -1,4 +1,7 @@
 # SPDX-License-Identifier: MIT
+import hashlib
+import json
+
 import numpy as np
 import pytest
 
@@ -149,7 +152,7 @@ def test_the_oracle_and_a_restore_use_the_launch_they_should():
     sim.launch(rows[0].config)
     landed = _landed(sim, 10)
     again = SimBackend(rows, schedule, seed=99, measurement_noise=0.0)
-    again.restore(sim.state())
+    again.restore(json.loads(json.dumps(sim.state())))  # as the database keeps it
     assert _landed(again, 10) == pytest.approx(landed) and landed in (pytest.approx(0.2), pytest.approx(0.6))
 
 
@@ -173,3 +176,34 @@ def test_the_default_start_takes_a_batch_rounded_by_an_uneven_split_as_the_middl
               Config("a", 2, 7, 511): 2.0, Config("a", 2, 4, 512): 2.0}
     assert cheapest_start(prices) == Config("a", 1, 1, 512)
     assert cheapest_start({**prices, Config("a", 1, 1, 511): 1.0}) == Config("a", 1, 1, 511)
+    # a trace of even placements keeps the exact middle batch (mutation: the window for all traces)
+    even = {Config("a", 1, 1, 64): 1.0, Config("a", 1, 1, 96): 1.0, Config("b", 1, 1, 100): 0.5,
+            Config("a", 1, 1, 128): 1.0}
+    assert cheapest_start(even) == Config("a", 1, 1, 96)
+
+
+def test_a_one_worker_configuration_may_give_its_sync_as_blank_on_one_launch_and_0_on_another():
+    (row,) = parse_trace(_records(f"""{HEADER},sync_time_s,price_per_hour
+a,1,1,8,0.1,0,1
+a,1,1,8,0.2,,1
+"""), [], "t")
+    assert row.step_time_s == pytest.approx(0.15) and len(row.launches) == 2
+
+
+def test_the_trace_key_keeps_one_launch_traces_and_tells_launches_apart():
+    """A trace of one row a configuration keeps the key stored searches were filed under; two
+    traces whose launches differ but whose means agree get different keys. Mutations caught: the
+    launches hashed for every row (old searches no longer found); launches not hashed (a resume
+    on another trace)."""
+    from thrifty.search.harness import Scenario
+    from thrifty.search.session import trace_key
+    schedule = NoiseSchedule.constant(64, 1e5)
+    rows = backend().rows.values()
+    before = "trace:" + hashlib.sha256(json.dumps([[r.config.to_dict(), r.step_time_s, r.sync_time_s,
+                                                    r.price_per_hour] for r in rows], sort_keys=True)
+                                       .encode()).hexdigest()[:16]
+    assert trace_key(Scenario(list(rows), schedule)) == before
+    narrow = parse_trace(_records(f"{HEADER},price_per_hour\na,1,1,8,0.5,1\na,1,1,8,0.5,1\n"), [], "t")
+    wide = parse_trace(_records(f"{HEADER},price_per_hour\na,1,1,8,0.25,1\na,1,1,8,0.75,1\n"), [], "t")
+    assert narrow[0].step_time_s == wide[0].step_time_s == 0.5
+    assert trace_key(Scenario(narrow, schedule)) != trace_key(Scenario(wide, schedule))

@@ -49,8 +49,9 @@ def _table(result, indices, merged, title: str) -> Table:
         title += f"; {_count(int(merged.sum()), 'near-duplicate')} within the predictions' resolution merged (+N)"
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("#", justify="right", no_wrap=True)
-    # 14: room at 80 columns for a rank with two-digit merges ('10+123') beside sub-cent costs
-    table.add_column("VM type", overflow="fold", min_width=14, ratio=1)
+    # at least 8 wide: at 80 columns the widest numbers (a rank '10+123', '64 x 1' VMs, batch 16384,
+    # '$1,234.50' and its interval) leave it 10, and it takes whatever more the row leaves
+    table.add_column("VM type", overflow="fold", min_width=8, ratio=1)
     for col in ("VMs x\nranks", "batch", "spot", "time", "cost", "90%\ninterval"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("how", no_wrap=True)

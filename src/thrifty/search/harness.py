@@ -106,10 +106,12 @@ NEAR_BATCH = 0.05  # a global batch split into whole local batches over an odd w
 
 def cheapest_start(prices: dict[Config, float]) -> Config:
     """The user default a person would pick: the cheapest $/h configuration at the middle global
-    batch (the lower median of the distinct values, standing in for the workload's default), or
-    within NEAR_BATCH of it (uneven placements round the batch: 511 on 7 workers beside 512; the
-    nearest batch on a tie), so the search has to earn its keep."""
+    batch (the lower median of the distinct values, standing in for the workload's default), so
+    the search has to earn its keep. Where some placements are uneven, their whole local batches
+    round the global one (511 on 7 workers beside 512), so any batch within NEAR_BATCH of the
+    middle counts as it (the nearest on a tie)."""
     batches = sorted({c.global_batch for c in prices})
     middle = batches[(len(batches) - 1) // 2]
-    near = [c for c in prices if abs(c.global_batch - middle) <= NEAR_BATCH * middle]
+    near_share = NEAR_BATCH if any(c.num_workers % c.num_nodes for c in prices) else 0.0
+    near = [c for c in prices if abs(c.global_batch - middle) <= near_share * middle]
     return min(near, key=lambda c: (prices[c], abs(c.global_batch - middle), c))

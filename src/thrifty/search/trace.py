@@ -114,7 +114,7 @@ def _row(config: Config, measured: list[_Measured], where: str) -> TraceRow:
         if m.node_price != first.node_price:
             raise ThriftyError(f"{where}:{m.line}: configuration {config.label()} costs {m.node_price:g} a node "
                                f"here and {first.node_price:g} on line {first.line}: one configuration, one price")
-        if (m.launch.sync_time_s is None) != (first.launch.sync_time_s is None):
+        if config.num_workers > 1 and (m.launch.sync_time_s is None) != (first.launch.sync_time_s is None):
             raise ThriftyError(f"{where}:{m.line}: configuration {config.label()} has a sync_time_s on some "
                                "of its rows and not on others: give it on all or none")
     price = first.node_price * config.num_nodes
@@ -122,7 +122,7 @@ def _row(config: Config, measured: list[_Measured], where: str) -> TraceRow:
         return TraceRow(config, first.launch.step_time_s, first.launch.sync_time_s, price)
     launches = tuple(m.launch for m in measured)
     step = sum(x.step_time_s for x in launches) / len(launches)
-    syncs = [x.sync_time_s for x in launches if x.sync_time_s is not None]
+    syncs = [x.sync_time_s for x in launches if x.sync_time_s is not None]  # one worker: blank and 0 alike
     return TraceRow(config, step, sum(syncs) / len(syncs) if syncs else None, price, launches)
 
 

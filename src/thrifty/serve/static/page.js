@@ -60,7 +60,7 @@ const views = {
     label: (s) => `${s.id} ${s.workload_key} seed ${s.seed}: ${s.windows} windows${s.finished ? "" : " (running)"}`,
     async show(id) {
       const s = await getJson(`/api/searches/${id}`);
-      const w = s.windows, lab = (r) => `${r.instance_type} ${r.num_nodes}x${r.num_workers / r.num_nodes} B=${r.global_batch}`;
+      const w = s.windows, lab = (r) => `${r.instance_type} ${r.num_workers % r.num_nodes ? `${r.num_nodes}n/${r.num_workers}w` : `${r.num_nodes}x${r.num_workers / r.num_nodes}`} B=${r.global_batch}`;
       const moved = new Set(s.moves.map((m) => m.window));
       const at = w.filter((r) => moved.has(r.window));
       draw("plot-search", [
