@@ -9,7 +9,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.jobmodel import JobModel, build_job_model
@@ -140,6 +140,8 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
               on_progress: Callable[[str], None] = lambda message: None) -> tuple[JobModel, bool]:
     """The fitted job model from the newest stored profile (profiling first if none or asked).
 
+    With `epochs_to_target` (the user's epochs at the default batch) a new profile runs no
+    calibration: the epochs are what it would have measured.
     Returns (model, reused) where reused tells whether a stored profile was used as it was. A
     current stored profile is used without loading the workload; an older one is completed (work
     counted again, workload facts added) or, without thread-scaling measurements, profiled again.
@@ -150,6 +152,8 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
         stored = None  # a profile from before thread scaling with its uncertainty: profile again
     reused = stored is not None
     if stored is None:
+        if epochs_to_target is not None:  # the user's epochs stand in for the calibration run
+            settings = replace(settings, calibrate=False)
         profile_id = profile_and_store(store, workload_spec, settings, on_progress)
         stored = store.latest_profile(key)
         if stored is None:

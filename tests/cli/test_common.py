@@ -16,15 +16,20 @@ def test_durations_pick_their_unit_after_rounding(seconds, text):
     assert fmt_duration(seconds) == text
 
 
-@pytest.mark.parametrize("dollars, text", [(12.345, "$12.35"), (1234.5, "$1,234.50"), (0.00999, "$0.01"),
+@pytest.mark.parametrize("dollars, text", [(12.345, "$12.35"), (1234.5, "$1,234.50"), (0.999, "$1.00"),
+                                           (0.52, "$0.52"), (0.5, "$0.50"), (0.07, "$0.070"), (0.00999, "$0.010"),
+                                           (0.0052, "$0.0052"), (0.0079, "$0.0079"),
                                            (0.0041, "$0.0041"), (4.1e-7, "$0.00000041"), (0.0, "$0.00"),
                                            (-3.2, "-$3.20"), (math.nan, "-")])
 def test_money_in_plain_decimals(dollars, text):
+    """Below a dollar two significant digits. Mutation caught: cents from a cent up (a user's $0.0052,
+    $0.0060 and $0.0079 all printed as $0.01, and an interval [0.0043, 0.0051] as $0.0043-0.01)."""
     assert fmt_usd(dollars) == text
 
 
 def test_a_money_range_has_one_dollar_sign():
-    assert fmt_usd_range(0.07, 0.16) == "$0.07-0.16"
+    assert fmt_usd_range(0.07, 0.16) == "$0.070-0.16"
+    assert fmt_usd_range(0.0043, 0.0051) == "$0.0043-0.0051"
     assert fmt_usd_range(1.2, math.inf) == ">= $1.20"
 
 

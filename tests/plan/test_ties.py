@@ -5,7 +5,7 @@ the top-k rows. Each test names the mutation it catches."""
 import numpy as np
 import pytest
 
-from thrifty.plan.ties import Z90, Resolved, resolution_log
+from thrifty.plan.ties import Z90, Resolved, plan_resolution_log, resolution_log
 
 
 def _resolved(time_s, cost_usd, time_interval, cost_interval, noise_log=0.0) -> Resolved:
@@ -124,3 +124,32 @@ def test_top_rows_merge_near_duplicates_and_keep_distinct_ones():
     assert list(rows) == [0, 2, 3] and list(merged) == [1, 0, 0]
     rows, merged = r.tie_rows(r.ordered(np.arange(4), "time"), "time", 1)
     assert list(rows) == [0] and list(merged) == [1]
+
+
+def test_the_profiles_noise_resolves_the_steps_not_the_start_up():
+    """A user's plan (--objective time, 180 s start-up, a profile whose steps scatter by 0.197 in
+    log): 180.6 s of which 0.6 s training, against 215.7 s of which 35.7 s. With the noise on the
+    whole time the two tied and the slower, cheaper plan ranked first; on the steps' share the
+    faster one wins. Mutation caught: the step share dropped (noise on the whole time)."""
+    time_s, cost = np.array([180.6, 215.7]), np.array([0.00239, 0.00191])
+    low, high = np.array([180.4, 196.0]), np.array([181.0, 242.0])
+    share = np.array([0.6, 35.7]) / time_s
+    r = Resolved(time_s, cost, plan_resolution_log(low, high, 0.197, share),
+                 plan_resolution_log(low * cost / time_s, high * cost / time_s, 0.197, share))
+    assert r.best(np.arange(2), "time") == 0
+
+
+def test_start_up_dominated_plans_within_a_printed_digit_tie():
+    """33 plans of a tiny model at '3.01 min' (180 s start-up, under a second of training each):
+    within 1% of each other they cannot be told apart in the table and collapse to the cheapest,
+    however sharp their intervals and small their steps' share. Mutation caught: no PRINTED_LOG floor."""
+    time_s = 180.0 + np.linspace(0.05, 0.9, 33)
+    cost = np.geomspace(16.3, 0.0047, 33)
+    share = (time_s - 180.0) / time_s
+    r = Resolved(time_s, cost, plan_resolution_log(time_s - 0.01, time_s + 0.01, 0.03, share),
+                 plan_resolution_log(cost * 0.999, cost * 1.001, 0.03, share))
+    assert r.best(np.arange(33), "time") == 32  # the cheapest
+    rows, merged = r.tie_rows(r.ordered(np.arange(33), "time"), "time", 10)
+    assert list(rows)[:1] == [32] and merged[0] == 0  # its cost sets it apart from the rest...
+    front, members = r.collapse_front(np.arange(33))
+    assert len(front) < 33

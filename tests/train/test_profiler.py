@@ -113,3 +113,23 @@ def test_two_profiles_under_different_load_overlap_or_one_is_refused(monkeypatch
     assert loaded[2]["launch_sigma_log"] >= busy_sigma_log(before["others_load"], before["cores"]) * 0.999
     assert _overlap(first[0], loaded[0]), (first[0], loaded[0])
     assert _overlap(first[1], loaded[1]), (first[1], loaded[1])
+
+
+def test_given_epochs_a_new_profile_runs_no_calibration(tmp_path, monkeypatch):
+    """`plan --epochs` stands in for the calibration run: the profile it starts must not train to
+    the target (a user's first run spent 18 minutes in one that could not reach it). Mutation
+    caught: the settings passed on with calibrate left on."""
+    import thrifty.pipeline as pipeline
+
+    seen = []
+
+    def profile_and_store(store, spec, settings, on_progress):
+        seen.append(settings.calibrate)
+        raise WorkloadError("stop here")
+
+    monkeypatch.setattr(pipeline, "profile_and_store", profile_and_store)
+    with Store(tmp_path / "t.db") as store:
+        for epochs in (5.0, None):
+            with pytest.raises(WorkloadError, match="stop here"):
+                pipeline.job_model(store, "builtin:digits", epochs_to_target=epochs)
+    assert seen == [False, True]

@@ -132,14 +132,16 @@ def fmt_duration(seconds: float) -> str:
 
 
 def fmt_usd(dollars: float) -> str:
-    """$12.34; small amounts with 2 significant digits in plain decimals ($0.0041, $0.00000041)."""
+    """$12.34 from a dollar up; below, 2 significant digits in plain decimals ($0.52, $0.070,
+    $0.0052, $0.00000041), so that $0.0052 and $0.0079 do not both print as $0.01."""
     if not math.isfinite(dollars):
         return "-"
     sign, dollars = ("-" if dollars < 0 else ""), abs(dollars)
-    if round(dollars, 2) >= 0.01 or dollars == 0:
+    rounded = float(f"{dollars:.2g}")
+    if rounded >= 1 or dollars == 0:
         return f"{sign}${dollars:,.2f}"
-    decimals = 1 - math.floor(math.log10(dollars))  # two significant digits
-    return f"{sign}${dollars:.{decimals}f}"
+    decimals = 1 - math.floor(math.log10(rounded))  # two significant digits, after rounding
+    return f"{sign}${rounded:.{decimals}f}"
 
 
 def fmt_usd_range(low: float, high: float) -> str:

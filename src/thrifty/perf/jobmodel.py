@@ -165,7 +165,8 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
         elif calibration is not None:
             batch, steps = int(calibration["global_batch"]), float(calibration["steps"])
         else:
-            raise ModelError("no calibration run and no --epochs given: cannot tell steps to target")
+            raise ModelError("no calibration run and no --epochs given: cannot tell steps to target (give "
+                             "--epochs, or run `thrifty profile` for a profile with its calibration run)")
         s_min = calibrate_s_min(steps, batch, noise_scale)
     per_batch = np.polyfit(configs.local_batch, configs.peak_memory_bytes, 1) \
         if len(np.unique(configs.local_batch)) > 1 else np.array([0.0, configs.peak_memory_bytes[0]])

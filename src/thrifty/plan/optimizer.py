@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from thrifty.catalog.vmtype import MINIMUM_BILLED_S
 from thrifty.perf.jobmodel import JobModel
 from thrifty.plan.candidates import Candidates, VMArrays, evaluate, refusals, require_any
 from thrifty.plan.pareto import knee_index, pareto_front
 from thrifty.plan.request import PlanRequest
-from thrifty.plan.ties import Resolved, resolution_log
+from thrifty.plan.ties import Resolved, plan_resolution_log
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +104,14 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     index = np.flatnonzero(ok)
     time_s, cost_usd = candidates.time_s[index], candidates.cost_usd[index]
     order = np.lexsort((time_s, cost_usd))  # one sort serves the front and the cost ranking
-    noise = job.step_time.sigma_log  # the profile's measurement noise (plan.ties)
+    # the profile's measurement noise (plan.ties) scatters the steps, not the start-up nor the billed minute
+    training_s = candidates.steps * candidates.step_time_s
+    noise = job.step_time.sigma_log
     resolved = Resolved(candidates.time_s, candidates.cost_usd,
-                        resolution_log(candidates.time_low_s, candidates.time_high_s, noise),
-                        resolution_log(candidates.cost_low_usd, candidates.cost_high_usd, noise))
+                        plan_resolution_log(candidates.time_low_s, candidates.time_high_s, noise,
+                                            training_s / candidates.time_s),
+                        plan_resolution_log(candidates.cost_low_usd, candidates.cost_high_usd, noise,
+                                            training_s / np.maximum(candidates.time_s, MINIMUM_BILLED_S)))
     pareto = index[pareto_front(time_s, cost_usd, order)]
     ranked = _rank(resolved, index, request.objective, pareto, index[order])
     # the choice stands for the front points it ties with, and the front is collapsed around it (it

@@ -7,9 +7,13 @@ A prediction's resolution is one standard error, the larger of two of its own un
   error), the bounds on the steps to the target and, on spot, the preemption overhead
   (plan.candidates);
 - the noise of the measurements it rests on: the step-time fit's residual deviation of log step
-  time (perf.steptime, `sigma_log`). No prediction resolves a relative difference finer than the
-  scatter of the profiled steps; this is what separates start-up-dominated plans, whose intervals
-  are narrow because the assumed start-up has none.
+  time (perf.steptime, `sigma_log`), times the share of the time (or of the billed seconds) that
+  the steps make: no prediction resolves a relative difference in its steps finer than the
+  scatter of the profiled steps, but the start-up and the billed minute are not scattered by it
+  (with the noise on the whole time, 180 s of start-up and a 20% noise made 180.6 s and 215.7 s a
+  tie, and the slower, cheaper plan ranked above the faster under --objective time);
+- and at least PRINTED_LOG: times and costs print with 2-3 significant digits, so values within 1%
+  can print alike and are never told apart (start-up-dominated plans: 33 rows at "3.01 min").
 Candidate a beats b on a measure only when a's value is below b's by more than a's resolution:
 ln(b / a) > sigma_a. Within it the other measure decides, the one-standard-error rule of model
 selection (Breiman et al. 1984, "Classification and Regression Trees", 3.4.3; Hastie, Tibshirani &
@@ -26,9 +30,18 @@ from scipy.special import ndtri
 Z90 = float(ndtri(0.95))  # a 90% two-sided interval spans +-1.645 standard deviations
 
 
-def resolution_log(low: np.ndarray, high: np.ndarray, noise_log: float = 0.0) -> np.ndarray:
+PRINTED_LOG = float(np.log(1.01))  # 3 significant digits: 1.005 and 1.0149 both print as 1.01
+
+
+def plan_resolution_log(low: np.ndarray, high: np.ndarray, noise_log: float, step_share: np.ndarray) -> np.ndarray:
+    """A plan's resolutions (module docstring): resolution_log with the profile's noise scaled to
+    the steps' share of each value, and at least PRINTED_LOG."""
+    return np.maximum(resolution_log(low, high, noise_log * np.clip(step_share, 0.0, 1.0)), PRINTED_LOG)
+
+
+def resolution_log(low: np.ndarray, high: np.ndarray, noise_log: float | np.ndarray = 0.0) -> np.ndarray:
     """One standard error in log space: ln(high / low) / (2 x 1.645) from 90% intervals, at least
-    `noise_log` (the measurement noise, a deviation of log values)."""
+    `noise_log` (the measurement noise, a deviation of log values; one, or one per candidate)."""
     low, high = np.asarray(low, float), np.asarray(high, float)
     with np.errstate(divide="ignore", invalid="ignore"):
         sigma = np.log(high / low) / (2.0 * Z90)
