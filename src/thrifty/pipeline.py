@@ -67,7 +67,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     """Profile all settings, then train once to the target to calibrate S_min (unless the
     workload takes its steps from a published recipe, or calibration is off). Returns the
     Profile, with what planning needs from the workload itself in its meta, and the calibration."""
-    from thrifty.train.busy import measure_quietly, read_before_profile
+    from thrifty.train.busy import PROFILE_CORES, measure_quietly, read_before_profile
     from thrifty.train.config import global_batch_for
     from thrifty.train.dryrun import dry_run
     from thrifty.train.launcher import start_worker_server
@@ -75,7 +75,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     from thrifty.train.profiler import profile_workload
     from thrifty.workloads import load_workload
     from thrifty.workloads.workcount import count_workload
-    before = read_before_profile()  # before our own work loads the machine
+    before = read_before_profile(max(PROFILE_CORES, *settings.workers))  # before our own work loads the machine
     start_worker_server()  # the profile's ranks fork from it; its imports overlap the dry run
     workload = load_workload(workload_spec)
     dry_run(workload)  # a broken workload fails here in seconds, not after the profile

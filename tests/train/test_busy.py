@@ -53,6 +53,18 @@ def test_a_loaded_machine_is_refused_in_one_line_naming_why():
         check_quiet(Readings(2, 0.0, 0.12, None), allow_busy=False)
 
 
+def test_load_counts_against_the_cores_the_profile_leaves_free():
+    """On 2 cores the profile takes both, so a busy loop for most of it (0.9 beside: a user's loop
+    started 8 s into a profile slowed its two-rank steps 1.7x) is busy; on 16 cores the same load
+    sits on free cores. Mutations caught: the old limit of half of every core (1.0 on 2 cores);
+    the profile's own cores not counted (16 cores would refuse any load over 0.5)."""
+    assert Readings(2, 0.9, 0.0, None).reasons() == ["load 0.9 on 2 cores"]
+    assert Readings(2, 0.4, 0.0, None).reasons() == []
+    assert Readings(16, 13.0, 0.0, None).reasons() == []
+    assert Readings(16, 14.6, 0.0, None).reasons() == ["load 14.6 on 16 cores"]
+    assert Readings(16, 12.6, 0.0, None, profile_cores=4).reasons() == ["load 12.6 on 16 cores"]
+
+
 def test_quiet_readings_are_accepted_and_stored():
     measure, calls = _measure([0.05])
     result, readings = measure_quietly(measure, False, before=lambda: QUIET, beside=QUIET_BESIDE)
@@ -167,7 +179,7 @@ def test_the_profile_command_refuses_a_busy_machine_with_exit_2_and_stores_nothi
         monkeypatch, capsys, tmp_path):
     import thrifty.train.busy as busy
     from thrifty.cli.app import main
-    monkeypatch.setattr(busy, "read_before_profile", lambda: Readings(2, 3.9, 0.0, None))
+    monkeypatch.setattr(busy, "read_before_profile", lambda cores=2: Readings(2, 3.9, 0.0, None))
     db = tmp_path / "t.db"
     assert main(["profile", "--db", str(db), "--workers", "1", "--batch", "8,16", "--no-calibrate"]) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
@@ -186,7 +198,7 @@ def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(m
     from thrifty.perf.uncertainty import busy_sigma_log
     from thrifty.pipeline import ProfileSettings, run_profile
     from thrifty.records import Profile, StepRow
-    monkeypatch.setattr(busy, "read_before_profile", lambda: Readings(2, 6.0, 0.0, None))
+    monkeypatch.setattr(busy, "read_before_profile", lambda cores=2: Readings(2, 6.0, 0.0, None))
     monkeypatch.setattr(busy, "LoadBeside", lambda: _Beside(9.0))  # more load arrived during the profile
     times = {8: [0.010, 0.010, 0.012, 0.012], 32: [0.030, 0.030, 0.033, 0.033]}  # 2 rounds of 2 steps
 
