@@ -181,3 +181,15 @@ def test_model_fit_of_a_stored_profile_keeps_its_launch_spread(profiled_db, run_
     code, out, err = run_cli("model", "fit", "--workload", "builtin:digits", "--db", db, "--json")
     assert code == 0, err
     assert json.loads(out)["launch_sigma_log"] == 0.5
+
+
+def test_preempt_spot_table_keeps_its_policy_names_whole_at_80_columns():
+    """Mutation caught: the policy column wrapping like the rest ('deadline-aw…' at 80 columns)."""
+    import os
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "thrifty.cli", "preempt", "spot", "--job-hours", "2", "--deadline",
+                           "4h", "--spot-price", "0.3", "--on-demand-price", "1", "--runs", "200"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    assert "deadline-aware" in done.stdout and "…" not in done.stdout

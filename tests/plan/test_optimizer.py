@@ -349,3 +349,30 @@ def test_a_cpu_projection_interval_holds_the_serial_fractions_sd_and_the_launch_
     assert half == pytest.approx(np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + job.step_time.launch_sigma_log**2 + serial**2))
     wider = dataclasses.replace(job, step_time=dataclasses.replace(job.step_time, launch_sigma_log=0.5))
     assert predict_step_times(vmx, wider, *one)[2][0] > high[0]
+
+
+def test_a_cpu_projection_widens_beyond_the_profiled_local_batches():
+    """A CPU VM's projection rests on the profiled one-rank compute: beyond the profiled local
+    batches its interval widens as the fit's own does (a user's projection kept x/÷5.3 from batch
+    16 to 65536 after a profile of 16-256). Mutation caught: the distance not counted."""
+    from dataclasses import replace
+
+    from thrifty.plan.candidates import predict_step_times
+    vmx = VMArrays.build(VMS, Hardware.load())
+    cpu = next(i for i, vm in enumerate(vmx.vms) if not vm.is_gpu and vm.instance_type != PROFILED)
+    local = np.array([16.0, 64.0, 1024.0, 16384.0])
+    ones = np.ones(len(local))
+
+    def widths(job):
+        _, low, high, measured, _ = predict_step_times(vmx, job, np.full(len(local), cpu), ones, ones, local,
+                                                       PlanRequest(max_workers=1))
+        assert not measured.any()
+        return np.log(high / low)
+
+    job = _job()
+    unprofiled = widths(job)  # no profiled configurations stored: no widening
+    profiled = widths(replace(job, step_time=replace(job.step_time, profiled=np.array(
+        [[1, 1, 16], [1, 1, 64], [1, 2, 16]]))))
+    np.testing.assert_allclose(profiled[:2], unprofiled[:2])
+    extra = profiled - unprofiled
+    assert 0 < extra[2] < extra[3]

@@ -58,7 +58,7 @@ def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...]
 
 @app.command("fit")
 def model_fit(samples: Annotated[Path | None, typer.Option(
-                  help="CSV: num_nodes,num_workers,local_batch,step_time_s[,compute_time_s,sync_time_s]")] = None,
+                  help="CSV with columns num_nodes, num_workers, local_batch, step_time_s and optionally compute_time_s, sync_time_s")] = None,
               workload: Annotated[str | None, typer.Option(help="Fit the newest stored profile instead")] = None,
               out: Annotated[Path | None, typer.Option(help="Write the model JSON here")] = None,
               db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:

@@ -8,7 +8,8 @@ per GPU, or one using all vCPUs of a CPU VM. Predictions:
              not alike): the windows' step-weighted mean ("measured", source "search");
              elsewhere ("projected")
              CPU VMs: 1-thread compute x Amdahl over the VM's vCPUs / family speed (perf.cpu;
-             the interval holds the serial fraction's sd and the profile's launch spread),
+             the interval holds the serial fraction's sd, the profile's launch spread and,
+             beyond the profiled local batches, 0.10 in log a doubling, as the fit's own),
              GPU VMs: max(counted work on the calibrated roofline (perf.roofline), input cost
              spread over the host's vCPUs),
              both with a ring all-reduce over the VM's interconnect or network (perf.allreduce)
@@ -35,6 +36,7 @@ from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.roofline import GPUSpec, RooflineParams, load_params
 from thrifty.perf.roofline import compute_time_s as gpu_compute_time_s
 from thrifty.perf.steptime import PARAM_NAMES
+from thrifty.perf.uncertainty import EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING
 from thrifty.plan.request import PlanRequest
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.overhead import expected_overhead_fraction
@@ -216,7 +218,12 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
         if job.thread_scaling is None:
             raise PlanError("the job model has no thread scaling to project CPU VMs with: profile again")
         serial = job.thread_scaling.slowdown_sd_log(local[cpu], vmx.vcpus_per_rank[v][cpu])
-        sigma[cpu] = np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + model.launch_sigma_log**2 + serial**2)
+        # the profiled one-rank compute extrapolated in local batch: as the fit's own interval widens
+        # (perf.uncertainty, per doubling away from the nearest profiled local batch)
+        away = 0.0 if model.profiled is None else np.min(np.abs(np.log2(
+            local[cpu][:, None] / np.unique(np.asarray(model.profiled, float)[:, 2])[None, :])), axis=1)
+        sigma[cpu] = np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + model.launch_sigma_log**2 + serial**2
+                             + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2)
     z = float(ndtri(0.95))
     step, low, high = projected, projected * np.exp(-z * sigma), projected * np.exp(z * sigma)
     on = np.flatnonzero(measured)  # the profiled machine: the fitted model and its own interval
