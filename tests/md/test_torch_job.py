@@ -187,6 +187,7 @@ def test_the_cli_checkpoints_on_a_notice_resumes_bit_identically_and_refuses_ope
         time.sleep(0.01)
     job.send_signal(signal.SIGTERM)
     assert job.wait(timeout=120) == PREEMPTED_EXIT
+    assert "checkpointed at step" in job.stderr.read()  # said without -v (it was an INFO record)
     assert len(list(ck.glob("ckpt-*.bin"))) == 1
     code, _, refused = md_run(*system, "--json", "--out", str(tmp_path / "parts"))  # the default --engine openmm
     assert code == 2 and "written by the torch engine" in refused

@@ -122,8 +122,9 @@ def _run(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], check
                 checkpoints.save(engine.payload(progress, settings.sampling), began_s=began)
                 log.debug("checkpoint at step %d (%d samples)", step, samples)
                 if checkpoints.notice:
-                    log.info("preemption notice: checkpointed at step %d, exiting %d for a restart", step,
-                             PREEMPTED_EXIT)
+                    # a warning, so that it shows without -v: the run stopped, and says how it goes on
+                    log.warning("preemption notice: checkpointed at step %d; the same command resumes from it "
+                                "(exit %d)", step, PREEMPTED_EXIT)
                     sys.exit(PREEMPTED_EXIT)
     return [_finish(engine, settings, layout, progress, i, p, e, energies, state, out)
             for i, (layout, p, e, energies, state, out) in enumerate(zip(
