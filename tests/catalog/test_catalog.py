@@ -371,6 +371,17 @@ def test_a_skypilot_file_must_say_its_cloud_by_its_path(tmp_path):
         load_catalog_file(path)
 
 
+def test_a_skypilot_file_named_for_no_known_cloud_says_which_cloud_it_became(tmp_path, caplog):
+    """`--catalog prices.csv` in SkyPilot's columns becomes cloud 'prices': said, not silent (a new
+    user read `prices:m5.large` in a plan). Mutation caught: the warning dropped."""
+    path = tmp_path / "prices.csv"
+    path.write_text("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region\n"
+                    "m5.large,,,2,8,,0.096,,us-east-1\n")
+    with caplog.at_level("WARNING", logger="thrifty"):
+        (vm,) = load_catalog_file(path)
+    assert vm.cloud == "prices" and "cloud 'prices'" in caplog.text and "aws/vms.csv" in caplog.text
+
+
 def test_catalog_list_prints_every_name_whole_at_80_columns(run_cli, monkeypatch):
     """Without a terminal (80 columns) names were cut to `g2-stan…`. Mutation: the table's default
     overflow (an ellipsis)."""

@@ -61,7 +61,9 @@ def _cloud_from_path(path: Path) -> str:
     for part in reversed(path.with_suffix("").parts):
         if part.lower() in KNOWN_CLOUDS:
             return part.lower()
-    if path.stem.lower() != "vms":
+    if path.stem.lower() != "vms":  # said, since `--catalog prices.csv` then prices a cloud named 'prices'
+        log.warning("%s: SkyPilot's columns name no cloud and its path names none it knows: cloud %r "
+                    "(keep it as CLOUD/vms.csv, e.g. aws/vms.csv, for one)", path, path.stem.lower())
         return path.stem.lower()
     raise CatalogError(f"{path}: cannot tell its cloud: SkyPilot's columns name none; keep it in a folder named "
                        f"after its cloud, as SkyPilot does (e.g. aws/vms.csv), or name the file CLOUD.csv")
