@@ -4,8 +4,7 @@ import subprocess
 import sys
 
 import pytest
-
-from conftest import NOISE_SCALE, TARGET
+from search_support import NOISE_SCALE, TARGET
 
 KEYS = {"time_s", "cost_usd", "oracle_time_s", "oracle_cost_usd", "overhead_time", "overhead_cost",
         "final_config", "probes", "moves"}

@@ -7,8 +7,8 @@ import json
 
 import pytest
 from rich.console import Console
+from search_support import NOISE_SCALE, TARGET
 
-from conftest import NOISE_SCALE, TARGET
 from thrifty.search.loop import Search
 from thrifty.store import Store
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from search_support import NOISE_SCALE, TARGET, scenario
 
-from conftest import NOISE_SCALE, TARGET, scenario
 from thrifty.search.config import Config
 from thrifty.search.harness import Scenario, default_start, oracle
 from thrifty.search.loop import Search

@@ -6,8 +6,8 @@ configuration it had measured before the kill. Each test names the mutation it c
 import sqlite3
 
 import pytest
+from search_support import scenario
 
-from conftest import scenario
 from thrifty.search.harness import default_start
 from thrifty.search.session import run_search
 from thrifty.store import Store

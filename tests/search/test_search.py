@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from search_support import NOISE_SCALE, scenario
 
-from conftest import NOISE_SCALE, scenario
 from thrifty.search.belief import Measured
 from thrifty.search.harness import Scenario, default_start, oracle, run_strategy
 from thrifty.search.loop import Outcome, Search

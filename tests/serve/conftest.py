@@ -8,7 +8,6 @@ store holds does not depend on the process that wrote it, and test_live.py runs 
 `thrifty serve` on a free loopback port."""
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -17,23 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from serve_support import MD_TESTS, PYTHON, SEARCH, env, run_main
 
 from built_once import built_once
 
-ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-MD_TESTS = ROOT / "tests" / "md"
 sys.path.insert(0, str(MD_TESTS))  # standin_profiles: the surrogate's test fixture
-PYTHON = sys.executable
-TOKEN = "test-token-0123456789"
 
 pytest.importorskip("fastapi")
 pytest.importorskip("plotly")
-
-
-def env(**extra) -> dict:
-    paths = [str(ROOT / "src"), str(HERE), str(MD_TESTS), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **extra}
 
 
 RAY_START_FAILED = "timed out during startup"  # Ray waits 30 s for its raylet, fixed (ray._private.node)
@@ -47,19 +37,6 @@ def cli(*args, timeout: float = 600) -> str:
     return done.stdout
 
 
-def run_main(*args) -> str:
-    """A real thrifty command in this process (thrifty.cli.app.main); its stdout."""
-    import contextlib
-    import io
-
-    from thrifty.cli.app import main
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main([str(a) for a in args])
-    assert code == 0, (args, out.getvalue()[-3000:])
-    return out.getvalue()
-
-
 @pytest.fixture(scope="session")
 def trace_csv(tmp_path_factory) -> Path:
     from thrifty.search.synthetic import VMSpec, synthetic_trace
@@ -70,7 +47,6 @@ def trace_csv(tmp_path_factory) -> Path:
     return path
 
 
-SEARCH = ("--target-samples", "2e7", "--noise-scale", "500")
 
 
 @pytest.fixture(scope="session")
@@ -241,9 +217,3 @@ def serve_process():
         served.close()
 
 
-def copy_db(source: Path, target: Path) -> Path:
-    """A consistent copy of a database, its WAL included (sqlite3's online backup)."""
-    import sqlite3
-    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
-        src.backup(dst)
-    return target

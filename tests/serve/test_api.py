@@ -7,8 +7,8 @@ import sqlite3
 
 import numpy as np
 import pytest
+from serve_support import TOKEN, copy_db, run_main
 
-from conftest import TOKEN, copy_db, run_main
 from thrifty.md.campaign.store import CampaignStore
 from thrifty.serve.security import Access
 from thrifty.serve.settings import ServeSettings

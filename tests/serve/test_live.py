@@ -14,8 +14,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+from serve_support import PYTHON, ROOT, SEARCH, TOKEN, copy_db, env
 
-from conftest import PYTHON, ROOT, SEARCH, TOKEN, copy_db, env
 from thrifty.transient.protocol import PREEMPTED_EXIT, checkpoint_files
 
 # the picture in docs/serve.md; the test writes it only when asked (a test run leaves the tree as it was)
