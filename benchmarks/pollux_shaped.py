@@ -97,8 +97,6 @@ def placed_trace(seed: int) -> tuple[list[TraceRow], float]:
                 draws = [step_and_sync(params, nodes, workers, local, rng, fullest)
                          for _ in range(LAUNCHES if workers > 1 else 1)]
                 launches = tuple(Launch(step, sync if workers > 1 else None) for step, sync in draws)
-                row = TraceRow(Config(name, nodes, workers, local * workers), float(np.mean([d[0] for d in draws])),
-                               float(np.mean([d[1] for d in draws])) if workers > 1 else None, price * nodes,
-                               launches if len(launches) > 1 else ())
-                rows.append(row)
+                rows.append(TraceRow.of_launches(Config(name, nodes, workers, local * workers), launches,
+                                                 price * nodes))
     return rows, noise_scale

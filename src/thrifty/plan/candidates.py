@@ -36,7 +36,7 @@ from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.roofline import GPUSpec, RooflineParams, load_params
 from thrifty.perf.roofline import compute_time_s as gpu_compute_time_s
 from thrifty.perf.steptime import PARAM_NAMES
-from thrifty.perf.uncertainty import EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING
+from thrifty.perf.uncertainty import EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING, doublings_away
 from thrifty.plan.request import PlanRequest
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.overhead import expected_overhead_fraction
@@ -220,8 +220,9 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
         serial = job.thread_scaling.slowdown_sd_log(local[cpu], vmx.vcpus_per_rank[v][cpu])
         # the profiled one-rank compute extrapolated in local batch: as the fit's own interval widens
         # (perf.uncertainty, per doubling away from the nearest profiled local batch)
-        away = 0.0 if model.profiled is None else np.min(np.abs(np.log2(
-            local[cpu][:, None] / np.unique(np.asarray(model.profiled, float)[:, 2])[None, :])), axis=1)
+        batches = None if model.profiled is None else np.asarray(model.profiled, float)[:, 2]
+        away = 0.0 if batches is None else doublings_away(
+            np.column_stack([np.ones_like(batches), np.ones_like(batches), batches]), 1.0, 1.0, local[cpu])
         sigma[cpu] = np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + model.launch_sigma_log**2 + serial**2
                              + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2)
     z = float(ndtri(0.95))

@@ -71,7 +71,7 @@ class SimBackend(ScheduledJob):
         nothing, so such traces replay exactly as before launches existed."""
         if self.draw_launches and len(row.launches) > 1:
             return row.launches[int(self.rng.integers(len(row.launches)))]
-        return Launch(row.step_time_s, row.sync_time_s)
+        return row.mean
 
     def measure(self, steps: int) -> Window:
         row, launch = self._require_current()
@@ -122,7 +122,7 @@ class SimBackend(ScheduledJob):
         self._current = None if state["current"] is None else self._row(Config(**state["current"])).config
         landed = state.get("launch")  # absent in a state saved before launches existed: the row's own
         self._launch = (None if self._current is None else Launch(*landed) if landed is not None
-                        else Launch(self.rows[self._current].step_time_s, self.rows[self._current].sync_time_s))
+                        else self.rows[self._current].mean)
         self._progress, self._steps, self._elapsed_s = state["progress"], state["steps"], state["elapsed_s"]
         self._billing.restore(state["billing"])
         self.rng.bit_generator.state = state["rng"]

@@ -45,10 +45,25 @@ class TraceRow:
     price_per_hour: float  # all nodes together
     launches: tuple[Launch, ...] = ()
 
+    @classmethod
+    def of_launches(cls, config: Config, launches: tuple[Launch, ...], price_per_hour: float) -> "TraceRow":
+        """The row of a configuration measured on `launches` (one or more): their mean step and sync
+        (a one-worker launch's blank sync counts as none)."""
+        if len(launches) == 1:
+            return cls(config, launches[0].step_time_s, launches[0].sync_time_s, price_per_hour)
+        step = sum(x.step_time_s for x in launches) / len(launches)
+        syncs = [x.sync_time_s for x in launches if x.sync_time_s is not None]
+        return cls(config, step, sum(syncs) / len(syncs) if syncs else None, price_per_hour, launches)
+
+    @property
+    def mean(self) -> Launch:
+        """The configuration's mean launch (the expectation the oracle trains at)."""
+        return Launch(self.step_time_s, self.sync_time_s)
+
     @property
     def draws(self) -> tuple[Launch, ...]:
         """What a launch of this configuration can land on, each as likely."""
-        return self.launches or (Launch(self.step_time_s, self.sync_time_s),)
+        return self.launches or (self.mean,)
 
 
 def _number(record: Mapping[str, str], column: str, where: str, *, integer: bool = False,
@@ -117,13 +132,7 @@ def _row(config: Config, measured: list[_Measured], where: str) -> TraceRow:
         if config.num_workers > 1 and (m.launch.sync_time_s is None) != (first.launch.sync_time_s is None):
             raise ThriftyError(f"{where}:{m.line}: configuration {config.label()} has a sync_time_s on some "
                                "of its rows and not on others: give it on all or none")
-    price = first.node_price * config.num_nodes
-    if len(measured) == 1:
-        return TraceRow(config, first.launch.step_time_s, first.launch.sync_time_s, price)
-    launches = tuple(m.launch for m in measured)
-    step = sum(x.step_time_s for x in launches) / len(launches)
-    syncs = [x.sync_time_s for x in launches if x.sync_time_s is not None]  # one worker: blank and 0 alike
-    return TraceRow(config, step, sum(syncs) / len(syncs) if syncs else None, price, launches)
+    return TraceRow.of_launches(config, tuple(m.launch for m in measured), first.node_price * config.num_nodes)
 
 
 def load_trace(path: Path, catalog: Iterable[VMType]) -> list[TraceRow]:
