@@ -57,15 +57,24 @@ def write_text_atomic(path: Path, text: str) -> None:
 def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
     """The folder `path` and the parents the block creates for it are removed again if the block
     raises an Exception (not one of `keep`): a failed command leaves no half-made run behind. A
-    folder that existed before is never touched."""
+    folder that existed empty is emptied again (what the block wrote in it goes); one that held
+    anything before (a run to resume) is never touched."""
     top, folder = None, Path(path).absolute()
     while not folder.exists():
         top, folder = folder, folder.parent
+    was_empty = top is None and folder.is_dir() and not any(folder.iterdir())
     try:
         yield
     except Exception as exc:
-        if top is not None and not isinstance(exc, keep):
-            shutil.rmtree(top, ignore_errors=True)
+        if not isinstance(exc, keep):
+            if top is not None:
+                shutil.rmtree(top, ignore_errors=True)
+            elif was_empty:
+                for entry in folder.iterdir():
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry, ignore_errors=True)
+                    else:
+                        entry.unlink(missing_ok=True)
         raise
 
 

@@ -335,6 +335,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("train --capacities not the ranks", f"{train} --nproc 2 --policy static --capacities 1,2,3", "3 capacities")
     add("train forward raises", "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {w}/run --workload {in}/forward_raises.py",
         "forward broke")
+    add("train forward raises, an existing empty run directory",  # emptied again: not even its .lock
+        "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {in}/adir --workload {in}/forward_raises.py", "forward broke")
     add("train nan loss", "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {w}/run --workload {in}/nan_loss.py",
         "the loss is nan")
     add("train evaluate breaks", "train --steps 2 --nproc 1 --db {w}/t.db --run-dir {w}/run "
