@@ -137,11 +137,13 @@ def profile_and_store(store: Store, workload_spec: str, settings: ProfileSetting
 
 def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = ProfileSettings(),
               reprofile: bool = False, epochs_to_target: float | None = None,
-              on_progress: Callable[[str], None] = lambda message: None) -> tuple[JobModel, bool]:
+              on_progress: Callable[[str], None] = lambda message: None,
+              step_time_only: bool = False) -> tuple[JobModel, bool]:
     """The fitted job model from the newest stored profile (profiling first if none or asked).
 
     With `epochs_to_target` (the user's epochs at the default batch) a new profile runs no
-    calibration: the epochs are what it would have measured.
+    calibration: the epochs are what it would have measured. With `step_time_only` (step times
+    are all the caller projects) none runs either, and a stored profile without one serves.
     Returns (model, reused) where reused tells whether a stored profile was used as it was. A
     current stored profile is used without loading the workload; an older one is completed (work
     counted again, workload facts added) or, without thread-scaling measurements, profiled again.
@@ -152,8 +154,8 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
         stored = None  # a profile from before thread scaling with its uncertainty: profile again
     reused = stored is not None
     if stored is None:
-        if epochs_to_target is not None:  # the user's epochs stand in for the calibration run
-            settings = replace(settings, calibrate=False)
+        if epochs_to_target is not None or step_time_only:  # the user's epochs stand in for the
+            settings = replace(settings, calibrate=False)            # calibration run, or no steps are needed
         profile_id = profile_and_store(store, workload_spec, settings, on_progress)
         stored = store.latest_profile(key)
         if stored is None:
@@ -173,5 +175,5 @@ def job_model(store: Store, workload_spec: str, *, settings: ProfileSettings = P
                             epochs_batch=meta["default_global_batch"],
                             instance_type=profile.instance_type,
                             threads_per_rank=profile.threads_per_rank, meta=meta,
-                            recipe=meta["recipe"])
+                            recipe=meta["recipe"], step_time_only=step_time_only)
     return model, reused

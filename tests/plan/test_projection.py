@@ -366,6 +366,20 @@ def test_model_project_prints_the_documented_json(profiled_db, run_cli):
     assert code == 2 and "unknown instance type" in err
 
 
+def test_model_project_needs_no_calibration_run_and_the_plan_still_does(profiled_db, run_cli):
+    """`thrifty profile --no-calibrate` stores no steps to target: projecting step times needs none
+    (it failed asking for them), planning a job still does and says how to give them."""
+    import sqlite3
+    with sqlite3.connect(profiled_db) as conn:
+        conn.execute("DELETE FROM calibrations")
+    code, out, err = run_cli("model", "project", "--db", profiled_db, "--workload", "builtin:digits",
+                             "--instance-type", "g4dn.xlarge", "--local-batch", "32,64", "--json")
+    assert code == 0, err
+    assert [r["local_batch"] for r in json.loads(out)] == [32, 64]
+    code, _, err = run_cli("plan", "--db", profiled_db, "--workload", "builtin:digits")
+    assert code == 2 and "--epochs" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_profile_from_an_older_thrifty_is_completed_once(profiled_db, tmp_path):
     """A stored profile without the workload facts (an older thrifty) is completed from the
     workload and written back, so later plans use it without loading the workload again."""

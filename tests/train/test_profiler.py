@@ -115,10 +115,10 @@ def test_two_profiles_under_different_load_overlap_or_one_is_refused(monkeypatch
     assert _overlap(first[1], loaded[1]), (first[1], loaded[1])
 
 
-def test_given_epochs_a_new_profile_runs_no_calibration(tmp_path, monkeypatch):
-    """`plan --epochs` stands in for the calibration run: the profile it starts must not train to
-    the target (a user's first run spent 18 minutes in one that could not reach it). Mutation
-    caught: the settings passed on with calibrate left on."""
+def test_given_epochs_or_projecting_step_times_a_new_profile_runs_no_calibration(tmp_path, monkeypatch):
+    """`plan --epochs` stands in for the calibration run, and `model project` needs no steps: the
+    profile either starts must not train to the target (a user's first run spent 18 minutes in one
+    that could not reach it). Mutation caught: the settings passed on with calibrate left on."""
     import thrifty.pipeline as pipeline
 
     seen = []
@@ -129,7 +129,7 @@ def test_given_epochs_a_new_profile_runs_no_calibration(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pipeline, "profile_and_store", profile_and_store)
     with Store(tmp_path / "t.db") as store:
-        for epochs in (5.0, None):
+        for epochs, step_time_only in ((5.0, False), (None, True), (None, False)):
             with pytest.raises(WorkloadError, match="stop here"):
-                pipeline.job_model(store, "builtin:digits", epochs_to_target=epochs)
-    assert seen == [False, True]
+                pipeline.job_model(store, "builtin:digits", epochs_to_target=epochs, step_time_only=step_time_only)
+    assert seen == [False, False, True]

@@ -183,7 +183,7 @@ def project(
     request = PlanRequest(precision=precision)
     vmx = VMArrays.build([vm], Hardware.load())
     with Store(db) as store:
-        job, _ = job_model(store, workload)
+        job, _ = job_model(store, workload, step_time_only=True)
     fits = int(max_local_batch(vmx, job, precision)[0])
     if max(batches) > fits:
         raise ThriftyError(f"local batch {max(batches)} does not fit in the memory of one "

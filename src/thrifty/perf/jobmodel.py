@@ -133,13 +133,14 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
                     calibration: Mapping | None, epochs_to_target: float | None = None,
                     epochs_batch: int | None = None, instance_type: str = "local",
                     threads_per_rank: int = 1, meta: Mapping | None = None,
-                    recipe: Mapping | None = None) -> JobModel:
+                    recipe: Mapping | None = None, step_time_only: bool = False) -> JobModel:
     """Fit step time, steps to target and memory from stored profile samples.
 
     Steps come from (first that applies) the user's `epochs_to_target` at `epochs_batch`, the
     workload's published `recipe`, or the calibration run with the measured noise scale. `meta`
     is the profile's: counted work, thread scaling, input cost and launch-to-launch spread (older
-    profiles lack them).
+    profiles lack them). `step_time_only` (a projection of step times, `thrifty model project`)
+    asks for no steps: a profile without a calibration run then serves, its steps left NaN.
     """
     configs = config_times(samples)
     if len(configs.step_time_s) == 0:
@@ -157,6 +158,9 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
         noise_scale, interval = float("nan"), (float("nan"), float("nan"))
         batch, steps = int(recipe["batch"]), float(recipe["epochs"]) * train_size / int(recipe["batch"])
         s_min = float("nan")
+    elif step_time_only and epochs_to_target is None and calibration is None:
+        noise_scale, interval = float("nan"), (float("nan"), float("nan"))
+        batch, steps, s_min = int(epochs_batch or 64), float("nan"), float("nan")
     else:
         noise_scale, interval = _noise(samples, calibration)
         if epochs_to_target is not None:
