@@ -54,11 +54,13 @@ def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(Path(path), text.encode("utf-8"))
 
 @contextlib.contextmanager
-def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
+                       worth_keeping: Callable[[Path], bool] = lambda folder: False) -> Iterator[None]:
     """The folder `path` and the parents the block creates for it are removed again if the block
-    raises an Exception (not one of `keep`): a failed command leaves no half-made run behind. A
-    folder that existed empty is emptied again (what the block wrote in it goes); one that held
-    anything before (a run to resume) is never touched."""
+    raises an Exception (not one of `keep`) and left nothing `worth_keeping` (a checkpoint to
+    resume from) in it: a failed command leaves no half-made run behind. A folder that existed
+    empty is emptied again (what the block wrote in it goes); one that held anything before (a run
+    to resume) is never touched."""
     top, folder = None, Path(path).absolute()
     while not folder.exists():
         top, folder = folder, folder.parent
@@ -66,7 +68,7 @@ def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = ()) -
     try:
         yield
     except Exception as exc:
-        if not isinstance(exc, keep):
+        if not isinstance(exc, keep) and not (Path(path).is_dir() and worth_keeping(Path(path))):
             if top is not None:
                 shutil.rmtree(top, ignore_errors=True)
             elif was_empty:

@@ -366,17 +366,20 @@ def test_model_project_prints_the_documented_json(profiled_db, run_cli):
     assert code == 2 and "unknown instance type" in err
 
 
-def test_model_project_needs_no_calibration_run_and_the_plan_still_does(profiled_db, run_cli):
+def test_model_project_needs_no_calibration_run_and_the_plan_still_does(profiled_db, run_cli, tmp_path):
     """`thrifty profile --no-calibrate` stores no steps to target: projecting step times needs none
     (it failed asking for them), planning a job still does and says how to give them."""
+    import shutil
     import sqlite3
-    with sqlite3.connect(profiled_db) as conn:
+    db = tmp_path / "uncalibrated.db"  # a copy: the session's profiled_db is shared with other tests
+    shutil.copy(profiled_db, db)
+    with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM calibrations")
-    code, out, err = run_cli("model", "project", "--db", profiled_db, "--workload", "builtin:digits",
+    code, out, err = run_cli("model", "project", "--db", db, "--workload", "builtin:digits",
                              "--instance-type", "g4dn.xlarge", "--local-batch", "32,64", "--json")
     assert code == 0, err
     assert [r["local_batch"] for r in json.loads(out)] == [32, 64]
-    code, _, err = run_cli("plan", "--db", profiled_db, "--workload", "builtin:digits")
+    code, _, err = run_cli("plan", "--db", db, "--workload", "builtin:digits")
     assert code == 2 and "--epochs" in err and len(err.strip().splitlines()) == 1
 
 

@@ -126,9 +126,12 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path, short_tmp):
 
 @pytest.mark.timeout(300)
 def test_a_dying_worker_stops_the_run_and_leaves_the_last_checkpoint(tmp_path):
-    run = _cli([*TRAIN_ARGS, "--steps", "100000", "--run-dir", tmp_path, "--db", tmp_path / "db"],
+    """In a run directory the run made itself: a failed run that wrote a checkpoint keeps it to
+    resume from (mutation caught: the run directory removed on every failure)."""
+    run_dir = tmp_path / "run"
+    run = _cli([*TRAIN_ARGS, "--steps", "100000", "--run-dir", run_dir, "--db", tmp_path / "db"],
                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _wait_for_checkpoint(tmp_path, 120)
+    _wait_for_checkpoint(run_dir, 120)
     ranks = local_ranks(run.pid)
     deadline = time.monotonic() + 30
     while len(ranks) < 2 and time.monotonic() < deadline:
@@ -138,7 +141,8 @@ def test_a_dying_worker_stops_the_run_and_leaves_the_last_checkpoint(tmp_path):
     _, err = run.communicate(timeout=120)
     assert run.returncode == 2
     assert "died (killed by SIGKILL)" in err and "Traceback" not in err
-    assert _newest(tmp_path)["step"] % 10 == 0  # intact and loadable
+    assert f"last checkpoint stays in {run_dir}: add --resume" in " ".join(err.split())
+    assert _newest(run_dir)["step"] % 10 == 0  # intact and loadable
 
 
 def test_corrupt_checkpoints_are_detected(tmp_path):

@@ -174,13 +174,19 @@ def train(
             summary = run_asp(config, max_workers=max_local_workers())
     else:
         from thrifty.train.trainer import Preempted, run_training
-        try:
-            with removed_on_failure(run_dir, keep=(Preempted,)):  # a preempted run keeps its checkpoint
+        from thrifty.transient.protocol import checkpoint_files
+        try:  # a preempted run keeps its checkpoint, and so does one that failed after writing one
+            with removed_on_failure(run_dir, keep=(Preempted,), worth_keeping=lambda d: bool(checkpoint_files(d))):
                 summary = run_training(config, max_workers=max_local_workers())
         except Preempted as notice:  # `thrifty run` restarts a job that exits with PREEMPTED_EXIT
             from thrifty.transient.protocol import PREEMPTED_EXIT
             stderr.print(str(notice), soft_wrap=True)
             raise typer.Exit(PREEMPTED_EXIT) from None
+        except ThriftyError as failure:
+            if not resume and checkpoint_files(run_dir):  # say where the work it kept is
+                raise ThriftyError(f"{failure}; the run's last checkpoint stays in {run_dir}: add --resume "
+                                    f"to go on from it") from None
+            raise
     _store(db, summary, config, mode)
     if json_out:
         print_json(summary)
