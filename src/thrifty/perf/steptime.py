@@ -19,7 +19,9 @@ not left to a handful of step times to decide (bench_steptime_fit, docs/models.m
 scatter is the step times' alone: a row's two residuals share its noise.
 Parameters the samples cannot identify (across-node terms without multi-node samples, the slope in
 n without samples at n > 2, k without co-located ranks, p with fewer than three batch sizes) are held
-fixed and reported as such; free parameters that end on a bound are reported too (`at_bound`).
+fixed and reported as such; free parameters that end on a bound are reported too (`at_bound`). A
+kind of network no sample showed is taken as the other kind: across nodes as inside one (a lower
+bound), inside one node as across nodes (an upper bound), and its interval widens (below).
 The planner applies k only to the profiled machine: projected cloud VMs run one rank per VM or per GPU.
 
 Prediction interval, in log step time, a sum of variances (perf.uncertainty gives the constants):
@@ -29,6 +31,8 @@ Prediction interval, in log step time, a sum of variances (perf.uncertainty give
             profile, never below LAUNCH_SIGMA_LOG_FLOOR
   distance  EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING x the distance (in doublings of nodes, workers and
             local batch) to the nearest profiled configuration
+  network   UNSEEN_NETWORK_SIGMA_LOG x the sync's share of the step (at least UNSEEN_SYNC_SHARE), for
+            a configuration whose kind of network (ranks in one node, several nodes) no sample showed
 """
 
 import json
@@ -46,6 +50,8 @@ from thrifty.perf.uncertainty import (
     EXACT_FIT_SIGMA_LOG,
     EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
     LAUNCH_SIGMA_LOG_FLOOR,
+    UNSEEN_NETWORK_SIGMA_LOG,
+    UNSEEN_SYNC_SHARE,
     doublings_away,
 )
 
@@ -76,15 +82,21 @@ def rank_compute_time(params: np.ndarray, nodes, workers, local_batch) -> np.nda
     return compute_time(params, local_batch) * (1.0 + params[7] * (ranks_per_node - 1.0))
 
 
+def network_time(params: np.ndarray, nodes, workers) -> np.ndarray:
+    """T_n: the ring all-reduce inside one node or across nodes; 0 for one rank."""
+    a_i, b_i, a_x, b_x = params[3:7]
+    nodes, workers = np.asarray(nodes, float), np.asarray(workers, float)
+    extra = np.maximum(workers - 2.0, 0.0)
+    network = np.where(nodes > 1, a_x + b_x * extra, a_i + b_i * extra)
+    return np.where(workers > 1, network, 0.0)
+
+
 def predict_step_time(params: np.ndarray, nodes, workers, local_batch, compute_slowdown=1.0) -> np.ndarray:
     """Step time in seconds, vectorised over configurations (arrays broadcast together);
     `compute_slowdown` stretches T_c (a rank slowed on purpose, train.emulation)."""
-    a_i, b_i, a_x, b_x, k, g = params[3:]
-    nodes, workers = np.asarray(nodes, float), np.asarray(workers, float)
+    g = params[8]
     compute = rank_compute_time(params, nodes, workers, local_batch) * np.asarray(compute_slowdown, float)
-    extra = np.maximum(workers - 2.0, 0.0)
-    network = np.where(nodes > 1, a_x + b_x * extra, a_i + b_i * extra)
-    network = np.where(workers > 1, network, 0.0)
+    network = network_time(params, nodes, workers)
     return (compute**g + network**g) ** (1.0 / g)
 
 
@@ -129,13 +141,24 @@ class StepTimeModel:
             variance = variance + np.einsum("...i,ij,...j->...", jac, self.covariance, jac)
         return np.sqrt(variance)
 
+    def unseen_network_sd_log(self, nodes, workers, local_batch) -> np.ndarray:
+        """Extra deviation of log step time where the samples showed no sync of the configuration's
+        kind (several ranks in one node, or several nodes): the fit guessed that network
+        (perf.uncertainty.UNSEEN_NETWORK_SIGMA_LOG, times the sync's share of the step)."""
+        nodes, workers = np.asarray(nodes, float), np.asarray(workers, float)
+        unseen = (workers > 1) & np.where(nodes > 1, "a_inter_s" in self.fixed, "a_intra_s" in self.fixed)
+        share = network_time(self.params, nodes, workers) / self.predict(nodes, workers, local_batch)
+        return np.where(unseen, UNSEEN_NETWORK_SIGMA_LOG * np.clip(share, UNSEEN_SYNC_SHARE, 1.0), 0.0)
+
     def sd_log(self, nodes, workers, local_batch) -> np.ndarray:
         """Deviation of log step time of a new launch: the fit's (or EXACT_FIT_SIGMA_LOG for an
-        exact fit), the launch-to-launch spread, and the distance to the profiled configurations."""
+        exact fit), the launch-to-launch spread, the distance to the profiled configurations and a
+        kind of network no sample showed."""
         fit = np.full(np.shape(self.predict(nodes, workers, local_batch)), EXACT_FIT_SIGMA_LOG) \
             if self.exact else self.fit_sd_log(nodes, workers, local_batch)
         away = 0.0 if self.profiled is None else doublings_away(self.profiled, nodes, workers, local_batch)
-        return np.sqrt(fit**2 + self.launch_sigma_log**2 + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2)
+        return np.sqrt(fit**2 + self.launch_sigma_log**2 + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2
+                       + self.unseen_network_sd_log(nodes, workers, local_batch) ** 2)
 
     def interval(self, nodes, workers, local_batch, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """Prediction interval of a new launch's step time (sd_log, normal in log space)."""
@@ -289,6 +312,8 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
     params[free] = result.x
     if "a_inter_s" in fixed:  # no multi-node data: assume the network across nodes is as inside
         params[5], params[6] = params[3], params[4]
+    elif "a_intra_s" in fixed:  # across nodes but never inside one: inside as across, an upper bound
+        params[3], params[4] = params[5], params[6]
     # the scatter is the step times' own: a rank's compute is the step less its sync, so the two
     # residuals of one row share their noise and pooling them would count it twice
     dof = max(observed.size - len(free), 1)

@@ -29,6 +29,14 @@ EXACT_FIT_SIGMA_LOG = 0.08
 # nodes, workers or local batch away from the nearest profiled configuration adds a deviation of
 # 0.10 in log step time (x/÷1.18 at 90%), since the terms there were fixed, not fitted.
 EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING = 0.10
+# A kind of network (several ranks inside one node, or several nodes) that no sample showed is a
+# guess: its sync time is uncertain by UNSEEN_NETWORK_SIGMA_LOG in log (x/÷5 at 90%: a GPU link
+# and a NIC differ by 7x-200x in the bundled catalog, a node's PCIe and its NIC by 2x and more),
+# which moves log T by about that times the sync's share of the step, taken as at least
+# UNSEEN_SYNC_SHARE (a guessed sync may be far too small: with no multi-rank sample the fit guesses
+# 1 ms). Used by perf.steptime's intervals and search.belief's.
+UNSEEN_NETWORK_SIGMA_LOG = 1.0
+UNSEEN_SYNC_SHARE = 0.5
 Z90 = float(ndtri(0.95))
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from thrifty.errors import ModelError, ThriftyError
 from thrifty.perf.steptime import StepTimeModel, fit_step_time, predict_step_time
+from thrifty.perf.uncertainty import UNSEEN_NETWORK_SIGMA_LOG, UNSEEN_SYNC_SHARE
 from thrifty.search.config import Config
 from thrifty.search.residuals import krige
 
@@ -41,7 +42,6 @@ Z90 = 1.6448536269514722  # standard normal quantile of 0.95: a 90% interval is 
 NETWORK = slice(3, 7)  # a_intra_s, b_intra_s, a_inter_s, b_inter_s in perf.steptime.PARAM_NAMES
 OVERLAP = 8  # overlap_g in perf.steptime.PARAM_NAMES
 SYNC_HUBER_SCALE = 0.2  # log: a sync 22% off the ring fit counts in full, a 2x mode (0.69) linearly
-UNSEEN_SYNC_SHARE = 0.5  # an unmeasured kind of sync may take half the step as easily as none
 # Syncs of one kind measured at one worker count n_m leave the ring's slope unidentified: the
 # measured s_m = a + b (n_m - 2) lies anywhere between a sync flat in the workers (b = 0: a
 # bandwidth-bound ring, 2 (n-1)/n S/BW) and one growing in proportion to n - 1 (a = b =
@@ -84,7 +84,7 @@ class BeliefSettings:
     sync_rel_error: float = 0.05  # relative error of a measured mean sync time
     prior_type_sd: float = 0.50  # log sd of an unmeasured type's speed around price parity
     max_sd: float = 2.0  # a poorly determined fit's interval is capped: beyond 27x at 90% it says nothing
-    unmeasured_network_sd: float = 1.0  # log sd of a sync time no measurement of its kind has shown
+    unmeasured_network_sd: float = UNSEEN_NETWORK_SIGMA_LOG  # log sd of a sync no measurement of its kind has shown
     sync_prior_sd: float = 0.5  # prior log sd of one configuration's sync around the ring fit (_sync_sd)
     sync_prior_weight: float = 2.0  # pseudo-observations behind sync_prior_sd
     sync_sd_per_doubling: float = 0.35  # the ring fit's log sd per doubling of workers beyond those measured
