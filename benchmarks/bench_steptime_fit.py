@@ -17,6 +17,9 @@ fits see the same samples and predict the same held-out configurations:
   type's configurations on their own (28 each), fitted on 6 or 10 of them
   from their first launch (sync scaled with it), MdAPE against the median launch. Their sync
   modes and placement factors are, by construction, no function of the other configurations.
+  The configurations of a kind of network no fitted row had (ranks inside one node, or several
+  nodes: a 5% draw often holds no one-node multi-rank row) are reported apart
+  (`unseen_network_*`): the fit guesses that network (perf.steptime).
 - Measured here: the local traces of bench_search_local (real `thrifty train` launches of digits
   and tabular on emulated VM types, 1-2 ranks over loopback), each type's rows (one and
   two ranks, or two only) predicted from the others of its type (leave one out).
@@ -85,10 +88,11 @@ def local_by_type(workload: str) -> dict[str, list[Row]]:
     return by_type
 
 
-def held_out_errors(rows: list[Row], fit: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
-    """(errors, inside): absolute relative errors on the rows outside `fit` for the fit with the
-    sync column and the fit on step times alone, and whether each held-out step lies in the former's
-    90% interval; None where either cannot be fitted (one local batch)."""
+def held_out_errors(rows: list[Row], fit: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray] | None:
+    """(errors, inside, unseen): absolute relative errors on the rows outside `fit` for the fit with
+    the sync column and the fit on step times alone, whether each held-out step lies in the former's
+    90% interval, and whether its kind of network (ranks in one node, several nodes) was absent from
+    the fitted rows; None where either cannot be fitted (one local batch)."""
     n, w, b, step, sync, truth = (np.array([r[i] for r in rows], float) for i in range(6))
     try:
         models = {name: fit_step_time(n[fit], w[fit], b[fit], step[fit], sync_time_s=column)
@@ -98,7 +102,9 @@ def held_out_errors(rows: list[Row], fit: np.ndarray) -> tuple[dict[str, np.ndar
     held, true = (n[~fit], w[~fit], b[~fit]), truth[~fit]
     with np.errstate(over="ignore", invalid="ignore"):  # a far extrapolation's interval may be unbounded
         low, high = models["with_sync"].interval(*held)
-    return {name: np.abs(m.predict(*held) / true - 1) for name, m in models.items()}, (low <= true) & (true <= high)
+    unseen = models["with_sync"].unseen_network_sd_log(*held) > 0
+    return ({name: np.abs(m.predict(*held) / true - 1) for name, m in models.items()},
+            (low <= true) & (true <= high), unseen)
 
 
 def draw_fit(rows: list[Row], size: int, rng: np.random.Generator) -> np.ndarray:
@@ -122,16 +128,24 @@ def summarise(mdapes: dict[str, list[float]], coverage: list[float]) -> dict:
 def sampled(sets: list[tuple[str, list[Row]]], size: Callable[[list[Row]], int], draws: int) -> dict:
     mdapes: dict[str, list[float]] = {"with_sync": [], "step_only": []}
     coverage: list[float] = []  # each fit's share of held-out steps inside its 90% interval
+    unseen_errors: list[float] = []  # held-out configurations of a network kind no fitted row had
+    unseen_inside: list[bool] = []
     for key, rows in sets:
         rng = np.random.default_rng([ord(ch) for ch in key])  # seeded by the trace's name, the same every run
         for _ in range(draws):
             result = held_out_errors(rows, draw_fit(rows, size(rows), rng))
             if result is not None:
-                errors, inside = result
+                errors, inside, unseen = result
                 coverage.append(float(np.mean(inside)))
+                unseen_errors.extend(errors["with_sync"][unseen])
+                unseen_inside.extend(inside[unseen])
                 for name, e in errors.items():
                     mdapes[name].append(float(np.median(e)))
-    return {"summary": summarise(mdapes, coverage), "mdapes": mdapes}
+    summary = summarise(mdapes, coverage)
+    summary.update(unseen_network_predictions=len(unseen_errors),
+                   unseen_network_mdape_percent=float(100 * np.median(unseen_errors)) if unseen_errors else None,
+                   unseen_network_coverage_90=float(np.mean(unseen_inside)) if unseen_inside else None)
+    return {"summary": summary, "mdapes": mdapes}
 
 
 def leave_one_out(sets: list[tuple[str, list[Row]]]) -> dict:
@@ -184,4 +198,4 @@ def main() -> dict:
 
 if __name__ == "__main__":
     for name, s in main()["summary"].items():
-        print(name, {k: round(v, 2) for k, v in s.items()})
+        print(name, {k: v if v is None else round(v, 2) for k, v in s.items()})
