@@ -397,6 +397,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
             "--job-hours", "must be comma-separated numbers" if value == "abc" else "must be positive numbers")
     for option in ("--ckpt-cost", "--restart-cost", "--startup"):
         add(f"preempt reuse {option} abc", f"preempt reuse {option} abc", f"cannot read {option}")
+    # its DP grows with the square of the job: 1e9 h asked for 89 GiB (a traceback), 1,000 h ran for minutes
+    add("preempt reuse --job-hours 1e9", "preempt reuse --job-hours 5,1e9", "1e+09 h job is beyond the reuse table")
+    add("preempt reuse --job-hours 201", "preempt reuse --job-hours 201", "at most 200 h")
     add("preempt reuse --lifetime-model", "preempt reuse --lifetime-model nosuch", "unknown lifetime model")
     spot = "preempt spot --job-hours 5 --deadline 8h --spot-price 1 --on-demand-price 3"
     for option in ("--spot-price", "--on-demand-price", "--job-hours"):
@@ -441,6 +444,12 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     numbers("md run", "--chunk", ("0", "-1", "abc"), "--steps 10 --out {w}/md",
             lambda v: None if v == "abc" else "must be positive")
     add("md run --platform", f"{md} --platform Quantum", "unknown openmm platform")
+    # numpy's generators take no negative seed: a traceback (and an empty md checkpoint folder) before
+    for name, argv in (("md run", md), ("search", "search --trace {in}/trace_ok.csv --target-samples 1e5 "
+                                                  "--noise-scale 100"),
+                       ("train", train), ("run", "run --checkpoint-dir {w}/ck")):
+        add(f"{name} --seed -1", f"{argv} --seed -1" + (" -- true" if name == "run" else ""),
+            "--seed", "greater than or equal to 0")
     add("md run --chunk longer than --steps", "md run --steps 10 --chunk 20 --out {w}/md", "longer than the run")
     add("md run --checkpoint-dir of other files", f"{md} --checkpoint-dir {{in}}/garbage", "not checkpoints")
     add("md run --checkpoint-dir of damaged checkpoints", f"{md} --checkpoint-dir {{in}}/damaged", "none is intact")
@@ -464,6 +473,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("search local --start unknown type", f"{local} --start y:1:1:32 --work-dir {{w}}/s", "not in the emulated types")
     add("search local --types missing", f"{local} --types {{w}}/none.csv --work-dir {{w}}/s", "not found")
     add("search sim without --trace", "search --target-samples 1e5 --noise-scale 100", "needs --trace")
+    # a sigma of 40 drew steps of 0 s (a ZeroDivisionError), one of 10 a job 77% faster than its oracle
+    numbers("search", "--measurement-noise", ("1.5", "40", "-0.1"), "--trace {in}/trace_ok.csv --target-samples 1e5 "
+            "--noise-scale 100", lambda v: "is not a number >= 0" if v.startswith("-") else "less than or equal to 1")
     numbers("search", "--target-samples", ("0", "-1", "nan", "abc"),
             "--trace {in}/trace_ok.csv --noise-scale 100", lambda v: None if v == "abc" else "is not a positive number")
     for name, path in BAD_CSV.items():

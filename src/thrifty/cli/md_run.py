@@ -43,7 +43,7 @@ def md_run(system: Annotated[str | None, typer.Option(
            platform: Annotated[str | None, typer.Option(
                help="OpenMM platform: Reference (bit-reproducible; the default), CPU, CUDA or OpenCL (where OpenMM "
                     "has it)")] = None,
-           seed: Annotated[int, typer.Option()] = 0,
+           seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
            engine: Annotated[str, typer.Option(
                help="openmm, or torch (md.torch_physics, batched and differentiable; nanoconfinement only)")] = "openmm",
            dtype: Annotated[str, typer.Option(help="float64 (bit-identical resumes on the CPU) or float32 (torch engine)")] = "float64",

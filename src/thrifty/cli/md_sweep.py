@@ -21,7 +21,7 @@ def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min 
           campaign: Annotated[str, typer.Option(help="Campaign name inside --db")] = "default",
           sampler: Annotated[str, typer.Option(
               help="grid, random or active (a surrogate picks where it would learn most; docs/md-surrogate.md)")] = "grid",
-          seed: Annotated[int, typer.Option()] = 0,
+          seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
           target_within_error: Annotated[float, typer.Option(
               help="active: stop when this share of profile bins of runs it has not trained on is within 2 MD "
                    "error bars (an exact predictor scores about 0.95)")] = DEFAULT_TARGET,

@@ -27,7 +27,7 @@ def run(ctx: typer.Context,
             help="Model seconds per wall second (compressed clock)", callback=positive)] = 1.0,
         inject: Annotated[bool, typer.Option(help="Preempt the job at lifetimes drawn from the model")] = False,
         kill: Annotated[str, typer.Option(help="sigkill, sigterm (notice first) or mixed")] = "sigkill",
-        seed: Annotated[int, typer.Option()] = 0,
+        seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
         json_out: JsonOpt = False) -> None:
     """Run CMD (after --), checkpointing on the model's schedule and restarting it after preemptions."""
     from thrifty.transient.adaptive import AdaptiveSchedule

@@ -102,13 +102,14 @@ def search(
         help="TYPE:NODES:WORKERS:GLOBAL_BATCH, WORKERS in all (16 nodes of 4 workers: 16:64; printed 16x4) "
              "(default: local, what thrifty plan's models recommend for the objective and deadline; sim, the "
              "cheapest $/h configuration at the middle batch)")] = None,
-    measurement_noise: Annotated[float, typer.Option(help="sim: lognormal sigma of each measured step",
-                                                     callback=non_negative)] = 0.03,
+    measurement_noise: Annotated[float, typer.Option(
+        help="sim: lognormal sigma of each measured step, 0-1 (1: steps x/÷5 at 90%; far above, nearly "
+             "every draw is near 0)", callback=non_negative, max=1.0)] = 0.03,
     restart_cost: Annotated[str, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
                                                    "(local measures its own)")] = "60s",
     startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s (local: added, not waited)")] = "60s",
     seeds: Annotated[int, typer.Option(help="sim: independent searches", min=1, max=10_000)] = 1,
-    seed: Annotated[int, typer.Option(help="First seed")] = 0,
+    seed: Annotated[int, typer.Option(help="First seed (0 or more)", min=0)] = 0,
     db: Annotated[Path | None, typer.Option(
         help="SQLite database: every window (probe and checkpoint) is stored as it ends; local: the workload's "
              f"stored profile is read from it, or without --db from {DEFAULT_DB}")] = None,

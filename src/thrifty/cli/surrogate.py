@@ -23,7 +23,7 @@ def train_surrogate(
                                                 "calibration")] = 5,
         box_nm: Annotated[float | None, typer.Option(
             help="Wall side of the runs' box, nm (default: the model's, 15 nm up to 0.5 M, 10 nm above)")] = None,
-        seed: Annotated[int, typer.Option()] = 0,
+        seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
         json_out: JsonOpt = False) -> None:
     """Train the surrogate ensemble on completed nanoconfinement runs, calibrate its 90% band by
     cross-validation and save it; print its held-out (cross-validated) scores beside the flat

@@ -95,7 +95,7 @@ def train(
     run_dir: Annotated[Path, typer.Option(help="Checkpoint, CSV, plots")] = Path(".thrifty/runs/train"),
     resume: Annotated[bool, typer.Option(help="Continue from the newest intact checkpoint (implied under thrifty run)")] = False,
     sync_bn: Annotated[bool, typer.Option(help="Count-weighted synchronised BatchNorm")] = True,
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
     device: Annotated[str | None, typer.Option(
         help="cpu, cuda or cuda:N (default: cuda:LOCAL_RANK where CUDA is, else cpu)")] = None,
     precision: Annotated[str, typer.Option(help="fp32, tf32, amp (float16 autocast + loss scaler) or bf16")] = "fp32",
