@@ -382,14 +382,22 @@ def test_a_skypilot_file_named_for_no_known_cloud_says_which_cloud_it_became(tmp
     assert vm.cloud == "prices" and "cloud 'prices'" in caplog.text and "aws/vms.csv" in caplog.text
 
 
-def test_catalog_list_prints_every_name_whole_at_80_columns(run_cli, monkeypatch):
-    """Without a terminal (80 columns) names were cut to `g2-stan…`. Mutation: the table's default
-    overflow (an ellipsis)."""
+@pytest.mark.parametrize("kind", ["--gpu", "--cpu", None])
+def test_catalog_list_prints_every_name_region_and_price_whole_at_80_columns(run_cli, monkeypatch, kind):
+    """Without a terminal (80 columns) names were cut to `g2-stan…`, and then prices and regions
+    folded over two lines (0.21320 read as 0.2132 over a stray 0, `us-eas` over `t-1`). Mutations:
+    the table's default overflow (an ellipsis); every column folding."""
     from thrifty.cli.common import stdout
     monkeypatch.setattr(stdout, "_width", 80)  # rich read COLUMNS when the console was made: pin it
-    code, out, _ = run_cli("catalog", "list")
-    assert code == 0 and "…" not in out
-    assert all(f"{vm.cloud}:{vm.instance_type}" in out for vm in load_catalog())
+    code, out, _ = run_cli("catalog", "list", *([kind] if kind else []))
+    assert code == 0 and "…" not in out and max(map(len, out.splitlines())) <= 80
+    rows = [line.split() for line in out.splitlines() if ":" in line.split(" ")[0]]
+    listed = [vm for vm in load_catalog() if kind is None or vm.is_gpu == (kind == "--gpu")]
+    assert len(rows) == len(listed)  # a VM a row (GCP's N1 hosts come bare and with each GPU)
+    for vm in listed:
+        whole = [vm.qualified_type, vm.region, f"{vm.price_per_hour:.4g}"] + \
+            ([] if vm.spot_price_per_hour is None else [f"{vm.spot_price_per_hour:.4g}"])
+        assert any(all(cell in cells for cell in whole) for cells in rows), whole
 
 
 def test_skypilots_layout_names_the_cloud_and_regions_match_in_any_case(tmp_path):

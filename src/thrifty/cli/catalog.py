@@ -69,17 +69,22 @@ def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: Reg
         from dataclasses import asdict
         print_json([asdict(vm) for vm in vms])
         return
-    # names keep their full width, as the plan prints them (cut to `g2-stan…` they could not be told
-    # apart or copied); the other columns fold when the terminal is narrow
-    table = Table(title=f"{len(vms)} VM types", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    table.add_column("VM type", no_wrap=True, min_width=max(len(vm.qualified_type) for vm in vms))
-    for col in ("region", "vCPUs", "GiB", "GPUs", "$/h", "spot $/h"):
-        table.add_column(col, justify="left" if col in ("region", "GPUs") else "right", overflow="fold")
-    for vm in sorted(vms, key=lambda v: (v.cloud, v.price_per_hour)):
-        table.add_row(vm.qualified_type, vm.region, f"{vm.vcpus:g}", f"{vm.memory_gib:g}",
-                      f"{vm.accelerator_count}x {vm.accelerator}" if vm.is_gpu else "",
-                      f"{vm.price_per_hour:.4f}",
-                      "" if vm.spot_price_per_hour is None else f"{vm.spot_price_per_hour:.4f}")
+    # names, regions and numbers keep their full width (cut to `g2-stan…` a name could not be told
+    # apart or copied; folded, 0.21320 read as 0.2132 over a stray 0); the GPUs fold at their space
+    # when the terminal is narrow, and prices print 4 significant digits
+    rows = [(vm.qualified_type, vm.region, f"{vm.vcpus:g}", f"{vm.memory_gib:.4g}",
+             f"{vm.accelerator_count}x {vm.accelerator}" if vm.is_gpu else "", f"{vm.price_per_hour:.4g}",
+             "" if vm.spot_price_per_hour is None else f"{vm.spot_price_per_hour:.4g}")
+            for vm in sorted(vms, key=lambda v: (v.cloud, v.price_per_hour))]
+    table = Table(title=f"{len(vms)} VM types", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  show_edge=False, padding=(0, 0))
+    for i, col in enumerate(("VM type", "region", "vCPUs", "GiB", "GPUs", "$/h", "spot\n$/h")):
+        widest = max(len(row[i]) for row in rows)
+        table.add_column(col, justify="left" if col in ("VM type", "region", "GPUs") else "right",
+                         no_wrap=col != "GPUs", overflow="fold",
+                         min_width=min(widest, 5) if col == "GPUs" else widest)
+    for row in rows:
+        table.add_row(*row)
     stdout.print(table)
 
 
