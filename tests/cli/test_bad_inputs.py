@@ -41,6 +41,8 @@ INPUT_FILES: dict[str, bytes | str] = {
                                "1,1,64,0.2\n1,2,64,0.2\n",
     "configs_nan.csv": "num_nodes,num_workers,local_batch\n1,nan,32\n",
     "configs_zero.csv": "num_nodes,num_workers,local_batch\n1,1,0\n",
+    "configs_fractional.csv": "num_nodes,num_workers,local_batch\n1,2.5,32\n",
+    "configs_past_fits.csv": "num_nodes,num_workers,local_batch\n1,1,1e30\n",
     "configs_negative.csv": "num_nodes,num_workers,local_batch\n-1,1,32\n",
     "configs_huge.csv": "num_nodes,num_workers,local_batch\n1,1,1e308\n",
     "lifetimes_text.csv": "lifetime_s,event\nlong,1\n",
@@ -229,9 +231,12 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         add(f"model predict --step-time-model {name}",
             f"model predict --step-time-model {path} --configs {{in}}/configs_ok.csv", reason)
     for name, path in {**BAD_CSV, "nan": "{in}/configs_nan.csv", "zero": "{in}/configs_zero.csv",
-                       "negative": "{in}/configs_negative.csv", "huge": "{in}/configs_huge.csv"}.items():
-        reason = {**CSV_REASONS, "nan": "num_workers >= num_nodes", "zero": "num_workers >= num_nodes",
-                  "negative": "num_workers >= num_nodes", "huge": "no finite step time"}[name]
+                       "negative": "{in}/configs_negative.csv", "huge": "{in}/configs_huge.csv",
+                       "fractional": "{in}/configs_fractional.csv", "past fits": "{in}/configs_past_fits.csv",
+                       }.items():  # the last two: a fit refuses such a sample, a prediction made one up
+        reason = {**CSV_REASONS, "nan": "need finite sizes", "zero": "num_workers >= num_nodes",
+                  "negative": "num_workers >= num_nodes", "huge": "need finite sizes",
+                  "fractional": "whole numbers", "past fits": "local_batch up to 1e+07"}[name]
         add(f"model predict --configs {name}", f"model predict --step-time-model {{in}}/model_ok.json --configs {path}", reason)
     project = "model project --instance-type n1-standard-4 --accelerator none --db {w}/t.db"
     add("model project unknown type", "model project --instance-type n9-nosuch --db {w}/t.db", "unknown instance type")
@@ -239,8 +244,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for value in ("abc", "0", "-32", ""):
         add(f"model project --local-batch {value or 'empty'}", f"{project} --local-batch {shlex.quote(value)}",
             "--local-batch", _int_list_reason(value))
-    numbers("model project", "--workers", ("0", "-1", "abc"), "--instance-type n1-standard-4 --accelerator none --db {w}/t.db",
-            lambda v: None if v == "abc" else "must be at least 1")
+    numbers("model project", "--workers", ("0", "-1", "4097", "99999999999999999999", "abc"),  # the huge: 6e15 s a step
+            "--instance-type n1-standard-4 --accelerator none --db {w}/t.db",
+            lambda v: None if v == "abc" else "must be between 1 and 4096")
     add("model project --precision", f"{project} --precision fp7", "unknown precision")
     add("model project --cloud", f"{project} --cloud nosuch", "unknown instance type")
     for name, spec in list(BAD_WORKLOADS.items())[:5]:

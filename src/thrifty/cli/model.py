@@ -122,13 +122,14 @@ def model_predict(step_time_model: Annotated[Path, typer.Option(help="Step-time 
     import numpy as np
 
     from thrifty.errors import ModelError
-    from thrifty.perf.steptime import StepTimeModel
+    from thrifty.perf.steptime import StepTimeModel, check_configs
     fitted = StepTimeModel.load(step_time_model)
     rows, cols = _read_table(configs, CONFIG_COLUMNS)
-    if not all(np.all(np.isfinite(c)) for c in cols.values()) or np.any(cols["num_workers"] < cols["num_nodes"]) \
-            or np.any(cols["num_nodes"] < 1) or np.any(cols["local_batch"] < 1):
-        raise ModelError(f"{configs}: need num_workers >= num_nodes >= 1 and local_batch >= 1")
     args = (cols["num_nodes"], cols["num_workers"], cols["local_batch"])
+    try:  # what a fit would refuse as a sample, a prediction refuses too
+        check_configs(*args, "row")
+    except ModelError as exc:
+        raise ModelError(f"{configs}: {exc}") from None
     with np.errstate(over="ignore", invalid="ignore"):
         predicted = fitted.predict(*args)
         low, high = fitted.interval(*args)
@@ -167,6 +168,7 @@ def project(
     from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.candidates import max_local_batch, predict_step_times
+    from thrifty.plan.request import MAX_WORKERS
     from thrifty.store import Store
 
     batches = int_list(local_batch, "--local-batch")
@@ -177,8 +179,8 @@ def project(
         raise ThriftyError(f"unknown instance type {instance_type!r}: see `thrifty catalog list`")
     vm = one_hardware(vms, instance_type, accelerator)
     ranks = workers if workers is not None else vm.ranks_per_node
-    if ranks < 1:
-        raise ThriftyError(f"--workers must be at least 1, got {ranks}")
+    if not 1 <= ranks <= MAX_WORKERS:
+        raise ThriftyError(f"--workers must be between 1 and {MAX_WORKERS} (as plan's --max-workers), got {ranks}")
     nodes = math.ceil(ranks / vm.ranks_per_node)
     request = PlanRequest(precision=precision)
     vmx = VMArrays.build([vm], Hardware.load())

@@ -231,6 +231,21 @@ def mdape(predicted, observed) -> float:
     return float(np.median(np.abs(predicted - observed) / observed) * 100)
 
 
+def check_configs(nodes, workers, batch, what: str = "configuration") -> None:
+    """Configurations a fit can stand on or a prediction can be asked for: finite, whole counts of
+    processes and machines, num_workers >= num_nodes >= 1, local_batch in [1, MAX_LOCAL_BATCH] and
+    num_workers up to MAX_WORKERS (raises ModelError naming `what`)."""
+    nodes, workers, batch = (np.asarray(x, float) for x in (nodes, workers, batch))
+    if not all(np.all(np.isfinite(x)) for x in (nodes, workers, batch)) or np.any(batch > MAX_LOCAL_BATCH) \
+            or np.any(workers > MAX_WORKERS):
+        raise ModelError(f"need finite sizes: local_batch up to {MAX_LOCAL_BATCH:g} and num_workers up to "
+                         f"{MAX_WORKERS:g} in every {what}")
+    if np.any(workers < 1) or np.any(nodes < 1) or np.any(batch < 1) or np.any(nodes > workers):
+        raise ModelError(f"need num_workers >= num_nodes >= 1 and local_batch >= 1 in every {what}")
+    if np.any(workers != np.round(workers)) or np.any(nodes != np.round(nodes)):
+        raise ModelError(f"num_workers and num_nodes count processes and machines: whole numbers in every {what}")
+
+
 def _check_samples(nodes, workers, batch, observed, compute_time_s, sync_time_s) -> None:
     if observed.size == 0:
         raise ModelError("no samples to fit")
@@ -240,18 +255,11 @@ def _check_samples(nodes, workers, batch, observed, compute_time_s, sync_time_s)
     if np.any(observed < low) or np.any(observed > high):
         raise ModelError(f"step times must lie between {low:g} and {high:g} s (found {observed.min():.3g}-"
                          f"{observed.max():.3g}): are they in seconds?")
-    if not all(np.all(np.isfinite(x)) for x in (nodes, workers, batch)) or np.any(batch > MAX_LOCAL_BATCH) \
-            or np.any(workers > MAX_WORKERS):
-        raise ModelError(f"need finite sizes: local_batch up to {MAX_LOCAL_BATCH:g} and num_workers up to "
-                         f"{MAX_WORKERS:g} in every sample")
-    if np.any(workers < 1) or np.any(nodes < 1) or np.any(batch < 1) or np.any(nodes > workers):
-        raise ModelError("need num_workers >= num_nodes >= 1 and local_batch >= 1 in every sample")
+    check_configs(nodes, workers, batch, "sample")
     for name, column in (("compute_time_s", compute_time_s), ("sync_time_s", sync_time_s)):
         if column is not None and (np.any(~np.isfinite(column)) or np.any(column < 0)
                                    or np.any(column > high)):
             raise ModelError(f"{name} must be numbers between 0 and {high:g} s")
-    if np.any(workers != np.round(workers)) or np.any(nodes != np.round(nodes)):
-        raise ModelError("num_workers and num_nodes count processes and machines: whole numbers in every sample")
     # a step holds its compute and its sync (train.step); the slowest rank's compute and the ranks'
     # mean sync come from different ranks (perf.samples), so their sum may pass the step (thrifty's
     # own profiles: up to 1.03 quiet, above 1.05 loaded); twice the step means swapped columns or
