@@ -94,6 +94,8 @@ INPUT_FILES: dict[str, bytes | str] = {
                     "x,1,1,32,0.1,1\nx,1,1,64,0.18,1\nx,2,2,32,0.12,1\n",
     "afile": "a regular file\n",
     "script.sh": "#!/bin/sh\necho hi\n",
+    **{f"trace_step_{name}.csv": "instance_type,num_nodes,num_workers,local_batch,step_time_s,price_per_hour\n"
+                                 f"x,1,1,32,{step},1\nx,1,1,64,0.18,1\n" for name, step in (("huge", "1e300"), ("tiny", "1e-300"))},
 }
 
 # output paths that cannot be written: under /proc, in sysfs (no regular files, read-only in containers),
@@ -486,6 +488,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
             "--trace {in}/trace_ok.csv --noise-scale 100", lambda v: None if v == "abc" else "is not a positive number")
     for name, path in BAD_CSV.items():
         add(f"search --trace {name}", f"search --trace {path} --target-samples 1e5 --noise-scale 100", CSV_REASONS[name])
+    for name in ("huge", "tiny"):  # 1e300 overflowed into "needs measurements at two local batch sizes"
+        add(f"search --trace step time {name}", f"search --trace {{in}}/trace_step_{name}.csv --target-samples 1e5 "
+            "--noise-scale 100", "step_time_s", "is outside 1e-06-1e+06 s")
 
     # md predict and md train-surrogate (the request is checked before a model is looked for)
     point = {"--h": "3.5", "--zp": "2", "--c": "0.5", "--d-plus": "0.474", "--d-minus": "0.627"}

@@ -21,6 +21,7 @@ from pathlib import Path
 from thrifty.catalog import VMType
 from thrifty.errors import ThriftyError
 from thrifty.io import read_csv, write_csv
+from thrifty.perf.steptime import STEP_TIME_RANGE_S
 from thrifty.search.config import Config
 
 REQUIRED = ("instance_type", "num_nodes", "num_workers", "local_batch", "step_time_s")
@@ -106,6 +107,10 @@ def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType],
             raise ThriftyError(f"{at}: num_workers ({workers}) is fewer than num_nodes ({nodes}): every node "
                                "runs at least one worker")
         step = _number(record, "step_time_s", at)
+        low, high = STEP_TIME_RANGE_S
+        if not low <= step <= high:  # 1e300 overflowed the fit into a misleading refusal
+            raise ThriftyError(f"{at}: step_time_s {step:g} is outside {low:g}-{high:g} s, what the step-time "
+                               "model stands on: is it in seconds?")
         sync = _number(record, "sync_time_s", at, zero=True) if (record.get("sync_time_s") or "").strip() else None
         if sync is not None and sync > step:
             raise ThriftyError(f"{at}: sync_time_s ({sync:g}) exceeds step_time_s ({step:g}): the sync is part "
