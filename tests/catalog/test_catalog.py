@@ -267,6 +267,24 @@ def test_region_filters_a_user_catalog_and_an_unknown_region_names_the_known_one
     assert code == 2 and "us-west-2" in err and "eu-west-1" in err
 
 
+def test_plan_rows_of_one_type_in_two_regions_each_name_their_region(tmp_path, run_cli, profiled_db):
+    """Two regions of one catalog printed `aws:p3.2xlarge 1 x 1 ...` twice, told apart by the cost
+    alone. Mutation: the region line left out of the VM type cell."""
+    path = tmp_path / "aws" / "vms.csv"
+    path.parent.mkdir()
+    path.write_text(SKYPILOT_AWS)
+    code, out, err = run_cli("plan", "--db", profiled_db, "--workload", "builtin:digits", "--catalog", path,
+                             "--cloud", "aws", "--gpu", "--region", "us-west-2", "--region",
+                             "eu-west-1", "--max-workers", "1", "--plot", tmp_path / "p.png")
+    assert code == 0, err
+    table = out.split("Pareto front")[0]
+    assert "us-west-2" in table and "eu-west-1" in table
+    code, out, err = run_cli("plan", "--db", profiled_db, "--workload", "builtin:digits", "--catalog", path,
+                             "--cloud", "aws", "--gpu", "--region", "us-west-2",
+                             "--max-workers", "1", "--plot", tmp_path / "p.png")
+    assert code == 0 and "us-west-2" not in out.split("Pareto front")[0]  # one region: no line for it
+
+
 def test_type_names_take_the_cloud_prefix_the_plan_prints():
     """Mutations: the `cloud:` prefix not stripped (nothing found), the prefix ignored (gcp:p3.2xlarge
     finds AWS's type)."""

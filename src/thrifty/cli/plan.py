@@ -55,11 +55,15 @@ def _table(result, indices, merged, title: str) -> Table:
     for col in ("VMs x\nranks", "batch", "spot", "time", "cost", "90%\ninterval"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("how", no_wrap=True)
-    for rank, (i, extra) in enumerate(zip(indices, merged, strict=True), start=1):
-        d = result.describe(int(i))
+    rows = [result.describe(int(i)) for i in indices]
+    # rows of one cloud in several regions (a catalog of several): each says its region, or two
+    # rows of one type would read alike
+    regional = len({(d["cloud"], d["region"]) for d in rows}) > len({d["cloud"] for d in rows})
+    for rank, (d, extra) in enumerate(zip(rows, merged, strict=True), start=1):
         low, high = d["predicted_cost_interval_usd"]
         gpus = f"\n{d['accelerator_count']}x {d['accelerator']}" if d["accelerator"] else ""
-        table.add_row(f"{rank}+{extra}" if extra else str(rank), f"{d['cloud']}:{d['instance_type']}{gpus}",
+        region = f"\n{d['region']}" if regional else ""
+        table.add_row(f"{rank}+{extra}" if extra else str(rank), f"{d['cloud']}:{d['instance_type']}{region}{gpus}",
                       f"{d['nodes']} x {d['workers'] // d['nodes']}", str(d["global_batch"]),
                       "spot" if d["spot"] else "", fmt_duration(d["predicted_time_s"]),
                       fmt_usd(d["predicted_cost_usd"]), _interval_cell(fmt_usd_range(low, high)),
