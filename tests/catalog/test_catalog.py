@@ -310,7 +310,7 @@ def test_every_command_taking_an_instance_type_takes_cloud_type(run_cli, tmp_pat
     assert code == 0 and [row["cloud"] for row in json.loads(out)] == ["aws"]
     code, _, err = run_cli("model", "project", "--instance-type", "aws:p3.2xlarge", "--workers", "0",
                            "--db", tmp_path / "db")
-    assert code == 2 and "--workers must be at least 1" in err
+    assert code == 2 and "--workers must be between 1 and 4096" in err
     code, _, err = run_cli("profile", "--instance-type", "aws:p3.2xlarge", "--workers", "x", "--db", tmp_path / "db")
     assert code == 2 and "--workers" in err and "not in the catalog" not in err
     code, _, err = run_cli("catalog", "show", "gcp:p3.2xlarge")

@@ -63,6 +63,12 @@ INPUT_FILES: dict[str, bytes | str] = {
                               "aws,x1.fake,us-east-1,4,16,,,0,\n",
     "catalog_dear_spot.csv": CATALOG_HEADER +
                              "aws,x1.fake,us-east-1,4,16,,,0.2,0.3\n",
+    # accepted before: a batch limit of -50209 (no memory), 1x V100 (count 0), a CPU type (count 2,
+    # no name), region '' and costs that overflowed
+    **{f"catalog_{name}.csv": CATALOG_HEADER + row for name, row in (
+        ("no_memory", "aws,x1.fake,us-east-1,4,0,V100,1,3,\n"), ("zero_gpus", "aws,x1.fake,us-east-1,4,16,V100,0,3,\n"),
+        ("nameless_gpus", "aws,x1.fake,us-east-1,4,16,,2,3,\n"), ("no_region", "aws,x1.fake,,4,16,,,0.2,\n"),
+        ("huge_price", "aws,x1.fake,us-east-1,4,16,,,1e308,\n"))},
     "not_module.py": "from thrifty.workloads.digits import make_workload as digits\n\n"
                      "def make_workload():\n    w = digits()\n    w.make_model = lambda: 'a string'\n    return w\n",
     "forward_raises.py": "from thrifty.workloads.digits import make_workload as digits\nCALLS = [0]\n\n"
@@ -164,6 +170,10 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         add(f"catalog show --catalog {name}", f"catalog show n1-standard-4 --catalog {path}", CATALOG_CSV_REASONS[name])
     add("catalog list --catalog nan price", "catalog list --catalog {in}/catalog_nan_price.csv", "finite")
     add("catalog list --catalog negative vcpus", "catalog list --catalog {in}/catalog_negative.csv", "'vcpus' must be")
+    for name, reason in (("no_memory", "'memory_gib' must be positive"), ("zero_gpus", "accelerator_count 0 with"),
+                         ("nameless_gpus", "accelerator_count 2 with accelerator (none)"),
+                         ("no_region", "column 'region' is empty"), ("huge_price", "above 1000")):
+        add(f"catalog list --catalog {name}", f"catalog list --catalog {{in}}/catalog_{name}.csv", reason)
     add("catalog list --catalog inf price", "catalog list --catalog {in}/catalog_inf_price.csv", "finite")
     add("catalog list --catalog inf spot", "catalog list --catalog {in}/catalog_inf_spot.csv", "finite")
     add("catalog list --catalog zero price", "catalog list --catalog {in}/catalog_zero_price.csv", "finite positive")

@@ -438,7 +438,8 @@ def test_the_plan_table_fits_80_columns_with_two_digit_merges_and_sub_cent_costs
 
     class Result:
         def describe(self, i):
-            return {"cloud": "azure", "instance_type": "Standard_D2as_v5", "accelerator": None, "nodes": 1,
+            return {"cloud": "azure", "region": "eastus", "instance_type": "Standard_D2as_v5", "accelerator": None,
+                    "nodes": 1,
                     "workers": 1, "global_batch": 32, "spot": True, "predicted_time_s": 240.6,
                     "predicted_cost_usd": 0.00063, "predicted_cost_interval_usd": [0.00063, 0.00064],
                     "source": "projection", "prediction": "projected"}
@@ -465,8 +466,8 @@ def test_the_plan_table_fits_80_columns_with_the_widest_numbers(nodes, workers, 
 
     class Result:
         def describe(self, i):
-            return {"cloud": "azure", "instance_type": "Standard_D32s_v5", "accelerator": None, "nodes": nodes,
-                    "workers": workers, "global_batch": 16384, "spot": True, "predicted_time_s": 240.6,
+            return {"cloud": "azure", "region": "eastus", "instance_type": "Standard_D32s_v5", "accelerator": None,
+                    "nodes": nodes, "workers": workers, "global_batch": 16384, "spot": True, "predicted_time_s": 240.6,
                     "predicted_cost_usd": cost, "predicted_cost_interval_usd": list(interval),
                     "source": "projection", "prediction": "projected"}
 

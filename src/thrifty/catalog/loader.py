@@ -8,7 +8,8 @@ host-only row never becomes a CPU VM; N1 hosts are CPU VMs as well as GPU hosts.
 
 A file may hold many regions (SkyPilot's files do): each (type, region) is one VM type, and of a
 type's zones in a region the row with the cheapest spot price is kept (the on-demand price is the
-same in every zone), as the bundled extract was made. Prices must be finite. A spot price above
+same in every zone), as the bundled extract was made. Prices must be finite (and at most
+MAX_PRICE_PER_HOUR), a VM has vCPUs, memory and a region, and an accelerator a whole count. A spot price above
 on-demand is refused in a user's file in thrifty's columns; in SkyPilot's published files (and the
 bundled extract of them, data/catalog/SOURCE.md) such rows exist and lose their spot offer.
 """
@@ -69,6 +70,11 @@ def _cloud_from_path(path: Path) -> str:
                        f"after its cloud, as SkyPilot does (e.g. aws/vms.csv), or name the file CLOUD.csv")
 
 
+# Ten times the dearest VM the clouds list (AWS p5.48xlarge, $98/h on demand): a larger price is a
+# typo or another unit, and 1e308 overflowed the costs.
+MAX_PRICE_PER_HOUR = 1000.0
+
+
 def _number(text: str, column: str, where: str, *, optional: bool = False, positive: bool = False) -> float | None:
     text = (text or "").strip()
     if text == "":
@@ -95,12 +101,22 @@ def _parse_row(record: dict[str, str], cloud: str, where: str) -> VMType:
     is_attachment = instance_type == ""
     if is_attachment and accelerator is None:
         raise CatalogError(f"{where}: a row needs an instance_type or an accelerator")
+    if count is not None and (count != int(count) or (count == 0) != (accelerator is None)):
+        raise CatalogError(f"{where}: accelerator_count {count:g} with accelerator {accelerator or '(none)'}: a whole "
+                           "number, 0 or empty without an accelerator, at least 1 with one")
+    for name, value in (("price_per_hour", price), ("spot_price_per_hour", spot)):
+        if value is not None and value > MAX_PRICE_PER_HOUR:
+            raise CatalogError(f"{where}: column '{name}' is {value:g} $/h, above {MAX_PRICE_PER_HOUR:g}: "
+                               "a price per hour in dollars?")
     vcpus = _number(record.get("vcpus", ""), "vcpus", where, optional=is_attachment) or 0.0
     memory = _number(record.get("memory_gib", ""), "memory_gib", where, optional=is_attachment) or 0.0
-    if not is_attachment and vcpus <= 0:
-        raise CatalogError(f"{where}: column 'vcpus' must be positive for {instance_type}")
-    return VMType(cloud=cloud, instance_type=instance_type,  # regions in lower case, as every catalog writes them
-                  region=(record.get("region") or "").strip().lower(), zone=(record.get("zone") or "").strip(),
+    if not is_attachment and (vcpus <= 0 or memory <= 0):
+        raise CatalogError(f"{where}: columns 'vcpus' and 'memory_gib' must be positive for {instance_type}")
+    region = (record.get("region") or "").strip().lower()  # in lower case, as every catalog writes them
+    if not region:
+        raise CatalogError(f"{where}: column 'region' is empty (plans name where to launch)")
+    return VMType(cloud=cloud, instance_type=instance_type,
+                  region=region, zone=(record.get("zone") or "").strip(),
                   vcpus=vcpus, memory_gib=memory, accelerator=accelerator,
                   accelerator_count=int(count or (1 if accelerator else 0)),
                   price_per_hour=float(price or 0.0), spot_price_per_hour=spot)
