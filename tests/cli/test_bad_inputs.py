@@ -194,12 +194,13 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("catalog list --max-price 0", "catalog list --max-price 0", "--max-price", "0.0 is not a positive number")
     add("catalog list --gpu --cpu", "catalog list --gpu --cpu", "not both")
     add("catalog list unknown cloud", "catalog list --cloud nosuch", "--cloud nosuch is not in the catalog", "aws")
-    add("catalog list unknown accelerator", "catalog list --accelerator Z9000", "no VM type matches")
+    add("catalog list unknown accelerator", "catalog list --accelerator Z9000", "no VM type matches", "(--accelerator)",
+        "accelerators in the catalog: a10")
     add("catalog show unknown type", "catalog show no-such-type", "not in the catalog")
     for option in ("--hardware", "--network"):
         for name in ("bad_utf8", "wrong_columns", "missing"):
             add(f"catalog show {option} {name}", f"catalog show n1-standard-4 {option} {BAD_CSV[name]}",
-                CSV_REASONS[name])
+                f"{option} file", CSV_REASONS[name])  # --network's errors said "hardware file"
 
     # profile (fails before measuring anything)
     for name, spec in BAD_WORKLOADS.items():
@@ -494,7 +495,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     # a sigma of 40 drew steps of 0 s (a ZeroDivisionError), one of 10 a job 77% faster than its oracle
     numbers("search", "--measurement-noise", ("1.5", "40", "-0.1"), "--trace {in}/trace_ok.csv --target-samples 1e5 "
             "--noise-scale 100", lambda v: "is not a number >= 0" if v.startswith("-") else "less than or equal to 1")
-    numbers("search", "--target-samples", ("0", "-1", "nan", "abc"),
+    numbers("search", "--target-samples", ("0", "-1", "nan", "1e300", "abc"),  # 1e300: a cost 300 digits long
             "--trace {in}/trace_ok.csv --noise-scale 100", lambda v: None if v == "abc" else "is not a positive number")
     for name, path in BAD_CSV.items():
         add(f"search --trace {name}", f"search --trace {path} --target-samples 1e5 --noise-scale 100", CSV_REASONS[name])

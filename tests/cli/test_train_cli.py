@@ -50,6 +50,12 @@ def test_train_json_summary_and_store(run_cli, tmp_path):
     for key in ("wall_time_s", "samples_per_s", "final_metric", "final_batch_sizes", "adjustments",
                 "wait_fraction"):
         assert key in summary
+    # epochs in the sampler's steps per epoch (mutation caught: the epochs the steps touched, 2 here,
+    # and a partial epoch's steps taken for a whole one's)
+    from thrifty.workloads import load_workload
+    per_epoch = load_workload("builtin:digits").train_size // summary["global_batch"]
+    assert summary["epochs"] == pytest.approx(30 / per_epoch)
+    assert summary["time_per_epoch_s"] == pytest.approx(summary["train_time_s"] / 30 * per_epoch)
     with Store(tmp_path / "t.db") as store:
         assert store.count("train_runs") == 1 and store.count("train_steps") == 60
     for name in ("steps.csv", "evals.csv", "summary.json", "training.png", "ckpt-000001.bin"):

@@ -17,8 +17,8 @@ HARDWARE_COLUMNS = ("name", "speed_per_vcpu")
 NETWORK_COLUMNS = ("cloud", "instance_pattern", "per_vcpu_gbps", "cap_gbps")
 
 
-def _read_csv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
-    return read_csv(path, CatalogError, "hardware file", required=columns, allow_empty=True)
+def _read_csv(path: Path, columns: tuple[str, ...], what: str) -> list[dict[str, str]]:
+    return read_csv(path, CatalogError, what, required=columns, allow_empty=True)
 
 
 def _positive(text: str, where: str) -> float | None:
@@ -47,13 +47,13 @@ class Hardware:
         hw_path = Path(hardware_path) if hardware_path else data_path("hardware.csv")
         net_path = Path(network_path) if network_path else data_path("network.csv")
         cpu = []
-        for line, row in enumerate(_read_csv(hw_path, HARDWARE_COLUMNS), start=2):
+        for line, row in enumerate(_read_csv(hw_path, HARDWARE_COLUMNS, "--hardware file"), start=2):
             speed = _positive(row["speed_per_vcpu"], f"{hw_path}:{line}")
             if speed is None:
                 raise CatalogError(f"{hw_path}:{line}: speed_per_vcpu is empty")
             cpu.append((row["name"], speed))
         net = []
-        for line, row in enumerate(_read_csv(net_path, NETWORK_COLUMNS), start=2):
+        for line, row in enumerate(_read_csv(net_path, NETWORK_COLUMNS, "--network file"), start=2):
             cap = _positive(row["cap_gbps"], f"{net_path}:{line}")
             if cap is None:
                 raise CatalogError(f"{net_path}:{line}: cap_gbps is empty")

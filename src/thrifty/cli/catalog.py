@@ -51,7 +51,12 @@ def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=Non
                            accelerator=accelerator, max_price_per_hour=max_price,
                            min_vcpus=min_vcpus, min_memory_gib=min_memory).apply(vms)
     if not chosen:
-        raise ThriftyError("no VM type matches the catalog filters (--cloud/--region/--gpu/--max-price)")
+        given = {"--cloud": clouds, "--region": regions, "--gpu/--cpu": gpu is not None, "--accelerator": accelerator,
+                 "--max-price": max_price, "--min-vcpus": min_vcpus, "--min-memory": min_memory}
+        names = [option for option, value in given.items() if value]
+        accelerators = sorted({vm.accelerator for vm in vms if vm.accelerator})
+        hint = f"; accelerators in the catalog: {', '.join(accelerators)}" if accelerator else ""  # the name most mistyped
+        raise ThriftyError(f"no VM type matches the catalog filters ({'/'.join(names) or 'none given'}){hint}")
     return chosen
 
 

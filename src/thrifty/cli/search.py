@@ -27,6 +27,7 @@ from thrifty.cli.common import (
     fmt_usd,
     int_list,
     non_negative,
+    number_check,
     parse_duration_s,
     positive,
     print_json,
@@ -41,6 +42,12 @@ if TYPE_CHECKING:  # thrifty.search imports numpy and scipy: only inside the com
 BACKENDS = ("sim", "local")  # a cloud backend (SkyPilot) comes later
 
 T = TypeVar("T")
+
+# Some 3,000 times the largest training runs published (GPT-3: 3e11 tokens): beyond it a typo, and
+# 1e300 printed costs hundreds of digits long.
+MAX_TARGET_SAMPLES = 1e15
+target_samples_check = number_check(lambda v: 0 < v <= MAX_TARGET_SAMPLES,
+                                    f"a positive number up to {MAX_TARGET_SAMPLES:g}")
 
 
 def _given(value: T | None, backend: str, option: str) -> T:
@@ -74,7 +81,7 @@ def _start(text: str, prices: dict, where: str) -> "Config":
 def search(
     target_samples: Annotated[float | None, typer.Option(
         help="Samples to the target at small batch (E_min); local: default S_min x B_noise of the workload's "
-             "job model", callback=positive)] = None,
+             "job model", callback=target_samples_check)] = None,
     backend: Annotated[str, typer.Option(
         help="sim (a trace-driven cloud) or local (real thrifty train launches on emulated VM types)")] = "sim",
     trace: Annotated[Path | None, typer.Option(

@@ -42,8 +42,9 @@ def noise_estimates(rows: list[StepRow]) -> tuple[float, float]:
 
 def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[int],
               adjustments: int, target: float, wall_time_s: float, policy: str,
-              workload: str, metric_name: str, higher_is_better: bool = True) -> dict:
-    """The `--json` summary of a run (keys documented in docs/training.md, "Metrics")."""
+              workload: str, metric_name: str, steps_per_epoch: int, higher_is_better: bool = True) -> dict:
+    """The `--json` summary of a run (keys documented in docs/training.md, "Metrics"); epochs are
+    counted in `steps_per_epoch` (the sampler's), so a run of part of one says so."""
     by_step: dict[int, list[StepRow]] = {}
     for row in log.steps:
         by_step.setdefault(row.step, []).append(row)
@@ -52,13 +53,12 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
     busy = sum(r.step_time_s for r in log.steps)
     reached = next((e for e in log.evals if (e.metric >= target if higher_is_better else e.metric <= target)), None)
     controller = [rows[0].controller_time_s / rows[0].step_time_s for rows in by_step.values() if rows[0].step_time_s > 0]
-    epochs = {r.epoch for r in log.steps}
     return {
         "workload": workload, "policy": policy, "workers": world_size, "global_batch": global_batch,
-        "steps": len(by_step), "epochs": len(epochs),
+        "steps": len(by_step), "epochs": len(by_step) / steps_per_epoch,
         "wall_time_s": wall_time_s, "train_time_s": train_time,
         "samples_per_s": len(by_step) * global_batch / train_time if train_time else 0.0,
-        "time_per_epoch_s": train_time / len(by_step) * _steps_per_epoch(log) if by_step else 0.0,
+        "time_per_epoch_s": train_time / len(by_step) * steps_per_epoch if by_step else 0.0,
         "metric_name": metric_name, "target_metric": target, "higher_is_better": higher_is_better,
         "final_metric": log.evals[-1].metric if log.evals else float("nan"),
         "time_to_target_s": reached.train_time_s if reached else None,
@@ -67,13 +67,6 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
         "wait_fraction": waits / busy if busy else 0.0,
         "controller_overhead_fraction": statistics.fmean(controller) if controller else 0.0,
     }
-
-
-def _steps_per_epoch(log: RunLog) -> int:
-    per_epoch: dict[int, set[int]] = {}
-    for r in log.steps:
-        per_epoch.setdefault(r.epoch, set()).add(r.step)
-    return max(len(s) for s in per_epoch.values())
 
 
 def write_summary(run_dir: Path, summary: dict) -> None:
