@@ -168,7 +168,7 @@ def project(
     from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.candidates import max_local_batch, predict_step_times
-    from thrifty.plan.request import MAX_WORKERS
+    from thrifty.plan.request import MAX_PLAN_WORKERS
     from thrifty.store import Store
 
     batches = int_list(local_batch, "--local-batch")
@@ -179,8 +179,8 @@ def project(
         raise ThriftyError(f"unknown instance type {instance_type!r}: see `thrifty catalog list`")
     vm = one_hardware(vms, instance_type, accelerator)
     ranks = workers if workers is not None else vm.ranks_per_node
-    if not 1 <= ranks <= MAX_WORKERS:
-        raise ThriftyError(f"--workers must be between 1 and {MAX_WORKERS} (as plan's --max-workers), got {ranks}")
+    if not 1 <= ranks <= MAX_PLAN_WORKERS:
+        raise ThriftyError(f"--workers must be between 1 and {MAX_PLAN_WORKERS} (as plan's --max-workers), got {ranks}")
     nodes = math.ceil(ranks / vm.ranks_per_node)
     request = PlanRequest(precision=precision)
     vmx = VMArrays.build([vm], Hardware.load())

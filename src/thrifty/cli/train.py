@@ -174,12 +174,11 @@ def train(
             summary = run_asp(config, max_workers=max_local_workers())
     else:
         from thrifty.train.trainer import Preempted, run_training
-        from thrifty.transient.protocol import checkpoint_files
+        from thrifty.transient.protocol import PREEMPTED_EXIT, checkpoint_files
         try:  # a preempted run keeps its checkpoint, and so does one that failed after writing one
             with removed_on_failure(run_dir, keep=(Preempted,), worth_keeping=lambda d: bool(checkpoint_files(d))):
                 summary = run_training(config, max_workers=max_local_workers())
         except Preempted as notice:  # `thrifty run` restarts a job that exits with PREEMPTED_EXIT
-            from thrifty.transient.protocol import PREEMPTED_EXIT
             stderr.print(str(notice), soft_wrap=True)
             raise typer.Exit(PREEMPTED_EXIT) from None
         except ThriftyError as failure:

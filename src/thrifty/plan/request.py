@@ -15,7 +15,7 @@ PRECISIONS = ("fp32", "tf32", "amp")
 DEFAULT_STARTUP_S = {"aws": 180.0, "gcp": 180.0, "azure": 240.0}
 FALLBACK_STARTUP_S = 240.0
 SPOT_CHOICES = ("both", "only", "never")
-MAX_WORKERS = 4096  # ranks a plan or a projection considers
+MAX_PLAN_WORKERS = 4096  # ranks a plan or a projection considers
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ class PlanRequest:
             raise PlanError(f"unknown objective {self.objective!r}; choose from {', '.join(OBJECTIVES)}")
         if self.spot not in SPOT_CHOICES:
             raise PlanError(f"unknown spot choice {self.spot!r}; choose from {', '.join(SPOT_CHOICES)}")
-        if self.max_workers < 1 or self.max_workers > MAX_WORKERS:
-            raise PlanError(f"--max-workers must be between 1 and {MAX_WORKERS}, got {self.max_workers}")
+        if self.max_workers < 1 or self.max_workers > MAX_PLAN_WORKERS:
+            raise PlanError(f"--max-workers must be between 1 and {MAX_PLAN_WORKERS}, got {self.max_workers}")
         if self.top_k < 1:
             raise PlanError(f"--top must be at least 1, got {self.top_k}")
         if self.precision not in PRECISIONS:
