@@ -214,3 +214,50 @@ def test_the_search_logs_each_move_and_a_profile_it_gave_up(rows, caplog):
     # report's "stayed on the start" line with nothing to read it from)
     assert stayed.stayed and not search.stayed
     assert Outcome.from_dict(json.loads(json.dumps(stayed.to_dict()))).stayed
+
+
+def _after_profile(rows, **knobs) -> Search:
+    """A time search whose profile (one worker on the start's type) was measured."""
+    sc = scenario(rows, "time")
+    search = Search(sc.backend(0), replace(sc.settings(), **knobs))
+    for config in search.profile_configs(default_start(rows)):
+        search.window(config, cut=False)
+    return search
+
+
+def _rigged(monkeypatch, search: Search, gains: dict, price: float = 10.0) -> None:
+    """The rule's expected gain and chance of winning per candidate as given ({config: (gain,
+    chance)}, nothing for the rest), every price `price`."""
+    import thrifty.search.loop as loop
+    index = {c: i for i, c in enumerate(search.candidates)}
+    gain, win = np.zeros(len(index)), np.zeros(len(index))
+    for config, (g, w) in gains.items():
+        gain[index[config]], win[index[config]] = g, w
+    monkeypatch.setattr(loop, "expected_improvement", lambda y, o: (gain, win))
+    monkeypatch.setattr(loop, "probe_price", lambda *a, **k: np.full(len(index), price))
+
+
+def test_a_long_shot_that_fails_the_recoup_check_does_not_hide_one_that_passes(rows, monkeypatch):
+    # mutation caught: the recoup check applied to argmax(gain - price) only (the long shot, net
+    # 90 but 100 x 0.1 < 3 x 10, is declined and with it every probe)
+    search = _after_profile(rows)
+    unmeasured = [c for c in search.candidates if c not in search.times and c.num_workers == 1]
+    long_shot, sure = unmeasured[0], unmeasured[1]
+    _rigged(monkeypatch, search, {long_shot: (100.0, 0.1), sure: (50.0, 0.9)})
+    assert search.next_probe() == sure
+    _rigged(monkeypatch, search, {long_shot: (100.0, 0.1)})
+    assert search.next_probe() is None
+
+
+def test_a_probe_reaches_at_most_worker_reach_times_the_workers_measured(rows, monkeypatch):
+    # mutation caught: the reach left out (the 8-node candidate with the largest gain is probed
+    # straight after a profile of one worker)
+    search = _after_profile(rows, worker_reach=2.0)
+    assert max(c.num_workers for c in search.times) == 1
+    unmeasured = [c for c in search.candidates if c not in search.times]
+    wide = next(c for c in unmeasured if c.num_workers == 8)
+    near = next(c for c in unmeasured if c.num_workers == 2)
+    _rigged(monkeypatch, search, {wide: (1000.0, 1.0), near: (50.0, 1.0)})
+    assert search.next_probe() == near
+    search.times[wide] = [np.ones(3)]  # once 8 workers are measured, 16 are within reach
+    assert search.within_reach().all()
