@@ -248,16 +248,3 @@ def test_a_long_shot_that_fails_the_recoup_check_does_not_hide_one_that_passes(r
     _rigged(monkeypatch, search, {long_shot: (100.0, 0.1)})
     assert search.next_probe() is None
 
-
-def test_a_probe_reaches_at_most_worker_reach_times_the_workers_measured(rows, monkeypatch):
-    # mutation caught: the reach left out (the 8-node candidate with the largest gain is probed
-    # straight after a profile of one worker)
-    search = _after_profile(rows, worker_reach=2.0)
-    assert max(c.num_workers for c in search.times) == 1
-    unmeasured = [c for c in search.candidates if c not in search.times]
-    wide = next(c for c in unmeasured if c.num_workers == 8)
-    near = next(c for c in unmeasured if c.num_workers == 2)
-    _rigged(monkeypatch, search, {wide: (1000.0, 1.0), near: (50.0, 1.0)})
-    assert search.next_probe() == near
-    search.times[wide] = [np.ones(3)]  # once 8 workers are measured, 16 are within reach
-    assert search.within_reach().all()

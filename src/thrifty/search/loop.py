@@ -42,18 +42,9 @@ fit on whole steps, the worst 3-hour median over the oracle was +18% at 1, +10% 
 with compute and sync apart (search.belief), 3 sim seeds per row, at 4 one run of a 3-hour time
 job stayed +53% over the oracle, declining a probe on its own VMs whose expected gain was 10x
 its price; at 3 and 2.5 every row's worst was within +8%, at 2 the cost rows rose to +11%). The
-check filters the candidates before the best is chosen (search.rule.pick_probe).
-Reach: a probe has at most `worker_reach` (16) times the most workers measured so far, a trust
-region in worker count (Eriksson et al., "Scalable Global Optimization via Local Bayesian
-Optimization", NeurIPS 2019). Before any measurement shows a network, the sync of a configuration
-across nodes is the fit's guess, and the expected gain of the widest one is the largest: a 3-hour
-time job on 1-GPU nodes went from one worker to 64 nodes, measured a 2.1 s sync there, and with
-one worker count the ring's slope left 8 nodes (the oracle) looking as slow; it never probed them
-(+42.7% over the oracle). Within 16x, 64 is reached through 16, whose sync bounds the ring (4 or 8
-times the workers measured left rows at +25% to +71%; all rows of benchmarks/bench_search_real.py,
-docs/search.md). The profile, before any model
-exists, goes on after the start only while its remaining moves (a restart each, and back to the
-start) cost at most `profile_budget` (5%) of the objective still to pay at the start's measured
+check filters the candidates before the best is chosen (search.rule.pick_probe). The profile,
+before any model exists, goes on after the start only while its remaining moves (a restart each,
+and back to the start) cost at most `profile_budget` (5%) of the objective still to pay at the start's measured
 pace (steps left counted as (P - p) / B while B_noise is not yet known: a few measured steps of one
 rank put it anywhere); otherwise there is no model and the job trains where it started (a short
 job started on a good configuration stays there). A job that states no noise scale takes the
@@ -109,7 +100,6 @@ class SearchSettings:
     max_settled_window_steps: int = 3200  # 8 x 400: one rank measures the noise every 8th step
     profile_configs: int = 3
     recoup_factor: float = 3.0  # a probe's expected gain, weighted by its chance of winning, must be this x its price
-    worker_reach: float = 16.0  # a probe has at most this x the most workers measured (module docstring "Reach")
     profile_budget: float = 0.05  # the profile's moves may cost at most this share of the remaining objective
     explore: bool = True  # False: `thrifty plan` alone, the profile's model and no probes
     belief: BeliefSettings = BeliefSettings()
@@ -379,19 +369,12 @@ class Search:
         price = probe_price(o, y, win, self.expected_window_steps(), progress_per_step(batches, noise_scale),
                             self.backend.target - self.backend.progress, move_s * o.rate,
                             back_s * o.rate[inc], home, move_in_s=move_s, billed_floor_s=np.where(new_vms, floor, 0.0))
-        reachable = ~is_measured & self.within_reach()
-        chosen = pick_probe(gain, price, reachable & recoups(gain, win, price, self.settings.recoup_factor))
-        shown = chosen if chosen is not None else int(np.argmax(np.where(reachable, gain - price, -np.inf)))
+        chosen = pick_probe(gain, price, ~is_measured & recoups(gain, win, price, self.settings.recoup_factor))
+        shown = chosen if chosen is not None else int(np.argmax(np.where(is_measured, -np.inf, gain - price)))
         log.debug("%s probe %s: expected gain %.4g (chance %.2f) against its price %.4g (%s)",
                   "taking" if chosen is not None else "no probe recoups its price; the best declined:",
                   self.candidates[shown].label(), gain[shown], win[shown], price[shown], objective.kind)
         return None if chosen is None else self.candidates[chosen]
-
-    def within_reach(self) -> np.ndarray:
-        """Per candidate: at most `worker_reach` times the most workers measured so far (module
-        docstring "Reach")."""
-        widest = max((c.num_workers for c in self.times), default=1)
-        return np.array([c.num_workers <= self.settings.worker_reach * widest for c in self.candidates])
 
     def profile_recoups(self, profile: list[Config]) -> bool:
         """Whether the rest of the profile's moves (one restart each, and back to the start) cost

@@ -38,10 +38,10 @@ the billing floor: a cloud bills new VMs at least F seconds (60: per-second bill
 one-minute minimum; 0 for a probe on the VMs already running), so a probe on new VMs that ends,
 and is left, before F pays for time it never used.
 
-Probe argmax(gain - price) among the candidates the search may probe (`pick_probe`: unmeasured,
-within reach, and recouping their price: search.loop) if positive; otherwise settle on argmin over
-measured (J + m(cur -> .)). Gains shrink as the remaining work shrinks, so exploration happens
-early and stops for good.
+Probe argmax(gain - price) among the candidates the search may probe (`pick_probe`: unmeasured
+and recouping their price: search.loop) if positive; otherwise settle on argmin over measured
+(J + m(cur -> .)). Gains shrink as the remaining work shrinks, so exploration happens early and
+stops for good.
 """
 
 from dataclasses import dataclass
