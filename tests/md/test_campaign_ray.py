@@ -178,3 +178,39 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
         killed, finished = store.sessions()
     assert killed["ended_at"] is None and killed["bill"] is None
     assert finished["bill"] == {k: report[k] for k in finished["bill"]} and finished["bill"]["node_hours_model"] > 0
+
+
+LOOPBACK_CHECK = """
+import json, subprocess, sys, types
+sys.path[:0] = sys.argv[1:3]
+import ray  # imported first, as md sweep did before the embedded start
+from process_tree import descendants
+from thrifty.md.campaign.sweep import init_ray
+from ray._private import ray_constants, services
+init_ray(types.SimpleNamespace(address=None, pool="spot:1"), None, 1)  # md sweep's embedded Ray
+ours = descendants(__import__("os").getpid())
+lines = subprocess.run(["ss", "-tlnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
+listening = [l.split()[3] for l in lines if any(f"pid={p}," in l for p in ours)]
+print(json.dumps({"listening": listening, "cluster_flag": ray_constants.ENABLE_RAY_CLUSTER,
+                  "node_ip": services.get_node_ip_address()}))
+ray.shutdown()
+"""
+
+
+@pytest.mark.timeout(200)
+def test_md_sweeps_embedded_ray_listens_on_loopback_only_though_ray_was_imported_first():
+    # mutation caught: loopback_ray setting the environment variable alone (Ray, imported before,
+    # had read it: every server listened on 0.0.0.0 or the outward address)
+    import shutil
+    import tempfile
+    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    try:
+        done = subprocess.run([sys.executable, "-c", LOOPBACK_CHECK, SRC, str(Path(__file__).parent)],
+                              capture_output=True, text=True, timeout=180, env={**os.environ, "RAY_TMPDIR": ray_tmp})
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["cluster_flag"] is False and found["node_ip"] == "127.0.0.1"
+    assert len(found["listening"]) >= 3  # GCS, raylet, object manager...: the check is not vacuous
+    assert all(a.startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:")) for a in found["listening"]), found["listening"]

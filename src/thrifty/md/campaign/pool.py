@@ -111,10 +111,15 @@ class Placement:
 
 
 def loopback_ray():
-    """Import Ray so that every address it resolves is 127.0.0.1 (it otherwise turns 127.0.0.1 into
-    the machine's outward address); worker processes inherit the setting."""
+    """Ray, set so that every address it resolves is 127.0.0.1 (it otherwise turns 127.0.0.1 into
+    the machine's outward address, and its servers listen on every interface). Ray reads the
+    variable once, when it is first imported, so the flag it set is cleared as well: an import of
+    Ray before this call (md sweep had one) left an embedded Ray listening on 0.0.0.0. Worker
+    processes inherit the variable."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # ray_constants.ENABLE_RAY_CLUSTER: loopback IP
     import ray
+    from ray._private import ray_constants
+    ray_constants.ENABLE_RAY_CLUSTER = False  # read at each address lookup (services.get_node_ip_address)
     return ray
 
 

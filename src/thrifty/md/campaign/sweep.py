@@ -181,7 +181,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     from thrifty.extras import require
     from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan
     from thrifty.md.campaign.point_samplers import SAMPLERS, Sampler, make_sampler
-    from thrifty.md.campaign.pool import EmulatedPool, NodeLife, Placement, PoolSpec, bill
+    from thrifty.md.campaign.pool import EmulatedPool, NodeLife, Placement, PoolSpec, bill, loopback_ray
     from thrifty.md.campaign.runner import CampaignConfig, run_campaign
     from thrifty.md.campaign.store import CampaignStore
     from thrifty.md.space import load_space
@@ -233,7 +233,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             if o.emulate_preemptions else None
         began = time.time()
         with stdout_to_stderr():
-            import ray
+            ray = loopback_ray()
             bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
             try:
                 init_ray(o, None if emulated is None else emulated.start(), spec.nodes)
