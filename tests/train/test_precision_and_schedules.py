@@ -121,15 +121,23 @@ def test_bf16_runs_the_forward_pass_in_bfloat16_on_the_cpu():
     assert all(p.dtype == torch.float32 for p in state.model.parameters())  # the weights stay fp32
 
 
-def test_tf32_switches_the_tensor_core_flags_and_fp32_switches_them_off():
-    """Mutation: activate() leaves the flags as they were."""
+def test_each_precision_sets_the_tf32_flags_the_plan_projects_for_it():
+    """Mutations: activate() leaves the flags as they were; fp32 switches TF32 convolutions off
+    (the plan then projects a GPU step 2-4x faster than the trainer runs it)."""
+    from thrifty.catalog.gpus import read_gpu_specs
+    from thrifty.perf.roofline import KIND_CONV, KIND_MATMUL, matrix_peak_flops
+    a100 = read_gpu_specs()["a100"]
+    flags = {KIND_MATMUL: lambda: torch.backends.cuda.matmul.allow_tf32, KIND_CONV: lambda: torch.backends.cudnn.allow_tf32}
     try:
-        Runtime(precision="tf32").activate()
-        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-        Runtime(precision="fp32").activate()
-        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        for precision in ("tf32", "fp32", "tf32"):
+            Runtime(precision=precision).activate()
+            for kind, flag in flags.items():
+                rate, _ = matrix_peak_flops(a100, kind, precision)
+                assert flag() == (rate == a100.tf32_tflops * 1e12), (precision, kind)
+        assert torch.backends.cuda.matmul.allow_tf32  # tf32 last: both flags on
     finally:
         Runtime(precision="fp32").activate()
+        torch.backends.cuda.matmul.allow_tf32 = False
 
 
 def test_the_model_its_optimizer_state_and_its_batches_live_on_the_runtime_device():

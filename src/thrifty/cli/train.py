@@ -98,7 +98,8 @@ def train(
     seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
     device: Annotated[str | None, typer.Option(
         help="cpu, cuda or cuda:N (default: cuda:LOCAL_RANK where CUDA is, else cpu)")] = None,
-    precision: Annotated[str, typer.Option(help="fp32, tf32, amp (float16 autocast + loss scaler) or bf16")] = "fp32",
+    precision: Annotated[str, typer.Option(help="fp32 (PyTorch's defaults: TF32 convolutions on Ampere+), tf32 (TF32 matmuls too), "
+                                                     "amp (float16 autocast + loss scaler) or bf16")] = "fp32",
     loader_workers: Annotated[int, typer.Option(
         help="Worker processes per rank that prefetch an item-by-item data set")] = 2,
     step_stream: Annotated[Path | None, typer.Option(

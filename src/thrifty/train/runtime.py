@@ -5,9 +5,10 @@
   `cuda:N`). Model, buffers, optimizer state and every batch live there; batches arrive by
   non-blocking copies from pinned memory.
 - precision (`--precision`, the plan's values plus bf16):
-  fp32  full float32; TF32 tensor-core matmuls and convolutions switched off
-  tf32  float32 storage, TF32 matmuls and convolutions on Ampere and later GPUs
-        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32); as fp32 on CPU
+  fp32  float32 with PyTorch's defaults, which `thrifty plan` projects (perf.roofline.matrix_peak_flops):
+        cuDNN may run convolutions in TF32 on Ampere and later GPUs (torch.backends.cudnn.allow_tf32,
+        True by default), matmuls stay float32 (torch.backends.cuda.matmul.allow_tf32 False)
+  tf32  fp32 with TF32 matmuls as well; as fp32 on CPU
   amp   torch.autocast to float16 with a dynamic loss scaler (torch.amp.GradScaler; Micikevicius et
         al. 2018, "Mixed Precision Training"): a step whose gradients overflow is skipped, not
         applied, and the scale halves; runs on CPU too (float16 autocast on CPU), slowly
@@ -83,9 +84,10 @@ class Runtime:
         """Process-wide settings: this rank's current CUDA device, the TF32 flags."""
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        tf32 = self.precision == "tf32"
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
+        # PyTorch's defaults but for tf32's matmuls (module docstring): convolutions in TF32 had been
+        # switched off for fp32, while the plan's projection counts them at the TF32 rate (2-4x)
+        torch.backends.cuda.matmul.allow_tf32 = self.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = True
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The forward pass's precision context: autocast for amp and bf16, nothing otherwise."""
