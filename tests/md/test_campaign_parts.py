@@ -251,3 +251,11 @@ def test_placement_reuses_the_safest_idle_node_and_goes_fresh_near_the_wall():
     assert placement.fresh_better(old) and not placement.fresh_better(middle)
     assert placement.choose({"old": old}) == (None, "old")  # retire it, a fresh VM takes the run
     assert placement.choose({}) == (None, None)
+
+
+def test_a_simulation_error_without_a_message_is_named_by_its_type():
+    # mutation caught: the first line of an empty message (IndexError: md sweep's driver crashed
+    # on a MemoryError raised in a run)
+    from thrifty.md.campaign.runner import first_line
+    assert first_line(MemoryError()) == "MemoryError"
+    assert first_line(ValueError("no convergence\nat step 40")) == "no convergence"

@@ -131,6 +131,9 @@ def test_a_resume_that_would_sample_differently_is_refused(tmp_path, flaky):
     (["--d-minus", "-1"], "--d-minus must be a positive number, got -1.0"),
     (["--box-nm", "4"], "the box side 4.0 nm is too small for the cutoff 2.500 nm: give --box-nm of at least 5.000"),
     (["--c", "0.001", "--box-nm", "5", "--cutoff-nm", "1"], "is fewer than 1 anions"),
+    (["--c", "1e9"], "is 361,320,000,000 ions, over the 10,000 the engines hold"),  # was a MemoryError
+    (["--h", "1e6"], "is 135,495,000 ions, over the 10,000"),  # was 15 GB and growing
+    (["--c", "5"], "packs the ions to 56% of the slit's volume, over 50%"),
     (["--equilibrate", "500", "--steps", "500"], "--equilibrate 500 leaves no steps to sample"),
     (["--tolerance", "0"], "--tolerance must be positive"),
     (["--relative-tolerance", "-0.1"], "--relative-tolerance must be at least 0 and below 1, got -0.1"),

@@ -41,6 +41,13 @@ TIMESTEP_PS = 0.005  # 1/90 of the period of a WCA contact vibration (s 0.55 nm,
 PADDING = 3.0  # Lz >= 3 h (Yeh & Berkowitz 1999)
 WATER_PERMITTIVITY = 80.0  # relative permittivity of water at 298 K
 SPECIES_NAMES = ("cation", "anion")
+# At most this many ions: the torch engine builds its neighbour list from all N (N - 1) / 2 pairs
+# (md.torch_physics.neighbours), about 1.6 GB of float64 pair data at 10,000 ions; the reference
+# tool's systems hold hundreds to a few thousand. A --c of 1e9 M had ended in a MemoryError.
+MAX_IONS = 10_000
+# Hard spheres fill at most 64% of a volume (random close packing; Scott & Kilgour 1969); ions
+# packed denser than this cannot be placed, let alone equilibrated.
+MAX_PACKING = 0.5
 
 
 @dataclass(frozen=True)
@@ -85,9 +92,18 @@ class NanoconfinementModel:
             raise ThriftyError(f"the box side {self.side_nm} nm is too small for the cutoff "
                                f"{max(self.cutoff_nm, wca_cutoff):.3f} nm: give --box-nm of at least "
                                f"{2 * max(self.cutoff_nm, wca_cutoff):.3f} (or a smaller --cutoff-nm)")
-        if ion_counts(self)[1] == 0:
-            raise ThriftyError(f"{self.c_molar} M in {self.side_nm}x{self.side_nm}x{self.h_nm} nm^3 is fewer than "
-                               f"{self.z_plus} anions: raise --c, --h or --box-nm")
+        cations, anions = ion_counts(self)
+        volume = f"{self.c_molar:g} M in {self.side_nm:g}x{self.side_nm:g}x{self.h_nm:g} nm^3"
+        if anions == 0:
+            raise ThriftyError(f"{volume} is fewer than {self.z_plus} anions: raise --c, --h or --box-nm")
+        if cations + anions > MAX_IONS:
+            raise ThriftyError(f"{volume} is {cations + anions:,} ions, over the {MAX_IONS:,} the engines "
+                               f"hold: lower --c, --h or --box-nm")
+        packing = math.pi / 6 * (cations * self.d_plus_nm ** 3 + anions * self.d_minus_nm ** 3) / (
+            self.side_nm ** 2 * self.h_nm)
+        if packing > MAX_PACKING:
+            raise ThriftyError(f"{volume} packs the ions to {packing:.0%} of the slit's volume, over "
+                               f"{MAX_PACKING:.0%} (hard spheres fill at most 64%): lower --c")
 
 
 def kt_kj_mol(temperature_k: float = TEMPERATURE_K) -> float:

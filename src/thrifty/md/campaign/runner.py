@@ -160,7 +160,7 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
                 outs = ray.get(ref)
             except ray.exceptions.RayTaskError as exc:
                 raise ThriftyError(f"run {' '.join(ids)} ({', '.join(map(str, points))}) failed in the simulation: "
-                                   f"{str(exc.cause or exc).splitlines()[0]}") from None
+                                   f"{first_line(exc.cause or exc)}") from None
             for run_id, params, out in zip(ids, points, outs, strict=True):
                 if store.record_run(run_id, params, out["result"], out["attempts"], out["lost_work_s"]):
                     report.stored_now += 1
@@ -181,3 +181,9 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
     if pool is not None:
         report.preemptions, report.retired = pool.preemptions, pool.retired
     return report
+
+
+def first_line(exc: BaseException) -> str:
+    """The exception's first line of message, or its type's name when it has none (a MemoryError)."""
+    said = str(exc).strip()
+    return said.splitlines()[0] if said else type(exc).__name__
