@@ -148,6 +148,19 @@ def test_bad_engine_or_replicas_are_one_line_and_exit_2(tmp_path, capsys, extra,
     assert not (tmp_path / "c.db").exists()
 
 
+@pytest.mark.timeout(180)
+def test_a_ray_client_address_without_ray_client_is_one_line_and_leaves_no_database(tmp_path, capsys, monkeypatch):
+    # mutation caught: check_address not called (ray.init's ValueError traceback, after the store was written)
+    monkeypatch.setitem(sys.modules, "grpc", None)  # Ray Client's package missing, as in a fresh install
+    space = tmp_path / "space.toml"
+    space.write_text("[h_nm]\nvalues = [2.0]\n")
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "1", "--db", str(tmp_path / "c.db"),
+                 "--address", "ray://127.0.0.1:10001"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "needs pip install 'ray[client]'" in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "c.db").exists() and not (tmp_path / "c.runs").exists()
+
+
 CLI_SWEEP = """
 import sys
 from thrifty.cli.app import main

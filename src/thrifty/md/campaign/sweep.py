@@ -75,6 +75,18 @@ class SweepOptions:
         return EMULATED_TIME_SCALE if self.emulate_preemptions else WALL_TIME_SCALE
 
 
+def check_address(address: str | None) -> None:
+    """A ray:// address connects through Ray Client, whose package (grpcio: the `ray[client]` extra)
+    thrifty's campaign extra does not install; refused in one line before the store is written
+    (Ray's own refusal was a traceback, after it)."""
+    if address is None or not address.startswith("ray://"):
+        return
+    from ray._private.utils import get_ray_client_dependency_error  # the check ray.init makes
+    if get_ray_client_dependency_error() is not None:
+        raise ThriftyError(f"--address {address} connects through Ray Client, which needs "
+                           "pip install 'ray[client]' (or give the head's host:port from one of its nodes)")
+
+
 def check_engine(o: SweepOptions) -> None:
     """--engine, --replicas, --dtype and --device, refused in one line before anything starts (CUDA is
     checked here unless the campaign joins a cluster: its GPU nodes are not this machine)."""
@@ -196,6 +208,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     check_engine(o)
     # met only after the store is written (Ray) or after the first runs (the active sampler's surrogate)
     require("ray", *(["torch"] if o.sampler == "active" else []))
+    check_address(o.address)
     given = run_settings(o)
     parameter_space = load_space(o.space)
     if o.simulation == "nanoconfinement":
