@@ -312,6 +312,22 @@ def test_cli_fit_show_schedule(run_cli, tmp_path):
     assert code == 0 and (tmp_path / "p.png").stat().st_size > 10_000
 
 
+def test_three_preemptions_fit_the_families_they_can_and_say_why_not_the_bathtub(run_cli, tmp_path):
+    # mutation caught: every family fitted for the comparison (and for auto): "need at least 4
+    # preemptions to fit the bathtub model" though --family exponential was asked
+    path = tmp_path / "three.csv"
+    path.write_text("lifetime_s,event\n3600,preempted\n7200,preempted\n10000,preempted\n86400,stopped\n")
+    for family in ("exponential", "weibull", "auto"):
+        code, out, err = run_cli("preempt", "fit", path, "--family", family, "--json")
+        assert code == 0, err
+        found = json.loads(out)
+        assert found["chosen"]["model"] in (("exponential", "weibull") if family == "auto" else (family,))
+        assert set(found["compared"]) == {"weibull (mle)", "exponential (mle)"}
+        assert "need at least 4 preemptions" in found["not_fitted"]["bathtub"]
+    code, _, err = run_cli("preempt", "fit", path, "--family", "bathtub")
+    assert code == 2 and "need at least 4 preemptions" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("rows, message", [
     ("lifetime_s,event\n-5,preempted\n", "positive number"),
     ("lifetime_s,event\nnan,preempted\n", "positive number"),

@@ -51,19 +51,20 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
                 json_out: JsonOpt = False) -> None:
     """Fit a lifetime model (censored MLE or the paper's least squares) and compare with the others."""
     from thrifty.io import check_writable_file, write_text_atomic
-    from thrifty.transient.fitting import FIT_MODELS, fit, read_lifetimes
+    from thrifty.transient.fitting import fit, fit_each, read_lifetimes
     if out is not None:
         check_writable_file(out, "the model JSON")
     lifetimes = read_lifetimes(data).for_machine_type(machine_type)
     chosen = fit(lifetimes, family, method)
-    others = {f"{m} (mle)": fit(lifetimes, m) for m in FIT_MODELS}
+    fits, not_fitted = fit_each(lifetimes)
+    others = {f"{m} (mle)": f for m, f in fits.items()}
     if chosen.model.name == "bathtub" and lifetimes.preempted.sum() >= 4:
         others["bathtub (lsq)"] = fit(lifetimes, "bathtub", "lsq")
     if out is not None:
         write_text_atomic(out, json.dumps(chosen.to_dict(), indent=2, default=float))
     if json_out:
         print_json({"chosen": chosen.to_dict(), "mean_lifetime_s": chosen.model.mean(),
-                    "compared": {k: v.to_dict() for k, v in others.items()}})
+                    "compared": {k: v.to_dict() for k, v in others.items()}, "not_fitted": not_fitted})
         return
     table = Table(title=f"lifetime fits: {lifetimes.lifetime_s.size} VMs, {int(lifetimes.preempted.sum())} preempted")
     for col in ("model", "method", "parameters", "log L", "AIC", "KS"):
@@ -71,6 +72,8 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
     table.add_row(*_fit_row(f"chosen: {chosen.model.name}", chosen))
     for name, fitted in others.items():
         table.add_row(*_fit_row(name, fitted))
+    for name, why in not_fitted.items():
+        table.add_row(f"{name} (mle)", "-", f"not fitted: {why}", "", "", "")
     stdout.print(table)
     stdout.print(f"mean lifetime {fmt_duration(chosen.model.mean())}; best by likelihood: "
                  f"{max(others, key=lambda k: others[k].log_likelihood)}")

@@ -238,14 +238,31 @@ def fit(data: Lifetimes, model: str = "auto", method: str = "mle") -> Fit:
     if method not in METHODS:
         raise LifetimeDataError(f"unknown fit method {method!r}; choose mle or lsq")
     if model == "auto":
-        chosen = min((fit(data, m) for m in FIT_MODELS), key=lambda f: f.aic)
-        log.info("auto: %s has the lowest AIC (%.1f)", chosen.model.name, chosen.aic)
+        fits, not_fitted = fit_each(data)
+        if not fits:
+            raise LifetimeDataError(next(iter(not_fitted.values())))
+        chosen = min(fits.values(), key=lambda f: f.aic)
+        log.info("auto: %s has the lowest AIC (%.1f)%s", chosen.model.name, chosen.aic,
+                 "".join(f"; {m} not fitted: {why}" for m, why in not_fitted.items()))
         return chosen
     fitted = _fit_family(data, model, method)
     log.info("fitted %s (%s) to %d lifetimes, %d preempted: log L %.1f, AIC %.1f, KS %.3f", fitted.model.name,
              fitted.method, data.lifetime_s.size, int(data.preempted.sum()), fitted.log_likelihood, fitted.aic,
              fitted.ks)
     return fitted
+
+
+def fit_each(data: Lifetimes) -> tuple[dict[str, Fit], dict[str, str]]:
+    """Every model of FIT_MODELS by MLE where the data allow it: (fits, why the others were not
+    fitted). Three preemptions fit a Weibull or an exponential but not the bathtub's four
+    parameters, which had failed `--family exponential` and `auto` alike."""
+    fits, not_fitted = {}, {}
+    for model in FIT_MODELS:
+        try:
+            fits[model] = fit(data, model)
+        except LifetimeDataError as error:
+            not_fitted[model] = str(error)
+    return fits, not_fitted
 
 
 def _fit_family(data: Lifetimes, model: str, method: str) -> Fit:
