@@ -136,6 +136,31 @@ def test_a_job_that_fails_on_its_own_stops_the_runner(tmp_path):
         runner.run()
 
 
+def test_a_job_stopping_itself_again_and_again_without_a_checkpoint_is_failing(tmp_path):
+    # mutation caught: the guard removed (restarted until max_restarts: 10,000 by default, 114 s of
+    # a tight loop in a new user's hands)
+    runner = Runner([sys.executable, "-c", f"import sys; sys.exit({PREEMPTED_EXIT})"], tmp_path / "ck", max_restarts=20)
+    with pytest.raises(RunnerError, match="stopped itself 5 times in a row .exit code 75. with no checkpoint"):
+        runner.run()
+    starts = [e for e in map(json.loads, (tmp_path / "ck" / "events.jsonl").read_text().splitlines())
+              if e["event"] == "start"]
+    assert len(starts) == 5
+
+
+def test_a_job_that_checkpoints_before_each_stop_is_restarted_until_it_finishes(tmp_path):
+    # mutation caught: the guard counting stops without looking for checkpoints (6 stops: given up)
+    job = textwrap.dedent(f"""
+        import os, pathlib, sys
+        folder = pathlib.Path(os.environ["THRIFTY_CHECKPOINT_DIR"])
+        saved = len(list(folder.glob("ckpt-*.bin")))
+        if saved < 6:
+            (folder / f"ckpt-{{saved:04d}}.bin").write_bytes(b"work")
+            sys.exit({PREEMPTED_EXIT})
+    """)
+    report = Runner([sys.executable, "-c", job], tmp_path / "ck").run()
+    assert report.exit_code == 0 and report.attempts == 7 and report.checkpoints == 6
+
+
 def test_run_cli_errors(tmp_path, run_cli):
     """The first in its own process (what a shell sees), the others in this one (run_cli)."""
     done = subprocess.run([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(tmp_path)],

@@ -49,6 +49,11 @@ SAID_EVENTS = frozenset({"start", "preemption_notice", "preemption", "restart", 
 
 KILL_MODES = ("sigkill", "sigterm", "mixed")
 POLL_S = 0.01
+# A job that stops itself as if preempted (exit 75, or killed by a signal from outside: a cloud's
+# SIGTERM, the kernel's OOM killer) is restarted; this many such stops in a row with no checkpoint
+# between them are a failing job, not preemptions (one that exited 75 at once was restarted 10,000
+# times in 114 s).
+MAX_UNPRODUCTIVE_RESTARTS = 5
 STDERR_FD = 2  # the job's stdout: the runner's stdout is its report's alone
 
 
@@ -149,7 +154,7 @@ class Runner:
         self._planner = ThreadPoolExecutor(1, thread_name_prefix="thrifty-plan")
         if self.schedule is not None:
             self._event("plan", **self._plan_detail(self.schedule))
-        attempts = preemptions = notices = 0
+        attempts = preemptions = notices = unproductive = 0
         lost = 0.0
         proc = None
         try:
@@ -160,6 +165,7 @@ class Runner:
                 life = (float(self.lifetimes.sample(rng, 1)[0]) / self.time_scale
                         if self.lifetimes is not None else float("inf"))
                 proc = subprocess.Popen(self.command, env=env, stdout=STDERR_FD)
+                saved_before = self._checkpoints
                 attempt = _Attempt(attempts, time.monotonic())
                 began = self._last_save = attempt.began
                 # a warned preemption: SIGTERM notice_s before the VM's end, SIGKILL at it
@@ -209,6 +215,14 @@ class Runner:
                         self._event("finished", attempt=attempts)
                         return self._report(0, attempts, preemptions, notices, lost)
                     return self._report(PREEMPTED_EXIT, attempts, preemptions, notices, lost)
+                if kind == "exit" and not warned:  # it stopped as if preempted, this runner did nothing
+                    self._collect(attempt)  # a checkpoint written just before it stopped counts
+                    unproductive = unproductive + 1 if self._checkpoints == saved_before else 0
+                    if unproductive >= MAX_UNPRODUCTIVE_RESTARTS:
+                        self._event("failed", attempt=attempts, exit_code=code)
+                        raise RunnerError(f"the job stopped itself {unproductive} times in a row (exit code {code}) "
+                                          f"with no checkpoint in between and no notice from this runner: it is "
+                                          f"failing, not being preempted; see {self._log_path}")
                 if kind == "exit" and warned:  # it stopped on the notice; the VM lives to its end
                     while time.monotonic() - began < life:
                         time.sleep(POLL_S)
