@@ -286,6 +286,16 @@ def test_deadline_aware_policy_meets_the_deadline(google):
         assert outcomes["spot"].mean_cost_usd < outcomes["deadline-aware"].mean_cost_usd < outcomes["on-demand"].mean_cost_usd
 
 
+def test_with_no_slack_for_spot_the_deadline_aware_policy_starts_on_demand_and_meets_it():
+    # mutation caught: the move to on-demand before anything ran charged a restart (a deadline of
+    # exactly the job's length was met in 0% of runs, at on-demand's price)
+    outcomes = {o.policy: o for o in compare(PAPER, PAPER, Job(10 * HOUR), 10 * HOUR, 0.3, 1.0,
+                                             np.random.default_rng(3), 2000)}
+    aware, on_demand = outcomes["deadline-aware"], outcomes["on-demand"]
+    assert aware.deadline_met == 1.0 and aware.switched == 1.0
+    assert aware.mean_time_s == pytest.approx(10 * HOUR) and aware.mean_cost_usd == pytest.approx(on_demand.mean_cost_usd)
+
+
 def test_empirical_lifetimes_follow_kaplan_meier(google):
     draws = EmpiricalLifetimes(google).sample(np.random.default_rng(1), 100_000)
     times, survival = kaplan_meier(google)
