@@ -26,6 +26,7 @@ DEFAULT_LOCAL_BATCHES = (16, 32, 64, 128, 256)
 DEFAULT_STEPS = 20
 HEAVY_STEP_FLOPS = 5e10  # a profiled step costs at most about this (about 0.5 s on one core here)
 HEAVY_STEPS = 6
+CALIBRATION_MAX_STEPS = 20_000  # a calibration run that has not reached its target by then fails
 
 
 def max_local_workers() -> int:
@@ -109,12 +110,13 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     calibration = None
     if settings.calibrate and workload.recipe is None:
         batch = global_batch_for(settings.calibration_batch, workload)
-        calibration = train_to_target(workload, [batch], max_steps=20_000, eval_every=5, noise_every=1,
-                                      on_eval=lambda step, metric: on_progress(
-                                          f"calibration step {step}: {workload.metric_name} {metric:.3f}"))
+        calibration = train_to_target(workload, [batch], max_steps=CALIBRATION_MAX_STEPS, eval_every=5,
+                                      noise_every=1, on_eval=lambda step, metric: on_progress(
+                                          f"calibration step {step:,} of at most {CALIBRATION_MAX_STEPS:,}: "
+                                          f"{workload.metric_name} {metric:.3f}, target {workload.target_metric:g}"))
         if not calibration.reached_target:
             raise WorkloadError(f"calibration run did not reach {workload.metric_name} "
-                                f"{workload.target_metric} in {calibration.steps} steps")
+                                f"{workload.target_metric} in {calibration.steps:,} steps")
         log.info("calibration: %s %.3f at global batch %d after %d steps", workload.metric_name,
                  calibration.final_metric, batch, calibration.steps)
     return profile, calibration

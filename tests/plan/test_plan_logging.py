@@ -48,3 +48,23 @@ def test_the_choice_at_info_and_the_refusals_at_debug(caplog):
     assert over > 0 and len(refused) == 1
     assert refused[0].startswith(f"{int((~result.feasible_mask).sum())} of {result.feasible_mask.size} candidates")
     assert f"{over} over the deadline" in refused[0], refused[0]
+
+
+def test_profile_progress_reaches_the_log_off_a_terminal_at_most_every_ten_seconds(monkeypatch, caplog):
+    # mutation caught: progress to the spinner only (shown on a terminal alone: a plan whose
+    # calibration could not reach its target ran 3 minutes without a line, -vv included)
+    from types import SimpleNamespace
+
+    import thrifty.cli.workload_job_model as jm
+    import thrifty.pipeline as pipeline
+    clock = iter([0.0, 0.0, 4.0, 11.0, 11.0, 15.0])
+    monkeypatch.setattr(jm, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+
+    def fake_job_model(store, workload, *, on_progress, **_):
+        for step in (5, 10, 15, 20):
+            on_progress(f"calibration step {step}")
+        return "model", False
+    monkeypatch.setattr(pipeline, "job_model", fake_job_model)
+    with caplog.at_level(logging.INFO, logger="thrifty.cli.workload_job_model"):
+        assert jm.workload_job_model(None, "w.py") == ("model", False)
+    assert [r.getMessage() for r in caplog.records] == ["calibration step 5", "calibration step 15"]
