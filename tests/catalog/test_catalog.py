@@ -318,6 +318,18 @@ def test_every_command_taking_an_instance_type_takes_cloud_type(run_cli, tmp_pat
     assert not (tmp_path / "db").exists()
 
 
+def test_a_rate_a_gpu_does_not_have_is_none_not_nan(run_cli):
+    # mutation caught: the NaN passed through ("nan" in the table, NaN in the JSON, which strict
+    # parsers refuse): a P100 has no FP16 tensor cores
+    import json
+    code, out, _ = run_cli("catalog", "show", "gcp:n1-standard-2", "--json")
+    rows = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    p100 = [r for r in rows if r["accelerator"] == "P100"]
+    assert code == 0 and p100 and all(r["gpu_tensor_tflops_fp16"] is None for r in p100)
+    code, out, _ = run_cli("catalog", "show", "gcp:n1-standard-2")
+    assert code == 0 and "nan" not in out
+
+
 def test_user_catalog_prices_must_be_finite_and_spot_not_above_on_demand(tmp_path):
     """Mutations: inf accepted as a price; a price of 0 accepted (the planner divided by it and
     crashed); a dearer spot price dropped silently in a user's file."""

@@ -24,6 +24,7 @@ INPUT_FILES: dict[str, bytes | str] = {
     "binary.bin": bytes(range(256)) * 4,
     "not_json.json": "this is not json\n",
     "list.json": "[1, 2, 3]\n",
+    "no_model.json": '{"params": {"rate": 1}}\n',
     "samples_nan.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,nan\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
     "samples_text.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,fast\n",
     "samples_negative.csv": "num_nodes,num_workers,local_batch,step_time_s\n1,1,32,-0.1\n1,2,32,0.1\n1,1,64,0.2\n1,2,64,0.2\n",
@@ -393,9 +394,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         add(f"preempt fit --out {name}", f"preempt fit {{in}}/lifetimes_ok.csv --out {path}", "cannot write",
             UNWRITABLE_REASONS[name])
     for name, value in {"unknown": "nosuch", "not_json": "{in}/not_json.json", "list": "{in}/list.json",
-                        "bad_utf8": "{in}/bad_utf8.csv"}.items():
+                        "bad_utf8": "{in}/bad_utf8.csv", "no_model": "{in}/no_model.json"}.items():
         reason = {"unknown": "unknown lifetime model", "not_json": "not valid json", "list": "json object",
-                  "bad_utf8": "unknown lifetime model"}[name]
+                  "bad_utf8": "unknown lifetime model", "no_model": 'names its model ("model": one of'}[name]
         add(f"preempt show {name}", f"preempt show {value}", reason)
     for name, path in UNWRITABLE.items():
         add(f"preempt show --plot {name}", f"preempt show --plot {path}", "cannot write", UNWRITABLE_REASONS[name])

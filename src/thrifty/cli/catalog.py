@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """`thrifty catalog`: VM types with prices, and what thrifty assumes about each one's hardware."""
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -118,13 +119,15 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
                 {"cpu_speed_per_vcpu": hw.cpu_factor(vm)}),
              "rank_memory_gib": hw.rank_memory_gib(vm), "network_gbps": hw.network_gbps(vm)}
             for vm in vms]
+    # a rate the GPU does not have (a P4's or P100's FP16 tensor cores) is NaN in the table: none
+    rows = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()} for row in rows]
     if json_out:
         print_json(rows)
         return
     for row in rows:
         table = Table(show_header=False, title=f"{row['cloud']}:{row['instance_type']}")
         for key, value in row.items():
-            table.add_row(key, "" if value is None else str(value))
+            table.add_row(key, "" if value is None else str(value))  # None: not applicable
         stdout.print(table)
 
 

@@ -176,6 +176,9 @@ MODEL_TYPES = {"exponential": Exponential, "weibull": Weibull, "bathtub": Bathtu
 def model_from_dict(data: dict) -> LifetimeModel:
     if not isinstance(data, dict):
         raise LifetimeModelError(f"a lifetime model is a JSON object with model and params, got {type(data).__name__}")
+    if "model" not in data:
+        raise LifetimeModelError(f"a lifetime model JSON names its model (\"model\": one of {', '.join(MODEL_TYPES)}) "
+                                 "and its params, as `thrifty preempt fit --out` writes it")
     kind = MODEL_TYPES.get(str(data.get("model")))
     if kind is None:
         raise LifetimeModelError(f"unknown lifetime model {data.get('model')!r}; "
