@@ -44,9 +44,9 @@ job stayed +53% over the oracle, declining a probe on its own VMs whose expected
 its price; at 3 and 2.5 every row's worst was within +8%, at 2 the cost rows rose to +11%). The
 check filters the candidates before the best is chosen (search.rule.pick_probe). The profile,
 before any model exists, goes on after the start only while its remaining moves (a restart each,
-and back to the start) cost at most `profile_budget` (5%) of the objective still to pay at the start's measured
-pace (steps left counted as (P - p) / B while B_noise is not yet known: a few measured steps of one
-rank put it anywhere); otherwise there is no model and the job trains where it started (a short
+and back to the start) cost at most `profile_budget` (5%) of the objective still to pay at the
+start's measured pace (steps left counted as (P - p) / B while B_noise is not yet known: a few
+measured steps of one rank put it anywhere); otherwise there is no model and the job trains where it started (a short
 job started on a good configuration stays there). A job that states no noise scale takes the
 start's global batch as its prior B_noise (search.noise_estimate.with_prior): after the profile
 the pooled estimate rests on a handful of one-rank steps and had been 0 or infinite, which settled
