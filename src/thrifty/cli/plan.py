@@ -37,6 +37,7 @@ from thrifty.cli.common import (
 
 # More epochs than any published recipe by far (ImageNet: 90, CIFAR: 200-300); a larger number is a typo.
 MAX_EPOCHS = 10_000
+STARTUP_NOTE_SHARE = 0.1  # the recommendation notes the assumed start-up when it is this much of the time
 epochs_check = number_check(lambda v: 0 < v <= MAX_EPOCHS, f"a number of epochs in (0, {MAX_EPOCHS:,}]")
 
 
@@ -184,12 +185,15 @@ def plan(
     stdout.print(_table(result, result.front, result.front_merged,
                         f"Pareto front (fastest first, {len(result.front)} points)"))
     lo, hi = best["predicted_time_interval_s"]
+    # the interval's width is the training's: a start-up that is much of the time is an assumption (--startup)
+    startup_note = (f", with an assumed {fmt_duration(best['startup_s'])} VM start-up"
+                    if best["startup_s"] >= STARTUP_NOTE_SHARE * best["predicted_time_s"] else "")
     gpu_note = f" ({best['accelerator_count']}x {best['accelerator']})" if best["accelerator"] else ""
     stdout.print(Panel.fit(
         f"{best['cloud']}:{best['instance_type']}{gpu_note} x {_count(best['nodes'], 'VM')}, "
         f"{_count(best['workers'], 'worker')}, global batch {best['global_batch']}, "
         f"{'spot' if best['spot'] else 'on-demand'}\n"
-        f"time {fmt_duration(best['predicted_time_s'])} (90%: {fmt_duration(lo)} - {fmt_duration(hi)}), "
+        f"time {fmt_duration(best['predicted_time_s'])} (90%: {fmt_duration(lo)} - {fmt_duration(hi)}{startup_note}), "
         f"cost {fmt_usd(best['predicted_cost_usd'])} (90%: {fmt_usd(best['predicted_cost_interval_usd'][0])} - "
         f"{fmt_usd(best['predicted_cost_interval_usd'][1])}); {best['prediction']} prediction"
         f"{' (search windows)' if best['source'] == 'search' else ''}",
