@@ -127,7 +127,7 @@ def schedule_command(job_hours: JobHoursOpt,
         print_json({"model": label, "vm_age_s": age, **chosen.to_dict()})
         return
     table = Table(title=f"{job_hours:g} h job, checkpoint {fmt_duration(job.checkpoint_cost_s)}, model {label}")
-    for col in ("policy", "checkpoints", "expected makespan", "overhead"):
+    for col in ("policy", "checkpoints\non first VM", "expected makespan", "overhead"):
         table.add_column(col, justify="right")
     for other in ("dp", "young", "daly", "none"):
         try:
