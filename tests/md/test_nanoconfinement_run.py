@@ -150,7 +150,8 @@ def test_bad_parameters_are_one_line_and_exit_2(run_cli, tmp_path, args, fragmen
 def test_nanoconfinement_options_are_refused_for_the_other_systems(run_cli, tmp_path):
     code, _, err = run_cli("md", "run", "--system", "ions", "--c", "1.0", "--h", "3.0", "--equilibrate", "10",
                            "--out", tmp_path / "out")
-    assert code == 2 and err.strip() == "error: --c, --equilibrate apply to --system nanoconfinement only, not ions"
+    # --h 3.0 is the default value, given: refused too (mutation caught: compared with the defaults)
+    assert code == 2 and err.strip() == "error: --h, --c, --equilibrate apply to --system nanoconfinement only, not ions"
     assert not (tmp_path / "out").exists()
 
 

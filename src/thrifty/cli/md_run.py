@@ -16,6 +16,8 @@ md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM, or the torch engine)
                      no_args_is_help=True)
 
 NANO = "nanoconfinement only"
+NANOCONFINEMENT_ONLY = ("h", "zp", "zn", "c", "d_plus", "d_minus", "box_nm", "cutoff_nm", "equilibrate", "tolerance",
+                        "relative_tolerance", "cap_steps")
 SUMMARY = "summary.json"
 STOPPED = {"converged": "converged", "cap": "not converged by --cap-steps", "steps": "as --steps asked"}  # why it stopped
 
@@ -29,7 +31,7 @@ def _check_out(out: Path, force: bool) -> None:
 
 
 @md_app.command("run")
-def md_run(system: Annotated[str | None, typer.Option(
+def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
                help="lj (Lennard-Jones fluid), ions (confined electrolyte) or nanoconfinement (the published model); "
                     "default ions, with --engine torch nanoconfinement (the one system it runs)")] = None,
            steps: Annotated[int | None, typer.Option(
@@ -88,14 +90,13 @@ def md_run(system: Annotated[str | None, typer.Option(
         model.check()
         settings = nanoconfinement_sampling(steps, chunk, equilibrate, tolerance, relative_tolerance, cap_steps)
     else:
-        given = [name for name, value, default in (
-            ("--h", h, 3.0), ("--zp", zp, 1), ("--zn", zn, -1), ("--c", c, 0.5), ("--d-plus", d_plus, 0.474),
-            ("--d-minus", d_minus, 0.627), ("--box-nm", box_nm, None), ("--cutoff-nm", cutoff_nm, 2.5),
-            ("--equilibrate", equilibrate, None), ("--tolerance", tolerance, 0.002),
-            ("--relative-tolerance", relative_tolerance, 0.1), ("--cap-steps", cap_steps, 200_000))
-            if value != default]
+        # given on the command line, its default value included (compared with the defaults, an
+        # explicit --h 3 passed unnoticed); by name: typer vendors its own click
+        given = [f"--{name.replace('_', '-')}" for name in NANOCONFINEMENT_ONLY
+                 if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"]
         if given:
-            raise ThriftyError(f"{', '.join(given)} apply to --system nanoconfinement only, not {system}")
+            raise ThriftyError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to --system nanoconfinement "
+                               f"only, not {system}")
         settings = fixed_length_sampling(last_step, chunk)
     check_writable_dir(out, "--out")
     if checkpoint_dir:
