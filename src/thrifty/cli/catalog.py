@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """`thrifty catalog`: VM types with prices, and what thrifty assumes about each one's hardware."""
 
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -119,8 +118,8 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
                 {"cpu_speed_per_vcpu": hw.cpu_factor(vm)}),
              "rank_memory_gib": hw.rank_memory_gib(vm), "network_gbps": hw.network_gbps(vm)}
             for vm in vms]
-    # a rate the GPU does not have (a P4's or P100's FP16 tensor cores) is NaN in the table: none
-    rows = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()} for row in rows]
+    from thrifty.io import json_safe
+    rows = json_safe(rows)  # a rate the GPU lacks (a P4's or P100's FP16 tensor cores) is NaN: none
     if json_out:
         print_json(rows)
         return

@@ -51,12 +51,15 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
                 json_out: JsonOpt = False) -> None:
     """Fit a lifetime model (censored MLE or the paper's least squares) and compare with the others."""
     from thrifty.io import check_writable_file, write_text_atomic
-    from thrifty.transient.fitting import fit, fit_each, read_lifetimes
+    from thrifty.transient.fitting import fit, fit_each, lowest_aic, read_lifetimes
     if out is not None:
         check_writable_file(out, "the model JSON")
     lifetimes = read_lifetimes(data).for_machine_type(machine_type)
-    chosen = fit(lifetimes, family, method)
-    fits, not_fitted = fit_each(lifetimes)
+    fits, not_fitted = fit_each(lifetimes)  # the comparison's MLE fits, which the choice reuses
+    if method == "mle" and family == "auto":
+        chosen = lowest_aic(fits, not_fitted)
+    else:
+        chosen = fits[family] if method == "mle" and family in fits else fit(lifetimes, family, method)
     others = {f"{m} (mle)": f for m, f in fits.items()}
     if chosen.model.name == "bathtub" and lifetimes.preempted.sum() >= 4:
         others["bathtub (lsq)"] = fit(lifetimes, "bathtub", "lsq")

@@ -238,13 +238,7 @@ def fit(data: Lifetimes, model: str = "auto", method: str = "mle") -> Fit:
     if method not in METHODS:
         raise LifetimeDataError(f"unknown fit method {method!r}; choose mle or lsq")
     if model == "auto":
-        fits, not_fitted = fit_each(data)
-        if not fits:
-            raise LifetimeDataError(next(iter(not_fitted.values())))
-        chosen = min(fits.values(), key=lambda f: f.aic)
-        log.info("auto: %s has the lowest AIC (%.1f)%s", chosen.model.name, chosen.aic,
-                 "".join(f"; {m} not fitted: {why}" for m, why in not_fitted.items()))
-        return chosen
+        return lowest_aic(*fit_each(data))
     fitted = _fit_family(data, model, method)
     log.info("fitted %s (%s) to %d lifetimes, %d preempted: log L %.1f, AIC %.1f, KS %.3f", fitted.model.name,
              fitted.method, data.lifetime_s.size, int(data.preempted.sum()), fitted.log_likelihood, fitted.aic,
@@ -263,6 +257,16 @@ def fit_each(data: Lifetimes) -> tuple[dict[str, Fit], dict[str, str]]:
         except LifetimeDataError as error:
             not_fitted[model] = str(error)
     return fits, not_fitted
+
+
+def lowest_aic(fits: dict[str, Fit], not_fitted: dict[str, str]) -> Fit:
+    """`auto`'s choice among fit_each's fits: the lowest AIC."""
+    if not fits:
+        raise LifetimeDataError(next(iter(not_fitted.values())))
+    chosen = min(fits.values(), key=lambda f: f.aic)
+    log.info("auto: %s has the lowest AIC (%.1f)%s", chosen.model.name, chosen.aic,
+             "".join(f"; {m} not fitted: {why}" for m, why in not_fitted.items()))
+    return chosen
 
 
 def _fit_family(data: Lifetimes, model: str, method: str) -> Fit:
