@@ -34,6 +34,18 @@ def test_plan_json_reuses_the_stored_profile(profiled_db, run_cli, tmp_path):
     assert sqlite3.connect(profiled_db).execute("SELECT COUNT(*) FROM decisions").fetchone()[0] >= 1
 
 
+def test_plan_writes_its_default_plot_only_without_json(profiled_db, run_cli, tmp_path, monkeypatch):
+    # mutation caught: the default thrifty-plan.png written under --json too (a script's call left a
+    # PNG in its working folder that it never named)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("plan", "--db", profiled_db, "--max-workers", "8", "--json")
+    assert code == 0, err
+    assert json.loads(out)["plot"] is None and not (tmp_path / "thrifty-plan.png").exists()
+    code, out, err = run_cli("plan", "--db", profiled_db, "--max-workers", "8")
+    assert code == 0, err
+    assert (tmp_path / "thrifty-plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_plan_constraints_and_table(profiled_db, run_cli, tmp_path):
     code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--objective", "time",
                              "--cloud", "gcp", "--gpu", "--spot", "never", "--json")

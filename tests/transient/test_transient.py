@@ -305,7 +305,7 @@ def test_empirical_lifetimes_follow_kaplan_meier(google):
         assert km == pytest.approx(q, abs=0.01)
 
 
-def test_cli_fit_show_schedule(run_cli, tmp_path):
+def test_cli_fit_show_schedule(run_cli, tmp_path, monkeypatch):
     code, out, err = run_cli("preempt", "fit", data_file(), "--family", "bathtub", "--method", "lsq", "--json",
                              "--out", tmp_path / "m.json")
     assert code == 0, err
@@ -320,6 +320,12 @@ def test_cli_fit_show_schedule(run_cli, tmp_path):
     assert sum(result["intervals_s"]) == pytest.approx(5 * HOUR)
     code, out, err = run_cli("preempt", "show", "gcp-2019-lsq", "--plot", tmp_path / "p.png", "--json")
     assert code == 0 and (tmp_path / "p.png").stat().st_size > 10_000
+    # without --plot, --json writes no file (mutation caught: preempt-model.png left in the folder)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("preempt", "show", "gcp-2019-lsq", "--json")
+    assert code == 0 and json.loads(out)["plot"] is None and not (tmp_path / "preempt-model.png").exists()
+    code, out, err = run_cli("preempt", "show", "gcp-2019-lsq")
+    assert code == 0 and (tmp_path / "preempt-model.png").stat().st_size > 10_000
 
 
 def test_three_preemptions_fit_the_families_they_can_and_say_why_not_the_bathtub(run_cli, tmp_path):

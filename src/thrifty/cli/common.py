@@ -46,6 +46,14 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr|d|day)?\s*$"
 _UNIT_S = {"ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
 
 
+def default_plot(plot: Path | None, json_out: bool, default: str) -> Path | None:
+    """The PNG a command writes: the --plot given, else `default` in the current folder, except
+    under --json (a script's call writes no file it did not name)."""
+    if plot is not None:
+        return plot
+    return None if json_out else Path(default)
+
+
 def gpu_filter(gpu: bool, cpu: bool) -> bool | None:
     """--gpu, --cpu or neither (None: both kinds); both at once is a contradiction, not 'last wins'."""
     if gpu and cpu:

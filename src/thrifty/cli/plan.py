@@ -22,6 +22,7 @@ from thrifty.cli.common import (
     JsonOpt,
     RegionOpt,
     WorkloadOpt,
+    default_plot,
     fmt_duration,
     fmt_usd,
     fmt_usd_range,
@@ -114,7 +115,8 @@ def plan(
     reprofile: Annotated[bool, typer.Option(help="Profile again even if a profile is stored")] = False,
     allow_busy: Annotated[bool, typer.Option("--allow-busy", help="When it profiles: even on a busy machine")] = False,
     top: Annotated[int, typer.Option(help="Rows in the top-k table")] = 10,
-    plot: Annotated[Path | None, typer.Option(help="PNG of cost vs time")] = Path("thrifty-plan.png"),
+    plot: Annotated[Path | None, typer.Option(
+        help="PNG of cost vs time (default: thrifty-plan.png; none under --json)")] = None,
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
 ) -> None:
@@ -139,6 +141,7 @@ def plan(
         budget_usd=None if budget is None else parse_money_usd(budget, what="budget"))
     if bucket is not None:
         check_bucket_name(bucket)
+    plot = default_plot(plot, json_out, "thrifty-plan.png")
     if plot is not None:
         check_png_path(plot, "the plot")
     vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)

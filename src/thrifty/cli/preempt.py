@@ -10,6 +10,7 @@ from rich.table import Table
 
 from thrifty.cli.common import (
     JsonOpt,
+    default_plot,
     float_list,
     fmt_duration,
     parse_duration_s,
@@ -84,7 +85,9 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
 
 @app.command("show")
 def show_command(name: Annotated[str, typer.Argument(help="Bundled model name or JSON file")] = "gcp-2019",
-                 plot: Annotated[Path, typer.Option(help="PNG of the fit against Kaplan-Meier and the hazard")] = Path("preempt-model.png"),
+                 plot: Annotated[Path | None, typer.Option(
+                     help="PNG of the fit against Kaplan-Meier and the hazard "
+                          "(default: preempt-model.png; none under --json)")] = None,
                  json_out: JsonOpt = False) -> None:
     """Show a lifetime model, plotted against the bundled data's Kaplan-Meier curve."""
     from thrifty.io import check_png_path
@@ -92,13 +95,15 @@ def show_command(name: Annotated[str, typer.Argument(help="Bundled model name or
     from thrifty.transient.plot import plot_fit
     from thrifty.transient.registry import bundled, data_file, load_model
     label, model = load_model(name)
-    check_png_path(plot, "the plot")
-    data = read_lifetimes(data_file())
-    machine_type = label.removeprefix("gcp-2019-") if label.startswith("gcp-2019-n1") else None
-    plot_fit({label: model}, data.for_machine_type(machine_type), plot,
-             f"{label}: {model.name} lifetime model")
+    plot = default_plot(plot, json_out, "preempt-model.png")
+    if plot is not None:
+        check_png_path(plot, "the plot")
+        data = read_lifetimes(data_file())
+        machine_type = label.removeprefix("gcp-2019-") if label.startswith("gcp-2019-n1") else None
+        plot_fit({label: model}, data.for_machine_type(machine_type), plot,
+                 f"{label}: {model.name} lifetime model")
     info = {"name": label, **model.to_dict(), "mean_lifetime_s": model.mean(),
-            "max_lifetime_s": model.t_end, "plot": str(plot),
+            "max_lifetime_s": model.t_end, "plot": None if plot is None else str(plot),
             "fit": {k: v for k, v in bundled().get(label, {}).items() if k not in ("model", "params")}}
     if json_out:
         print_json(info)
