@@ -435,3 +435,17 @@ def test_a_schedule_refuses_ages_it_was_not_solved_for():
     age_index(schedule.solver, schedule.solver.max_age_s)  # the last solved age is fine
     with pytest.raises(ScheduleError, match="beyond the ages"):
         age_index(schedule.solver, 20 * HOUR)
+
+
+def test_preemptions_all_at_one_age_fit_only_the_exponential(run_cli, tmp_path):
+    # mutation caught: no spread check (4 preemptions at 1 h fitted a Weibull of shape 3e15, chosen
+    # by auto without a word)
+    path = tmp_path / "same.csv"
+    path.write_text("lifetime_s,event\n" + "3600,preempted\n" * 4 + "86400,stopped\n")
+    code, out, err = run_cli("preempt", "fit", path, "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert found["chosen"]["model"] == "exponential" and set(found["compared"]) == {"exponential (mle)"}
+    for family in ("weibull", "bathtub"):
+        code, out, err = run_cli("preempt", "fit", path, "--family", family)
+        assert code == 2 and "all at 3600 s" in err and len(err.strip().splitlines()) == 1, err

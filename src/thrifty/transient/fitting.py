@@ -160,11 +160,27 @@ BATHTUB_START = np.array([0.4, 1.0, 0.8, 24.0])  # A, tau1 (h), tau2 (h), b (h):
 BATHTUB_BOUNDS = (np.array([1e-3, 1e-3, 1e-3, 1e-2]), np.array([1.0, 1e3, 1e3, 1e3]))
 
 
+# Preempted lifetimes closer together than this (coefficient of variation) are one age, not a
+# distribution: for a large shape k, log T of a Weibull is Gumbel with sd pi / (sqrt(6) k), so its
+# CV is about 1.28 / k and 1% needs k above ~130; at 0 the MLE's shape grows without bound
+# (4 preemptions all at 1 h fitted a shape of 3e15).
+MIN_SPREAD = 0.01
+
+
+def _check_spread(events: np.ndarray, family: str) -> None:
+    """Refuse preempted lifetimes with no spread for a family with a shape (Weibull, bathtub)."""
+    if float(np.std(events)) < MIN_SPREAD * float(np.mean(events)):
+        raise LifetimeDataError(f"the {events.size} preemptions are all at {float(np.mean(events)):.6g} s "
+                                f"(spread under {MIN_SPREAD:.0%}): a {family} fit would be a step there; "
+                                "use --family exponential")
+
+
 def fit_bathtub_lsq(data: Lifetimes) -> Fit:
     """Least squares of F(t_i) against the empirical cdf i / n of the preempted lifetimes."""
     t = np.sort(data.lifetime_s[data.preempted])
     if t.size < 4:
         raise LifetimeDataError(f"need at least 4 preemptions to fit the bathtub model, got {t.size}")
+    _check_spread(t, "bathtub")
     ecdf = np.arange(1, t.size + 1) / t.size
     start = BATHTUB_START.copy()
     start[3] = min(max(t.max() / HOUR, 0.02), 999.0)
@@ -183,6 +199,7 @@ def fit_bathtub_mle(data: Lifetimes) -> Fit:
     events = data.lifetime_s[data.preempted]
     if events.size < 4:
         raise LifetimeDataError("need at least 4 preemptions to fit the bathtub model")
+    _check_spread(events, "bathtub")
     longest = float(events.max()) / HOUR
     longest_stopped = float(data.lifetime_s[~data.preempted].max(initial=0.0)) / HOUR
     edge = max(longest, longest_stopped * (1 + 1e-6))
@@ -220,6 +237,7 @@ def fit_exponential(data: Lifetimes) -> Fit:
 def fit_weibull(data: Lifetimes) -> Fit:
     if data.preempted.sum() < 2:
         raise LifetimeDataError("need at least 2 preemptions to fit a Weibull model")
+    _check_spread(data.lifetime_s[data.preempted], "Weibull")
     scale0 = float(data.lifetime_s.sum() / data.preempted.sum())
 
     def negative_ll(log_theta):
