@@ -177,6 +177,23 @@ def test_the_range_check_is_joint_a_valency_seen_only_at_other_h_is_flagged():
     assert domain.inside(near)[0]
 
 
+def test_the_centre_of_a_two_level_grid_is_inside_but_beyond_its_hull_is_not():
+    """A 2-level grid in h, c and d+ (z+ = 1, 2): its centre is 0.87 from every corner (scaled),
+    beyond the distance limit (0.75), but inside the corners' hull: the surrogate interpolates there
+    (mutation caught: the distance alone, which refused it). Outside the grid's box in h, or at a
+    valency the grid never ran, it is still refused."""
+    grid = np.array([[h, zp, -1, c, dp, 0.627] for h in (2.0, 3.0) for zp in (1, 2) for c in (0.6, 0.9)
+                     for dp in (0.4, 0.5)])
+    domain = Domain.of(grid)
+    centre = np.array([[2.4, 2, -1, 0.75, 0.45, 0.627]])
+    assert domain.distance(centre)[0] > domain.limit
+    assert domain.inside(centre)[0] and domain.check(centre) > domain.limit
+    for outside in ([3.6, 2, -1, 0.75, 0.45, 0.627], [2.4, 3, -1, 0.75, 0.45, 0.627]):
+        assert not domain.inside(np.array([outside]))[0]
+        with pytest.raises(ThriftyError, match="outside the runs with its valencies"):
+            domain.check(np.array([outside]))
+
+
 def test_run_folders_read_back_as_written(tmp_path):
     runs = standin_runs(BOX.sample(3, np.random.default_rng(5)), 6)
     for run in runs:
