@@ -154,6 +154,20 @@ def test_model_fit_reads_a_search_traces_blank_one_worker_sync(run_cli, tmp_path
     _one_line_error(*run_cli("model", "fit", "--samples", samples), "s.csv:3: column sync_time_s is not a number")
 
 
+def test_model_fit_names_a_misspelt_optional_column(run_cli, tmp_path):
+    # mutation caught: other columns ignored without a word (compute_s for compute_time_s: the fit
+    # silently lost the compute/sync split); a search trace's own extra columns are not flagged
+    samples = tmp_path / "s.csv"
+    rows = ["num_nodes,num_workers,local_batch,step_time_s,compute_s,instance_type,global_batch"]
+    for n, w, b in [(1, 1, 16), (1, 1, 64), (1, 2, 16), (1, 2, 64), (2, 4, 32), (2, 8, 16)]:
+        rows.append(f"{n},{w},{b},{0.002 + 1e-4 * b + 0.004 * (w > 1)},{0.002 + 1e-4 * b},x,{w * b}")
+    samples.write_text("\n".join(rows) + "\n")
+    code, out, err = run_cli("model", "fit", "--samples", samples)
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "is not read" in line]
+    assert len(said) == 1 and "column compute_s is not read; did you mean compute_time_s?" in said[0], err
+
+
 def test_catalog_commands(run_cli):
     code, out, _ = run_cli("catalog", "list", "--cloud", "gcp", "--accelerator", "H100", "--json")
     rows = json.loads(out)

@@ -3,7 +3,9 @@
 project a workload's step time onto a VM type."""
 
 import csv
+import difflib
 import io
+import logging
 import math
 import sys
 from pathlib import Path
@@ -27,6 +29,8 @@ from thrifty.cli.common import (
 )
 from thrifty.errors import ThriftyError
 
+log = logging.getLogger(__name__)
+
 app = typer.Typer(help="Fit and apply the step-time model.", no_args_is_help=True)
 
 
@@ -41,6 +45,11 @@ def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...]
 
     from thrifty.io import read_csv
     rows = read_csv(path, ThriftyError, "CSV file", required=required)
+    absent = [c for c in optional if c not in rows[0]]
+    for name in (n for n in rows[0] if n not in required + optional):  # allowed (a search trace has
+        near = difflib.get_close_matches(name, absent, n=1, cutoff=0.7)  # many); a near miss is said
+        if near:
+            log.warning("%s: column %s is not read; did you mean %s?", path, name, near[0])
     columns: dict[str, np.ndarray] = {}
     for col in required + tuple(c for c in optional if c in rows[0]):  # num_workers (required) first
         values = []
