@@ -148,7 +148,7 @@ def read_csv(path: Path, error: type[Exception], what: str, *, required: Sequenc
     raise `error` with a one-line message naming `what` and the path."""
     path = Path(path)
     try:
-        with path.open(newline="") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # Excel saves a byte-order mark
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
             rows = list(reader)

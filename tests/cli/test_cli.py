@@ -168,6 +168,18 @@ def test_model_fit_names_a_misspelt_optional_column(run_cli, tmp_path):
     assert len(said) == 1 and "column compute_s is not read; did you mean compute_time_s?" in said[0], err
 
 
+def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(run_cli, tmp_path):
+    # mutation caught: the file read as plain UTF-8 ("missing columns num_nodes": the header's first
+    # name carried the BOM, as Excel writes it)
+    samples = tmp_path / "s.csv"
+    rows = ["num_nodes,num_workers,local_batch,step_time_s"] + [
+        f"{n},{w},{b},{0.002 + 1e-4 * b + 0.004 * (w > 1)}" for n, w, b in [(1, 1, 16), (1, 1, 64), (1, 2, 16), (2, 4, 32)]]
+    samples.write_bytes("\ufeff".encode() + ("\r\n".join(rows) + "\r\n").encode())
+    code, out, err = run_cli("model", "fit", "--samples", samples, "--json")
+    assert code == 0, err
+    assert json.loads(out)["kind"] == "thrifty.steptime"
+
+
 def test_catalog_commands(run_cli):
     code, out, _ = run_cli("catalog", "list", "--cloud", "gcp", "--accelerator", "H100", "--json")
     rows = json.loads(out)
