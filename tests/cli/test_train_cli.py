@@ -79,3 +79,37 @@ def test_thrifty_train_as_its_own_process_leaves_no_temporary_folder(tmp_path, s
     assert refused.returncode == 2, refused.stderr
     # (torch keeps its compile cache, torchinductor_*, there on purpose)
     assert [p.name for p in scratch.iterdir() if p.name.startswith("pymp-")] == []
+
+
+@pytest.mark.timeout(300)
+def test_a_run_folder_with_an_earlier_runs_checkpoints_is_kept_unless_forced(run_cli, tmp_path):
+    # mutations caught: a fresh run deleting the earlier run's checkpoints without a word (the check
+    # removed); a resume of a run whose --steps are done reporting success (steps 50 of 40); a
+    # resumed run that moved its global batch summarised at the new B alone (3 epochs for --epochs 2)
+    run, db = tmp_path / "run", tmp_path / "t.db"
+    code, _, err = run_cli("train", "--global-batch", "64", "--steps", "10", "--checkpoint-every", "5",
+                           "--run-dir", run, "--db", db, "--json")
+    assert code == 0, err
+    kept = sorted(p.name for p in run.glob("ckpt-*.bin"))
+    code, _, err = run_cli("train", "--steps", "5", "--run-dir", run, "--db", db)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "holds an earlier run's checkpoints" in err and "--resume" in err and "--force" in err
+    assert "in use" not in err and sorted(p.name for p in run.glob("ckpt-*.bin")) == kept
+    code, _, err = run_cli("train", "--steps", "10", "--resume", "--run-dir", run, "--db", db)
+    assert code == 2 and "--steps 10 is done" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run_cli("train", "--resume", "--force", "--run-dir", run, "--db", db)
+    assert code == 2 and "not both" in err
+    # on at twice the batch to the end of one epoch: 10 steps of 64, then the rest at 128
+    code, out, err = run_cli("train", "--resume", "--epochs", "1", "--global-batch", "128", "--run-dir", run,
+                             "--db", db, "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    from thrifty.workloads import load_workload
+    size = load_workload("builtin:digits").train_size
+    samples = 10 * 64 + (size - 10 * 64) // 128 * 128
+    assert summary["epochs"] == pytest.approx(samples / (size // 128 * 128))
+    assert summary["samples_per_s"] == pytest.approx(samples / summary["train_time_s"])
+    code, _, err = run_cli("train", "--force", "--steps", "3", "--checkpoint-every", "0", "--run-dir", run,
+                           "--db", db)
+    assert code == 0, err
+    assert [p.name for p in run.glob("ckpt-*.bin")] == ["ckpt-000001.bin"]

@@ -94,6 +94,8 @@ def train(
     keep_checkpoints: Annotated[int, typer.Option(help="Newest checkpoints kept (a damaged one falls back)")] = 2,
     run_dir: Annotated[Path, typer.Option(help="Checkpoint, CSV, plots")] = Path(".thrifty/runs/train"),
     resume: Annotated[bool, typer.Option(help="Continue from the newest intact checkpoint (implied under thrifty run)")] = False,
+    force: Annotated[bool, typer.Option(
+        help="Start over in a --run-dir that holds an earlier run's checkpoints (they are deleted)")] = False,
     sync_bn: Annotated[bool, typer.Option(help="Count-weighted synchronised BatchNorm")] = True,
     seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
     device: Annotated[str | None, typer.Option(
@@ -124,6 +126,8 @@ def train(
         raise ThriftyError(f"unknown --b-max-rule {b_max_rule!r}; choose memory or throughput")
     if resume and mode == "asp":
         raise ThriftyError("--resume is for --mode bsp")
+    if resume and force:
+        raise ThriftyError("give --resume (continue the run) or --force (start over), not both")
     if mode == "asp" and (precision != "fp32" or device not in (None, "cpu")):
         raise ThriftyError("--mode asp trains in fp32 on the CPU; --device and --precision are for --mode bsp")
     from thrifty.io import removed_on_failure
@@ -153,7 +157,8 @@ def train(
         capacities=float_list(capacities, "--capacities") if capacities else None,
         controller=ControllerSettings(dead_band=dead_band, every=adjust_every),
         eval_every=eval_every, until_target=until_target, target=target,
-        checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, run_dir=run_dir, resume=resume, sync_bn=sync_bn,
+        checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, run_dir=run_dir, resume=resume, force=force,
+        sync_bn=sync_bn,
         seed=seed, progress=not json_out, step_stream=step_stream, device=device, precision=precision,
         loader_workers=loader_workers)
     hint = total_steps(config, loaded.train_size, batch)
@@ -183,7 +188,11 @@ def train(
             stderr.print(str(notice), soft_wrap=True)
             raise typer.Exit(PREEMPTED_EXIT) from None
         except ThriftyError as failure:
-            if not resume and checkpoint_files(run_dir):  # say where the work it kept is
+            from thrifty.train.checkpoint import EarlierRunCheckpoints
+            from thrifty.train.runlock import RunDirectoryBusy
+            # say where the work it kept is (not when the folder is another run's, or in use)
+            if not resume and checkpoint_files(run_dir) and not isinstance(failure, (EarlierRunCheckpoints,
+                                                                                     RunDirectoryBusy)):
                 raise ThriftyError(f"{failure}; the run's last checkpoint stays in {run_dir}: add --resume "
                                     f"to go on from it") from None
             raise

@@ -83,19 +83,33 @@ def check_resumable(config: TrainConfig) -> None:
     saved = _read(found[0], found[1], config)  # the bytes read: a live run may prune the file
     if "log_bytes" in saved:
         check_log_bytes(config.run_dir, saved["log_bytes"])
+    if config.steps is not None and saved["step"] >= config.steps and not under_runner():
+        # nothing to train (a runner's restart of a job that ended just then is no error)
+        raise CheckpointError(f"the run in {config.run_dir} is at step {saved['step']} ({found[0].name}): "
+                              f"--steps {config.steps} is done; give --steps above {saved['step']} to train on")
+
+
+class EarlierRunCheckpoints(CheckpointError):
+    """A fresh run (no --resume, no --force) in a run directory holding another run's checkpoints."""
 
 
 def choose_checkpoint(config: TrainConfig) -> Path | None:
     """The checkpoint this run continues from, None for a fresh start (call it holding the run
     directory). Resuming is implied under `thrifty run`. A fresh run clears older checkpoints, so
-    that a later --resume cannot continue another run."""
+    that a later --resume cannot continue another run; it refuses to, unless `force`, when they
+    are an earlier run's (a second `thrifty train` in one folder deleted the first one's work)."""
     found = None
     if config.resume or under_runner():
         found = checkpoint_store(config).latest_file()
         if found is None and config.resume:  # damaged or gone since check_resumable looked
             raise CheckpointError(f"no intact checkpoint left in {checkpoint_dir(config)} to resume from")
     if found is None:
-        for path in checkpoint_files(checkpoint_dir(config)):
+        earlier = checkpoint_files(checkpoint_dir(config))
+        if earlier and not (config.force or under_runner()):
+            raise EarlierRunCheckpoints(
+                f"--run-dir {config.run_dir} holds an earlier run's checkpoints (newest {earlier[-1].name}): "
+                "add --resume to continue it, --force to start over (they are deleted), or give another --run-dir")
+        for path in earlier:
             path.unlink(missing_ok=True)
     return None if found is None else found[0]
 

@@ -49,16 +49,20 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
     for row in log.steps:
         by_step.setdefault(row.step, []).append(row)
     train_time = sum(rows[0].step_time_s for rows in by_step.values())
+    # each step at its own global batch: a resume may have moved B (epochs and throughput counted
+    # at today's B had said 3 epochs for an --epochs 2 run)
+    samples = sum(rows[0].global_batch for rows in by_step.values())
+    epoch_samples = steps_per_epoch * global_batch
     waits = sum(r.wait_time_s for r in log.steps)
     busy = sum(r.step_time_s for r in log.steps)
     reached = next((e for e in log.evals if (e.metric >= target if higher_is_better else e.metric <= target)), None)
     controller = [rows[0].controller_time_s / rows[0].step_time_s for rows in by_step.values() if rows[0].step_time_s > 0]
     return {
         "workload": workload, "policy": policy, "workers": world_size, "global_batch": global_batch,
-        "steps": len(by_step), "epochs": len(by_step) / steps_per_epoch,
+        "steps": len(by_step), "epochs": samples / epoch_samples,
         "wall_time_s": wall_time_s, "train_time_s": train_time,
-        "samples_per_s": len(by_step) * global_batch / train_time if train_time else 0.0,
-        "time_per_epoch_s": train_time / len(by_step) * steps_per_epoch if by_step else 0.0,
+        "samples_per_s": samples / train_time if train_time else 0.0,
+        "time_per_epoch_s": train_time / samples * epoch_samples if samples else 0.0,
         "metric_name": metric_name, "target_metric": target, "higher_is_better": higher_is_better,
         "final_metric": log.evals[-1].metric if log.evals else float("nan"),
         "time_to_target_s": reached.train_time_s if reached else None,
