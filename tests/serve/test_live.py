@@ -72,6 +72,19 @@ def test_a_default_serve_listens_on_loopback_only(stores, serve_process):
 
 
 @pytest.mark.timeout(300)
+def test_a_stop_signal_ends_the_server_quietly_while_a_page_holds_its_event_stream(stores, serve_process):
+    """Mutations caught: no end to the event streams on a stop signal (the server waited for the
+    page's stream for ever and ignored SIGTERM), or only uvicorn's cancelling of it (a traceback)."""
+    served = serve_process("--db", stores["db"])
+    stream = urllib.request.urlopen(served.url + "/api/events", timeout=60)
+    assert stream.readline().startswith(b"event: hello")
+    served.proc.send_signal(signal.SIGTERM)
+    _, err = served.proc.communicate(timeout=60)  # a hang fails here
+    stream.close()
+    assert served.proc.returncode is not None and "Traceback" not in err and "ERROR" not in err, err
+
+
+@pytest.mark.timeout(300)
 def test_a_foreign_database_is_refused_in_one_line(tmp_path):
     """Mutation caught: serving a database without thrifty's tables."""
     import sqlite3

@@ -11,6 +11,7 @@ import typer
 from thrifty.cli.common import stderr
 from thrifty.errors import ThriftyError
 
+SHUTDOWN_GRACE_S = 2  # seconds open requests get to finish after a stop signal
 INSTALL = "thrifty serve needs FastAPI, uvicorn and Plotly: pip install 'thrifty[serve]'"
 
 
@@ -101,5 +102,14 @@ def _run(settings) -> None:
         stderr.print(f"write token (shown once): {settings.access.token}", soft_wrap=True)
     # idle keep-alive connections kept 75 s (uvicorn's default, 5 s, races a client's next request on a
     # busy machine: the request meets a connection being closed); the page's event stream is not idle
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75)
-    uvicorn.Server(config).run(sockets=[sock])
+    # on Ctrl-C or SIGTERM the open event streams (every page keeps one, and uvicorn waits for them)
+    # end at their next poll; SHUTDOWN_GRACE_S more, and uvicorn cancels what is left (the server had
+    # ignored the signal while a page was open)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            app.state.stopping.set()
+            super().handle_exit(sig, frame)
+    Server(config).run(sockets=[sock])

@@ -6,6 +6,7 @@ uvicorn. Ids in paths are looked up, never used as paths: `{db}-{row}` for a dat
 
 import logging
 import re
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -50,6 +51,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     # no /docs or /redoc: FastAPI's pages load their scripts from a CDN; the schema is at /openapi.json
     app = FastAPI(title="thrifty serve", version="1", docs_url=None, redoc_url=None,
                   description="Plans, profiles, searches, training runs and MD campaigns, read-only by default.")
+    app.state.stopping = threading.Event()  # set by the server on a stop signal: event streams end
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(settings.host, settings.port))
     dbs = [ThriftyDb(i, Path(p)) for i, p in enumerate(settings.dbs)]
     cdbs = [CampaignDb(i, Path(p)) for i, p in enumerate(settings.campaign_dbs)]
@@ -211,7 +213,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.get("/api/events")
     async def event_stream(request: Request, limit: Annotated[int | None, Query(ge=1, le=10_000)] = None):
         watcher = events.Watcher(dbs, cdbs, scan)
-        return StreamingResponse(events.stream(watcher, request.is_disconnected, limit),
+
+        async def ended() -> bool:  # the client went, or the server is stopping (a stream never ends)
+            return app.state.stopping.is_set() or await request.is_disconnected()
+        return StreamingResponse(events.stream(watcher, ended, limit),
                                  media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
     @app.get("/", response_class=HTMLResponse)
