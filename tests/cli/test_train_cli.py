@@ -113,3 +113,35 @@ def test_a_run_folder_with_an_earlier_runs_checkpoints_is_kept_unless_forced(run
                            "--db", db)
     assert code == 0, err
     assert [p.name for p in run.glob("ckpt-*.bin")] == ["ckpt-000001.bin"]
+
+
+@pytest.mark.timeout(300)
+def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tmp):
+    """Without `thrifty run` a SIGTERM is the notice too: every rank saves after the same step, the
+    run exits 75 and `--resume` goes on from there. Mutation caught: the launcher's SIGTERM left to
+    the CLI's stop (it ended at once: no checkpoint since the last periodic one, here none)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    env = {**os.environ, "TMPDIR": str(short_tmp), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+    stream, run = tmp_path / "steps.jsonl", tmp_path / "run"
+    base = [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--checkpoint-every", "0",
+            "--run-dir", str(run), "--db", str(tmp_path / "t.db"), "--step-stream", str(stream)]
+    proc = subprocess.Popen([*base, "--steps", "100000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 240
+    while not (stream.exists() and len(stream.read_text().splitlines()) >= 5) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err
+    assert "checkpoint saved; the same command with --resume goes on" in err
+    saved = len(stream.read_text().splitlines())
+    assert [p.name for p in run.glob("ckpt-*.bin")] == ["ckpt-000001.bin"]
+    done = subprocess.run([*base, "--resume", "--steps", str(saved + 3)], env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert len(stream.read_text().splitlines()) == saved + 3  # on from the saved step, none redone

@@ -16,6 +16,11 @@ Under torchrun (a SkyPilot task) there is no runner: the spot VM's termination n
 torchrun forwards to the ranks of its node, then waits 30 s before SIGKILL. Each rank counts its
 own SIGTERM (`notice_on_sigterm`); the notice of any rank rides along the same way, so a node that
 goes away, rank 0's or another, stops every rank after the same step with a checkpoint saved.
+
+Alone (no runner, no torchrun) the launcher takes its own SIGTERM (a scheduler's stop, a VM's
+shutdown reaching it) as the notice the same way (`notice_on_sigterm` with the workers' counters):
+every rank saves after the same step and `thrifty train` exits 75; `--resume` goes on. A SIGTERM
+had ended it at once, with nothing saved since the last periodic checkpoint.
 """
 
 import contextlib
@@ -38,8 +43,9 @@ REQUESTS, NOTICE = 0, 1  # slots of the shared memory: checkpoint requests so fa
 class Preempted(ThriftyError):
     """`thrifty run` gave notice: every rank saved a checkpoint after the same step and stopped."""
 
-    def __init__(self, step: int) -> None:
-        super().__init__(f"preempted after step {step}: checkpoint saved; the same command resumes")
+    def __init__(self, step: int, resumes_itself: bool = True) -> None:
+        then = "the same command resumes" if resumes_itself else "the same command with --resume goes on"
+        super().__init__(f"preempted after step {step}: checkpoint saved; {then}")
         self.step = step
 
 
@@ -66,9 +72,10 @@ class RelayedSignals(JobCheckpoints):
 
 
 @contextlib.contextmanager
-def notice_on_sigterm() -> Iterator[Array]:
-    """This torchrun rank's counters, its SIGTERM counted as a notice, for the block's duration."""
-    flags = shared_signals()
+def notice_on_sigterm(flags: Array | None = None) -> Iterator[Array]:
+    """Counters (this torchrun rank's own, or the given ones: the local workers'), this process's
+    SIGTERM counted into them as a notice, for the block's duration."""
+    flags = shared_signals() if flags is None else flags
 
     def on_notice(*_) -> None:
         flags[NOTICE] = 1

@@ -234,12 +234,14 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
     check_resumable(config)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
     os.environ["THRIFTY_RUN_TAG"] = tag
-    signals = shared_signals() if under_runner() else None
+    signals = shared_signals()
     with hold_run_dir(config.run_dir), contextlib.ExitStack() as stack:
         resume_from = choose_checkpoint(config)
-        if signals is not None:  # under the runner
+        if under_runner():
             relay = RelayedSignals(checkpoint_dir(config), signals)
             stack.callback(relay.close)
+        else:  # alone: a SIGTERM is the notice (train.preemption)
+            stack.enter_context(notice_on_sigterm(signals))
         try:
             results = run_local_workers(_local_rank, config.workers, timeout_s=config.timeout_s, config=config,
                                         resume_from=resume_from, signals=signals, device=config.device)
@@ -247,7 +249,7 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
             if config.slowdown is not None and config.emulate == "cgroup":
                 remove_cgroups(tag)
     if "preempted_at_step" in results[0]:
-        raise Preempted(results[0]["preempted_at_step"])
+        raise Preempted(results[0]["preempted_at_step"], resumes_itself=under_runner())
     return results[0]
 
 
