@@ -288,3 +288,27 @@ def test_run_json_prints_one_document_the_runners(tmp_path):
     report = json.loads(done.stdout)
     assert (report["exit_code"], report["attempts"]) == (0, 1)
     assert '{"job": "done"}' in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_second_runner_on_a_checkpoint_folder_in_use_is_refused(tmp_path):
+    # mutation caught: no lock (two jobs wrote ckpt-000001... into one folder, each runner counting
+    # the other's checkpoints, and a restart would resume the other job's state)
+    go = tmp_path / "go"
+    waiting = f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.02)"
+    first = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(tmp_path / "ck"),
+                              "--", sys.executable, "-c", waiting], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        events = tmp_path / "ck" / "events.jsonl"
+        while not (events.exists() and '"start"' in events.read_text()):
+            assert first.poll() is None, first.communicate()
+        before = events.read_text()
+        with pytest.raises(RunnerError, match=rf"checkpoint folder {tmp_path / 'ck'} is in use by another thrifty "
+                                              rf"run \(pid {first.pid}\): give each job its own --checkpoint-dir"):
+            Runner([sys.executable, "-c", "pass"], tmp_path / "ck").run()
+        assert events.read_text() == before  # nothing of the refused runner's in the folder's log
+    finally:
+        go.touch()
+        first.communicate(timeout=60)
+    assert first.returncode == 0
+    assert Runner([sys.executable, "-c", "pass"], tmp_path / "ck").run()  # free again once it ended

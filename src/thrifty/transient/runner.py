@@ -23,6 +23,7 @@ its VM idle until the end. Lost work is the running time since the last checkpoi
 attempt's start) until the job stopped, at each preemption.
 """
 
+import fcntl
 import json
 import logging
 import os
@@ -55,6 +56,7 @@ POLL_S = 0.01
 # times in 114 s).
 MAX_UNPRODUCTIVE_RESTARTS = 5
 STDERR_FD = 2  # the job's stdout: the runner's stdout is its report's alone
+LOCK_NAME = ".runner.lock"  # held (flock) by the runner using the folder; hidden, as check_checkpoint_folder allows
 
 
 class RunnerError(ThriftyError):
@@ -140,6 +142,27 @@ class Runner:
         self._notice_received = True
 
     def run(self) -> RunReport:
+        """Run the job to its end, holding the checkpoint folder (one runner a folder: two jobs in
+        one had overwritten each other's checkpoints and would resume from the other's)."""
+        handle = (self.checkpoint_dir / LOCK_NAME).open("a+")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                owner = handle.read().strip()
+                by = f" (pid {owner})" if owner.isdigit() else ""
+                raise RunnerError(f"checkpoint folder {self.checkpoint_dir} is in use by another thrifty run{by}: "
+                                  "give each job its own --checkpoint-dir") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+            return self._run_holding()
+        finally:
+            handle.close()
+
+    def _run_holding(self) -> RunReport:
         rng = np.random.default_rng(self.seed)
         previous = signal.signal(signal.SIGTERM, self._on_sigterm)
         env = {**os.environ, ENV_DIR: str(self.checkpoint_dir)}
