@@ -180,6 +180,21 @@ def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(run_cli, tmp_
     assert json.loads(out)["kind"] == "thrifty.steptime"
 
 
+def test_a_gpu_the_bundled_specs_lack_is_given_with_gpus_wherever_it_is_asked_for(run_cli, profiled_db, tmp_path):
+    # mutation caught: catalog show and model project without --gpus, though their error said
+    # "pass it with --gpus" (only plan had it)
+    from thrifty.data import data_path
+    catalog, gpus = tmp_path / "c.csv", tmp_path / "g.csv"
+    catalog.write_text(HEADER + "acme,foo.big,8,64,X9,1,2.0,,us-x-1,us-x-1a\n")
+    gpus.write_text(data_path("gpus.csv").read_text() + "X9,X9,20,40,160,900,40,256,80,1000,1500,300\n")
+    _one_line_error(*run_cli("catalog", "show", "foo.big", "--catalog", catalog), "pass it with --gpus")
+    code, out, err = run_cli("catalog", "show", "foo.big", "--catalog", catalog, "--gpus", gpus, "--json")
+    assert code == 0, err
+    code, out, err = run_cli("model", "project", "--instance-type", "acme:foo.big", "--catalog", catalog,
+                             "--gpus", gpus, "--db", profiled_db, "--json")
+    assert code == 0, err
+
+
 def test_catalog_commands(run_cli):
     code, out, _ = run_cli("catalog", "list", "--cloud", "gcp", "--accelerator", "H100", "--json")
     rows = json.loads(out)

@@ -13,7 +13,10 @@ from thrifty.cli.common import (
     CloudOpt,
     CpuOpt,
     GpuOpt,
+    GpusOpt,
+    HardwareOpt,
     JsonOpt,
+    NetworkOpt,
     RegionOpt,
     gpu_filter,
     non_negative,
@@ -95,8 +98,7 @@ def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: Reg
 
 @app.command("show")
 def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt = None,
-                 hardware: Annotated[Path | None, typer.Option(help="hardware.csv override")] = None,
-                 network: Annotated[Path | None, typer.Option(help="network.csv override")] = None,
+                 hardware: HardwareOpt = None, network: NetworkOpt = None, gpus: GpusOpt = None,
                  json_out: JsonOpt = False) -> None:
     """Show one VM type (TYPE or CLOUD:TYPE, as the plan prints it): prices in every region, and the
     speed, memory and bandwidth thrifty assumes for it."""
@@ -107,7 +109,7 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
     vms = [vm for c in clouds for vm in find_type(all_vms, instance_type, c)]
     if not vms:
         raise ThriftyError(f"instance type {instance_type!r} is not in the catalog")
-    hw = Hardware.load(hardware, network)
+    hw = Hardware.load(hardware, network, gpus)
     rows = [{"cloud": vm.cloud, "instance_type": vm.instance_type, "region": vm.region,
              "zone": vm.zone, "vcpus": vm.vcpus, "memory_gib": vm.memory_gib,
              "accelerator": vm.accelerator, "accelerator_count": vm.accelerator_count,

@@ -38,6 +38,9 @@ RegionOpt = Annotated[list[str] | None, typer.Option("--region", help="Region; r
 GpuOpt = Annotated[bool, typer.Option("--gpu", help="Only GPU VMs.")]
 CpuOpt = Annotated[bool, typer.Option("--cpu", help="Only CPU VMs.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+HardwareOpt = Annotated[Path | None, typer.Option(help="hardware.csv override")]
+NetworkOpt = Annotated[Path | None, typer.Option(help="network.csv override")]
+GpusOpt = Annotated[Path | None, typer.Option(help="gpus.csv override (GPU peak rates)")]
 DbOpt = Annotated[Path, typer.Option("--db", help="SQLite database of profiles, decisions and runs.")]
 WorkloadOpt = Annotated[str, typer.Option("--workload", "-w",
                                           help="builtin:NAME or a .py file with make_workload().")]

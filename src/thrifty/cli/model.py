@@ -19,7 +19,10 @@ from thrifty.cli.common import (
     DEFAULT_WORKLOAD,
     CatalogOpt,
     DbOpt,
+    GpusOpt,
+    HardwareOpt,
     JsonOpt,
+    NetworkOpt,
     WorkloadOpt,
     fmt_duration,
     int_list,
@@ -166,6 +169,9 @@ def project(
         help="The VM's GPUs when its type comes with several (GCP N1): NAME:COUNT as the plan's SkyPilot "
              "task writes them, e.g. T4:4, or none")] = None,
     catalog: CatalogOpt = None,
+    hardware: HardwareOpt = None,
+    network: NetworkOpt = None,
+    gpus: GpusOpt = None,
     db: DbOpt = DEFAULT_DB,
     json_out: JsonOpt = False,
 ) -> None:
@@ -192,7 +198,7 @@ def project(
         raise ThriftyError(f"--workers must be between 1 and {MAX_PLAN_WORKERS} (as plan's --max-workers), got {ranks}")
     nodes = math.ceil(ranks / vm.ranks_per_node)
     request = PlanRequest(precision=precision)
-    vmx = VMArrays.build([vm], Hardware.load())
+    vmx = VMArrays.build([vm], Hardware.load(hardware, network, gpus))
     with Store(db) as store:
         job, _ = job_model(store, workload, step_time_only=True)
     fits = int(max_local_batch(vmx, job, precision)[0])
