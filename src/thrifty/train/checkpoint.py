@@ -67,11 +67,12 @@ def checkpoint_store(config: TrainConfig) -> JobCheckpoints:
     return JobCheckpoints(checkpoint_dir(config), handle_signals=False, keep=config.keep_checkpoints)
 
 
-def check_resumable(config: TrainConfig) -> None:
+def check_resumable(config: TrainConfig) -> int | None:
     """--resume without an intact checkpoint, or from one of another workload, fails here, before
-    anything is written or started (call it after check_config)."""
+    anything is written or started (call it after check_config); the checkpoint's step (None
+    without --resume), for check_steps_left once the run directory is held."""
     if not config.resume:
-        return
+        return None
     directory = checkpoint_dir(config)
     files = checkpoint_files(directory) if directory.is_dir() else []
     if not files:
@@ -83,10 +84,16 @@ def check_resumable(config: TrainConfig) -> None:
     saved = _read(found[0], found[1], config)  # the bytes read: a live run may prune the file
     if "log_bytes" in saved:
         check_log_bytes(config.run_dir, saved["log_bytes"])
-    if config.steps is not None and saved["step"] >= config.steps and not under_runner():
-        # nothing to train (a runner's restart of a job that ended just then is no error)
-        raise CheckpointError(f"the run in {config.run_dir} is at step {saved['step']} ({found[0].name}): "
-                              f"--steps {config.steps} is done; give --steps above {saved['step']} to train on")
+    return saved.get("step")
+
+
+def check_steps_left(config: TrainConfig, saved_step: int | None) -> None:
+    """A --resume whose --steps are done is refused (it reported success at step 50 of 40); a
+    runner's restart of a job that ended just then is no error. Call it holding the run directory:
+    a folder in use says so first."""
+    if saved_step is not None and config.steps is not None and saved_step >= config.steps and not under_runner():
+        raise CheckpointError(f"the run in {config.run_dir} is at step {saved_step}: --steps {config.steps} "
+                              f"is done; give --steps above {saved_step} to train on")
 
 
 class EarlierRunCheckpoints(CheckpointError):

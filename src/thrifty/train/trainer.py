@@ -36,6 +36,7 @@ from thrifty.records import EvalRow, StepRow
 from thrifty.train.batches import batch_source
 from thrifty.train.checkpoint import (
     check_resumable,
+    check_steps_left,
     checkpoint_dir,
     checkpoint_store,
     choose_checkpoint,
@@ -231,11 +232,12 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
     """Train on `config.workers` local processes; returns rank 0's summary. Raises Preempted
     when `thrifty run` gave notice (the checkpoint is saved; run again to resume)."""
     config = check_config(config, max_workers)
-    check_resumable(config)
+    saved_step = check_resumable(config)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
     os.environ["THRIFTY_RUN_TAG"] = tag
     signals = shared_signals()
     with hold_run_dir(config.run_dir), contextlib.ExitStack() as stack:
+        check_steps_left(config, saved_step)
         resume_from = choose_checkpoint(config)
         if under_runner():
             relay = RelayedSignals(checkpoint_dir(config), signals)
@@ -268,5 +270,5 @@ def train_torchrun_rank(config: TrainConfig) -> dict | None:
     if rank != 0:
         return None
     if "preempted_at_step" in summary:
-        raise Preempted(summary["preempted_at_step"])
+        raise Preempted(summary["preempted_at_step"], resumes_itself=under_runner())
     return summary
