@@ -95,6 +95,18 @@ def test_a_foreign_database_is_refused_in_one_line(tmp_path):
                           capture_output=True, text=True, timeout=120)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1 and "not a thrifty database" in lines[0], done.stderr
+    # a database of the other kind, or a folder: said so (mutation caught: "not a thrifty database"
+    # for a thrifty one given as a campaign's, "does not exist" for a folder)
+    for name, table in (("thrifty.db", "profiles"), ("campaign.db", "md_campaigns")):
+        with sqlite3.connect(tmp_path / name) as conn:
+            conn.execute(f"CREATE TABLE {table} (n)")
+    for option, path, said in (("--campaign-db", tmp_path / "thrifty.db", "give it with --db"),
+                               ("--db", tmp_path / "campaign.db", "give it with --campaign-db"),
+                               ("--db", tmp_path, "is a folder")):
+        done = subprocess.run([PYTHON, "-m", "thrifty.cli", "serve", option, path, "--port", "0"], env=env(),
+                              capture_output=True, text=True, timeout=120)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr
 
 
 @pytest.mark.timeout(600)

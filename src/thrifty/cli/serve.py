@@ -55,9 +55,9 @@ def serve(
     if not dbs and not campaigns and not folders:
         raise ThriftyError("nothing to serve: give --db, --campaign-db or --watch")
     for path in dbs:
-        check_database(path, TABLES, "--db")
+        check_database(path, TABLES, "--db", ("--campaign-db", CAMPAIGN_TABLES))
     for path in campaigns:
-        check_database(path, CAMPAIGN_TABLES, "--campaign-db")
+        check_database(path, CAMPAIGN_TABLES, "--campaign-db", ("--db", TABLES))
     for folder in folders:
         if not folder.is_dir():
             raise ThriftyError(f"--watch {folder} is not a folder")

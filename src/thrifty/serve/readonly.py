@@ -49,18 +49,25 @@ def has_table(conn: sqlite3.Connection, name: str) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
 
-def check_database(path: Path, tables: tuple[str, ...], what: str) -> None:
-    """Refuse, in one line, a path that is not an SQLite database holding one of `tables`."""
+def check_database(path: Path, tables: tuple[str, ...], what: str,
+                   other: tuple[str, tuple[str, ...]] | None = None) -> None:
+    """Refuse, in one line, a path that is not an SQLite database holding one of `tables`; `other`
+    (option, its tables): the option a database of the other kind is given with."""
     path = Path(path)
+    if path.is_dir():
+        raise ThriftyError(f"{what} {path} is a folder, not a database file")
     if not path.is_file():
         raise ThriftyError(f"{what} {path} does not exist (thrifty serve reads databases, it does not create them)")
     try:
         found = table_names(path)
     except sqlite3.DatabaseError as exc:
         raise ThriftyError(f"{what} {path} is not an SQLite database ({exc})") from None
-    if not found & set(tables):
-        shown = ", ".join(sorted(found)[:3]) or "none"
-        raise ThriftyError(f"{what} {path} is not a thrifty database (its tables: {shown})")
+    if found & set(tables):
+        return
+    if other is not None and found & set(other[1]):
+        raise ThriftyError(f"{what} {path} is the other kind of thrifty database: give it with {other[0]}")
+    shown = ", ".join(sorted(found)[:3]) or "none"
+    raise ThriftyError(f"{what} {path} is not a thrifty database (its tables: {shown})")
 
 
 def enable_wal(path: Path) -> bool:
