@@ -166,6 +166,12 @@ def test_model_fit_names_a_misspelt_optional_column(run_cli, tmp_path):
     assert code == 0, err
     said = [line for line in err.splitlines() if "is not read" in line]
     assert len(said) == 1 and "column compute_s is not read; did you mean compute_time_s?" in said[0], err
+    # a row with a field beyond the header (a trailing comma): fitted as before (mutation caught: the
+    # None key csv gives it taken for a column name, a TypeError)
+    samples.write_text("num_nodes,num_workers,local_batch,step_time_s\n1,1,16,0.003,9\n1,1,64,0.009\n"
+                       "1,2,16,0.008\n2,4,32,0.011\n")
+    code, out, err = run_cli("model", "fit", "--samples", samples)
+    assert code == 0, err
 
 
 def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(run_cli, tmp_path):

@@ -48,9 +48,11 @@ def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...]
 
     from thrifty.io import read_csv
     rows = read_csv(path, ThriftyError, "CSV file", required=required)
+    # other columns are allowed (a search trace has many); a near miss of an absent optional one is
+    # said (csv puts a row's fields beyond the header under None: not a column)
     absent = [c for c in optional if c not in rows[0]]
-    for name in (n for n in rows[0] if n not in required + optional):  # allowed (a search trace has
-        near = difflib.get_close_matches(name, absent, n=1, cutoff=0.7)  # many); a near miss is said
+    for name in (n for n in rows[0] if n is not None and n not in required + optional):
+        near = difflib.get_close_matches(name, absent, n=1, cutoff=0.7)
         if near:
             log.warning("%s: column %s is not read; did you mean %s?", path, name, near[0])
     columns: dict[str, np.ndarray] = {}
