@@ -130,12 +130,14 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
     base = [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--checkpoint-every", "0",
             "--run-dir", str(run), "--db", str(tmp_path / "t.db"), "--step-stream", str(stream)]
     proc = subprocess.Popen([*base, "--steps", "100000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, start_new_session=True)
     deadline = time.monotonic() + 240
     while not (stream.exists() and len(stream.read_text().splitlines()) >= 5) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
-    proc.send_signal(signal.SIGTERM)
+    # to every process of the run, as a VM's shutdown or `timeout` sends it (mutation caught too: the
+    # ranks left to die of it, "rank 1 died (killed by SIGTERM)", exit 2, nothing saved)
+    os.killpg(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 75, err
     assert "checkpoint saved; the same command with --resume goes on" in err
@@ -145,3 +147,21 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
                           timeout=240)
     assert done.returncode == 0, done.stderr
     assert len(stream.read_text().splitlines()) == saved + 3  # on from the saved step, none redone
+
+
+def test_a_second_sigterm_ends_a_process_that_took_the_first_as_a_notice(tmp_path):
+    """A hung run must still stop on `kill`. Mutation caught: every SIGTERM only counted (the
+    process lived on after the second)."""
+    import subprocess
+    import sys
+    script = ("import os, signal, time\n"
+              "from thrifty.train.preemption import NOTICE, notice_on_sigterm\n"
+              "with notice_on_sigterm() as flags:\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    time.sleep(0.2)\n"
+              "    print('notice', flags[NOTICE], flush=True)\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    time.sleep(30)\n"
+              "print('lived on')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["notice", "1"] and done.returncode == -15, (done.stdout, done.stderr)

@@ -81,7 +81,8 @@ def test_a_stop_signal_ends_the_server_quietly_while_a_page_holds_its_event_stre
     served.proc.send_signal(signal.SIGTERM)
     _, err = served.proc.communicate(timeout=60)  # a hang fails here
     stream.close()
-    assert served.proc.returncode is not None and "Traceback" not in err and "ERROR" not in err, err
+    # ended by the signal it was sent (uvicorn raises it again once shut down), with nothing said
+    assert served.proc.returncode == -signal.SIGTERM and "Traceback" not in err and "ERROR" not in err, err
 
 
 @pytest.mark.timeout(300)

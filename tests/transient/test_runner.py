@@ -3,12 +3,14 @@
 
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -302,9 +304,11 @@ def test_a_second_runner_on_a_checkpoint_folder_in_use_is_refused(tmp_path):
         events = tmp_path / "ck" / "events.jsonl"
         while not (events.exists() and '"start"' in events.read_text()):
             assert first.poll() is None, first.communicate()
+            time.sleep(0.05)
         before = events.read_text()
-        with pytest.raises(RunnerError, match=rf"checkpoint folder {tmp_path / 'ck'} is in use by another thrifty "
-                                              rf"run \(pid {first.pid}\): give each job its own --checkpoint-dir"):
+        with pytest.raises(RunnerError, match=re.escape(f"checkpoint folder {tmp_path / 'ck'} is in use by another "
+                                                        f"thrifty run (pid {first.pid}): give each job its own "
+                                                        "--checkpoint-dir")):
             Runner([sys.executable, "-c", "pass"], tmp_path / "ck").run()
         assert events.read_text() == before  # nothing of the refused runner's in the folder's log
     finally:

@@ -89,8 +89,9 @@ def check_resumable(config: TrainConfig) -> int | None:
 
 def check_steps_left(config: TrainConfig, saved_step: int | None) -> None:
     """A --resume whose --steps are done is refused (it reported success at step 50 of 40); a
-    runner's restart of a job that ended just then is no error. Call it holding the run directory:
-    a folder in use says so first."""
+    runner's restart of a job that ended just then is no error. Call it holding the run directory,
+    so that a folder in use says so first (the step is check_resumable's, read just before: a run
+    that ended in between makes it stale). An --epochs run that is done is not caught here."""
     if saved_step is not None and config.steps is not None and saved_step >= config.steps and not under_runner():
         raise CheckpointError(f"the run in {config.run_dir} is at step {saved_step}: --steps {config.steps} "
                               f"is done; give --steps above {saved_step} to train on")

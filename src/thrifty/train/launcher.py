@@ -95,8 +95,21 @@ _CONTEXT.set_forkserver_preload(PRELOAD)
 
 def start_worker_server() -> None:
     """Start the forkserver now: it imports PRELOAD on another core while this process goes on
-    (the CLI's dry run), so the ranks launched later fork at once. Idempotent."""
-    forkserver.ensure_running()
+    (the CLI's dry run), so the ranks launched later fork at once. Idempotent.
+
+    The server starts with SIGTERM ignored (a disposition it keeps across exec): a SIGTERM to the
+    whole process group (a VM's shutdown, `timeout`) had ended it under the live ranks, whose exit
+    codes then read as 255 ("rank 0 died") while they were saving their notice checkpoint. It ends
+    with this process anyway (its pipe closes). Its ranks inherit the ignored SIGTERM; a training
+    rank counts it as a notice (train.preemption), and every rank dies with its launcher."""
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bool, out_dir: str,
@@ -201,6 +214,7 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
     With process_group=False the ranks get MASTER_ADDR/MASTER_PORT but set up their own
     communication (torch.distributed.rpc). `device` picks each rank's device and with it the
     backend (train.runtime: None = cuda:rank where CUDA is)."""
+    start_worker_server()  # (idempotent) first: the log relay's queues may start the server too
     with (tempfile.TemporaryDirectory(prefix="thrifty-ranks-") as out_dir,
           relayed_worker_logs(_CONTEXT, world_size) as (log_queues, log_level)):
         port = free_loopback_port()
@@ -236,7 +250,7 @@ def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,
         stopped = {r for r, p in enumerate(procs) if p.is_alive()}  # by us, below: not "died"
         for p in procs:
             if p.is_alive():
-                p.terminate()
+                p.kill()  # not SIGTERM: a training rank takes that as a preemption notice
             p.join(5)
         results, errors, died, messages = [], [], [], set()
         for rank in range(world_size):

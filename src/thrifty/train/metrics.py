@@ -44,7 +44,8 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
               adjustments: int, target: float, wall_time_s: float, policy: str,
               workload: str, metric_name: str, steps_per_epoch: int, higher_is_better: bool = True) -> dict:
     """The `--json` summary of a run (keys documented in docs/training.md, "Metrics"); epochs are
-    counted in `steps_per_epoch` (the sampler's), so a run of part of one says so."""
+    samples over an epoch's `steps_per_epoch` (the sampler's) x `global_batch`, each step's samples
+    at its own global batch, so a run of part of one, or one that moved B, says so."""
     by_step: dict[int, list[StepRow]] = {}
     for row in log.steps:
         by_step.setdefault(row.step, []).append(row)

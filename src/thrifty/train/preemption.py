@@ -17,18 +17,21 @@ torchrun forwards to the ranks of its node, then waits 30 s before SIGKILL. Each
 own SIGTERM (`notice_on_sigterm`); the notice of any rank rides along the same way, so a node that
 goes away, rank 0's or another, stops every rank after the same step with a checkpoint saved.
 
-Alone (no runner, no torchrun) the launcher takes its own SIGTERM (a scheduler's stop, a VM's
-shutdown reaching it) as the notice the same way (`notice_on_sigterm` with the workers' counters):
-every rank saves after the same step and `thrifty train` exits 75; `--resume` goes on. A SIGTERM
-had ended it at once, with nothing saved since the last periodic checkpoint.
+Alone (no runner, no torchrun) the launcher takes its own SIGTERM (a scheduler's stop) as the
+notice the same way (`notice_on_sigterm` with the workers' counters), and so does each local rank
+(a VM's shutdown or `timeout` signals every process, the ranks too): every rank saves after the
+same step and `thrifty train` exits 75; `--resume` goes on. A SIGTERM had ended it at once, with
+nothing saved since the last periodic checkpoint. A second SIGTERM to a process ends it as before.
 """
 
 import contextlib
 import multiprocessing as mp
 import signal
+import threading
 from collections.abc import Iterator
 from ctypes import Array
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -41,7 +44,8 @@ REQUESTS, NOTICE = 0, 1  # slots of the shared memory: checkpoint requests so fa
 
 
 class Preempted(ThriftyError):
-    """`thrifty run` gave notice: every rank saved a checkpoint after the same step and stopped."""
+    """A notice (`thrifty run`'s, or a SIGTERM): every rank saved a checkpoint after the same step
+    and stopped."""
 
     def __init__(self, step: int, resumes_itself: bool = True) -> None:
         then = "the same command resumes" if resumes_itself else "the same command with --resume goes on"
@@ -74,11 +78,26 @@ class RelayedSignals(JobCheckpoints):
 @contextlib.contextmanager
 def notice_on_sigterm(flags: Array | None = None) -> Iterator[Array]:
     """Counters (this torchrun rank's own, or the given ones: the local workers'), this process's
-    SIGTERM counted into them as a notice, for the block's duration."""
+    first SIGTERM counted into them as a notice, for the block's duration. A second one acts as
+    before the block (a hung run still stops on `kill`); off the main thread, where Python takes
+    no signal handler, nothing is installed."""
     flags = shared_signals() if flags is None else flags
+    if threading.current_thread() is not threading.main_thread():
+        yield flags
+        return
+    received = []  # this process's own SIGTERMs (the shared notice may be another process's)
 
-    def on_notice(*_) -> None:
-        flags[NOTICE] = 1
+    def on_notice(signum: int, frame: Any) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            flags[NOTICE] = 1
+            return
+        signal.signal(signal.SIGTERM, previous)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:  # the default: end the process
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
     previous = signal.signal(signal.SIGTERM, on_notice)
     try:
         yield flags

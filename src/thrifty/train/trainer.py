@@ -223,14 +223,15 @@ def noise_steps(config: TrainConfig, world_size: int):
 
 
 def _local_rank(rank: int, world_size: int, config: TrainConfig, **kwargs) -> dict:
-    """A local worker: shares its launcher's hold on the run directory for as long as it lives."""
-    with join_run_dir(config.run_dir):
+    """A local worker: shares its launcher's hold on the run directory for as long as it lives, and
+    counts its own SIGTERM as a notice (train.preemption)."""
+    with join_run_dir(config.run_dir), notice_on_sigterm(kwargs.get("signals")):
         return train_rank(rank, world_size, config, **kwargs)
 
 
 def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
     """Train on `config.workers` local processes; returns rank 0's summary. Raises Preempted
-    when `thrifty run` gave notice (the checkpoint is saved; run again to resume)."""
+    after a notice, `thrifty run`'s or a SIGTERM (the checkpoint is saved; run again to resume)."""
     config = check_config(config, max_workers)
     saved_step = check_resumable(config)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -262,9 +263,9 @@ def train_torchrun_rank(config: TrainConfig) -> dict | None:
     with torchrun_group(config.device) as (rank, world), notice_on_sigterm() as signals:
         config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
                               max_workers=max(world, 1))
-        if rank == 0:
-            check_resumable(config)
+        saved_step = check_resumable(config) if rank == 0 else None
         with hold_run_dir(config.run_dir) if rank == 0 else contextlib.nullcontext():
+            check_steps_left(config, saved_step)
             resume_from = choose_checkpoint(config) if rank == 0 else None
             summary = train_rank(rank, world, config, resume_from, signals)
     if rank != 0:

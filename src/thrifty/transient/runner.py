@@ -154,6 +154,9 @@ class Runner:
                 by = f" (pid {owner})" if owner.isdigit() else ""
                 raise RunnerError(f"checkpoint folder {self.checkpoint_dir} is in use by another thrifty run{by}: "
                                   "give each job its own --checkpoint-dir") from None
+            except OSError as exc:  # a file system without locks
+                raise RunnerError(f"cannot lock the checkpoint folder {self.checkpoint_dir}: "
+                                  f"{exc.strerror or exc}") from None
             handle.seek(0)
             handle.truncate()
             handle.write(str(os.getpid()))

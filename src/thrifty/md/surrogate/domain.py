@@ -7,10 +7,11 @@ other h is far from every training point (1 or more) even though each of its par
 alone, is inside its range. A point is inside the domain when its nearest training point is within
 `limit`: 1.5 times the 90th percentile of the training points' own nearest-neighbour distances,
 capped at 0.75 (below one valency step) - about the spacing of the design, so a gap of twice the
-usual spacing is flagged. A point inside the convex hull of the training points with its own
+usual spacing is flagged where it is not between runs. A point inside the convex hull of the training points with its own
 valencies is inside too, however far from each of them: the surrogate interpolates there (the
 centre of a 2-level grid in 3 parameters is 0.87 from every corner, which the distance alone
-refused). Hull membership is a linear feasibility problem (a convex combination of those points
+refused). The band there is calibrated on held-out runs, which lie mostly near training runs: deep
+inside a sparse hull it may be too narrow. Hull membership is a linear feasibility problem (a convex combination of those points
 equal to the query; scipy's HiGHS). No torch.
 """
 
