@@ -163,6 +163,10 @@ def read_csv(path: Path, error: type[Exception], what: str, *, required: Sequenc
     missing = [c for c in required if c not in header]
     if missing:
         raise error(f"{what} {path}: missing columns {', '.join(missing)}")
+    for line, row in enumerate(rows, start=2):  # csv files a long row's extra fields under None
+        if None in row or None in row.values():  # and fills a short row's missing ones with None
+            fields = len(header) + len(row.get(None) or []) - sum(v is None for v in row.values())
+            raise error(f"{what} {path}:{line}: {fields} fields, the header has {len(header)}")
     if not rows and not allow_empty:
         raise error(f"{what} {path} has no rows")
     return rows

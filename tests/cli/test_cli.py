@@ -66,13 +66,19 @@ def test_plan_constraints_and_table(profiled_db, run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("args, fragments", [
-    (["--deadline", "soon"], ["cannot read deadline 'soon'"]),
+    (["--deadline", "soon"], ["cannot read deadline 'soon'", "(a bare number is hours)"]),
     (["--budget", "-5"], ["budget"]),
     (["--budget", "abc"], ["cannot read budget"]),
     (["--objective", "cheapest"], ["unknown objective"]),
     (["--max-workers", "0"], ["--max-workers"]),
     (["--cloud", "nowhere"], ["--cloud nowhere is not in the catalog, which has aws, azure, gcp"]),
-    (["--deadline", "1s", "--budget", "0.000000001"], ["no configuration meets the deadline and budget"]),
+    # what was asked, and how near the best come (mutation caught: "the deadline and budget" for a
+    # deadline alone, and no fastest time)
+    (["--deadline", "1s", "--budget", "0.000000001"], ["no configuration meets the deadline of 0.000278 h and fits "
+                                                       "the budget of $1e-09: the fastest takes", "the cheapest costs $"]),
+    (["--deadline", "1s"], ["no configuration meets the deadline of 0.000278 h: the fastest takes"]),
+    # a GPU precision for CPU VMs (mutation caught: amp dropped in silence, the launch line in fp32)
+    (["--cpu", "--precision", "amp"], ["--precision amp is for GPUs"]),
 ])
 def test_plan_bad_input(profiled_db, run_cli, tmp_path, args, fragments):
     _one_line_error(*run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", *args), *fragments)
@@ -166,12 +172,12 @@ def test_model_fit_names_a_misspelt_optional_column(run_cli, tmp_path):
     assert code == 0, err
     said = [line for line in err.splitlines() if "is not read" in line]
     assert len(said) == 1 and "column compute_s is not read; did you mean compute_time_s?" in said[0], err
-    # a row with a field beyond the header (a trailing comma): fitted as before (mutation caught: the
-    # None key csv gives it taken for a column name, a TypeError)
-    samples.write_text("num_nodes,num_workers,local_batch,step_time_s\n1,1,16,0.003,9\n1,1,64,0.009\n"
-                       "1,2,16,0.008\n2,4,32,0.011\n")
-    code, out, err = run_cli("model", "fit", "--samples", samples)
-    assert code == 0, err
+    # a row longer or shorter than the header: its line named (mutations caught: the long row's extra
+    # field, under csv's None key, read as a column name, a TypeError; the short one accepted, or
+    # misread as a blank value)
+    for row, fields in (("1,1,16,0.003,9", 5), ("1,1,16", 3)):
+        samples.write_text(f"num_nodes,num_workers,local_batch,step_time_s\n1,1,64,0.009\n{row}\n")
+        _one_line_error(*run_cli("model", "fit", "--samples", samples), f"s.csv:3: {fields} fields, the header has 4")
 
 
 def test_a_csv_saved_with_a_byte_order_mark_reads_its_first_column(run_cli, tmp_path):

@@ -45,6 +45,8 @@ def test_the_report_signs_each_overhead_once():
     from thrifty.cli.search import versus_oracle
     assert versus_oracle(0.174, -0.729) == "+17.4% time, -72.9% cost vs the oracle"
     assert versus_oracle(-0.012, 0.0) == "-1.2% time, +0.0% cost vs the oracle"
+    # a share that rounds to zero is +0.0% (mutation caught: -0.00001 printed "-0.0%")
+    assert versus_oracle(-1e-5, -4e-4) == "+0.0% time, +0.0% cost vs the oracle"
 
 
 def test_search_prints_a_short_report(run_cli, trace):

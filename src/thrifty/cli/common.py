@@ -46,6 +46,7 @@ WorkloadOpt = Annotated[str, typer.Option("--workload", "-w",
                                           help="builtin:NAME or a .py file with make_workload().")]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr|d|day)?\s*$", re.IGNORECASE)
+_BARE_NAMES = {"s": "seconds", "h": "hours"}
 _UNIT_S = {"ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
 
 
@@ -107,7 +108,8 @@ def parse_duration_s(text: str, *, what: str, bare_unit: str, allow_zero: bool =
     start-up, 'h' for deadlines and ages), so `--restart-cost 60` means 60 seconds."""
     match = _DURATION.match(str(text))
     if not match:
-        raise ThriftyError(f"cannot read {what} {text!r}: use a number with ms, s, m, h or d, e.g. 12h or 90m")
+        raise ThriftyError(f"cannot read {what} {text!r}: use a number with ms, s, m, h or d, e.g. 12h or 90m "
+                           f"(a bare number is {_BARE_NAMES[bare_unit]})")
     value, unit = float(match.group(1)), (match.group(2) or bare_unit).lower()
     seconds = value * _UNIT_S[unit]
     if seconds < 0 or (seconds == 0 and not allow_zero):

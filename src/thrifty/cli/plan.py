@@ -38,6 +38,7 @@ from thrifty.cli.common import (
     print_json,
     stdout,
 )
+from thrifty.errors import ThriftyError
 
 # More epochs than any published recipe by far (ImageNet: 90, CIFAR: 200-300); a larger number is a typo.
 MAX_EPOCHS = 10_000
@@ -147,6 +148,8 @@ def plan(
     plot = default_plot(plot, json_out, "thrifty-plan.png")
     if plot is not None:
         check_png_path(plot, "the plot")
+    if cpu and precision != "fp32":
+        raise ThriftyError(f"--precision {precision} is for GPUs: CPU VMs train in fp32 (drop --cpu or --precision)")
     vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)
     vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
     with Store(db) as store:

@@ -299,8 +299,8 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
         stdout.print(f"search ended on {type(first)(**runs[0]['final_config']).label()}")
     else:
         top, count = finals.most_common(1)[0]
-        p90 = "" if best is None else (f"; p90 {result['p90_overhead_time']:+.1%} time, "
-                                       f"{result['p90_overhead_cost']:+.1%} cost vs the oracle")
+        p90 = "" if best is None else (f"; p90 {signed_percent(result['p90_overhead_time'])} time, "
+                                       f"{signed_percent(result['p90_overhead_cost'])} cost vs the oracle")
         stdout.print(f"search ended on {type(first)(**json.loads(top)).label()} on {count} of {len(runs)} seeds{p90}")
     versus = "" if best is None else f" ({versus_oracle(result['overhead_time'], result['overhead_cost'])})"
     windows = result["probes"] if len(runs) > 1 else len(result["probes"])
@@ -339,7 +339,12 @@ def deadline_line(deadline_s: float, times_s: list[float]) -> str:
 def versus_oracle(overhead_time: float, overhead_cost: float) -> str:
     """The search's time and cost over the oracle's, signed (a search can end cheaper than the
     time objective's oracle, or later than the cost objective's)."""
-    return f"{overhead_time:+.1%} time, {overhead_cost:+.1%} cost vs the oracle"
+    return f"{signed_percent(overhead_time)} time, {signed_percent(overhead_cost)} cost vs the oracle"
+
+
+def signed_percent(share: float) -> str:
+    """+1.2%; a share that rounds to zero is +0.0% (a rounding of -0.00001 printed -0.0%)."""
+    return f"{share:+.1%}" if round(share, 3) != 0 else "+0.0%"
 
 
 def _start_note(origin: dict) -> str:

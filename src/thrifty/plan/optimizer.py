@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S
+from thrifty.errors import PlanError
 from thrifty.perf.jobmodel import JobModel
 from thrifty.plan.candidates import Candidates, VMArrays, evaluate, refusals, require_any
 from thrifty.plan.pareto import knee_index, pareto_front
@@ -91,6 +92,21 @@ def _rank(r: Resolved, index: np.ndarray, objective: str, pareto: np.ndarray, by
     return np.concatenate([[first], rest[rest != first]])
 
 
+def _none_meets(c: Candidates, request: PlanRequest, finite: np.ndarray) -> str:
+    """Why no candidate is feasible: the constraints given, and how near the best come to them."""
+    asked, nearest = [], []
+    if request.deadline_s is not None:
+        asked.append(f"meets the deadline of {request.deadline_s / 3600:.3g} h")
+        if finite.any():
+            nearest.append(f"the fastest takes {c.time_s[finite].min() / 3600:.3g} h")
+    if request.budget_usd is not None:
+        asked.append(f"fits the budget of ${request.budget_usd:.4g}")
+        if finite.any():
+            nearest.append(f"the cheapest costs ${c.cost_usd[finite].min():.4g}")
+    said = f"no configuration {' and '.join(asked) or 'has a finite time and cost'}"
+    return f"{said}{': ' + ', '.join(nearest) if nearest else ''}; relax the constraints or widen the filters"
+
+
 def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[dict] = ()) -> PlanResult:
     """Evaluate every candidate and rank the feasible ones; raises PlanError if none is feasible.
     `probes`: the workload's stored search windows (Store.workload_probes), measured step times."""
@@ -100,7 +116,8 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     ok = ~np.logical_or.reduce(list(refused.values()))  # feasible: no reason refuses it
     log.debug("%d of %d candidates refused: %s", int((~ok).sum()), ok.size,
               ", ".join(f"{int(mask.sum())} {why}" for why, mask in refused.items()))
-    require_any(ok, "meets the deadline and budget")
+    if not ok.any():
+        raise PlanError(_none_meets(candidates, request, ~refused["no finite time or cost"]))
     index = np.flatnonzero(ok)
     time_s, cost_usd = candidates.time_s[index], candidates.cost_usd[index]
     order = np.lexsort((time_s, cost_usd))  # one sort serves the front and the cost ranking
