@@ -149,14 +149,15 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
     assert len(stream.read_text().splitlines()) == saved + 3  # on from the saved step, none redone
 
 
-def test_a_second_sigterm_ends_a_process_that_took_the_first_as_a_notice(tmp_path):
-    """A hung run must still stop on `kill`. Mutation caught: every SIGTERM only counted (the
-    process lived on after the second)."""
+def test_a_second_sigterm_ends_a_launcher_that_took_the_first_as_a_notice(tmp_path):
+    """A hung run must still stop on `kill` (the launcher's handler; a rank's counts every SIGTERM:
+    tests/plan/test_spot_restart.py). Mutation caught: every SIGTERM only counted (the process lived
+    on after the second)."""
     import subprocess
     import sys
     script = ("import os, signal, time\n"
               "from thrifty.train.preemption import NOTICE, notice_on_sigterm\n"
-              "with notice_on_sigterm() as flags:\n"
+              "with notice_on_sigterm(second_stops=True) as flags:\n"
               "    os.kill(os.getpid(), signal.SIGTERM)\n"
               "    time.sleep(0.2)\n"
               "    print('notice', flags[NOTICE], flush=True)\n"

@@ -21,7 +21,7 @@ Alone (no runner, no torchrun) the launcher takes its own SIGTERM (a scheduler's
 notice the same way (`notice_on_sigterm` with the workers' counters), and so does each local rank
 (a VM's shutdown or `timeout` signals every process, the ranks too): every rank saves after the
 same step and `thrifty train` exits 75; `--resume` goes on. A SIGTERM had ended it at once, with
-nothing saved since the last periodic checkpoint. A second SIGTERM to a process ends it as before.
+nothing saved since the last periodic checkpoint. A second SIGTERM to the launcher ends it as before.
 """
 
 import contextlib
@@ -76,11 +76,13 @@ class RelayedSignals(JobCheckpoints):
 
 
 @contextlib.contextmanager
-def notice_on_sigterm(flags: Array | None = None) -> Iterator[Array]:
+def notice_on_sigterm(flags: Array | None = None, *, second_stops: bool = False) -> Iterator[Array]:
     """Counters (this torchrun rank's own, or the given ones: the local workers'), this process's
-    first SIGTERM counted into them as a notice, for the block's duration. A second one acts as
-    before the block (a hung run still stops on `kill`); off the main thread, where Python takes
-    no signal handler, nothing is installed."""
+    SIGTERM counted into them as a notice, for the block's duration. With `second_stops` (the
+    local launcher) a second one acts as before the block, so a hung run still stops on `kill`;
+    not for a rank, which a VM's shutdown and torchrun's forwarding both signal (a rank that took
+    the second as a stop died before saving). Off the main thread, where Python takes no signal
+    handler, nothing is installed."""
     flags = shared_signals() if flags is None else flags
     if threading.current_thread() is not threading.main_thread():
         yield flags
@@ -89,7 +91,7 @@ def notice_on_sigterm(flags: Array | None = None) -> Iterator[Array]:
 
     def on_notice(signum: int, frame: Any) -> None:
         received.append(signum)
-        if len(received) == 1:
+        if len(received) == 1 or not second_stops:
             flags[NOTICE] = 1
             return
         signal.signal(signal.SIGTERM, previous)

@@ -244,7 +244,7 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
             relay = RelayedSignals(checkpoint_dir(config), signals)
             stack.callback(relay.close)
         else:  # alone: a SIGTERM is the notice (train.preemption)
-            stack.enter_context(notice_on_sigterm(signals))
+            stack.enter_context(notice_on_sigterm(signals, second_stops=True))
         try:
             results = run_local_workers(_local_rank, config.workers, timeout_s=config.timeout_s, config=config,
                                         resume_from=resume_from, signals=signals, device=config.device)
