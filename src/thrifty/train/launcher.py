@@ -164,7 +164,7 @@ def _exit_reason(exitcode: int) -> str:
     return f"exit code {exitcode}"
 
 
-def _act_as(handler: Any, kind: signal.Signals) -> None:
+def act_as(handler: Any, kind: signal.Signals) -> None:
     """What a signal's earlier disposition does with it: call it, or the default action (ending the
     process), or nothing (ignored)."""
     if callable(handler):
@@ -191,7 +191,7 @@ def _signals_deferred() -> Iterator[None]:
     def collect(signum: int, frame: Any) -> None:
         kind = signal.Signals(signum)
         if ended.is_set():
-            _act_as(previous[kind], kind)
+            act_as(previous[kind], kind)
         else:
             caught.append(kind)
 
@@ -203,7 +203,7 @@ def _signals_deferred() -> Iterator[None]:
         for kind, handler in previous.items():
             signal.signal(kind, handler if handler is not None else signal.SIG_DFL)
         for kind in dict.fromkeys(caught):  # each signal that came, in order, once
-            _act_as(previous[kind], kind)
+            act_as(previous[kind], kind)
 
 
 def run_local_workers(fn: RankFunction, world_size: int, *, timeout_s: float,

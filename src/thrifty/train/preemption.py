@@ -38,6 +38,7 @@ from torch import nn
 
 from thrifty.errors import ThriftyError
 from thrifty.train.aggregation import allreduce_mean_gradients
+from thrifty.train.launcher import act_as
 from thrifty.transient.protocol import JobCheckpoints
 
 REQUESTS, NOTICE = 0, 1  # slots of the shared memory: checkpoint requests so far, notice given
@@ -94,12 +95,7 @@ def notice_on_sigterm(flags: Array | None = None, *, second_stops: bool = False)
         if len(received) == 1 or not second_stops:
             flags[NOTICE] = 1
             return
-        signal.signal(signal.SIGTERM, previous)
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:  # the default: end the process
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.raise_signal(signal.SIGTERM)
+        act_as(previous, signal.SIGTERM)
     previous = signal.signal(signal.SIGTERM, on_notice)
     try:
         yield flags
