@@ -65,30 +65,59 @@ def workload_params(rng: np.random.Generator) -> np.ndarray:
     return np.array([a_c, b_c * 64 ** (1 - p), p, a_i, a_i * 0.1, a_x, a_x * rng.uniform(0.05, 0.3), 0.0, 1.0])
 
 
-def irregular_trace(seed: int, launches: int = 5, launch_sd: float = 0.04) -> IrregularTrace:
-    rng = np.random.default_rng(seed)
+@dataclass(frozen=True)
+class Workload:
+    """What a trace's seed fixes for all its configurations: the step-time parameters on a speed-1
+    GPU, B_noise, and each type's true speed per worker."""
+    params: np.ndarray
+    noise_scale: float
+    speeds: dict[str, float]
+
+    def draw(self, config: Config, rng: np.random.Generator, launches: int, launch_sd: float
+             ) -> tuple[np.ndarray, float | None]:
+        """One configuration's own irregularities, drawn: (each launch's mean step time, its sync
+        time); `None` sync on one worker."""
+        nodes, workers, local = config.num_nodes, config.num_workers, config.local_batch
+        compute = (self.params[0] + self.params[1] * local ** self.params[2]) / self.speeds[config.instance_type]
+        network = self.params.copy()
+        network[:2] = 0.0
+        sync = float(predict_step_time(network, nodes, workers, local)) if workers > 1 else 0.0
+        sync *= float(rng.choice(SYNC_MODES, p=SYNC_MODE_P)) if workers > 1 else 1.0
+        if nodes > 1:
+            sync *= float(rng.lognormal(0, PLACEMENT_SYNC_SD))
+            compute *= float(rng.lognormal(0, PLACEMENT_COMPUTE_SD, size=nodes).max())
+        return (compute + sync) * rng.lognormal(0, launch_sd, size=launches), sync if workers > 1 else None
+
+
+def draw_workload(rng: np.random.Generator) -> Workload:
     params = workload_params(rng)
     noise_scale = float(np.exp(rng.uniform(np.log(300), np.log(3000))))
     speeds = {name: speed * float(rng.lognormal(0, TYPE_SPEED_SD)) for name, _, speed, _ in TYPES}
     odd = TYPES[int(rng.integers(len(TYPES)))][0]
     speeds[odd] *= float(rng.choice(MISPROJECTED))
-    network = params.copy()
-    network[:2] = 0.0
+    return Workload(params, noise_scale, speeds)
+
+
+def irregular_trace(seed: int, launches: int = 5, launch_sd: float = 0.04) -> IrregularTrace:
+    rng = np.random.default_rng(seed)
+    workload = draw_workload(rng)
     rows, spread = [], {}
     for name, price, _, per_node in TYPES:
         for nodes, workers, batch in shapes(per_node, NODES, BATCHES):
-            local = batch // workers
-            compute = (params[0] + params[1] * local ** params[2]) / speeds[name]
-            sync = float(predict_step_time(network, nodes, workers, local)) if workers > 1 else 0.0
-            sync *= float(rng.choice(SYNC_MODES, p=SYNC_MODE_P)) if workers > 1 else 1.0
-            if nodes > 1:
-                sync *= float(rng.lognormal(0, PLACEMENT_SYNC_SD))
-                compute *= float(rng.lognormal(0, PLACEMENT_COMPUTE_SD, size=nodes).max())
             config = Config(name, nodes, workers, batch)
-            spread[config] = (compute + sync) * rng.lognormal(0, launch_sd, size=launches)
-            rows.append(TraceRow(config, float(np.median(spread[config])),
-                                 sync if workers > 1 else None, price * nodes))
-    return IrregularTrace(seed, rows, spread, noise_scale)
+            spread[config], sync = workload.draw(config, rng, launches, launch_sd)
+            rows.append(TraceRow(config, float(np.median(spread[config])), sync, price * nodes))
+    return IrregularTrace(seed, rows, spread, workload.noise_scale)
+
+
+def floor_prediction(seed: int, config: Config, draws: int = 1000, launches: int = 5, launch_sd: float = 0.04
+                     ) -> float:
+    """The best a model can predict `config`'s median launch without measuring it: the median over
+    `draws` redraws of its own irregularities (sync mode, placement, launch spread), given
+    everything the seed fixes (parameters and every type's true speed), which no model knows."""
+    workload = draw_workload(np.random.default_rng(seed))
+    rng = np.random.default_rng([seed, 1])
+    return float(np.median([np.median(workload.draw(config, rng, launches, launch_sd)[0]) for _ in range(draws)]))
 
 
 def first_launch(trace: IrregularTrace, row: TraceRow) -> tuple[float, float | None]:
