@@ -34,6 +34,7 @@ def test_seeds_give_per_seed_results_and_medians(run_cli, trace):
     code, out, _ = run_cli(*args(trace, "--seeds", 3, "--json", "--deadline", "8h"))
     result = json.loads(out)
     assert code == 0 and len(result["per_seed"]) == 3
+    assert [r["seed"] for r in result["per_seed"]] == [0, 1, 2]  # mutation caught: per-seed rows without their seed
     assert KEYS | {"p90_overhead_cost", "exploration_cost_usd"} <= set(result)
     assert all(KEYS <= set(r) for r in result["per_seed"])
     assert all(r["time_s"] <= 8 * 3600 for r in result["per_seed"])

@@ -39,6 +39,20 @@ def test_an_interrupted_search_resumes_from_its_database_to_the_same_json(run_cl
         assert store.count("search_probes") == len(json.loads(whole)["probes"])
 
 
+def test_a_resume_of_a_finished_search_says_it_is_read_from_the_store(run_cli, trace, tmp_path):
+    # mutation caught: the stored result shown as if the search had just run (nothing said, from_store false)
+    db = tmp_path / "t.db"
+    code, first, _ = run_cli(*args(trace, "--seeds", 2, "--db", db, "--json"))
+    assert code == 0 and json.loads(first)["seeds_from_store"] == 0
+    code, again, _ = run_cli(*args(trace, "--seeds", 2, "--db", db, "--resume", "--json"))
+    assert code == 0 and json.loads(again)["seeds_from_store"] == 2
+    assert [r["from_store"] for r in json.loads(again)["per_seed"]] == [True, True]
+    code, out, _ = run_cli(*args(trace, "--seed", 0, "--db", db, "--resume"))
+    assert code == 0 and "this search had finished: read from --db as stored, nothing ran" in " ".join(out.split())
+    code, out, _ = run_cli(*args(trace, "--seeds", 3, "--db", db, "--resume"))  # seed 2 never ran: it runs now
+    assert code == 0 and "2 of 3 seeds' searches had finished" in " ".join(out.split())
+
+
 @pytest.mark.parametrize("extra, message", [
     ((), "--resume needs --db"),
     (("--db", "{tmp}/empty.db"), "no search with these options is stored"),

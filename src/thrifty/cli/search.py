@@ -15,7 +15,7 @@ emulated types (search.start). `sim` has no workload: it starts on cheapest_star
 import json
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, NamedTuple, TypeVar
 
 import typer
 
@@ -218,7 +218,8 @@ def _sim_searches(scenario, first, seed: int, seeds: int, store, resume: bool, j
     view = _live_view(stack) if seeds == 1 and not json_out else None
     outcomes = []
     for s in range(seed, seed + seeds):
-        outcomes.append(run_search(scenario, s, first, store, resume=resume, listeners=[view] if view else [])[0])
+        outcome, live = run_search(scenario, s, first, store, resume=resume, listeners=[view] if view else [])
+        outcomes.append(Ran(outcome, stored=live is None))
         if bar is not None:
             bar.update(len(outcomes))
     return outcomes
@@ -257,16 +258,25 @@ def _local_search(local, workload: str, goal, first, seed: int, store, resume: b
         require_stored(store, [request])
     view = _live_view(stack) if not json_out else None
     search = Search(local, local_search_settings(goal, local), [view] if view else [])
-    return run_stored(search, request, key, seed, first, store, resume=resume)[0]
+    outcome, live = run_stored(search, request, key, seed, first, store, resume=resume)
+    return Ran(outcome, stored=live is None)
 
 
-def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule, plot: Path | None,
+class Ran(NamedTuple):
+    """One seed's search: its outcome, and whether it is a finished search read back from --db
+    under --resume (nothing ran)."""
+    outcome: "Outcome"
+    stored: bool
+
+
+def _report(ran: list[Ran], best, first, goal, seed: int, prices: dict, schedule, plot: Path | None,
             json_out: bool, name: str, origin: dict) -> None:
     """`origin`: the target, the noise scale and the start, with where each came from."""
     from thrifty.search.harness import medians, with_overheads
-    runs = [with_overheads(o, best) if best is not None else {
-        **o.to_dict(), "oracle_time_s": None, "oracle_cost_usd": None, "overhead_time": None, "overhead_cost": None}
-        for o in outcomes]
+    outcomes = [r.outcome for r in ran]
+    runs = [{"seed": seed + i, **(with_overheads(o, best) if best is not None else {
+        **o.to_dict(), "oracle_time_s": None, "oracle_cost_usd": None, "overhead_time": None, "overhead_cost": None}),
+        "from_store": r.stored} for i, (o, r) in enumerate(zip(outcomes, ran, strict=True))]
     if plot is not None:  # the first seed's path
         from thrifty.search.plot import path_points, plot_path
         plot_path(plot, path_points(outcomes[0].probes, schedule, prices),
@@ -274,7 +284,8 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
                   f"search (seed {seed}, {goal.kind}) on {name}")
     finals = Counter(json.dumps(r["final_config"], sort_keys=True) for r in runs)
     result = runs[0] if len(runs) == 1 else {  # the most frequent final configuration stands for all
-        **medians(runs), "final_config": json.loads(finals.most_common(1)[0][0]), "per_seed": runs}
+        **medians(runs), "final_config": json.loads(finals.most_common(1)[0][0]),
+        "seeds_from_store": sum(r.stored for r in ran), "per_seed": runs}
     result = {**result, "start_config": first.to_dict(),
               "oracle_config": None if best is None else best.final_config.to_dict(),
               "objective": goal.kind, "deadline_s": goal.deadline_s, **origin}
@@ -287,6 +298,10 @@ def _report(outcomes: list, best, first, goal, seed: int, prices: dict, schedule
         print_json(result)
         return
     median = "median " if len(runs) > 1 else ""
+    stored = sum(r.stored for r in ran)
+    if stored:
+        stdout.print(("this search" if len(runs) == 1 else f"{stored} of {len(runs)} seeds' searches") +
+                     " had finished: read from --db as stored, nothing ran")
     stdout.print(f"start  {first.label()} ({_start_note(origin)})")
     noise = "a trace" if origin["noise_scale"] is None else f"{origin['noise_scale']:.4g}"
     target_from, noise_from = origin["target_samples_source"], origin["noise_scale_source"]
