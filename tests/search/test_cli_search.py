@@ -53,6 +53,9 @@ def test_the_report_signs_each_overhead_once():
 def test_search_prints_a_short_report(run_cli, trace):
     code, out, _ = run_cli(*args(trace, "--start", "mid:2:2:128"))
     assert code == 0 and "start  mid 2x1 B=128" in out and "vs the oracle" in out and "ended on" in out
+    # where the time outside the windows went (mutation caught: settled segments left out of the report)
+    settled = next(line for line in out.splitlines() if line.startswith("settled "))
+    assert "% of the target)" in settled and "$" in settled
     code, out, _ = run_cli(*args(trace, "--seeds", 2))
     assert code == 0 and "search median" in out
     assert "of 2 seeds; p90 " in " ".join(out.split())  # where the seeds ended, and the p90 beside the median

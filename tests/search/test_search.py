@@ -248,3 +248,21 @@ def test_a_long_shot_that_fails_the_recoup_check_does_not_hide_one_that_passes(r
     _rigged(monkeypatch, search, {long_shot: (100.0, 0.1)})
     assert search.next_probe() is None
 
+
+
+@pytest.mark.parametrize("kind", ["cost", "time"])
+def test_the_windows_and_the_settled_segments_account_for_all_the_time_and_cost(rows, kind):
+    # mutations caught: a settled segment not recorded (the re-checks' segments, or the last one
+    # to the end), its move left out, or consecutive segments on one configuration not merged
+    sc = scenario(rows, kind)
+    for seed in SEEDS:
+        run = run_strategy(sc, "search", seed, default_start(rows))
+        assert run.settled and run.settled[-1].config == run.final_config
+        assert sum(p.wall_time_s for p in run.probes) + sum(s.wall_time_s for s in run.settled) == \
+            pytest.approx(run.time_s, rel=1e-9)
+        assert sum(p.cost_usd for p in run.probes) + sum(s.cost_usd for s in run.settled) == \
+            pytest.approx(run.cost_usd, rel=1e-9)
+        assert 0 < sum(s.progress for s in run.settled) < 1
+        places = [(s.config, s.after_windows) for s in run.settled]
+        assert len(set(places)) == len(places)
+        assert Outcome.from_dict(json.loads(json.dumps(run.to_dict()))) == run

@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 
+from thrifty.cli.search import Ran
 from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.steptime import StepTimeModel
 from thrifty.search.config import Config
@@ -46,7 +47,7 @@ def local_cli(run_cli, tmp_path, monkeypatch):
 
     def stub_search(local, workload, goal, first, seed, store, resume, json_out, stack):
         given["local"] = local
-        return Outcome(10.0, 0.001, first)
+        return Ran(Outcome(10.0, 0.001, first), stored=False)
     monkeypatch.setattr("thrifty.pipeline.job_model", job_model)
     monkeypatch.setattr("thrifty.cli.search._local_search", stub_search)
     types = tmp_path / "types.csv"

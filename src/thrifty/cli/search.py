@@ -321,6 +321,8 @@ def _report(ran: list[Ran], best, first, goal, seed: int, prices: dict, schedule
     windows = result["probes"] if len(runs) > 1 else len(result["probes"])
     stdout.print(f"search {median}{fmt_duration(result['time_s'])}, {fmt_usd(result['cost_usd'])}{versus}, "
                  f"{counted(windows, 'window')}, {counted(result['moves'], 'move')}")
+    if len(runs) == 1 and outcomes[0].settled:
+        stdout.print(f"settled {settled_line(outcomes[0])}")
     if goal.deadline_s is not None:
         stdout.print(deadline_line(goal.deadline_s, [r["time_s"] for r in runs]))
     stayed = sum(bool(r.get("stayed")) for r in runs)
@@ -332,6 +334,17 @@ def _report(ran: list[Ran], best, first, goal, seed: int, prices: dict, schedule
                      "measured")
     if plot is not None:
         stdout.print(f"plot   {plot} (seed {seed})")
+
+
+def settled_line(outcome: "Outcome") -> str:
+    """Where the time and cost outside the windows went: each configuration the search settled on,
+    its segments summed, in the order it first settled there."""
+    spent: dict = {}
+    for s in outcome.settled:
+        wall, cost, progress = spent.get(s.config, (0.0, 0.0, 0.0))
+        spent[s.config] = (wall + s.wall_time_s, cost + s.cost_usd, progress + s.progress)
+    return "; ".join(f"{c.label()} {fmt_duration(wall)}, {fmt_usd(cost)} ({progress:.1%} of the target)"
+                     for c, (wall, cost, progress) in spent.items())
 
 
 def counted(n: float, noun: str) -> str:

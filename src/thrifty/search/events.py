@@ -31,6 +31,25 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Settled:
+    """Training outside the measurement windows on one configuration, where the search settled:
+    consecutive segments there merged (the re-checks' own windows are probes)."""
+
+    config: Config
+    after_windows: int  # how many windows came before it: its place among the probes
+    wall_time_s: float  # with the move into it
+    cost_usd: float
+    progress: float  # share of the target made there
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "config": self.config.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Settled":
+        return cls(**{**data, "config": Config(**data["config"])})
+
+
+@dataclass(frozen=True)
 class Prediction:
     """The model's best configuration for what is left of the job, by its mean remaining objective
     J (seconds or dollars), with J's 90% interval (J = r K exp(X), X ~ N(mu, sd^2): search.rule)."""

@@ -75,7 +75,7 @@ from thrifty.errors import ThriftyError
 from thrifty.search.backend import Backend
 from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief, step_time_floor
 from thrifty.search.config import Config, needs_new_vms
-from thrifty.search.events import Prediction, Probe, WindowDone
+from thrifty.search.events import Prediction, Probe, Settled, WindowDone
 from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_prior
 from thrifty.search.noise_schedule import NoiseSchedule, progress_per_step
 from thrifty.search.rule import Objective, expected_improvement, outlook, pick_probe, probe_price, recoups
@@ -114,15 +114,18 @@ class Outcome:
     probes: list[Probe] = field(default_factory=list)
     moves: int = 0
     stayed: bool = False  # the profile could not recoup its moves: the job trained where it started
+    settled: list[Settled] = field(default_factory=list)  # the rest of the time and cost, where it went
 
     def to_dict(self) -> dict:
         return {"time_s": self.time_s, "cost_usd": self.cost_usd, "final_config": self.final_config.to_dict(),
-                "probes": [p.to_dict() for p in self.probes], "moves": self.moves, "stayed": self.stayed}
+                "probes": [p.to_dict() for p in self.probes], "moves": self.moves, "stayed": self.stayed,
+                "settled_segments": [s.to_dict() for s in self.settled]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Outcome":
         return cls(data["time_s"], data["cost_usd"], Config(**data["final_config"]),
-                   [Probe.from_dict(p) for p in data["probes"]], data["moves"], bool(data.get("stayed", False)))
+                   [Probe.from_dict(p) for p in data["probes"]], data["moves"], bool(data.get("stayed", False)),
+                   [Settled.from_dict(s) for s in data.get("settled_segments", [])])  # none stored before
 
 
 class Search:
@@ -138,6 +141,7 @@ class Search:
         self.syncs: dict[Config, list[float]] = {}  # mean sync time per chunk, when reported
         self.noise = NoiseEstimator(settings.noise_memory * backend.target)
         self.probes: list[Probe] = []
+        self.settled_spend: list[Settled] = []
         self.moves = 0
         self.settled = False  # once no probe was worth its price
         self.noise_decided = (float("nan"), float("inf"))  # B_noise and its rel. SE at the latest decision
@@ -174,7 +178,7 @@ class Search:
                 self.settled_segment(decide)
             probed = choice is not None
         return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.running(), self.probes, self.moves,
-                       self.stay)
+                       self.stay, self.settled_spend)
 
     def running(self) -> Config:
         """The configuration the job trains on (there is one once the first window launched)."""
@@ -227,16 +231,31 @@ class Search:
         segment there (module docstring), or to the end without re-checks."""
         config = self.running() if self.stay or not decide else self.best_measured()
         self.settled = True
+        before = (self.backend.elapsed_s, self.backend.cost_usd, self.backend.progress)
         self.launch(config)
         if self.settings.recheck_every is None:
             self.backend.finish()
-            return
-        end = self.backend.progress + self.settings.recheck_every * self.backend.target
-        segment_steps = self.backend.steps_to(end)  # a window never outlasts its segment
-        self.measure_window(config, None, chunk_steps=SETTLED_CHUNK_STEPS,
-                            max_steps=max(min(self.settings.max_settled_window_steps, segment_steps), 1),
-                            noise_target=self.settings.settled_noise_target_rel_se)
-        self.backend.train_until(end)
+        else:
+            end = self.backend.progress + self.settings.recheck_every * self.backend.target
+            segment_steps = self.backend.steps_to(end)  # a window never outlasts its segment
+            self.measure_window(config, None, chunk_steps=SETTLED_CHUNK_STEPS,
+                                max_steps=max(min(self.settings.max_settled_window_steps, segment_steps), 1),
+                                noise_target=self.settings.settled_noise_target_rel_se)
+            self.backend.train_until(end)
+        self._spent_settled(config, *before)
+
+    def _spent_settled(self, config: Config, elapsed_s: float, cost_usd: float, progress: float) -> None:
+        """Add what the segment since (elapsed_s, cost_usd, progress) took on `config` to the
+        settled spend, merged with the segment before it when no window came between."""
+        b, windows = self.backend, len(self.probes)
+        spent = Settled(config, windows, b.elapsed_s - elapsed_s, max(round(b.cost_usd - cost_usd, 12), 0.0),
+                        (b.progress - progress) / b.target)
+        last = self.settled_spend[-1] if self.settled_spend else None
+        if last is not None and (last.config, last.after_windows) == (config, windows):
+            self.settled_spend[-1] = Settled(config, windows, last.wall_time_s + spent.wall_time_s,
+                                             last.cost_usd + spent.cost_usd, last.progress + spent.progress)
+        else:
+            self.settled_spend.append(spent)
 
     def window(self, config: Config, *, cut: bool = True, noise_precision: bool = True) -> None:
         """One adaptive measurement window on `config`, recorded as a probe; `noise_precision`

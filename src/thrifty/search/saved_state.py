@@ -10,7 +10,7 @@ survive JSON unchanged (Python writes the shortest repr that reads back to the s
 import numpy as np
 
 from thrifty.search.config import Config
-from thrifty.search.events import Probe
+from thrifty.search.events import Probe, Settled
 from thrifty.search.loop import Search
 from thrifty.search.noise_estimate import NoiseEstimator
 
@@ -19,6 +19,7 @@ def search_state(search: Search) -> dict:
     return {"times": [[c.to_dict(), [t.tolist() for t in ts]] for c, ts in search.times.items()],
             "syncs": [[c.to_dict(), s] for c, s in search.syncs.items()],
             "noise": search.noise.state(), "probes": [p.to_dict() for p in search.probes],
+            "settled_spend": [s.to_dict() for s in search.settled_spend],
             "moves": search.moves, "settled": search.settled,
             "noise_decided": search.noise_decided, "backend": search.backend.state()}
 
@@ -29,6 +30,7 @@ def restore_search(search: Search, state: dict) -> None:
     search.syncs = {Config(**c): list(s) for c, s in state["syncs"]}
     search.noise = NoiseEstimator.from_state(state["noise"])
     search.probes = [Probe.from_dict(p) for p in state["probes"]]
+    search.settled_spend = [Settled.from_dict(s) for s in state.get("settled_spend", [])]  # none in older states
     search.moves, search.settled = state["moves"], state["settled"]
     search.noise_decided = tuple(state["noise_decided"])
     search.backend.restore(state["backend"])
