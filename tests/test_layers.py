@@ -4,7 +4,7 @@ point down or sideways, never up, and no two modules import each other, directly
 
 Layers, lowest first; a module may import its own layer and those below:
   0 base       thrifty (the package), errors, io, data, records, store, progress, checkpoint_file, extras,
-               processes
+               processes, folder_lock
   1 catalog    VM types, prices, hardware and GPU specs
   2 perf       step-time, work and noise models
   3 workloads  training jobs (and the work of their steps, counted)
@@ -26,7 +26,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 LAYERS = [
     {"thrifty", "thrifty.errors", "thrifty.io", "thrifty.data", "thrifty.records", "thrifty.store",
-     "thrifty.progress", "thrifty.checkpoint_file", "thrifty.extras", "thrifty.processes"},
+     "thrifty.progress", "thrifty.checkpoint_file", "thrifty.extras", "thrifty.processes", "thrifty.folder_lock"},
     {"thrifty.catalog"},
     {"thrifty.perf"},
     {"thrifty.workloads"},

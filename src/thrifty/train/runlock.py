@@ -10,13 +10,12 @@ run never leaves it held).
 """
 
 import contextlib
-import fcntl
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 from thrifty.errors import ThriftyError
+from thrifty.folder_lock import FolderBusy, open_lock, take, write_holder
 
 LOCK_NAME = ".lock"
 
@@ -25,40 +24,22 @@ class RunDirectoryBusy(ThriftyError):
     """Another run holds the run directory."""
 
 
-def _open(run_dir: Path) -> IO[str]:
-    path = Path(run_dir) / LOCK_NAME
+def _take(run_dir: Path, handle: IO[str], shared: bool) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return open(path, "a+")
-    except OSError as exc:
-        raise ThriftyError(f"cannot use run directory {run_dir}: {exc.strerror or exc}") from None
-
-
-def _busy(run_dir: Path, handle: IO[str]) -> RunDirectoryBusy:
-    handle.seek(0)
-    owner = handle.read().strip()
-    handle.close()
-    by = f" (pid {owner})" if owner.isdigit() else ""
-    return RunDirectoryBusy(f"run directory {run_dir} is in use by another thrifty train run{by}; "
-                            f"wait for it to end or stop it first")
+        take(handle, f"run directory {run_dir}", shared=shared)
+    except FolderBusy as busy:
+        raise RunDirectoryBusy(f"run directory {run_dir} is in use by another thrifty train run{busy.by}; "
+                               "wait for it to end or stop it first") from None
 
 
 @contextlib.contextmanager
 def hold_run_dir(run_dir: Path) -> Iterator[None]:
     """Hold `run_dir` while the block runs; RunDirectoryBusy if another run holds it."""
-    handle = _open(run_dir)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise _busy(run_dir, handle) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-    try:  # shared from now on, so that the workers can join; a run that slips in here wins
-        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise _busy(run_dir, handle) from None
+    handle = open_lock(Path(run_dir) / LOCK_NAME, f"run directory {run_dir}")
+    _take(run_dir, handle, shared=False)
+    write_holder(handle)
+    # shared from now on, so that the workers can join; a run that slips in here wins
+    _take(run_dir, handle, shared=True)
     try:
         yield
     finally:
@@ -68,9 +49,6 @@ def hold_run_dir(run_dir: Path) -> Iterator[None]:
 def join_run_dir(run_dir: Path) -> IO[str]:
     """A worker's share of its run's lock: held while the returned file stays open (for the
     worker's life)."""
-    handle = _open(run_dir)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise _busy(run_dir, handle) from None
+    handle = open_lock(Path(run_dir) / LOCK_NAME, f"run directory {run_dir}")
+    _take(run_dir, handle, shared=True)
     return handle

@@ -23,7 +23,6 @@ its VM idle until the end. Lost work is the running time since the last checkpoi
 attempt's start) until the job stopped, at each preemption.
 """
 
-import fcntl
 import json
 import logging
 import os
@@ -39,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from thrifty.errors import ThriftyError
+from thrifty.folder_lock import FolderBusy, open_lock, take, write_holder
 from thrifty.io import check_writable_dir
 from thrifty.transient.adaptive import AdaptiveSchedule
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, REPORTS, checkpoint_files, ready_file
@@ -144,23 +144,15 @@ class Runner:
     def run(self) -> RunReport:
         """Run the job to its end, holding the checkpoint folder (one runner a folder: two jobs in
         one had overwritten each other's checkpoints and would resume from the other's)."""
-        handle = (self.checkpoint_dir / LOCK_NAME).open("a+")
+        what = f"the checkpoint folder {self.checkpoint_dir}"
+        handle = open_lock(self.checkpoint_dir / LOCK_NAME, what)
         try:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                owner = handle.read().strip()
-                by = f" (pid {owner})" if owner.isdigit() else ""
-                raise RunnerError(f"checkpoint folder {self.checkpoint_dir} is in use by another thrifty run{by}: "
+                take(handle, what)
+            except FolderBusy as busy:
+                raise RunnerError(f"checkpoint folder {self.checkpoint_dir} is in use by another thrifty run{busy.by}: "
                                   "give each job its own --checkpoint-dir") from None
-            except OSError as exc:  # a file system without locks
-                raise RunnerError(f"cannot lock the checkpoint folder {self.checkpoint_dir}: "
-                                  f"{exc.strerror or exc}") from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(str(os.getpid()))
-            handle.flush()
+            write_holder(handle)
             return self._run_holding()
         finally:
             handle.close()
