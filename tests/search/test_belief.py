@@ -85,3 +85,19 @@ def test_an_unmeasured_kind_of_network_is_uncertain_until_one_is_measured(rows):
     two_node = [r for r in rows if r.config == Config("small", 2, 2, 256)]
     _, after = step_time_belief(candidates, rows_of(one_node + two_node), worker_price)
     assert before[at[target]] > 0.3 > after[at[target]]
+
+
+def test_a_compute_curve_from_two_local_batches_is_less_certain_the_further_it_extrapolates(rows):
+    # mutation caught: the shape term dropped (fitted through two batches with its exponent held,
+    # the curve was as sure 16x away as beside them: 7% of the irregular traces' held-out launches
+    # on one type fell inside its 90% interval) or counted where the exponent was fitted
+    one_node = {r.config: r for r in rows if r.config.instance_type == "small" and r.config.num_nodes == 1}
+    two = [one_node[Config("small", 1, 1, b)] for b in (128, 256)]
+    candidates = [Config("small", 1, 1, b) for b in (64, 512, 2048)]
+    worker_price = {"small": 0.2}
+    _, sd = step_time_belief(candidates, rows_of(two), worker_price)
+    assert sd[2] - sd[1] > 0.1 and sd[1] > 0.1 and sd[0] == pytest.approx(sd[1], rel=0.2)  # 3 doublings vs 1
+    three = two + [one_node[Config("small", 1, 1, 1024)]]
+    _, sd3 = step_time_belief(candidates, rows_of(three), worker_price)
+    # a fitted exponent: its covariance alone (fit_sd_log), under the two-batch curve's one doubling away
+    assert sd3[2] < sd[1] - 0.02

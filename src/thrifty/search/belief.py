@@ -20,8 +20,10 @@ seconds, from the measurements so far.
     transfer_sd^2 + (sync_rel_error * sync_i / compute_i)^2, so a window that is nearly all
     sync says little about the processor:
         1/v = 1/sd0^2 + sum 1/v_i,   m = v (m0/sd0^2 + sum x_i/v_i)
-  sd: the reference fit's 90% interval (`StepTimeModel.interval`) as a log sd, widened by the
-  speed's posterior sd (zero for the reference type).
+  sd: the reference fit's own log sd (`StepTimeModel.fit_sd_log`), widened by the speed's
+  posterior sd (zero for the reference type), the sync's (_sync_sd, _unmeasured_network_sd) and,
+  where the reference saw fewer than three local batches, the compute curve's shape away from
+  them (_batch_shape_sd).
 - model error (memory cliffs, odd sync modes): a Gaussian process on the log residuals of the
   measured configurations (search.residuals) shifts mu and adds its sd, so a measured
   configuration corrects and sharpens its neighbours; misspecification_sd is its prior sd.
@@ -34,7 +36,7 @@ import numpy as np
 
 from thrifty.errors import ModelError, ThriftyError
 from thrifty.perf.steptime import StepTimeModel, fit_step_time, predict_step_time
-from thrifty.perf.uncertainty import UNSEEN_NETWORK_SIGMA_LOG, UNSEEN_SYNC_SHARE
+from thrifty.perf.uncertainty import EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING, UNSEEN_NETWORK_SIGMA_LOG, UNSEEN_SYNC_SHARE
 from thrifty.search.config import Config
 from thrifty.search.residuals import krige
 
@@ -268,6 +270,20 @@ def step_time_floor(candidates: Sequence[Config], mu: np.ndarray, sd: np.ndarray
     return floor
 
 
+def _batch_shape_sd(base: StepTimeModel, fitted_on: Sequence[Config], configs: Sequence[Config]) -> np.ndarray:
+    """Log sd of compute at each configuration's local batch from the compute curve's unidentified
+    shape: a reference fit on fewer than three local batches holds the exponent p of
+    C = a + b b_local^p at its start (perf.steptime), so the curve passes through the measured
+    batches and its error grows with the distance from them; each doubling away from the nearest
+    adds EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING (perf.uncertainty: an exponent off by about 0.15
+    moves log C by 0.1 a doubling). Zero where p was fitted (its covariance is in fit_sd_log)."""
+    if "compute_exponent" not in base.fixed:
+        return np.zeros(len(configs))
+    measured = np.log2([c.local_batch for c in fitted_on])
+    local = np.log2([c.local_batch for c in configs])
+    return EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * np.min(np.abs(local[:, None] - measured[None, :]), axis=1)
+
+
 def _at_speed(model: StepTimeModel, log_speed: float) -> StepTimeModel:
     """The fit on a type whose compute is s = exp(log_speed) times as fast: a_c and b_c divided by
     s, and their covariance with them (Cov(x / s) = Cov(x) / s^2), so the interval keeps the fit's
@@ -326,7 +342,8 @@ def step_time_belief(candidates: Sequence[Config], measured: Mapping[Config, Mea
         sync_sd = _sync_sd(model.params, configs, measured, settings)
         network_sd = np.where(np.isnan(sync_sd), _unmeasured_network_sd(model.params, configs, measured, settings),
                               share * np.nan_to_num(sync_sd))
-        sd[rows] = np.sqrt(np.minimum(fit_sd, settings.max_sd) ** 2 + speed_sd**2 + network_sd**2)
+        shape_sd = _batch_shape_sd(base, by_type[reference], configs) * (1.0 - share)
+        sd[rows] = np.sqrt(np.minimum(fit_sd, settings.max_sd) ** 2 + speed_sd**2 + network_sd**2 + shape_sd**2)
         compute = _compute_only(model.params, configs)
         for c, t, c_s in zip(configs, step, compute, strict=False):
             if c in measured:
