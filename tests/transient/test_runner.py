@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from thrifty.checkpoint_file import decode, encode
-from thrifty.transient.adaptive import NEVER_S, AdaptiveSchedule
+from thrifty.transient.adaptive import AdaptiveSchedule
 from thrifty.transient.lifetimes import Exponential
 from thrifty.transient.protocol import PREEMPTED_EXIT, REPORTS, JobCheckpoints, checkpoint_files
 from thrifty.transient.registry import load_model
 from thrifty.transient.runner import Runner, RunnerError
-from thrifty.transient.schedule import Job, plan_schedule
+from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
 
 COUNTER_JOB = textwrap.dedent("""
     import hashlib, sys, time
@@ -204,7 +204,8 @@ def test_the_runner_plans_again_with_the_checkpoint_and_restart_costs_the_job_me
         assert plan["restart_cost_s"] == report.restart_costs_s[0]
         dp = plan_schedule(model, Job(8.0 * scale, plan["checkpoint_cost_s"] * scale, plan["restart_cost_s"] * scale,
                                       restart_ages_vm=True), "dp")
-        assert plan["intervals_s"] == ([i / scale for i in dp.intervals_s[:-1]] or [NEVER_S])
+        young = young_interval_s(plan["checkpoint_cost_s"] * scale, model.mean())
+        assert plan["intervals_s"] == [i / scale for i in [*dp.intervals_s[:-1], max(dp.intervals_s[-1], young), young]]
     assert sum(e["event"] == "checkpoint_request" for e in report.events) == 3
 
 
@@ -316,3 +317,16 @@ def test_a_second_runner_on_a_checkpoint_folder_in_use_is_refused(tmp_path):
         first.communicate(timeout=60)
     assert first.returncode == 0
     assert Runner([sys.executable, "-c", "pass"], tmp_path / "ck").run()  # free again once it ended
+
+
+def test_a_job_that_outlasts_its_stated_length_is_still_asked_to_checkpoint():
+    """A 0.5 h job on 24 h VMs needs no checkpoint by the DP; if it runs on past 0.5 h the runner
+    asks at Young's interval. Mutation caught: the DP's intervals alone (a job that outlasted its
+    --job-hours was asked nothing more: 0 checkpoints in 16 model hours)."""
+    _, model = load_model("gcp-2019")
+    schedule = AdaptiveSchedule(model, checkpoint_cost_s=60.0, restart_cost_s=60.0, work_s=1800.0)
+    young = young_interval_s(60.0, model.mean())
+    assert schedule.intervals_s[-1] == pytest.approx(young) and young < 20 * 3600
+    assert schedule.intervals_s[0] >= 1800.0  # none before the stated end
+    long = AdaptiveSchedule(model, checkpoint_cost_s=60.0, restart_cost_s=60.0, work_s=20 * 3600.0)
+    assert len(long.intervals_s) > 2 and long.intervals_s[-1] == pytest.approx(young)

@@ -6,7 +6,8 @@ The runner starts with intervals planned from assumed costs. Once the job report
 whenever a median has moved by more than REPLAN_CHANGE from the cost the current intervals were
 planned with. With the job's length the intervals are the DP's (transient.schedule) for a restart
 that runs on the new VM (every attempt starts the job's process again there, and the first start
-pays it too), else Young's tau = sqrt(2 delta M). Costs and intervals are wall seconds; the
+pays it too), followed by Young's tau = sqrt(2 delta M) for a job that outlasts its stated length,
+else Young's alone. Costs and intervals are wall seconds; the
 lifetime model lives in model seconds, `time_scale` of them per wall second (compressed clock).
 """
 
@@ -17,7 +18,6 @@ from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
 
 REPLAN_CHANGE = 0.1  # relative move of a measured median that plans the intervals again
-NEVER_S = 1e12  # a job shorter than one interval: no checkpoint requests
 
 
 @dataclass
@@ -47,8 +47,12 @@ class AdaptiveSchedule:
         if self.work_s is None:
             return [young_interval_s(checkpoint_cost_s * scale, self.model.mean()) / scale]
         job = Job(self.work_s * scale, checkpoint_cost_s * scale, restart_cost_s * scale, restart_ages_vm=True)
-        # the last interval is the job's end, which needs no checkpoint
-        return [i / scale for i in plan_schedule(self.model, job, "dp").intervals_s[:-1]] or [NEVER_S]
+        planned = plan_schedule(self.model, job, "dp").intervals_s
+        young = young_interval_s(checkpoint_cost_s * scale, self.model.mean())
+        # the last planned interval ends at the job's stated end, which needs no checkpoint; a job
+        # that outlasts its stated work is asked at Young's interval from then on (it had been
+        # asked nothing more: 0 checkpoints in 16 h of a job stated as 0.5 h)
+        return [i / scale for i in [*planned[:-1], max(planned[-1], young), young]]
 
     def adopt(self, checkpoint_cost_s: float, restart_cost_s: float, intervals_s: list[float]) -> None:
         self.checkpoint_cost_s, self.restart_cost_s, self.intervals_s = checkpoint_cost_s, restart_cost_s, intervals_s
