@@ -84,3 +84,19 @@ def test_a_finished_out_is_refused_unless_forced(run_cli, tmp_path):
     code, stdout, err = run_cli(*SMALL_RUN, "--seed", "4", "--out", out, "--force")
     assert code == 0, err
     assert json.loads(stdout)["seed"] == 4 and json.loads((out / "summary.json").read_text())["seed"] == 4
+
+
+def test_under_thrifty_run_a_restart_after_the_job_finished_is_done_not_failed(run_cli, tmp_path, monkeypatch):
+    # mutations caught: the finished --out refused under the runner too (a VM taken back just after
+    # the job ended failed the whole run: "the job failed on its own with exit code 2"); another
+    # job's finished run (another seed or point) taken for this one's
+    out = tmp_path / "run"
+    assert run_cli(*SMALL_RUN, "--seed", "3", "--out", out)[0] == 0
+    first = (out / "summary.json").read_text()
+    monkeypatch.setenv("THRIFTY_CHECKPOINT_DIR", str(tmp_path / "ck"))
+    code, stdout, err = run_cli(*SMALL_RUN, "--seed", "3", "--out", out)
+    assert code == 0, err
+    assert json.loads(stdout) == json.loads(first) and (out / "summary.json").read_text() == first
+    for other in (("--seed", "4"), ("--seed", "3", "--c", "0.7")):
+        code, _, err = run_cli(*SMALL_RUN, *other, "--out", out)
+        _one_line_error(code, err, f"--out {out} holds a finished run (summary.json): give --force")

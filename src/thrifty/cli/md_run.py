@@ -3,7 +3,10 @@
 where it stopped. It parses and prints; md.engines.single_run checks the engine's options, sets the
 sampling and runs the job (md.engines.job_loop)."""
 
+import json
+import logging
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -18,16 +21,54 @@ md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM, or the torch engine)
 NANO = "nanoconfinement only"
 NANOCONFINEMENT_ONLY = ("h", "zp", "zn", "c", "d_plus", "d_minus", "box_nm", "cutoff_nm", "equilibrate", "tolerance",
                         "relative_tolerance", "cap_steps")
+log = logging.getLogger(__name__)
 SUMMARY = "summary.json"
 STOPPED = {"converged": "converged", "cap": "not converged by --cap-steps", "steps": "as --steps asked"}  # why it stopped
 
 
-def _check_out(out: Path, force: bool) -> None:
-    """A finished run in --out (its summary.json) is refused unless --force: its outputs would be replaced.
-    (With --force the checkpoint folder is used as always: a checkpoint of another run is refused.)"""
-    if (out / SUMMARY).exists() and not force:
-        raise ThriftyError(f"--out {out} holds a finished run ({SUMMARY}): give --force to replace it, or another "
-                           f"--out")
+def _holds(stored: object, wanted: object) -> bool:
+    """Whether `stored` (a summary's JSON) has every key and value of `wanted` (a dict may hold more)."""
+    if isinstance(wanted, dict):
+        return isinstance(stored, dict) and all(_holds(stored.get(k), v) for k, v in wanted.items())
+    return stored == wanted
+
+
+def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
+    """A finished run in --out (its summary.json) is refused unless --force: its outputs would be
+    replaced. (With --force the checkpoint folder is used as always: a checkpoint of another run
+    is refused.) Under `thrifty run` a finished run of this same job (`this_run`'s keys equal in
+    its summary) is returned instead: a VM taken back after the job ended restarts it, and the
+    job is done, not failed."""
+    path = out / SUMMARY
+    if not path.exists() or force:
+        return None
+    from thrifty.transient.protocol import ENV_DIR
+    if os.environ.get(ENV_DIR):  # under thrifty run (as train.checkpoint.under_runner)
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            summary = None
+        if _holds(summary, this_run):
+            return summary
+    raise ThriftyError(f"--out {out} holds a finished run ({SUMMARY}): give --force to replace it, or another --out")
+
+
+def _run(options, model, settings, out: Path, checkpoint_dir: Path | None, system: str) -> dict:
+    from thrifty.progress import ProgressBar
+    from thrifty.transient.protocol import JobCheckpoints
+    checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
+        JobCheckpoints.from_environment(default=out / "checkpoints")
+    bar: list[ProgressBar] = []  # started at the first chunk: after every check, so errors come first
+
+    def on_chunk(step: int) -> None:
+        if not bar:
+            bar.append(ProgressBar(f"md run {system}", settings.last_step, completed=step))
+        bar[0].update(step)
+    try:
+        return options.run(model, settings, out, checkpoints, on_chunk)
+    finally:
+        for b in bar:
+            b.close()
 
 
 @md_app.command("run")
@@ -79,8 +120,7 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
         run_length,
     )
     from thrifty.md.nanoconfinement import NanoconfinementModel
-    from thrifty.progress import ProgressBar
-    from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, check_checkpoint_folder
+    from thrifty.transient.protocol import ENV_DIR, check_checkpoint_folder
     system = system or ("nanoconfinement" if engine == "torch" else "ions")
     options = EngineOptions(engine, system, platform, dtype, device, threads, seed).checked()
     last_step, chunk = run_length(system, steps, chunk, cap_steps)
@@ -102,20 +142,14 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
     check_checkpoint_folder(checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints"))
-    _check_out(out, force)
-    checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
-        JobCheckpoints.from_environment(default=out / "checkpoints")
-    bar: list[ProgressBar] = []  # started at the first chunk: after every check, so errors come first
-
-    def on_chunk(step: int) -> None:
-        if not bar:
-            bar.append(ProgressBar(f"md run {system}", settings.last_step, completed=step))
-        bar[0].update(step)
-    try:
-        summary = options.run(model, settings, out, checkpoints, on_chunk)
-    finally:
-        for b in bar:
-            b.close()
+    this_run = {"system": system, "seed": seed, "engine": engine, "sampling": asdict(settings)}
+    if model is not None:
+        this_run["parameters"] = {**asdict(model), "box_nm": model.side_nm}  # the default side, resolved
+    summary = _finished_here(out, force, this_run)
+    if summary is not None:
+        log.warning("--out %s holds this job's finished run: nothing to do", out)
+    else:
+        summary = _run(options, model, settings, out, checkpoint_dir, system)
     if json_out:
         print_json(summary)
     elif system == "nanoconfinement":
