@@ -208,6 +208,34 @@ def test_run_folders_read_back_as_written(tmp_path):
         read_runs(tmp_path)
 
 
+def test_the_box_a_run_was_run_in_is_read_from_its_summary_and_a_contradiction_refused(tmp_path):
+    # mutations caught: summary.json's box ignored (4 nm runs trained as if in the default 15 nm box,
+    # every predicted profile 7% off); a --box-nm that the runs contradict taken; runs of two boxes
+    # trained as one
+    import json
+
+    from thrifty.md.runs import runs_box_nm
+    runs = standin_runs(BOX.sample(3, np.random.default_rng(5)), 6)
+
+    def written(boxes):
+        for run, box in zip(runs, boxes, strict=True):
+            folder = write_run(tmp_path / "runs" / run.name, run)
+            (folder / "summary.json").write_text(json.dumps({"parameters": {"box_nm": box}}))
+        return read_runs(tmp_path / "runs")
+    assert [r.box_nm for r in written([4.0, 4.0, 4.0])] == [4.0, 4.0, 4.0]
+    assert runs_box_nm(read_runs(tmp_path / "runs"), None) == 4.0
+    assert runs_box_nm(read_runs(tmp_path / "runs"), 4.0) == 4.0
+    with pytest.raises(ThriftyError, match="--box-nm 15 but the runs' summary.json record a box of 4 nm"):
+        runs_box_nm(read_runs(tmp_path / "runs"), 15.0)
+    with pytest.raises(ThriftyError, match="boxes of 4, 6 nm"):
+        runs_box_nm(written([4.0, 6.0, 4.0]), None)
+    defaults = [15.0 if p[3] <= 0.5 else 10.0 for p in (r.point for r in runs)]
+    assert runs_box_nm(written(defaults), None) is None  # each at its c's default: the model's rule
+    for run in runs:
+        (tmp_path / "runs" / run.name / "summary.json").unlink()
+    assert runs_box_nm(read_runs(tmp_path / "runs"), None) is None and runs_box_nm(read_runs(tmp_path / "runs"), 4.0) == 4.0
+
+
 def test_an_input_held_constant_in_training_is_centred_not_blown_up():
     """d- = 0.627 in every run has a standard deviation of ~1e-17 after rounding, not 0: dividing by
     it sent a prediction at d- = 0.6 to 1e12 molar."""

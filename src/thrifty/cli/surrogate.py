@@ -22,14 +22,15 @@ def train_surrogate(
         folds: Annotated[int, typer.Option(help="Cross-validation folds: the held-out scores and the band's "
                                                 "calibration")] = 5,
         box_nm: Annotated[float | None, typer.Option(
-            help="Wall side of the runs' box, nm (default: the model's, 15 nm up to 0.5 M, 10 nm above)")] = None,
+            help="Wall side of the runs' box, nm (default: the one their summary.json records, else the model's, "
+                 "15 nm up to 0.5 M, 10 nm above)")] = None,
         seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
         json_out: JsonOpt = False) -> None:
     """Train the surrogate ensemble on completed nanoconfinement runs, calibrate its 90% band by
     cross-validation and save it; print its held-out (cross-validated) scores beside the flat
     profile, the nearest run and a Gaussian process."""
     from thrifty.io import check_writable_dir
-    from thrifty.md.runs import read_runs
+    from thrifty.md.runs import read_runs, runs_box_nm
     from thrifty.md.surrogate.calibration import fit_surrogate  # torch: a missing extra is named at once
     from thrifty.md.surrogate.ensemble import SurrogateConfig
     if members < 2 or max_epochs < 1 or folds < 2:
@@ -39,6 +40,7 @@ def train_surrogate(
         raise ThriftyError(f"--box-nm must be a positive number, got {box_nm:g}")
     check_writable_dir(out, "--out")
     completed = read_runs(runs)
+    box_nm = runs_box_nm(completed, box_nm)
     config = SurrogateConfig(members=members, max_epochs=max_epochs, box_nm=box_nm, seed=seed)
     ensemble, cv = fit_surrogate(completed, config, folds)
     path = ensemble.save(out)

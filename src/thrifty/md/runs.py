@@ -5,7 +5,9 @@ A run is a folder holding `profiles.csv` (columns z_nm, cation_molar, cation_err
 anion_err: the density profiles along z with their error bars, molar) and `params.json` (the point:
 h_nm, z_plus, z_minus, c_molar, d_plus_nm, d_minus_nm; other keys are ignored). A folder of runs is
 searched one level deep; a folder without profiles.csv is not a completed run and is skipped, a
-completed run with a malformed file is an error naming the file.
+completed run with a malformed file is an error naming the file. `md run` also writes summary.json,
+whose parameters.box_nm is the wall side the run used: the surrogate's charge normalisation needs it
+(runs_box_nm).
 """
 
 from dataclasses import dataclass
@@ -15,11 +17,12 @@ import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.io import read_csv, read_json
+from thrifty.md.nanoconfinement import NanoconfinementModel
 from thrifty.md.params import PARAMETERS, check_point
 from thrifty.md.profile_grid import DEFAULT_BINS, to_grid
 
 PROFILE_COLUMNS = ("z_nm", "cation_molar", "cation_err", "anion_molar", "anion_err")
-PROFILES_FILE, PARAMS_FILE = "profiles.csv", "params.json"
+PROFILES_FILE, PARAMS_FILE, SUMMARY_FILE = "profiles.csv", "params.json", "summary.json"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Run:
     density: np.ndarray  # (2, len(z)): cation, anion (molar)
     error: np.ndarray  # (2, len(z)): their error bars (molar)
     name: str = ""
+    box_nm: float | None = None  # the wall side its summary.json records; None: not recorded
 
     @property
     def h_nm(self) -> float:
@@ -54,7 +58,36 @@ def read_run(folder: Path) -> Run:
             or (np.diff(table[:, 0]) <= 0).any():
         raise ThriftyError(f"density profiles {folder / PROFILES_FILE} need 2+ rows of finite numbers, "
                            "z_nm increasing and error bars >= 0")
-    return Run(point, table[:, 0], table[:, [1, 3]].T, table[:, [2, 4]].T, folder.name)
+    return Run(point, table[:, 0], table[:, [1, 3]].T, table[:, [2, 4]].T, folder.name, _recorded_box(folder))
+
+
+def _recorded_box(folder: Path) -> float | None:
+    """The box side summary.json records (md run writes it), or None where there is none to read."""
+    try:
+        side = read_json(folder / SUMMARY_FILE, ThriftyError, "run summary").get("parameters", {}).get("box_nm")
+    except (ThriftyError, AttributeError):
+        return None
+    return float(side) if isinstance(side, int | float) and side > 0 else None
+
+
+def runs_box_nm(runs: list[Run], given: float | None) -> float | None:
+    """The wall side to train on: `given` (--box-nm), else the side the runs' summaries record, else
+    None (the model's default for each run's c). Refused in one line: a `given` side a run's summary
+    contradicts, and runs on different sides that are not each their c's default (one surrogate
+    normalises by one box: the default 15 nm taken for 4 nm runs put its profiles 7% off)."""
+    sides = {run.box_nm for run in runs if run.box_nm is not None}
+    if given is not None:
+        if sides - {given}:
+            raise ThriftyError(f"--box-nm {given:g} but the runs' summary.json record a box of "
+                               f"{', '.join(f'{s:g}' for s in sorted(sides))} nm")
+        return given
+    default = [NanoconfinementModel(c_molar=float(run.point[PARAMETERS.index("c_molar")])).side_nm for run in runs]
+    if all(run.box_nm in (None, side) for run, side in zip(runs, default, strict=True)):
+        return None
+    if len(sides) == 1 and all(run.box_nm is not None for run in runs):
+        return sides.pop()
+    raise ThriftyError(f"the runs were run in boxes of {', '.join(f'{s:g}' for s in sorted(sides))} nm (and some "
+                       "record none): train one surrogate per box side, or give --box-nm")
 
 
 def read_runs(folder: Path) -> list[Run]:
