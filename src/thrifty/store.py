@@ -83,6 +83,22 @@ def _inserted_id(cursor: sqlite3.Cursor) -> int:
     return cursor.lastrowid
 
 
+def refuse_empty_file(path: Path) -> None:
+    """An empty file where a database should be is a mistake (SQLite would take it for a new one)."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise ThriftyError(f"cannot open the database {path}: it is an empty file, not a thrifty database "
+                           f"(name a new file, or remove this one)")
+
+
+def refuse_foreign(conn: sqlite3.Connection, path: Path, also: tuple[str, ...] = ()) -> None:
+    """A SQLite database with tables but none of thrifty's (TABLES, or `also`: another part's own)
+    belongs to something else: thrifty's tables are not added to it."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and not tables & {*TABLES, *also}:
+        raise ThriftyError(f"cannot open the database {path}: it is another program's SQLite "
+                           f"database (tables {', '.join(sorted(tables)[:3])}), not a thrifty one")
+
+
 class Store:
     """A thrifty database; open with Store(path) and use as a context manager or call close()."""
 
@@ -93,15 +109,13 @@ class Store:
         try:
             if self.path.is_dir():
                 raise ThriftyError(f"cannot open the database {self.path}: it is a folder")
-            if self.path.is_file() and self.path.stat().st_size == 0:
-                raise ThriftyError(f"cannot open the database {self.path}: it is an empty file, not a "
-                                   f"thrifty database (name a new file, or remove this one)")
+            refuse_empty_file(self.path)
             blocking = next((p for p in reversed(self.path.parents) if p.exists() and not p.is_dir()), None)
             if blocking is not None:
                 raise ThriftyError(f"cannot open the database {self.path}: {blocking} is a file, not a folder")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path)
-            self._check_foreign()
+            refuse_foreign(self.conn, self.path)
             self.conn.execute("PRAGMA foreign_keys = ON")
             self.conn.executescript(SCHEMA)
             self._migrate()
@@ -132,13 +146,6 @@ class Store:
         if "unable to open database file" in said:
             return f"SQLite cannot create or open a file in {self.path.parent} ({said})"
         return said
-
-    def _check_foreign(self) -> None:
-        """A SQLite database with tables but none of thrifty's belongs to something else."""
-        tables = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if tables and not tables & set(TABLES):
-            raise ThriftyError(f"cannot open the database {self.path}: it is another program's SQLite "
-                               f"database (tables {', '.join(sorted(tables)[:3])}), not a thrifty one")
 
     def _close_quietly(self) -> None:
         conn = getattr(self, "conn", None)

@@ -51,6 +51,8 @@ def test_a_bad_space_file_is_one_line_and_exit_2(tmp_path, capsys, text, reason)
     (["--lifetime-model", "nope"], "unknown lifetime model"),
     (["--ckpt-cost", "5h", "--job-hours", "1"], "checkpoint cost"),
     (["--address", "127.0.0.1:1", "--emulate-preemptions"], "not both"),
+    # ray.init retried a dead head for minutes (mutation caught: check_reachable not called)
+    (["--address", "127.0.0.1:1"], "--address 127.0.0.1:1: no Ray head accepts connections there"),
     (["--tolerance", "0.1"], "apply to --simulation nanoconfinement only, not standin"),
 ])
 def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, capsys, extra, reason):
@@ -61,6 +63,29 @@ def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert code == 2 and reason in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "c.db").exists()
+
+
+def test_a_database_or_work_folder_that_cannot_serve_is_one_line_before_ray_starts(tmp_path, capsys):
+    # mutations caught: an empty file or another program's SQLite file taken as the campaign's
+    # database (md_campaign tables added to it); --work-dir checked only by the first run, after
+    # the store was written and Ray started
+    import sqlite3
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)
+    (tmp_path / "empty.db").touch()
+    with sqlite3.connect(tmp_path / "other.db") as other:
+        other.execute("CREATE TABLE foo (x)")
+    (tmp_path / "afile").write_text("x")
+    for extra, reason in ((["--db", tmp_path / "empty.db"], "it is an empty file"),
+                          (["--db", tmp_path / "other.db"], "another program's SQLite database (tables foo)"),
+                          (["--work-dir", tmp_path / "afile" / "w"], "--work-dir")):
+        code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"),
+                     "--simulation", "standin", *map(str, extra)])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and reason in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "c.db").exists()
+    with sqlite3.connect(tmp_path / "other.db") as other:
+        assert [r[0] for r in other.execute("SELECT name FROM sqlite_master")] == ["foo"]
 
 
 @pytest.mark.parametrize("text, extra, reason", [

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from thrifty.errors import ThriftyError
+from thrifty.store import refuse_empty_file, refuse_foreign
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS md_campaigns (
@@ -36,6 +37,8 @@ CREATE TABLE IF NOT EXISTS md_campaign_sessions (
   pool TEXT NOT NULL, instance_type TEXT NOT NULL, bill_json TEXT);
 """
 
+CAMPAIGN_TABLES = ("md_campaigns", "md_campaign_runs", "md_campaign_batches", "md_campaign_sessions")
+
 
 class CampaignStore:
     def __init__(self, path: Path, name: str = "default") -> None:
@@ -43,8 +46,14 @@ class CampaignStore:
         try:
             if self.path.is_dir():
                 raise ThriftyError(f"cannot open the database {self.path}: it is a folder")
+            refuse_empty_file(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path, timeout=30)
+            try:
+                refuse_foreign(self.conn, self.path, also=CAMPAIGN_TABLES)
+            except ThriftyError:
+                self.conn.close()
+                raise
             self.conn.executescript(SCHEMA)
         except (sqlite3.DatabaseError, OSError) as exc:
             raise ThriftyError(f"cannot open the database {self.path}: {exc}") from None

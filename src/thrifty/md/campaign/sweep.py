@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from thrifty.errors import ThriftyError
+from thrifty.io import check_writable_dir
 from thrifty.md.campaign.simulations import BatchSimulation
 from thrifty.md.engines.choices import ENGINES
 from thrifty.md.engines.single_run import check_dtype_and_device
@@ -79,12 +81,28 @@ def check_address(address: str | None) -> None:
     """A ray:// address connects through Ray Client, whose package (grpcio: the `ray[client]` extra)
     thrifty's campaign extra does not install; refused in one line before the store is written
     (Ray's own refusal was a traceback, after it)."""
-    if address is None or not address.startswith("ray://"):
+    if address is None:
+        return
+    if not address.startswith("ray://"):
+        check_reachable(address)
         return
     from ray._private.utils import get_ray_client_dependency_error  # the check ray.init makes
     if get_ray_client_dependency_error() is not None:
         raise ThriftyError(f"--address {address} connects through Ray Client, which needs "
                            "pip install 'ray[client]' (or give the head's host:port from one of its nodes)")
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A head's host:port that accepts no connection is refused in one line (ray.init retried it
+    for minutes, printing timeouts); "auto" and other forms are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ThriftyError(f"--address {address}: no Ray head accepts connections there "
+                           f"({exc.strerror or exc}); start one with `ray start --head` or fix the address") from None
 
 
 def check_engine(o: SweepOptions) -> None:
@@ -230,6 +248,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
     simulation = choose_simulation(o, given)
     work = Path(o.work_dir or o.db.with_suffix(".runs"))
+    check_writable_dir(work, "--work-dir")  # before the store and Ray: a bad one had failed the first run
     outcome = None
     with CampaignStore(o.db, o.campaign) as store:
         resumed = store.begin(request(o, parameter_space.to_dict(), given))
