@@ -194,6 +194,19 @@ def test_the_centre_of_a_two_level_grid_is_inside_but_beyond_its_hull_is_not():
             domain.check(np.array([outside]))
 
 
+def test_a_parameter_every_run_held_fixed_cannot_move():
+    # mutation caught: a constant column scaled by a unit span (d+ 0.3 or 0.6 accepted when every
+    # run had 0.474: 0.17 away, inside the limit; only 1.0 was refused)
+    grid = np.array([[h, 1, -1, c, 0.474, 0.627] for h in (2.0, 3.0) for c in (0.6, 0.9)])
+    domain = Domain.of(grid)
+    assert domain.inside(np.array([[2.5, 1, -1, 0.75, 0.474, 0.627]]))[0]
+    for moved in (0.3, 0.6):
+        query = np.array([[2.5, 1, -1, 0.75, moved, 0.627]])
+        assert not domain.inside(query)[0]
+        with pytest.raises(ThriftyError, match=f"d_plus_nm was 0.474 in every training run, got {moved:g}"):
+            domain.check(query)
+
+
 def test_run_folders_read_back_as_written(tmp_path):
     runs = standin_runs(BOX.sample(3, np.random.default_rng(5)), 6)
     for run in runs:

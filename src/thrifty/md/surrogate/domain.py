@@ -69,14 +69,28 @@ class Domain:
         b_eq = np.append(x[~INTEGER], 1.0)
         return bool(linprog(np.zeros(len(same)), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs").status == 0)
 
+    def unvaried(self, point: np.ndarray) -> str | None:
+        """What moves the point off a continuous parameter that every training run held at one
+        value (the surrogate never saw it vary: a d+ of 0.3 passed at 0.17 of the unit span a
+        constant column is scaled by), or None."""
+        point = np.atleast_2d(point)[0]
+        for i in np.flatnonzero((self.high == self.low) & ~INTEGER):
+            if not np.isclose(point[i], self.low[i], rtol=1e-9, atol=0.0):
+                return f"{PARAMETERS[i]} was {self.low[i]:g} in every training run, got {point[i]:g}"
+        return None
+
     def inside(self, points: np.ndarray) -> np.ndarray:
         points = np.atleast_2d(points)
         near = self.distance(points) <= self.limit
-        return np.array([n or self.in_hull(p) for n, p in zip(near, points, strict=True)])
+        return np.array([(n or self.in_hull(p)) and self.unvaried(p) is None for n, p in zip(near, points, strict=True)])
 
     def check(self, point: np.ndarray) -> float:
         """The point's distance to the nearest training point, or a one-line error beyond the limit
-        outside the hull of the training points with its valencies."""
+        outside the hull of the training points with its valencies, or off a parameter the runs
+        never varied."""
+        moved = self.unvaried(point)
+        if moved is not None:
+            raise ThriftyError(f"{moved}: the surrogate has not seen it vary and does not extrapolate")
         distance = float(self.distance(point)[0])
         if distance > self.limit and not self.in_hull(np.atleast_2d(point)):
             raise ThriftyError(f"the point is {distance:.2f} from the nearest training run (scaled; the limit is "
