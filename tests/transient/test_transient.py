@@ -4,6 +4,7 @@ reuse and the spot/on-demand policy."""
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -286,6 +287,15 @@ def test_deadline_aware_policy_meets_the_deadline(google):
         assert outcomes["spot"].mean_cost_usd < outcomes["deadline-aware"].mean_cost_usd < outcomes["on-demand"].mean_cost_usd
 
 
+def test_with_ample_slack_nothing_switches_and_deadline_aware_is_spot_exactly():
+    # mutation caught: the two policies drawing their own lifetimes (10.38 h against 10.37 h
+    # with nothing switched: a difference no policy made)
+    outcomes = {o.policy: o for o in compare(PAPER, PAPER, Job(10 * HOUR), 40 * HOUR, 0.3, 1.0,
+                                             np.random.default_rng(4), 2000)}
+    aware, spot = outcomes["deadline-aware"], outcomes["spot"]
+    assert aware.switched == 0.0 and aware == replace(spot, policy="deadline-aware")
+
+
 def test_with_no_slack_for_spot_the_deadline_aware_policy_starts_on_demand_and_meets_it():
     # mutation caught: the move to on-demand before anything ran charged a restart (a deadline of
     # exactly the job's length was met in 0% of runs, at on-demand's price)
@@ -342,6 +352,24 @@ def test_three_preemptions_fit_the_families_they_can_and_say_why_not_the_bathtub
         assert "need at least 4 preemptions" in found["not_fitted"]["bathtub"]
     code, _, err = run_cli("preempt", "fit", path, "--family", "bathtub")
     assert code == 2 and "need at least 4 preemptions" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_fit_report_says_how_the_model_was_chosen(run_cli, tmp_path):
+    # mutation caught: "chosen: weibull" above "best by likelihood: bathtub (mle)", with no word that
+    # the choice weighs the parameters (AIC)
+    path = tmp_path / "five.csv"
+    path.write_text("lifetime_s,event\n" + "".join(f"{s},preempted\n" for s in (100, 200, 300, 400, 500)))
+    code, out, err = run_cli("preempt", "fit", path, "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    best = max(found["compared"], key=lambda k: found["compared"][k]["log_likelihood"])
+    code, out, err = run_cli("preempt", "fit", path)
+    text = " ".join(out.split())
+    assert code == 0 and "chosen by lowest AIC" in text
+    if not best.startswith(found["chosen"]["model"]):
+        assert f"the highest likelihood alone is {best}'s, with more parameters" in text
+    code, out, _ = run_cli("preempt", "fit", path, "--family", "exponential")
+    assert "chosen by --family exponential --method mle" in " ".join(out.split())
 
 
 @pytest.mark.parametrize("rows, message", [
@@ -449,3 +477,20 @@ def test_preemptions_all_at_one_age_fit_only_the_exponential(run_cli, tmp_path):
     for family in ("weibull", "bathtub"):
         code, out, err = run_cli("preempt", "fit", path, "--family", family)
         assert code == 2 and "all at 3600 s" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_first_vms_checkpoints_count_every_interval_that_does_not_end_the_job(run_cli, tmp_path):
+    # mutations caught: always len - 1 (a 30 h job on VMs that live at most 24 h listed 24 intervals
+    # and "23" checkpoints); an unbounded model's refusal naming a longest lifetime of "inf h"
+    from thrifty.cli.preempt import first_vm_checkpoints
+    _, model = load_model("gcp-2019")
+    long, short = Job(30 * 3600, 60, 60), Job(5 * 3600, 60, 60)
+    beyond, within = plan_schedule(model, long, "dp"), plan_schedule(model, short, "dp")
+    assert sum(beyond.intervals_s) < long.work_s and first_vm_checkpoints(beyond, long) == len(beyond.intervals_s)
+    assert first_vm_checkpoints(within, short) == len(within.intervals_s) - 1
+    path = tmp_path / "five.csv"
+    path.write_text("lifetime_s,event\n" + "".join(f"{s},preempted\n" for s in (100, 200, 300, 400, 500)))
+    assert run_cli("preempt", "fit", path, "--family", "weibull", "--out", tmp_path / "m.json")[0] == 0
+    _, weibull = load_model(str(tmp_path / "m.json"))
+    with pytest.raises(ScheduleError, match="no VM lives that long: its mean lifetime is 0.08 h"):
+        plan_schedule(weibull, Job(3600, 60, 60), "none")

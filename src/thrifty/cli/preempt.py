@@ -3,7 +3,7 @@
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -20,6 +20,9 @@ from thrifty.cli.common import (
     stdout,
 )
 from thrifty.errors import ThriftyError
+
+if TYPE_CHECKING:
+    from thrifty.transient.schedule import Job, Schedule
 
 app = typer.Typer(help="Preemptible VMs: lifetimes, checkpoint schedules, reuse, spot.",
                           no_args_is_help=True)
@@ -79,8 +82,13 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
     for name, why in not_fitted.items():
         table.add_row(f"{name} (mle)", "-", f"not fitted: {why}", "", "", "")
     stdout.print(table)
-    stdout.print(f"mean lifetime {fmt_duration(chosen.model.mean())}; best by likelihood: "
-                 f"{max(others, key=lambda k: others[k].log_likelihood)}")
+    by_likelihood = max(others, key=lambda k: others[k].log_likelihood)
+    how = ("lowest AIC (log L less a parameter's cost)" if method == "mle" and family == "auto"
+           else f"--family {family} --method {method}")
+    stdout.print(f"mean lifetime {fmt_duration(chosen.model.mean())}; chosen by {how}" +
+                 ("" if by_likelihood.split(" ")[0] == chosen.model.name else
+                  f"; the highest likelihood alone is {by_likelihood}'s, with more parameters"
+                  if how.startswith("lowest") else f"; the highest likelihood is {by_likelihood}'s"))
 
 
 @app.command("show")
@@ -143,11 +151,18 @@ def schedule_command(job_hours: JobHoursOpt,
         except ThriftyError as exc:
             table.add_row(other, "-", str(exc), "-")
             continue
-        table.add_row(("* " if other == policy else "") + other, str(len(s.intervals_s) - 1),
+        table.add_row(("* " if other == policy else "") + other, str(first_vm_checkpoints(s, job)),
                       fmt_duration(s.expected_makespan_s), f"{s.overhead_fraction:.1%}")
     stdout.print(table)
     stdout.print("intervals (work between checkpoints on the first VM): "
                  + ", ".join(fmt_duration(x) for x in chosen.intervals_s))
+
+
+def first_vm_checkpoints(schedule: "Schedule", job: "Job") -> int:
+    """Checkpoints on the first VM if it lives on: every interval ends in one, but the job's last
+    (when the first VM's intervals reach the job's end, which needs none)."""
+    reaches_end = sum(schedule.intervals_s) >= job.work_s - 1e-6 * job.work_s
+    return len(schedule.intervals_s) - (1 if reaches_end else 0)
 
 
 @app.command("reuse")

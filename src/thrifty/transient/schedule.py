@@ -203,8 +203,11 @@ class Solver:
                 fresh = np.where(p0 > 0, (partial0 + (1 - p0) * penalty) / p0, np.inf)
             best = int(np.argmin(fresh))
             if not math.isfinite(fresh[best]):
-                raise ScheduleError(f"no segment of this job can finish on a fresh VM (the model's "
-                                    f"longest lifetime is {self.model.t_end / 3600:.2f} h)")
+                longest = (f"the model's longest lifetime is {self.model.t_end / 3600:.2f} h"
+                           if math.isfinite(self.model.t_end) else  # no bound: the segments outlive it
+                           f"under this model no VM lives that long: its mean lifetime is "
+                           f"{self.model.mean() / 3600:.2f} h")
+                raise ScheduleError(f"no segment of this job can finish on a fresh VM ({longest})")
             total = partial + (1 - p) * (penalty + fresh[best])
             pick = np.argmin(total, axis=0)
             value[j, :n_age] = total[pick, cols]
