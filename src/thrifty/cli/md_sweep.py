@@ -12,7 +12,9 @@ from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
 from thrifty.md.surrogate.active import DEFAULT_TARGET
 
 
-def sweep(space: Annotated[Path, typer.Option(help="TOML parameter box: [h] min = 3.0 max = 4.0, [zp] values = [1, 2]")],
+def sweep(space: Annotated[Path, typer.Option(
+              help="TOML parameter box, one table a parameter named as the simulation names it, e.g. "
+                   "\\[h_nm] min = 2.0, max = 4.0 and \\[z_plus] values = \\[1, 2] (nanoconfinement)")],
           budget_runs: Annotated[int, typer.Option(help="Completed runs to reach (counting those already stored)")],
           db: Annotated[Path, typer.Option(help="SQLite database of the campaign (a restart continues it)")] = Path("campaign.db"),
           pool: Annotated[str, typer.Option(help="spot:N or on-demand:N nodes")] = "spot:4",

@@ -111,7 +111,8 @@ def parse_space(text: str, where: str = "space") -> ParameterSpace:
     except tomllib.TOMLDecodeError as exc:
         raise SpaceError(f"{where} is not valid TOML: {exc}") from None
     if not data:
-        raise SpaceError(f"{where} defines no parameters: add tables like [h] min = 3.0 max = 4.0")
+        raise SpaceError(f"{where} defines no parameters: add tables like [h_nm] min = 2.0 max = 4.0, one a parameter, "
+                         "named as the simulation names it")
     return ParameterSpace(tuple(_parameter(name, table, where) for name, table in data.items()))
 
 
