@@ -95,3 +95,14 @@ def test_a_broken_model_and_an_empty_runs_folder_are_one_line(run_cli, tmp_path)
     code, _, err = run_cli("md", "train-surrogate", "--runs", tmp_path / "runs", "--out", tmp_path / "out")
     _one_line_error(code, err, "no completed runs in")
     assert not (tmp_path / "out").exists()
+
+
+def test_folds_too_few_to_train_a_member_on_are_named_before_any_training(run_cli, tmp_path):
+    # mutation caught: the check left to the first fold's training ("needs at least 5 completed
+    # runs, got 4" for the 8 runs given)
+    box = ParameterBox(low=(3.0, 1, -1, 0.3, 0.2, 0.2), high=(4.0, 3, -1, 0.9, 0.63, 0.63))
+    for run in standin_runs(box.sample(8, np.random.default_rng(1)), 2):
+        write_run(tmp_path / "runs" / run.name, run)
+    code, _, err = run_cli("md", "train-surrogate", "--runs", tmp_path / "runs", "--out", tmp_path / "out",
+                           "--members", "2", "--folds", "2")
+    _one_line_error(code, err, "with --folds 2 a fold trains on 4 of the 8 runs, and a surrogate of 2 members needs 5")

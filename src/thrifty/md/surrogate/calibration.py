@@ -56,6 +56,10 @@ def cross_validate(runs: list[Run], config: SurrogateConfig, k: int = 5) -> Cros
     """Out-of-fold predictions of the network and the baselines for every run (k folds)."""
     if len(runs) < 2 * k:
         raise ThriftyError(f"cross-validation over {k} folds needs at least {2 * k} runs, got {len(runs)}")
+    smallest, need = len(runs) - -(-len(runs) // k), max(5, config.members)  # the largest fold held out
+    if smallest < need:
+        raise ThriftyError(f"with --folds {k} a fold trains on {smallest} of the {len(runs)} runs, and a surrogate "
+                           f"of {config.members} members needs {need}: give more runs or more folds")
     points, simulated, error = held_out_arrays(runs, config.bins)
     predicted = {NETWORK: np.zeros_like(simulated)}
     spread, noise = np.zeros_like(simulated), np.zeros_like(simulated)
