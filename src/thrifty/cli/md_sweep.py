@@ -76,9 +76,10 @@ def sweep(space: Annotated[Path, typer.Option(
     if json_out:
         print_json(summary)
         return
-    stdout.print(f"{summary['completed']} runs stored ({summary['stored_now']} now, {summary['duplicates']} "
-                 f"duplicates), {summary['converged']} converged, {summary['steps']:,} steps; "
-                 f"{summary['preemptions']} preemptions, {summary['lost_work_s']:.2f} s of work redone; "
+    # the stored runs' totals are the campaign's; preemptions and the bill are this session's
+    stdout.print(f"campaign: {summary['completed']} runs stored ({summary['stored_now']} now, {summary['duplicates']} "
+                 f"duplicates), {summary['converged']} converged, {summary['steps']:,} steps, "
+                 f"{summary['lost_work_s']:.2f} s of work redone; this session: {summary['preemptions']} preemptions, "
                  f"{summary['node_hours_model']:.2f} node-hours: ${summary['cost_at_spot_usd']:.2f} at spot, "
                  f"${summary['cost_at_on_demand_usd']:.2f} on demand; in {db}")
     outcome = summary.get("active")
