@@ -479,15 +479,17 @@ def test_preemptions_all_at_one_age_fit_only_the_exponential(run_cli, tmp_path):
         assert code == 2 and "all at 3600 s" in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_the_first_vms_checkpoints_count_every_interval_that_does_not_end_the_job(run_cli, tmp_path):
-    # mutations caught: always len - 1 (a 30 h job on VMs that live at most 24 h listed 24 intervals
-    # and "23" checkpoints); an unbounded model's refusal naming a longest lifetime of "inf h"
-    from thrifty.cli.preempt import first_vm_checkpoints
+def test_the_first_vms_last_interval_never_ends_in_a_checkpoint_and_an_unbounded_model_is_named(run_cli, tmp_path):
+    # mutation caught: an unbounded model's refusal naming a longest lifetime of "inf h". The
+    # schedule's count (intervals - 1) holds when the first VM cannot finish the job too: its last
+    # interval runs past the model's longest lifetime (a 30 h job on VMs of at most 24 h lists 24
+    # intervals, the 24th ending after 24.8 h, and 23 checkpoints)
     _, model = load_model("gcp-2019")
-    long, short = Job(30 * 3600, 60, 60), Job(5 * 3600, 60, 60)
-    beyond, within = plan_schedule(model, long, "dp"), plan_schedule(model, short, "dp")
-    assert sum(beyond.intervals_s) < long.work_s and first_vm_checkpoints(beyond, long) == len(beyond.intervals_s)
-    assert first_vm_checkpoints(within, short) == len(within.intervals_s) - 1
+    long = Job(30 * 3600, 60, 60)
+    beyond = plan_schedule(model, long, "dp")
+    assert sum(beyond.intervals_s) < long.work_s
+    ages = np.cumsum(np.array(beyond.intervals_s) + long.checkpoint_cost_s)  # each checkpoint done, from age 0
+    assert ages[-2] < model.t_end <= ages[-1]  # the last checkpoint would come after the VM's end
     path = tmp_path / "five.csv"
     path.write_text("lifetime_s,event\n" + "".join(f"{s},preempted\n" for s in (100, 200, 300, 400, 500)))
     assert run_cli("preempt", "fit", path, "--family", "weibull", "--out", tmp_path / "m.json")[0] == 0

@@ -3,7 +3,7 @@
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -20,9 +20,6 @@ from thrifty.cli.common import (
     stdout,
 )
 from thrifty.errors import ThriftyError
-
-if TYPE_CHECKING:
-    from thrifty.transient.schedule import Job, Schedule
 
 app = typer.Typer(help="Preemptible VMs: lifetimes, checkpoint schedules, reuse, spot.",
                           no_args_is_help=True)
@@ -151,18 +148,13 @@ def schedule_command(job_hours: JobHoursOpt,
         except ThriftyError as exc:
             table.add_row(other, "-", str(exc), "-")
             continue
-        table.add_row(("* " if other == policy else "") + other, str(first_vm_checkpoints(s, job)),
+        # every interval but the last ends in a checkpoint: the last ends the job, or runs past the
+        # model's longest lifetime when the first VM cannot finish it (transient.schedule.first_vm_intervals)
+        table.add_row(("* " if other == policy else "") + other, str(len(s.intervals_s) - 1),
                       fmt_duration(s.expected_makespan_s), f"{s.overhead_fraction:.1%}")
     stdout.print(table)
     stdout.print("intervals (work between checkpoints on the first VM): "
                  + ", ".join(fmt_duration(x) for x in chosen.intervals_s))
-
-
-def first_vm_checkpoints(schedule: "Schedule", job: "Job") -> int:
-    """Checkpoints on the first VM if it lives on: every interval ends in one, but the job's last
-    (when the first VM's intervals reach the job's end, which needs none)."""
-    reaches_end = sum(schedule.intervals_s) >= job.work_s - 1e-6 * job.work_s
-    return len(schedule.intervals_s) - (1 if reaches_end else 0)
 
 
 @app.command("reuse")
