@@ -241,3 +241,14 @@ def test_a_restarted_driver_resubmits_the_pending_batch_and_duplicates_nothing(l
     assert len(stored) == len(set(stored)) == 10 and {r for r, _ in pending} <= set(stored)
     assert report.duplicates == 0 and report.stored_now == 10 - len(design)
     assert made  # the second driver trained and picked only after the pending batch completed
+
+
+def test_the_campaigns_box_side_reaches_the_surrogates_it_trains(tmp_path, monkeypatch):
+    # mutation caught: the active sampler's default trainer built SurrogateConfig() (the 15 nm default
+    # box) whatever the campaign's --box-nm, so its surrogates' charge scale was the default box's
+    seen = []
+    monkeypatch.setattr("thrifty.md.surrogate.train_ensemble", lambda runs, config: seen.append(config.box_nm))
+    with CampaignStore(tmp_path / "c.db") as store:
+        ActiveSampler(SPACE, store, tmp_path / "runs", box_nm=4.0).train([])
+        ActiveSampler(SPACE, store, tmp_path / "runs").train([])
+    assert seen == [4.0, None]

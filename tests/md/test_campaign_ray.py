@@ -2,6 +2,7 @@
 """Campaigns on Ray's multi-node test cluster (the session's, 2 one-CPU nodes, all on 127.0.0.1):
 a killed node loses nothing, a killed driver loses nothing, nothing listens beyond loopback."""
 
+import contextlib
 import json
 import logging
 import os
@@ -134,7 +135,10 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
 
     def stored() -> set[str]:
         try:
-            return {r[0] for r in sqlite3.connect(db).execute("SELECT run_id FROM md_campaign_runs")}
+            # read-only: a plain connect creates the file, empty, before the driver does, and the
+            # driver refuses an empty file as a database that is not one
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                return {r[0] for r in conn.execute("SELECT run_id FROM md_campaign_runs")}
         except sqlite3.OperationalError:
             return set()
 

@@ -86,8 +86,9 @@ def runs_box_nm(runs: list[Run], given: float | None) -> float | None:
         return None
     if len(sides) == 1 and all(run.box_nm is not None for run in runs):
         return sides.pop()
-    raise ThriftyError(f"the runs were run in boxes of {', '.join(f'{s:g}' for s in sorted(sides))} nm (and some "
-                       "record none): train one surrogate per box side, or give --box-nm")
+    unrecorded = " (and some record none)" if any(run.box_nm is None for run in runs) else ""
+    raise ThriftyError(f"the runs were run in boxes of {', '.join(f'{s:g}' for s in sorted(sides))} nm{unrecorded}: "
+                       "train one surrogate per box side, or give --box-nm")
 
 
 def read_runs(folder: Path) -> list[Run]:

@@ -5,7 +5,9 @@ ScheduledCheckpoints is transient.protocol.JobCheckpoints whose `due()` follows 
 DP schedule (transient.schedule.plan_schedule) of the pool's lifetime model, for a job of the
 expected length started on a VM of the node's age, in scaled time: `time_scale` model seconds per
 wall second (3600: one simulated hour is one real second). After the schedule's intervals the
-last one repeats, as `thrifty run` does. Each attempt also writes `attempts/NNN.json` (when it
+last one repeats, and a run the DP gives no checkpoint asks for none even if it outlasts the
+expected length (unlike `thrifty run`, which continues at Young's interval: transient.adaptive).
+Each attempt also writes `attempts/NNN.json` (when it
 began, the step it resumed from, its last chunk and last save) for the campaign's lost-work count.
 """
 

@@ -51,10 +51,10 @@ class CampaignStore:
             self.conn = sqlite3.connect(self.path, timeout=30)
             try:
                 refuse_foreign(self.conn, self.path, also=CAMPAIGN_TABLES)
-            except ThriftyError:
+                self.conn.executescript(SCHEMA)
+            except BaseException:
                 self.conn.close()
                 raise
-            self.conn.executescript(SCHEMA)
         except (sqlite3.DatabaseError, OSError) as exc:
             raise ThriftyError(f"cannot open the database {self.path}: {exc}") from None
 

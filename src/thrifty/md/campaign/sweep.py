@@ -98,6 +98,7 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         return
+    host = host.removeprefix("[").removesuffix("]")  # [::1]:6379
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
@@ -248,7 +249,8 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
     simulation = choose_simulation(o, given)
     work = Path(o.work_dir or o.db.with_suffix(".runs"))
-    check_writable_dir(work, "--work-dir")  # before the store and Ray: a bad one had failed the first run
+    # before the store and Ray: a bad one had failed the first run
+    check_writable_dir(work, "--work-dir" if o.work_dir else "the default --work-dir (beside --db)")
     outcome = None
     with CampaignStore(o.db, o.campaign) as store:
         resumed = store.begin(request(o, parameter_space.to_dict(), given))
@@ -257,7 +259,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
         if o.sampler == "active":
             from thrifty.md.surrogate.active_sweep import ActiveSampler
             active = ActiveSampler(parameter_space, store, work, target_within_error=o.target_within_error,
-                                   initial_runs=o.initial_runs, seed=o.seed)
+                                   initial_runs=o.initial_runs, seed=o.seed, box_nm=given.get("box_nm"))
             chosen = active
         else:
             chosen = make_sampler(o.sampler, parameter_space, o.seed)

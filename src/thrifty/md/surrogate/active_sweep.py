@@ -78,11 +78,13 @@ def check_active(space: ParameterSpace, target_within_error: float, initial_runs
                            f"names {', '.join(unknown)}")
 
 
-def ensemble_trainer(config: "SurrogateConfig | None" = None) -> Trainer:
-    """md.surrogate.train_ensemble with `config`, torch imported on the first training."""
+def ensemble_trainer(config: "SurrogateConfig | None" = None, box_nm: float | None = None) -> Trainer:
+    """md.surrogate.train_ensemble with `config` (default: the default one for runs in a box of side
+    `box_nm`, the campaign's --box-nm; None: the model's default side), torch imported on the first
+    training."""
     def train(runs: list[Run]) -> Surrogate:
         from thrifty.md.surrogate import SurrogateConfig, train_ensemble
-        return train_ensemble(runs, config or SurrogateConfig())
+        return train_ensemble(runs, config or SurrogateConfig(box_nm=box_nm))
     return train
 
 
@@ -113,7 +115,7 @@ class ActiveSampler:
         self.space, self.store, self.work_dir = space, store, Path(work_dir)
         self.target, self.initial_runs, self.seed, self.pool_size = target_within_error, initial_runs, seed, pool_size
         self.min_stop_runs, self.box_nm = min_stop_runs, box_nm
-        self.train = train or ensemble_trainer()
+        self.train = train or ensemble_trainer(box_nm=box_nm)
         self.test: StopTest | None = None
         self._runs: dict[str, Run] = {}
         self._models: dict[frozenset[str], Surrogate] = {}  # by the run ids each trained on
