@@ -65,6 +65,21 @@ def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, c
     assert not (tmp_path / "c.db").exists()
 
 
+def test_a_budget_beyond_the_grid_is_said(tmp_path, caplog):
+    # mutation caught: the warning removed (8 runs asked of a 6-point grid ended at 6/8 in silence);
+    # the refusal after it keeps Ray from starting
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)  # 2 x 3 points
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "8", "--db", str(tmp_path / "c.db"),
+                 "--simulation", "standin", "--instance-type", "z9-huge"])
+    assert code == 2
+    assert "the grid has 6 points: the campaign ends there, short of --budget-runs 8" in caplog.text
+    caplog.clear()
+    main(["md", "sweep", "--space", str(space), "--budget-runs", "6", "--db", str(tmp_path / "c.db"),
+          "--simulation", "standin", "--instance-type", "z9-huge"])
+    assert "the grid has" not in caplog.text
+
+
 def test_a_database_or_work_folder_that_cannot_serve_is_one_line_before_ray_starts(tmp_path, capsys):
     # mutations caught: an empty file or another program's SQLite file taken as the campaign's
     # database (md_campaign tables added to it); --work-dir checked only by the first run, after

@@ -12,6 +12,7 @@ what the campaign took) unless preemptions are emulated, where a model hour pass
 
 import contextlib
 import logging
+import math
 import os
 import shutil
 import socket
@@ -230,6 +231,11 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     check_address(o.address)
     given = run_settings(o)
     parameter_space = load_space(o.space)
+    if o.sampler == "grid":
+        points = math.prod(len(p.grid()) for p in parameter_space.parameters)
+        if points < o.budget_runs:  # it had stopped at the grid's end without a word
+            log.warning("the grid has %d points: the campaign ends there, short of --budget-runs %d",
+                        points, o.budget_runs)
     if o.simulation == "nanoconfinement":
         from thrifty.md.campaign.nanoconfinement_runs import check_space
         check_space(parameter_space, given.get("box_nm"), given.get("cutoff_nm", 2.5))
