@@ -67,16 +67,17 @@ def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, c
 
 def test_a_budget_beyond_the_grid_is_said(tmp_path, caplog):
     # mutation caught: the warning removed (8 runs asked of a 6-point grid ended at 6/8 in silence);
-    # the refusal after it keeps Ray from starting
+    # the store's refusal after it (an empty --db) keeps Ray from starting
     space = tmp_path / "space.toml"
     space.write_text(SPACE)  # 2 x 3 points
-    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "8", "--db", str(tmp_path / "c.db"),
-                 "--simulation", "standin", "--instance-type", "z9-huge"])
+    (tmp_path / "empty.db").touch()
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "8", "--db", str(tmp_path / "empty.db"),
+                 "--simulation", "standin"])
     assert code == 2
     assert "the grid has 6 points: the campaign ends there, short of --budget-runs 8" in caplog.text
     caplog.clear()
-    main(["md", "sweep", "--space", str(space), "--budget-runs", "6", "--db", str(tmp_path / "c.db"),
-          "--simulation", "standin", "--instance-type", "z9-huge"])
+    main(["md", "sweep", "--space", str(space), "--budget-runs", "6", "--db", str(tmp_path / "empty.db"),
+          "--simulation", "standin"])
     assert "the grid has" not in caplog.text
 
 

@@ -231,11 +231,6 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     check_address(o.address)
     given = run_settings(o)
     parameter_space = load_space(o.space)
-    if o.sampler == "grid":
-        points = math.prod(len(p.grid()) for p in parameter_space.parameters)
-        if points < o.budget_runs:  # it had stopped at the grid's end without a word
-            log.warning("the grid has %d points: the campaign ends there, short of --budget-runs %d",
-                        points, o.budget_runs)
     if o.simulation == "nanoconfinement":
         from thrifty.md.campaign.nanoconfinement_runs import check_space
         check_space(parameter_space, given.get("box_nm"), given.get("cutoff_nm", 2.5))
@@ -257,6 +252,11 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     work = Path(o.work_dir or o.db.with_suffix(".runs"))
     # before the store and Ray: a bad one had failed the first run
     check_writable_dir(work, "--work-dir" if o.work_dir else "the default --work-dir (beside --db)")
+    if o.sampler == "grid":  # after every refusal: a warning, then one line (it had ended at 6/8 in silence)
+        points = math.prod(len(p.grid()) for p in parameter_space.parameters)
+        if points < o.budget_runs:
+            log.warning("the grid has %d point%s: the campaign ends there, short of --budget-runs %d",
+                        points, "" if points == 1 else "s", o.budget_runs)
     outcome = None
     with CampaignStore(o.db, o.campaign) as store:
         resumed = store.begin(request(o, parameter_space.to_dict(), given))
