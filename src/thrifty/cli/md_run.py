@@ -42,8 +42,8 @@ def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
     path = out / SUMMARY
     if not path.exists() or force:
         return None
-    from thrifty.transient.protocol import ENV_DIR
-    if os.environ.get(ENV_DIR):  # under thrifty run (as train.checkpoint.under_runner)
+    from thrifty.transient.protocol import under_runner
+    if under_runner():
         try:
             summary = json.loads(path.read_text())
         except (OSError, ValueError):

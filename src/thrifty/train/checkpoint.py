@@ -42,18 +42,12 @@ from thrifty.records import RunLog, check_log_bytes
 from thrifty.train.config import TrainConfig
 from thrifty.train.loop import RankState
 from thrifty.train.policies import BatchPolicy
-from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, checkpoint_files, newest_intact
+from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, checkpoint_files, newest_intact, under_runner
 from thrifty.workloads import canonical_name
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = "thrifty.train/2"
-
-
-def under_runner() -> bool:
-    """Started by `thrifty run`, or by a task that names its checkpoint directory the same way (a
-    spot plan's SkyPilot task: a folder of its bucket), in the environment."""
-    return bool(os.environ.get(ENV_DIR))
 
 
 def checkpoint_dir(config: TrainConfig) -> Path:

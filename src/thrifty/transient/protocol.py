@@ -42,6 +42,12 @@ FALLBACK_LOG = "fallbacks.log"
 REPORTS = "job_reports.jsonl"
 
 
+def under_runner() -> bool:
+    """Started by `thrifty run`, or by a task that names its checkpoint directory the same way (a
+    spot plan's SkyPilot task: a folder of its bucket), in the environment."""
+    return bool(os.environ.get(ENV_DIR))
+
+
 def ready_file(directory: Path, pid: int) -> Path:
     """Created by the job once its signal handlers are installed (SIGUSR1 would kill it before)."""
     return Path(directory) / f".ready-{pid}"
