@@ -81,6 +81,36 @@ def test_a_budget_beyond_the_grid_is_said(tmp_path, caplog):
     assert "the grid has" not in caplog.text
 
 
+# the budget met with grid points left; the grid (6 points) run out below the budget
+@pytest.mark.parametrize("budget, stored", [(4, 4), (8, 6)])
+def test_a_finished_campaign_starts_no_pool_and_bills_nothing(tmp_path, capsys, monkeypatch, budget, stored):
+    # mutations caught: a rerun of a finished campaign starting Ray and the pool (init_ray reached),
+    # opening a session and billing its start-up; the budget's or the grid's end not taken as the end; the stand-in
+    # reported as run on the openmm engine
+    from thrifty.md.campaign import sweep
+    from thrifty.md.space import load_space
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("the pool was started for a finished campaign")
+
+    monkeypatch.setattr(sweep, "init_ray", no_pool)
+    space, db = tmp_path / "space.toml", tmp_path / "c.db"
+    space.write_text(SPACE)
+    options = SweepOptions(space, budget, db=db, simulation="standin")
+    with CampaignStore(db, "default") as store:
+        store.begin(sweep.request(options, load_space(space).to_dict(), sweep.run_settings(options)))
+        for point in GridSampler(load_space(space)).next_points([], stored):
+            store.record_run(point_key(point), point, {"steps": 10, "converged": True}, 1, 0.0)
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", str(budget), "--db", str(db),
+                 "--simulation", "standin", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["resumed"] is True and report["already_finished"] is True
+    assert (report["completed"], report["stored_now"], report["steps"]) == (stored, 0, 10 * stored)
+    assert report["node_hours_model"] == 0 and report["cost_at_on_demand_usd"] == 0 and report["engine"] is None
+    with CampaignStore(db, "default") as store:
+        assert store.sessions() == []
+
+
 def test_a_database_or_work_folder_that_cannot_serve_is_one_line_before_ray_starts(tmp_path, capsys):
     # mutations caught: an empty file or another program's SQLite file taken as the campaign's
     # database (md_campaign tables added to it); --work-dir checked only by the first run, after

@@ -77,6 +77,8 @@ def sweep(space: Annotated[Path, typer.Option(
         print_json(summary)
         return
     # the stored runs' totals are the campaign's; preemptions and the bill are this session's
+    if summary["already_finished"]:
+        stdout.print(f"campaign {summary['campaign']!r} had finished already: nothing ran, no pool started")
     stdout.print(f"campaign: {summary['completed']} runs stored ({summary['stored_now']} now, {summary['duplicates']} "
                  f"duplicates), {summary['converged']} converged, {summary['steps']:,} steps, "
                  f"{summary['lost_work_s']:.2f} s of work redone; this session: {summary['preemptions']} preemptions, "

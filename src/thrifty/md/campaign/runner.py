@@ -171,15 +171,22 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
                     log.info("run %s was stored already: this completion is a duplicate", run_id)
             completed = store.completed()
             stored(len(completed))
+    report = report_of(completed, report)
+    report.wall_s = time.monotonic() - started
+    if pool is not None:
+        report.preemptions, report.retired = pool.preemptions, pool.retired
+    return report
+
+
+def report_of(completed: list[dict], report: CampaignReport | None = None) -> CampaignReport:
+    """`report` (a new one by default) with the campaign's totals over its stored runs."""
+    report = report or CampaignReport()
     report.runs = completed
     report.completed = len(completed)
     report.steps = sum(int(r["result"]["steps"]) for r in completed)
     report.converged = sum(bool(r["result"]["converged"]) for r in completed)
     report.attempts = sum(r["attempts"] for r in completed)
     report.lost_work_s = sum(r["lost_work_s"] for r in completed)
-    report.wall_s = time.monotonic() - started
-    if pool is not None:
-        report.preemptions, report.retired = pool.preemptions, pool.retired
     return report
 
 

@@ -214,7 +214,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan
     from thrifty.md.campaign.point_samplers import SAMPLERS, Sampler, make_sampler
     from thrifty.md.campaign.pool import EmulatedPool, NodeLife, Placement, PoolSpec, bill, loopback_ray
-    from thrifty.md.campaign.runner import CampaignConfig, run_campaign
+    from thrifty.md.campaign.runner import CampaignConfig, report_of, run_campaign
     from thrifty.md.campaign.store import CampaignStore
     from thrifty.md.space import load_space
     from thrifty.progress import ProgressBar
@@ -260,7 +260,6 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     outcome = None
     with CampaignStore(o.db, o.campaign) as store:
         resumed = store.begin(request(o, parameter_space.to_dict(), given))
-        session = store.begin_session(o.pool, o.instance_type)
         chosen: Sampler
         if o.sampler == "active":
             from thrifty.md.surrogate.active_sweep import ActiveSampler
@@ -269,35 +268,48 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             chosen = active
         else:
             chosen = make_sampler(o.sampler, parameter_space, o.seed)
-        emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")), o.seed) \
-            if o.emulate_preemptions else None
-        began = time.time()
-        with stdout_to_stderr():
-            ray = loopback_ray()
-            bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
-            try:
-                init_ray(o, None if emulated is None else emulated.start(), spec.nodes)
-                placement = None if emulated is None else Placement.solve(lifetime, plan.job_s, o.checkpoint_cost_s,
-                                                                           o.restart_cost_s, o.startup_s)
-                report = run_campaign(CampaignConfig(o.budget_runs, work, plan, spec.nodes, replicas=o.replicas,
-                                                     gpus_per_task=1 if o.device == "cuda" else 0),
-                                      chosen, simulation, store, emulated, placement,
-                                      on_stored=None if bar is None else lambda runs: bar.update(min(runs, o.budget_runs)))
-                if o.sampler == "active":
-                    outcome = active.outcome(report.runs, o.budget_runs).to_dict(o.target_within_error)
-            finally:
-                if bar is not None:
-                    bar.close()
-                ray.shutdown()
-                if emulated is not None:
-                    emulated.shutdown()
-                    shutil.rmtree(emulated.shared_dir, ignore_errors=True)
-        lives = emulated.lives if emulated is not None else \
-            [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
-        billed = bill(lives, vms[0], time_scale, time.time())
-        store.end_session(session, billed)  # thrifty serve's campaign bill sums the sessions
-    summary = {"campaign": o.campaign, "resumed": resumed, "pool": o.pool, "instance_type": o.instance_type,
-               "simulation": o.simulation, "engine": o.engine, "time_scale": time_scale, **report.summary(),
+        completed = store.completed()
+        # the active sampler's next points store a batch (and may train): only the budget ends it here
+        already_finished = len(completed) >= o.budget_runs or (
+            o.sampler != "active" and not chosen.next_points(completed, 1))
+        if already_finished:  # nothing to run: no pool started, no session, nothing billed
+            report, billed = report_of(completed), bill([], vms[0], time_scale, time.time())
+            if o.sampler == "active":
+                outcome = active.outcome(completed, o.budget_runs).to_dict(o.target_within_error)
+        else:
+            session = store.begin_session(o.pool, o.instance_type)
+            emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")),
+                                    o.seed) if o.emulate_preemptions else None
+            began = time.time()
+            with stdout_to_stderr():
+                ray = loopback_ray()
+                bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
+                try:
+                    init_ray(o, None if emulated is None else emulated.start(), spec.nodes)
+                    placement = None if emulated is None else Placement.solve(
+                        lifetime, plan.job_s, o.checkpoint_cost_s, o.restart_cost_s, o.startup_s)
+                    report = run_campaign(CampaignConfig(o.budget_runs, work, plan, spec.nodes, replicas=o.replicas,
+                                                         gpus_per_task=1 if o.device == "cuda" else 0),
+                                          chosen, simulation, store, emulated, placement,
+                                          on_stored=None if bar is None else
+                                          lambda runs: bar.update(min(runs, o.budget_runs)))
+                    if o.sampler == "active":
+                        outcome = active.outcome(report.runs, o.budget_runs).to_dict(o.target_within_error)
+                finally:
+                    if bar is not None:
+                        bar.close()
+                    ray.shutdown()
+                    if emulated is not None:
+                        emulated.shutdown()
+                        shutil.rmtree(emulated.shared_dir, ignore_errors=True)
+            lives = emulated.lives if emulated is not None else \
+                [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
+            billed = bill(lives, vms[0], time_scale, time.time())
+            store.end_session(session, billed)  # thrifty serve's campaign bill sums the sessions
+    summary = {"campaign": o.campaign, "resumed": resumed, "already_finished": already_finished, "pool": o.pool, "instance_type": o.instance_type,
+               "simulation": o.simulation,
+               "engine": o.engine if o.simulation == "nanoconfinement" else None,  # the others run no engine
+               "time_scale": time_scale, **report.summary(),
                **billed}
     if outcome is not None:
         summary["active"] = outcome
