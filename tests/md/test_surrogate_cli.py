@@ -106,3 +106,28 @@ def test_folds_too_few_to_train_a_member_on_are_named_before_any_training(run_cl
     code, _, err = run_cli("md", "train-surrogate", "--runs", tmp_path / "runs", "--out", tmp_path / "out",
                            "--members", "2", "--folds", "2")
     _one_line_error(code, err, "with --folds 2 a fold trains on 4 of the 8 runs, and a surrogate of 2 members needs 5")
+
+
+def test_train_surrogate_trains_with_the_threads_asked_for(run_cli, model_dir, tmp_path, monkeypatch):
+    # mutations caught: --threads ignored (torch's default thread count competes with every process
+    # on a shared machine: 30x slower on a loaded 2-core one); --threads 0 taken
+    import thrifty.md.surrogate.calibration as calibration
+    seen, fit = [], calibration.fit_surrogate
+
+    def counting(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(calibration, "fit_surrogate", counting)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        code, _, err = run_cli("md", "train-surrogate", "--runs", model_dir.parent / "runs", "--out", tmp_path / "m",
+                               "--members", "2", "--max-epochs", "5", "--folds", "3", "--threads", "1", "--json")
+        assert code == 0, err
+        assert seen == [1] and torch.get_num_threads() == 2  # restored after
+    finally:
+        torch.set_num_threads(before)
+    code, _, err = run_cli("md", "train-surrogate", "--runs", model_dir.parent / "runs", "--out", tmp_path / "m0",
+                           "--threads", "0")
+    _one_line_error(code, err, "--threads must be at least 1, got 0")

@@ -25,6 +25,8 @@ def train_surrogate(
             help="Wall side of the runs' box, nm (default: the one their summary.json records, else the model's, "
                  "15 nm up to 0.5 M, 10 nm above)")] = None,
         seed: Annotated[int, typer.Option(help="Random seed (0 or more)", min=0)] = 0,
+        threads: Annotated[int | None, typer.Option(
+            help="CPU threads torch trains with (default: this machine's cores; give 1 on a shared one)")] = None,
         json_out: JsonOpt = False) -> None:
     """Train the surrogate ensemble on completed nanoconfinement runs, calibrate its 90% band by
     cross-validation and save it; print its held-out (cross-validated) scores beside the flat
@@ -33,6 +35,9 @@ def train_surrogate(
     from thrifty.md.runs import read_runs, runs_box_nm
     from thrifty.md.surrogate.calibration import fit_surrogate  # torch: a missing extra is named at once
     from thrifty.md.surrogate.ensemble import SurrogateConfig
+    from thrifty.md.torch_physics.threads import available_cores, use_threads
+    if threads is not None and threads < 1:
+        raise ThriftyError(f"--threads must be at least 1, got {threads}")
     if members < 2 or max_epochs < 1 or folds < 2:
         raise ThriftyError("--members must be 2 or more (the spread needs two), --max-epochs positive and "
                            "--folds 2 or more")
@@ -42,7 +47,8 @@ def train_surrogate(
     completed = read_runs(runs)
     box_nm = runs_box_nm(completed, box_nm)
     config = SurrogateConfig(members=members, max_epochs=max_epochs, box_nm=box_nm, seed=seed)
-    ensemble, cv = fit_surrogate(completed, config, folds)
+    with use_threads(threads or available_cores()):  # torch's default competes with every process for the cores
+        ensemble, cv = fit_surrogate(completed, config, folds)
     path = ensemble.save(out)
     scores = cv.scores()
     summary = {"runs": len(completed), "members": members, "best_epochs": ensemble.epochs, "model": str(path),
