@@ -22,7 +22,6 @@ NANO = "nanoconfinement only"
 NANOCONFINEMENT_ONLY = ("h", "zp", "zn", "c", "d_plus", "d_minus", "box_nm", "cutoff_nm", "equilibrate", "tolerance",
                         "relative_tolerance", "cap_steps")
 log = logging.getLogger(__name__)
-SUMMARY = "summary.json"
 STOPPED = {"converged": "converged", "cap": "not converged by --cap-steps", "steps": "as --steps asked"}  # why it stopped
 
 
@@ -39,7 +38,8 @@ def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
     is refused.) Under `thrifty run` a finished run of this same job (`this_run`'s keys equal in
     its summary) is returned instead: a VM taken back after the job ended restarts it, and the
     job is done, not failed."""
-    path = out / SUMMARY
+    from thrifty.md.runs import SUMMARY_FILE
+    path = out / SUMMARY_FILE
     if not path.exists() or force:
         return None
     from thrifty.transient.protocol import under_runner
@@ -50,7 +50,7 @@ def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
             summary = None
         if _holds(summary, this_run):
             return summary
-    raise ThriftyError(f"--out {out} holds a finished run ({SUMMARY}): give --force to replace it, or another --out")
+    raise ThriftyError(f"--out {out} holds a finished run ({SUMMARY_FILE}): give --force to replace it, or another --out")
 
 
 def _run(options, model, settings, out: Path, checkpoint_dir: Path | None, system: str) -> dict:

@@ -32,6 +32,7 @@ from thrifty.md import profiles as prof
 from thrifty.md.engines.outputs import write_final_state, write_params, write_profiles
 from thrifty.md.engines.protocol import Engine, Progress, ReplicaLayout
 from thrifty.md.engines.resume import check_continuation
+from thrifty.md.runs import SUMMARY_FILE
 from thrifty.md.sampling_settings import SamplingSettings
 from thrifty.md.thermo import ThermoLog
 from thrifty.transient.protocol import PREEMPTED_EXIT, JobCheckpoints
@@ -145,6 +146,6 @@ def _finish(engine: Engine, settings: SamplingSettings, layout: ReplicaLayout, p
     write_params(layout, out)  # before profiles.csv: a folder with profiles is a complete run (md.runs)
     if layout.walls:
         summary |= write_profiles(layout, settings, settings.stop_reason(progress.step, p), p, progress.samples, out)
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
+    write_text_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2))
     log.info("replica %d finished at step %d (%d samples): %s", replica, progress.step, progress.samples, out)
     return summary
