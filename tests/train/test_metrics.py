@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from thrifty.records import StepRow
-from thrifty.train.metrics import step_line
+from thrifty.records import EvalRow, RunLog, StepRow
+from thrifty.train.metrics import step_line, summarise
 
 
 def _rows(noise: bool) -> list[StepRow]:
@@ -30,3 +30,14 @@ def test_a_step_that_measured_the_noise_streams_the_ranks_mean_unbiased_estimate
 def test_a_step_without_noise_streams_no_estimates():
     line = json.loads(step_line(_rows(noise=False)))
     assert "grad_sq" not in line and "trace" not in line
+
+
+def test_steps_to_target_counts_the_steps_run_until_the_eval_that_reached_it():
+    # mutation caught: the eval's 0-based step taken as the count (an --until-target run that
+    # stopped after 5 steps said steps 5, steps_to_target 4)
+    steps = [StepRow(step=i, rank=0, num_workers=1, local_batch=8, global_batch=8, step_time_s=0.01) for i in range(5)]
+    log = RunLog(steps=steps, evals=[EvalRow(1, 0.02, 0.5), EvalRow(4, 0.05, 0.95)])
+    summary = summarise(log, world_size=1, global_batch=8, split=[8], adjustments=0, target=0.9, wall_time_s=0.06,
+                        policy="uniform", workload="w", metric_name="accuracy", steps_per_epoch=5)
+    assert summary["steps"] == summary["steps_to_target"] == 5
+    assert summary["time_to_target_s"] == pytest.approx(0.05)

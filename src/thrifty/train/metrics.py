@@ -67,7 +67,7 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
         "metric_name": metric_name, "target_metric": target, "higher_is_better": higher_is_better,
         "final_metric": log.evals[-1].metric if log.evals else float("nan"),
         "time_to_target_s": reached.train_time_s if reached else None,
-        "steps_to_target": reached.step if reached else None,
+        "steps_to_target": reached.step + 1 if reached else None,  # an eval's step is 0-based: the steps run by then
         "final_batch_sizes": list(split), "adjustments": adjustments,
         "wait_fraction": waits / busy if busy else 0.0,
         "controller_overhead_fraction": statistics.fmean(controller) if controller else 0.0,
