@@ -85,7 +85,8 @@ def test_thrifty_train_as_its_own_process_leaves_no_temporary_folder(tmp_path, s
 def test_a_run_folder_with_an_earlier_runs_checkpoints_is_kept_unless_forced(run_cli, tmp_path):
     # mutations caught: a fresh run deleting the earlier run's checkpoints without a word (the check
     # removed); a resume of a run whose --steps are done reporting success (steps 50 of 40); a
-    # resumed run that moved its global batch summarised at the new B alone (3 epochs for --epochs 2)
+    # resumed run that moved its global batch summarised at the new B alone (3 epochs for --epochs 2);
+    # a resume of a run whose --epochs are done training on or reporting success
     run, db = tmp_path / "run", tmp_path / "t.db"
     code, _, err = run_cli("train", "--global-batch", "64", "--steps", "10", "--checkpoint-every", "5",
                            "--run-dir", run, "--db", db, "--json")
@@ -109,10 +110,33 @@ def test_a_run_folder_with_an_earlier_runs_checkpoints_is_kept_unless_forced(run
     samples = 10 * 64 + (size - 10 * 64) // 128 * 128
     assert summary["epochs"] == pytest.approx(samples / (size // 128 * 128))
     assert summary["samples_per_s"] == pytest.approx(samples / summary["train_time_s"])
+    # its epoch is done: a resume for the same --epochs is refused and leaves the folder as it was
+    done = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    code, _, err = run_cli("train", "--resume", "--epochs", "1", "--global-batch", "128", "--run-dir", run,
+                           "--db", db)
+    assert code == 2 and ": --epochs 1 is done" in err and len(err.strip().splitlines()) == 1, err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == done
     code, _, err = run_cli("train", "--force", "--steps", "3", "--checkpoint-every", "0", "--run-dir", run,
                            "--db", db)
     assert code == 0, err
     assert [p.name for p in run.glob("ckpt-*.bin")] == ["ckpt-000001.bin"]
+
+
+@pytest.mark.timeout(300)
+def test_a_resume_whose_epochs_are_done_is_refused_and_leaves_the_folder_as_it_was(run_cli, tmp_path):
+    # mutations caught: the --epochs check removed (the resume reported success, training nothing);
+    # the log cut back to the checkpoint before the refusal (steps.csv lost its rows past step 5)
+    run, db = tmp_path / "run", tmp_path / "t.db"
+    code, _, err = run_cli("train", "--global-batch", "64", "--steps", "10", "--checkpoint-every", "5",
+                           "--run-dir", run, "--db", db)
+    assert code == 0, err
+    sorted(run.glob("ckpt-*.bin"))[-1].unlink()  # step 10's: the newest left is step 5's, the log ahead of it
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    # 0.1 of 22 steps of 64 an epoch: 3 steps, done by step 5
+    code, _, err = run_cli("train", "--resume", "--epochs", "0.1", "--global-batch", "64", "--run-dir", run,
+                           "--db", db)
+    assert code == 2 and "is at step 5: --epochs 0.1 is done" in err and len(err.strip().splitlines()) == 1, err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.timeout(300)

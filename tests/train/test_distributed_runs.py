@@ -60,8 +60,9 @@ def test_batchnorm_workload_with_an_unequal_split_matches_one_process(tmp_path):
             assert torch.allclose(single[name], split[name], rtol=1e-4, atol=1e-6), name
 
 
-@pytest.mark.timeout(300)
-def test_two_torchrun_nodes_end_with_identical_parameters(tmp_path):
+def _two_torchrun_nodes(tmp_path: Path, rdzv_id: str, args: list[str]) -> tuple[list[int], list[tuple[str, str]]]:
+    """`thrifty train ARGS` as two torchrun "nodes" of one rank each on loopback, each node with its
+    run folder tmp_path/node<k> and database; their return codes and (stdout, stderr)."""
     torchrun = Path(sys.executable).parent / "torchrun"
     assert torchrun.is_file(), "torchrun is not installed next to this Python"
     port = free_loopback_port()
@@ -70,11 +71,9 @@ def test_two_torchrun_nodes_end_with_identical_parameters(tmp_path):
     nodes = []
     for node in range(2):
         command = [str(torchrun), "--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}",
-                   "--rdzv-backend=c10d", "--rdzv-id=two-nodes", f"--rdzv-endpoint=127.0.0.1:{port}",
-                   "-m", "thrifty.train", "--policy", "dynamic", "--global-batch", "64", "--b-max", "64",
-                   "--slowdown", "1,4", "--adjust-every", "2", "--steps", "30", "--eval-every", "1000",
-                   "--checkpoint-every", "0", "--run-dir", str(tmp_path / f"node{node}"),
-                   "--db", str(tmp_path / f"node{node}.db"), "--json"]
+                   "--rdzv-backend=c10d", f"--rdzv-id={rdzv_id}", f"--rdzv-endpoint=127.0.0.1:{port}",
+                   "-m", "thrifty.train", *args, "--eval-every", "1000", "--checkpoint-every", "0",
+                   "--run-dir", str(tmp_path / f"node{node}"), "--db", str(tmp_path / f"node{node}.db"), "--json"]
         nodes.append(subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, start_new_session=True))
     outputs = []
@@ -85,7 +84,15 @@ def test_two_torchrun_nodes_end_with_identical_parameters(tmp_path):
         for proc in nodes:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
-    assert [p.returncode for p in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    return [proc.returncode for proc in nodes], outputs
+
+
+@pytest.mark.timeout(300)
+def test_two_torchrun_nodes_end_with_identical_parameters(tmp_path):
+    codes, outputs = _two_torchrun_nodes(tmp_path, "two-nodes", [
+        "--policy", "dynamic", "--global-batch", "64", "--b-max", "64", "--slowdown", "1,4", "--adjust-every", "2",
+        "--steps", "30"])
+    assert codes == [0, 0], [err[-2000:] for _, err in outputs]
     summary = json.loads(outputs[0][0])  # node 0 holds rank 0
     assert summary["workers"] == 2 and summary["steps"] == 30
     # the split moved toward the fast rank: over the second half rank 1 (4x slower) mostly gets
@@ -97,3 +104,21 @@ def test_two_torchrun_nodes_end_with_identical_parameters(tmp_path):
     assert len(slow_rank) == 15 and statistics.median(slow_rank) < 32, slow_rank
     digests = summary["parameter_digests"]
     assert len(digests) == 2 and digests[0] == digests[1]
+
+
+@pytest.mark.timeout(600)
+def test_torchrun_nodes_resumed_at_another_batch_stop_at_the_same_step(tmp_path):
+    # mutation caught: the stop step counted from the checkpoint on rank 0 alone (the other node's
+    # rank, which gets the checkpoint through rank 0, counted a fresh run's 11 steps at B = 128 and
+    # left rank 0 waiting in its next all-reduce)
+    codes, outputs = _two_torchrun_nodes(tmp_path, "first", ["--global-batch", "64", "--b-max", "64",
+                                                              "--epochs", "0.5"])
+    assert codes == [0, 0], [err[-2000:] for _, err in outputs]
+    assert json.loads(outputs[0][0])["steps"] == 11  # half of 1,437 samples' 22 steps of 64
+    codes, outputs = _two_torchrun_nodes(tmp_path, "resumed", ["--resume", "--global-batch", "128", "--b-max", "128",
+                                                                "--epochs", "1"])
+    assert codes == [0, 0], [err[-2000:] for _, err in outputs]
+    summary = json.loads(outputs[0][0])
+    # epoch 0 goes on at 128 from sample 704: floor(733 / 128) = 5 more steps
+    assert summary["steps"] == 16 and summary["global_batch"] == 128
+    assert summary["parameter_digests"][0] == summary["parameter_digests"][1]

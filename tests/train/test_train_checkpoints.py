@@ -9,7 +9,7 @@ import pytest
 from thrifty.checkpoint_file import CheckpointError, load_state
 from thrifty.records import RunLog
 from thrifty.train.trainer import TrainConfig, run_training
-from thrifty.transient.protocol import FALLBACK_LOG, checkpoint_files
+from thrifty.transient.protocol import ENV_DIR, FALLBACK_LOG, checkpoint_files
 
 BASE = TrainConfig(workers=2, global_batch=64, policy="uniform", b_max=64, progress=False, timeout_s=240,
                    eval_every=1000)
@@ -62,3 +62,19 @@ def test_another_workload_is_refused_before_anything_starts(tmp_path):
     check_resumable(check_config(replace(BASE, global_batch=32, steps=5, resume=True, run_dir=tmp_path), 8))
     with pytest.raises(CheckpointError, match="is a checkpoint of builtin:digits, not of builtin:tabular"):
         run_training(replace(BASE, workload="builtin:tabular", steps=5, resume=True, run_dir=tmp_path))
+
+
+def test_a_resumed_run_with_nothing_left_is_refused_unless_thrifty_run_restarted_it(tmp_path, monkeypatch):
+    # mutations caught: a fresh run (step 0) or one with steps left refused; the refusal made under
+    # thrifty run too (a VM taken back just after the job ended would fail a finished job)
+    from thrifty.train.checkpoint import check_work_left
+    monkeypatch.delenv(ENV_DIR, raising=False)
+    config = TrainConfig(run_dir=tmp_path, epochs=2.0)
+    check_work_left(config, 0, 44)
+    check_work_left(config, 43, 44)
+    with pytest.raises(CheckpointError, match="is at step 44: --epochs 2 is done; ask for more"):
+        check_work_left(config, 44, 44)
+    with pytest.raises(CheckpointError, match="is at step 50: --steps 40 is done"):
+        check_work_left(replace(config, steps=40), 50, 40)
+    monkeypatch.setenv(ENV_DIR, str(tmp_path / "ck"))
+    check_work_left(config, 44, 44)

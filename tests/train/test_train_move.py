@@ -125,6 +125,15 @@ def test_epochs_count_passes_over_the_data_across_a_move():
     assert total_steps(replace(config, steps=50), 1437, 32, at=(40, 1, 64)) == 50  # --steps: total
 
 
+@pytest.mark.parametrize("epochs", [0.05, 0.5, 1.0, 1.5, 2.0, 3.7])
+@pytest.mark.parametrize("batch", [16, 64, 128, 1437])
+def test_a_fresh_state_counts_as_a_fresh_run(epochs, batch):
+    # every rank counts its stop step from the state it holds, at=(0, 0, 0) on a fresh start: the
+    # count must be a fresh run's (mutation caught: a formula that counts (0, 0, 0) as a resume)
+    config = replace(BASE, steps=None, epochs=epochs)
+    assert total_steps(config, 1437, batch, at=(0, 0, 0)) == total_steps(config, 1437, batch)
+
+
 @pytest.mark.timeout(900)  # over 300 s in a loaded suite, 252 s alone at load average 12
 def test_a_run_moved_three_times_uses_each_sample_once_and_learns_like_an_unmoved_one(tmp_path):
     """(2, 64) -> (1, 128) -> (3, 96) -> (2, 32), 4 epochs of builtin:digits, against 4 epochs

@@ -82,13 +82,24 @@ def check_resumable(config: TrainConfig) -> int | None:
 
 
 def check_steps_left(config: TrainConfig, saved_step: int | None) -> None:
-    """A --resume whose --steps are done is refused (it reported success at step 50 of 40); a
-    runner's restart of a job that ended just then is no error. Call it holding the run directory,
+    """A --resume whose --steps are done is refused before any rank starts (it reported success at
+    step 50 of 40); a runner's restart of a job that ended just then is no error. The local launcher
+    calls it; under torchrun check_work_left does the same on every rank. Call it holding the run directory,
     so that a folder in use says so first (the step is check_resumable's, read just before: a run
-    that ended in between makes it stale). An --epochs run that is done is not caught here."""
+    that ended in between makes it stale). An --epochs run that is done is caught by check_work_left."""
     if saved_step is not None and config.steps is not None and saved_step >= config.steps and not under_runner():
         raise CheckpointError(f"the run in {config.run_dir} is at step {saved_step}: --steps {config.steps} "
                               f"is done; give --steps above {saved_step} to train on")
+
+
+def check_work_left(config: TrainConfig, step: int, stop_step: int) -> None:
+    """A resumed run with nothing left to train (its --epochs done, which needs the workload's size to
+    tell: check_steps_left cannot) is refused; every rank calls it on the same state and refuses
+    alike, so none waits for another. A runner's restart of a job that ended just then is no error."""
+    if 0 < stop_step <= step and not under_runner():
+        asked = f"--steps {config.steps}" if config.steps is not None else f"--epochs {config.epochs or 1.0:g}"
+        raise CheckpointError(f"the run in {config.run_dir} is at step {step}: {asked} is done; ask for more "
+                              "to train on")
 
 
 class EarlierRunCheckpoints(CheckpointError):
@@ -186,8 +197,9 @@ def load_optimizer(optimizer: torch.optim.Optimizer, saved_state: dict, moved: b
             group.update(hyper)
 
 
-def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume_from: Path | None) -> None:
-    """Every rank calls it: continue from rank 0's `resume_from` (nothing happens for None)."""
+def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume_from: Path | None) -> dict | None:
+    """Every rank calls it: continue from rank 0's `resume_from` (nothing happens for None); where
+    the checkpoint's log stood (None without one), for resume_log once the run is known to train on."""
     saved, error = None, None
     if rank == 0 and resume_from is not None:
         try:
@@ -202,7 +214,7 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
     if error:
         raise CheckpointError(error)
     if saved is None:
-        return
+        return None
     moved = saved["global_batch"] != state.policy.global_batch
     state.model.load_state_dict(saved["model"])
     load_optimizer(state.own_optimizer(), saved["optimizer"], moved)
@@ -229,8 +241,17 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
         torch.manual_seed(seed)
         np.random.seed(seed % 2**32)
         random.seed(seed)
-    if rank == 0 and "log_bytes" in saved:  # the log's files cut back to the checkpoint's lengths
+    return {"log_bytes": saved["log_bytes"]} if "log_bytes" in saved else {}  # not the whole checkpoint: memory
+
+
+def resume_log(state: RankState, config: TrainConfig, rank: int, saved: dict | None) -> None:
+    """Rank 0's log continues from where restore's checkpoint left it (`saved`): its files cut back
+    to the checkpoint's lengths. Called once the resumed run is known to train on, so that a refused
+    resume (check_work_left) leaves the folder as it was."""
+    if rank != 0 or saved is None:
+        return
+    if "log_bytes" in saved:
         state.log = RunLog.resume(config.run_dir, saved["log_bytes"])
-    elif rank == 0:  # a checkpoint of an older version: its rows, rewritten at the next checkpoint
+    else:  # a checkpoint of an older version: its rows, rewritten at the next checkpoint
         state.log = RunLog.read(config.run_dir)
         state.log.truncate(state.step - 1)

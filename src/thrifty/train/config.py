@@ -85,7 +85,8 @@ def total_steps(config: TrainConfig, train_size: int, global_batch: int,
     when E epochs are done, counting the epochs (and the part of the current one) already done,
     whatever their global batch, with the steps still to go counted at the new B: the rest of
     the current epoch (floor((N - offset) / B) steps), then floor(N / B) per epoch, the last one
-    cut at its fraction. Without a move this is exactly E x floor(N / B) rounded up, as before.
+    cut at its fraction. Without a move this is exactly E x floor(N / B) rounded up, as before, and
+    `at` = (0, 0, 0), a fresh start, gives what no `at` gives.
     """
     if config.steps is not None:
         return config.steps

@@ -37,10 +37,12 @@ from thrifty.train.batches import batch_source
 from thrifty.train.checkpoint import (
     check_resumable,
     check_steps_left,
+    check_work_left,
     checkpoint_dir,
     checkpoint_store,
     choose_checkpoint,
     restore,
+    resume_log,
     save_checkpoint,
     under_runner,
 )
@@ -72,7 +74,10 @@ def _all_gather_values(values: list[float], rank: int, world: int, device: torch
     return buffer.tolist()
 
 
-def _setup(config: TrainConfig, rank: int, world: int, workload, resume_from: Path | None) -> RankState:
+def _setup(config: TrainConfig, rank: int, world: int, workload,
+           resume_from: Path | None) -> tuple[RankState, dict | None]:
+    """The rank's state, continued from rank 0's checkpoint `resume_from` if given, and where that
+    checkpoint's log stood (restore; the log is resumed later, by resume_log)."""
     global_batch = global_batch_for(config.global_batch, workload)
     runtime = Runtime.for_rank(config.device, config.precision)
     runtime.activate()
@@ -91,8 +96,7 @@ def _setup(config: TrainConfig, rank: int, world: int, workload, resume_from: Pa
     state = fresh_state(workload, even_split(global_batch, world), seed=config.seed, policy=policy,
                         model=model, runtime=runtime, total_samples=0.0,
                         loader=batch_source(workload, runtime, config.loader_workers))
-    restore(state, config, rank, world, resume_from)
-    return state
+    return state, restore(state, config, rank, world, resume_from)
 
 
 def _evaluate(state: RankState, workload, rank: int, world: int) -> float:
@@ -126,7 +130,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     {"preempted_at_step": S} after a preemption notice. `resume_from` is rank 0's checkpoint to
     continue from; `signals` the launcher's shared counters of the runner's signals."""
     workload = load_workload(config.workload)
-    state = _setup(config, rank, world_size, workload, resume_from)
+    state, saved = _setup(config, rank, world_size, workload, resume_from)
     resumed_at = state.step if resume_from is not None else None  # rank 0 writes the summary
     agreed = AgreedSignals(signals, rank)
     store = checkpoint_store(config) if rank == 0 else None
@@ -134,8 +138,13 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         store.working()  # restored: under `thrifty run`, the restart's cost ends here
     finished = False
     target = workload.target_metric if config.target is None else config.target
+    # from the state every rank holds (torchrun's other ranks get rank 0's checkpoint through restore,
+    # with no resume_from of their own: they had counted a resumed run that moved its batch as a
+    # fresh one and stopped at another step); a fresh state, (0, 0, 0), counts as a fresh run
     steps = total_steps(config, workload.train_size, state.policy.global_batch,
-                        at=(state.step, state.epoch, state.sample_offset) if resume_from is not None else None)
+                        at=(state.step, state.epoch, state.sample_offset))
+    check_work_left(config, state.step, steps)
+    resume_log(state, config, rank, saved)
     # the schedule's horizon: the samples seen so far and those of the steps still to go (a fresh
     # run: steps x B; a resume without a move: the same; after a move, at the new B)
     state.total_samples = float(state.samples_seen + max(steps - state.step, 0) * state.policy.global_batch)
@@ -263,9 +272,11 @@ def train_torchrun_rank(config: TrainConfig) -> dict | None:
     with torchrun_group(config.device) as (rank, world), notice_on_sigterm() as signals:
         config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
                               max_workers=max(world, 1))
-        saved_step = check_resumable(config) if rank == 0 else None
+        if rank == 0:
+            check_resumable(config)
+        # a run whose --steps are done is refused by check_work_left, on every rank alike: rank 0
+        # refusing alone (check_steps_left) left its peers waiting in restore's broadcast
         with hold_run_dir(config.run_dir) if rank == 0 else contextlib.nullcontext():
-            check_steps_left(config, saved_step)
             resume_from = choose_checkpoint(config) if rank == 0 else None
             summary = train_rank(rank, world, config, resume_from, signals)
     if rank != 0:
