@@ -4,6 +4,7 @@ driver, first driving the sampler by hand (a fake surrogate whose uncertainty an
 known), then on Ray (127.0.0.1 only) with the real ensemble, shrunk. The simulation is the analytic
 stand-in profiles of standin_profiles.py written as campaign run folders: no MD."""
 
+import json
 import logging
 import os
 import sqlite3
@@ -168,6 +169,32 @@ def test_bad_active_options_are_one_line_and_exit_2(tmp_path, capsys, extra, rea
     err = capsys.readouterr().err.strip()
     assert code == 2 and reason in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "c.db").exists()
+
+
+def test_an_active_campaign_that_met_its_target_starts_no_pool_when_run_again(tmp_path, capsys, monkeypatch):
+    # mutation caught: only the budget taken as the active campaign's end (a rerun of one stopped at
+    # its target started Ray and the pool, found no point to run and billed their start-up)
+    from thrifty.md.campaign import sweep
+    from thrifty.md.surrogate import active_sweep
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("the pool was started for a finished campaign")
+
+    monkeypatch.setattr(sweep, "init_ray", no_pool)
+    monkeypatch.setattr(active_sweep.ActiveSampler, "outcome",
+                        lambda self, completed, budget: active_sweep.Outcome("target", None))
+    space, db = tmp_path / "space.toml", tmp_path / "c.db"
+    space.write_text("[h_nm]\nmin = 3.0\nmax = 4.0\n[c_molar]\nmin = 0.3\nmax = 0.9\n")
+    options = sweep.SweepOptions(space, 20, db=db, sampler="active")
+    with CampaignStore(db, "default") as store:
+        store.begin(sweep.request(options, parse_space(space.read_text()).to_dict(), sweep.run_settings(options)))
+        for point in RandomSampler(parse_space(space.read_text()), 0).next_points([], 10):
+            store.record_run(point_key(point), point, {"steps": 100, "converged": True}, 1, 0.0)
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "20", "--db", str(db), "--sampler", "active",
+                 "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["already_finished"] is True and report["completed"] == 10
+    assert report["active"]["stopped"] == "target" and report["node_hours_model"] == 0
 
 
 def test_a_space_without_the_surrogates_parameters_is_refused():

@@ -109,6 +109,8 @@ def test_a_finished_campaign_starts_no_pool_and_bills_nothing(tmp_path, capsys, 
     assert report["node_hours_model"] == 0 and report["cost_at_on_demand_usd"] == 0 and report["engine"] is None
     with CampaignStore(db, "default") as store:
         assert store.sessions() == []
+    main(["md", "sweep", "--space", str(space), "--budget-runs", str(budget), "--db", str(db), "--simulation", "standin"])
+    assert "campaign 'default' had finished already: nothing ran, no pool started" in capsys.readouterr().out
 
 
 def test_a_database_or_work_folder_that_cannot_serve_is_one_line_before_ray_starts(tmp_path, capsys):

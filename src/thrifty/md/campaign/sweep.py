@@ -269,9 +269,11 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
         else:
             chosen = make_sampler(o.sampler, parameter_space, o.seed)
         completed = store.completed()
-        # the active sampler's next points store a batch (and may train): only the budget ends it here
-        already_finished = len(completed) >= o.budget_runs or (
-            o.sampler != "active" and not chosen.next_points(completed, 1))
+        if o.sampler == "active":  # its next points would store a batch: its outcome says whether it met its target
+            already_finished = len(completed) >= o.budget_runs or \
+                active.outcome(completed, o.budget_runs).stopped == "target"
+        else:
+            already_finished = len(completed) >= o.budget_runs or not chosen.next_points(completed, 1)
         if already_finished:  # nothing to run: no pool started, no session, nothing billed
             report, billed = report_of(completed), bill([], vms[0], time_scale, time.time())
             if o.sampler == "active":
