@@ -16,7 +16,7 @@ from thrifty.md.campaign.store import CampaignStore
 from thrifty.md.campaign.sweep import SweepOptions
 from thrifty.md.space import parse_space
 from thrifty.transient.registry import load_model
-from thrifty.transient.schedule import Job, plan_schedule
+from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
 
 SPACE = "[h]\nmin = 3.0\nmax = 4.0\npoints = 2\n[zp]\nvalues = [1, 2, 3]\n"
 
@@ -229,10 +229,18 @@ def test_each_sweep_session_keeps_its_bill_and_serve_sums_the_ended_ones(tmp_pat
 def test_checkpoints_follow_the_dp_schedule_of_the_model_and_the_node_age(tmp_path):
     _, model = load_model("gcp-2019")
     plan = CheckpointPlan(model, 3 * 3600, time_scale=3600.0)
+    young = young_interval_s(60.0, model.mean())
     for age_h in (0.0, 5.0):
-        dp = plan_schedule(model, Job(3 * 3600, 60.0, 60.0), "dp", age_h * 3600).intervals_s[:-1]
-        assert plan.intervals_wall_s(age_h * 3600) == pytest.approx([w / 3600 for w in dp])
+        dp = plan_schedule(model, Job(3 * 3600, 60.0, 60.0), "dp", age_h * 3600).intervals_s
+        # the DP's checkpoints, then, past the run's expected end, Young's interval
+        assert plan.intervals_wall_s(age_h * 3600) == pytest.approx(
+            [w / 3600 for w in [*dp[:-1], max(dp[-1], young), young]])
     assert plan.intervals_wall_s(0.0) != plan.intervals_wall_s(5 * 3600)  # young VMs checkpoint sooner
+    # a run the DP plans as one interval (no checkpoint) that outlasts it is still asked for them
+    # (mutation caught: the DP's intervals alone: none, however long the run went on)
+    short = CheckpointPlan(model, 600, time_scale=3600.0)
+    assert len(plan_schedule(model, Job(600, 60.0, 60.0), "dp").intervals_s) == 1
+    assert short.intervals_wall_s(0.0) == pytest.approx([young / 3600, young / 3600])
     now = [0.0]
     checkpoints = ScheduledCheckpoints(tmp_path / "ck", [3.0, 5.0], clock=lambda: now[0])
     saved_at = []

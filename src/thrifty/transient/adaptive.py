@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from thrifty.transient.lifetimes import LifetimeModel
-from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
+from thrifty.transient.schedule import Job, plan_schedule, with_young_tail, young_interval_s
 
 REPLAN_CHANGE = 0.1  # relative move of a measured median that plans the intervals again
 
@@ -49,10 +49,7 @@ class AdaptiveSchedule:
         job = Job(self.work_s * scale, checkpoint_cost_s * scale, restart_cost_s * scale, restart_ages_vm=True)
         planned = plan_schedule(self.model, job, "dp").intervals_s
         young = young_interval_s(checkpoint_cost_s * scale, self.model.mean())
-        # the last planned interval ends at the job's stated end, which needs no checkpoint; a job
-        # that outlasts its stated work is asked at Young's interval from then on (it had been
-        # asked nothing more: 0 checkpoints in 16 h of a job stated as 0.5 h)
-        return [i / scale for i in [*planned[:-1], max(planned[-1], young), young]]
+        return [i / scale for i in with_young_tail(planned, young)]
 
     def adopt(self, checkpoint_cost_s: float, restart_cost_s: float, intervals_s: list[float]) -> None:
         self.checkpoint_cost_s, self.restart_cost_s, self.intervals_s = checkpoint_cost_s, restart_cost_s, intervals_s

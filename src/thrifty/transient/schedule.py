@@ -65,6 +65,14 @@ def young_interval_s(checkpoint_cost_s: float, mttf_s: float) -> float:
     return math.sqrt(2.0 * checkpoint_cost_s * mttf_s)
 
 
+def with_young_tail(planned_s: list[float], young_s: float) -> list[float]:
+    """A planned schedule's intervals for a job that may outlast its stated work: the plan's last
+    interval ends at the stated end, which needs no checkpoint, so from then on the job is asked at
+    Young's interval (the last entry repeats). Without the tail a job planned as one interval was
+    asked for no checkpoint however long it ran (0 checkpoints in 16 h of a job stated as 0.5 h)."""
+    return [*planned_s[:-1], max(planned_s[-1], young_s), young_s]
+
+
 def daly_interval_s(checkpoint_cost_s: float, mttf_s: float) -> float:
     """Daly (2006) eq. 37: sqrt(2 delta M) [1 + sqrt(delta/2M)/3 + (delta/2M)/9] - delta, or M."""
     if checkpoint_cost_s >= 2.0 * mttf_s:

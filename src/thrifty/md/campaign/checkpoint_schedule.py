@@ -4,9 +4,9 @@
 ScheduledCheckpoints is transient.protocol.JobCheckpoints whose `due()` follows the model-aware
 DP schedule (transient.schedule.plan_schedule) of the pool's lifetime model, for a job of the
 expected length started on a VM of the node's age, in scaled time: `time_scale` model seconds per
-wall second (3600: one simulated hour is one real second). After the schedule's intervals the
-last one repeats, and a run the DP gives no checkpoint asks for none even if it outlasts the
-expected length (unlike `thrifty run`, which continues at Young's interval: transient.adaptive).
+wall second (3600: one simulated hour is one real second). A run that outlasts the expected length
+is asked at Young's interval after the schedule's intervals, as `thrifty run` asks
+(transient.schedule.with_young_tail; a run the DP planned as one interval had asked for none).
 Each attempt also writes `attempts/NNN.json` (when it
 began, the step it resumed from, its last chunk and last save) for the campaign's lost-work count.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from thrifty.io import write_text_atomic
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.protocol import JobCheckpoints
-from thrifty.transient.schedule import Job, plan_schedule
+from thrifty.transient.schedule import Job, plan_schedule, with_young_tail, young_interval_s
 
 
 @dataclass(frozen=True)
@@ -35,15 +35,16 @@ class CheckpointPlan:
     time_scale: float = 3600.0  # model seconds per wall second
 
     def intervals_wall_s(self, vm_age_s: float = 0.0) -> list[float]:
-        """Wall seconds between checkpoints on a VM of model age `vm_age_s` (empty: none)."""
+        """Wall seconds between checkpoints on a VM of model age `vm_age_s` (the last repeats)."""
         return _dp_intervals_wall_s(self, round(min(max(vm_age_s, 0.0), 0.99 * self.model.t_end), -2))
 
 
 @functools.lru_cache(maxsize=64)
 def _dp_intervals_wall_s(plan: CheckpointPlan, vm_age_s: float) -> list[float]:
     job = Job(plan.job_s, plan.checkpoint_cost_s, plan.restart_cost_s)
-    # every segment but the last ends in a checkpoint (transient.schedule)
-    return [w / plan.time_scale for w in plan_schedule(plan.model, job, "dp", vm_age_s).intervals_s[:-1]]
+    planned = plan_schedule(plan.model, job, "dp", vm_age_s).intervals_s
+    young = young_interval_s(plan.checkpoint_cost_s, plan.model.mean())
+    return [w / plan.time_scale for w in with_young_tail(planned, young)]
 
 
 class ScheduledCheckpoints(JobCheckpoints):
