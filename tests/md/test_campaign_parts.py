@@ -340,3 +340,20 @@ def test_a_simulation_error_without_a_message_is_named_by_its_type():
     from thrifty.md.campaign.runner import first_line
     assert first_line(MemoryError()) == "MemoryError"
     assert first_line(ValueError("no convergence\nat step 40")) == "no convergence"
+
+
+def test_ray_output_keeps_stdout_for_the_report_and_sends_the_emulated_pools_deaths_to_the_debug_log(capfd, caplog):
+    # mutation caught: the emulated pool's node deaths printed (Ray's 20-line raylet dumps on stderr,
+    # every preemption) or, on a real cluster, hidden
+    import logging
+
+    from thrifty.md.campaign.sweep import ray_output
+    with caplog.at_level(logging.DEBUG, logger="thrifty.md.campaign.sweep"):
+        with ray_output(emulated=True):
+            print("(raylet) node 1 is dead")
+            print("no newline", end="")
+        with ray_output(emulated=False):
+            print("(raylet) node 2 is dead")
+    out, err = capfd.readouterr()
+    assert out == "" and "node 2 is dead" in err and "node 1" not in err and "no newline" not in err
+    assert "ray: (raylet) node 1 is dead" in caplog.text and "ray: no newline" in caplog.text

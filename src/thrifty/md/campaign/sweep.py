@@ -11,6 +11,7 @@ what the campaign took) unless preemptions are emulated, where a model hour pass
 """
 
 import contextlib
+import io
 import logging
 import math
 import os
@@ -174,19 +175,46 @@ def request(o: SweepOptions, space: dict, given: dict[str, Any]) -> dict[str, An
 
 
 @contextlib.contextmanager
-def stdout_to_stderr() -> Iterator[None]:
+def ray_output(emulated: bool) -> Iterator[None]:
     """Ray prints its nodes' deaths on stdout (from Python and from its C++ core): keep stdout for
-    the report by pointing file descriptor 1 at stderr meanwhile."""
+    the report by pointing file descriptor 1 at stderr meanwhile. On the emulated pool, whose node
+    deaths are the preemptions it causes and counts, what Ray prints from Python (a 20-line raylet
+    state dump a node) goes to the debug log instead (`thrifty -vv` shows it)."""
     sys.stdout.flush()
     saved = os.dup(1)
     os.dup2(2, 1)
     try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
+        with contextlib.redirect_stdout(LinesToDebugLog() if emulated else sys.stderr):
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+class LinesToDebugLog(io.TextIOBase):
+    """A text stream whose lines go to this module's debug log."""
+
+    def __init__(self) -> None:
+        self._partial = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            if line.strip():
+                log.debug("ray: %s", line)
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial.strip():
+            log.debug("ray: %s", self._partial)
+        self._partial = ""
 
 
 def init_ray(o: SweepOptions, emulated_address: str | None, nodes: int) -> None:
@@ -283,7 +311,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")),
                                     o.seed) if o.emulate_preemptions else None
             began = time.time()
-            with stdout_to_stderr():
+            with ray_output(emulated is not None):
                 ray = loopback_ray()
                 bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
                 try:
