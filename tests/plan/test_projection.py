@@ -226,9 +226,11 @@ def test_plan_json_describes_a_launchable_choice(profiled_db, run_cli, tmp_path)
     lo, hi = best["predicted_time_interval_s"]
     assert lo <= best["predicted_time_s"] <= hi
     assert best["predicted_time_s"] >= best["startup_s"] > 0
-    # digits: 1,438 training images; the launch trains to the target, capped at the interval's top
+    # digits: 1,438 training images; the launch trains to the target, capped at twice the interval's
+    # top (mutation caught: the cap at the top itself, which a run of another seed passed short of the
+    # target: 2.27 epochs where 2.75 were needed)
     assert best["predicted_epochs"] == pytest.approx(best["steps"] * best["global_batch"] / 1438)
-    assert best["until_target"] and best["epochs"] >= best["predicted_epochs"]
+    assert best["until_target"] and best["epochs"] >= 2 * best["predicted_epochs"]
 
 
 @pytest.fixture(scope="module")
