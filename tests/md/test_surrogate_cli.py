@@ -105,7 +105,19 @@ def test_folds_too_few_to_train_a_member_on_are_named_before_any_training(run_cl
         write_run(tmp_path / "runs" / run.name, run)
     code, _, err = run_cli("md", "train-surrogate", "--runs", tmp_path / "runs", "--out", tmp_path / "out",
                            "--members", "2", "--folds", "2")
-    _one_line_error(code, err, "with --folds 2 a fold trains on 4 of the 8 runs, and a surrogate of 2 members needs 5")
+    _one_line_error(code, err, "trains on at least 5 (a surrogate of 2 members): with 8 runs give --folds 3 to 4")
+    # too few runs for any folds: the refusal names how many (it had sent 6 runs' users from --folds
+    # 2 to 6 to 5 and back, each refusal asking for another)
+    import shutil
+    for extra in sorted((tmp_path / "runs").iterdir())[6:]:
+        shutil.rmtree(extra)
+    for folds in ("2", "3", "5"):
+        code, _, err = run_cli("md", "train-surrogate", "--runs", tmp_path / "runs", "--out", tmp_path / "out",
+                               "--members", "2", "--folds", folds)
+        _one_line_error(code, err, "6 runs are too few for any --folds (at least 8)")
+    code, _, err = run_cli("md", "train-surrogate", "--runs", tmp_path / "runs", "--out", tmp_path / "out",
+                           "--folds", "0")
+    _one_line_error(code, err, "--folds must be 2 or more, got 0")
 
 
 def test_train_surrogate_trains_with_the_threads_asked_for(run_cli, model_dir, tmp_path, monkeypatch):

@@ -38,9 +38,10 @@ def train_surrogate(
     from thrifty.md.torch_physics.threads import available_cores, use_threads
     if threads is not None and threads < 1:
         raise ThriftyError(f"--threads must be at least 1, got {threads}")
-    if members < 2 or max_epochs < 1 or folds < 2:
-        raise ThriftyError("--members must be 2 or more (the spread needs two), --max-epochs positive and "
-                           "--folds 2 or more")
+    for name, value, least, why in (("--members", members, 2, " (the spread needs two)"),
+                                    ("--max-epochs", max_epochs, 1, ""), ("--folds", folds, 2, "")):
+        if value < least:
+            raise ThriftyError(f"{name} must be {least} or more{why}, got {value}")
     if box_nm is not None and not box_nm > 0:
         raise ThriftyError(f"--box-nm must be a positive number, got {box_nm:g}")
     check_writable_dir(out, "--out")

@@ -52,14 +52,23 @@ class CrossValidation:
         return float(np.quantile(ratio[mask], level))
 
 
+def _folds_work(runs: int, k: int, need: int) -> bool:
+    """Whether k folds of `runs` hold out at least 2 runs each and train on at least `need` (the
+    largest fold held out)."""
+    return k >= 2 and runs >= 2 * k and runs - -(-runs // k) >= need
+
+
 def cross_validate(runs: list[Run], config: SurrogateConfig, k: int = 5) -> CrossValidation:
     """Out-of-fold predictions of the network and the baselines for every run (k folds)."""
-    if len(runs) < 2 * k:
-        raise ThriftyError(f"cross-validation over {k} folds needs at least {2 * k} runs, got {len(runs)}")
-    smallest, need = len(runs) - -(-len(runs) // k), max(5, config.members)  # the largest fold held out
-    if smallest < need:
-        raise ThriftyError(f"with --folds {k} a fold trains on {smallest} of the {len(runs)} runs, and a surrogate "
-                           f"of {config.members} members needs {need}: give more runs or more folds")
+    need = max(5, config.members)  # runs a surrogate trains on
+    if not _folds_work(len(runs), k, need):
+        works = [j for j in range(2, len(runs) // 2 + 1) if _folds_work(len(runs), j, need)]
+        fewest = next(n for n in range(4, 10 * need) if any(_folds_work(n, j, need) for j in range(2, n // 2 + 1)))
+        why = (f"cross-validation over {k} folds holds out at least 2 runs a fold and trains on at least {need} "
+               f"(a surrogate of {config.members} members)")
+        raise ThriftyError(f"{why}: with {len(runs)} runs give --folds {works[0]}" +
+                           (f" to {works[-1]}" if len(works) > 1 else "") if works else
+                           f"{why}: {len(runs)} runs are too few for any --folds (at least {fewest})")
     points, simulated, error = held_out_arrays(runs, config.bins)
     predicted = {NETWORK: np.zeros_like(simulated)}
     spread, noise = np.zeros_like(simulated), np.zeros_like(simulated)
