@@ -44,7 +44,7 @@ def _schedule(slowdown, hetero_profile, slowdown_schedule, steps_hint: int):
 
 
 def _show(summary: dict) -> None:
-    table = Table(title=f"thrifty train: {summary['workload']}, {summary['workers']} workers, "
+    table = Table(title=f"thrifty train: {summary['workload']}, {summary['workers']} worker{'' if summary['workers'] == 1 else 's'}, "
                         f"{summary.get('mode', 'bsp')}, policy {summary['policy']}")
     table.add_column("measure")
     table.add_column("value", justify="right")

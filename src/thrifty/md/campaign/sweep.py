@@ -15,6 +15,7 @@ import io
 import logging
 import math
 import os
+import re
 import shutil
 import socket
 import sys
@@ -33,6 +34,7 @@ from thrifty.md.engines.single_run import check_dtype_and_device
 
 log = logging.getLogger(__name__)
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 EMULATED_TIME_SCALE = 3600.0  # model seconds per wall second on the emulated pool
 WALL_TIME_SCALE = 1.0
 
@@ -207,14 +209,18 @@ class LinesToDebugLog(io.TextIOBase):
     def write(self, text: str) -> int:
         *lines, self._partial = (self._partial + text).split("\n")
         for line in lines:
-            if line.strip():
-                log.debug("ray: %s", line)
+            self._log(line)
         return len(text)
 
     def flush(self) -> None:
-        if self._partial.strip():
-            log.debug("ray: %s", self._partial)
+        self._log(self._partial)
         self._partial = ""
+
+    @staticmethod
+    def _log(line: str) -> None:
+        plain = ANSI_ESCAPE.sub("", line)  # Ray colours its "(raylet)" prefix for a terminal
+        if plain.strip():
+            log.debug("ray: %s", plain)
 
 
 def init_ray(o: SweepOptions, emulated_address: str | None, nodes: int) -> None:
