@@ -116,6 +116,11 @@ def test_a_run_folder_with_an_earlier_runs_checkpoints_is_kept_unless_forced(run
                            "--db", db)
     assert code == 2 and ": --epochs 1 is done" in err and len(err.strip().splitlines()) == 1, err
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == done
+    # a resume that gives no --global-batch goes on at the checkpoint's, 128 (mutation caught: the
+    # workload's default, 64, as before)
+    code, out, err = run_cli("train", "--resume", "--epochs", "1.5", "--run-dir", run, "--db", db, "--json")
+    assert code == 0, err
+    assert json.loads(out)["global_batch"] == 128
     code, _, err = run_cli("train", "--force", "--steps", "3", "--checkpoint-every", "0", "--run-dir", run,
                            "--db", db)
     assert code == 0, err

@@ -107,7 +107,7 @@ def test_two_torchrun_nodes_end_with_identical_parameters(tmp_path):
 
 
 @pytest.mark.timeout(600)
-def test_torchrun_nodes_resumed_at_another_batch_stop_at_the_same_step(tmp_path):
+def test_torchrun_nodes_resumed_at_another_batch_stop_at_the_same_step_and_keep_it(tmp_path):
     # mutation caught: the stop step counted from the checkpoint on rank 0 alone (the other node's
     # rank, which gets the checkpoint through rank 0, counted a fresh run's 11 steps at B = 128 and
     # left rank 0 waiting in its next all-reduce)
@@ -122,3 +122,9 @@ def test_torchrun_nodes_resumed_at_another_batch_stop_at_the_same_step(tmp_path)
     # epoch 0 goes on at 128 from sample 704: floor(733 / 128) = 5 more steps
     assert summary["steps"] == 16 and summary["global_batch"] == 128
     assert summary["parameter_digests"][0] == summary["parameter_digests"][1]
+    # no --global-batch: every node goes on at rank 0's checkpoint's, 128 (mutation caught: each
+    # rank at the workload's default, or node 1, which holds no checkpoint, at another batch than rank 0)
+    codes, outputs = _two_torchrun_nodes(tmp_path, "again", ["--resume", "--b-max", "128", "--epochs", "1.5"])
+    assert codes == [0, 0], [err[-2000:] for _, err in outputs]
+    summary = json.loads(outputs[0][0])
+    assert summary["global_batch"] == 128 and summary["parameter_digests"][0] == summary["parameter_digests"][1]

@@ -151,8 +151,8 @@ def train(
     batch = global_batch_for(global_batch, loaded)
     if batch < 1:
         raise ThriftyError(f"--global-batch must be positive, got {batch}")
-    config = TrainConfig(
-        workload=workload, workers=nproc, global_batch=batch, policy=policy, steps=steps,
+    config = TrainConfig(  # no --global-batch: the workload's default, or on --resume the checkpoint's
+        workload=workload, workers=nproc, global_batch=global_batch, policy=policy, steps=steps,
         epochs=epochs, emulate=emulate, b_min=b_min, b_max=b_max, b_max_rule=b_max_rule,
         capacities=float_list(capacities, "--capacities") if capacities else None,
         controller=ControllerSettings(dead_band=dead_band, every=adjust_every),

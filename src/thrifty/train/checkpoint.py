@@ -31,6 +31,7 @@ import logging
 import os
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +80,23 @@ def check_resumable(config: TrainConfig) -> int | None:
     if "log_bytes" in saved:
         check_log_bytes(config.run_dir, saved["log_bytes"])
     return saved.get("step")
+
+
+def with_resumed_batch(config: TrainConfig) -> TrainConfig:
+    """A --resume that gives no --global-batch continues at its checkpoint's (it had gone back to the
+    workload's default: a run moved to 128 went on at 64); the config as it is otherwise, or when
+    no intact checkpoint is there (check_resumable then says why)."""
+    if not config.resume or config.global_batch is not None:
+        return config
+    directory = checkpoint_dir(config)
+    found = newest_intact(directory) if directory.is_dir() else None
+    if found is None:
+        return config
+    try:
+        saved = _read(found[0], found[1], config)
+    except CheckpointError:
+        return config  # another workload's: check_resumable refuses it
+    return replace(config, global_batch=int(saved["global_batch"]))
 
 
 def check_steps_left(config: TrainConfig, saved_step: int | None) -> None:

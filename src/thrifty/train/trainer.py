@@ -45,6 +45,7 @@ from thrifty.train.checkpoint import (
     resume_log,
     save_checkpoint,
     under_runner,
+    with_resumed_batch,
 )
 from thrifty.train.config import TrainConfig, check_config, global_batch_for, total_steps
 from thrifty.train.emulation import Slowdown, remove_cgroups
@@ -241,7 +242,7 @@ def _local_rank(rank: int, world_size: int, config: TrainConfig, **kwargs) -> di
 def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
     """Train on `config.workers` local processes; returns rank 0's summary. Raises Preempted
     after a notice, `thrifty run`'s or a SIGTERM (the checkpoint is saved; run again to resume)."""
-    config = check_config(config, max_workers)
+    config = check_config(with_resumed_batch(config), max_workers)
     saved_step = check_resumable(config)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
     os.environ["THRIFTY_RUN_TAG"] = tag
@@ -270,6 +271,11 @@ def train_torchrun_rank(config: TrainConfig) -> dict | None:
     Rank 0 holds its run directory and chooses the checkpoint to resume from. After a SIGTERM
     to any rank every rank saves and stops after the same step, and rank 0 raises Preempted."""
     with torchrun_group(config.device) as (rank, world), notice_on_sigterm() as signals:
+        if config.resume and config.global_batch is None:  # rank 0's checkpoint says it, to every node
+            said = [with_resumed_batch(config).global_batch if rank == 0 else None]
+            if world > 1:
+                dist.broadcast_object_list(said, src=0)
+            config = replace(config, global_batch=said[0])
         config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
                               max_workers=max(world, 1))
         if rank == 0:
