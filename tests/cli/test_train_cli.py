@@ -145,6 +145,22 @@ def test_a_resume_whose_epochs_are_done_is_refused_and_leaves_the_folder_as_it_w
 
 
 @pytest.mark.timeout(300)
+def test_a_resume_of_a_run_that_met_its_target_is_refused_under_until_target(run_cli, tmp_path):
+    # mutation caught: the resumed --until-target run training on past the target it had met
+    # (5 more steps each resume; the summary then said steps 75, steps_to_target 65)
+    run, db = tmp_path / "run", tmp_path / "t.db"
+    code, out, err = run_cli("train", "--until-target", "--epochs", "30", "--run-dir", run, "--db", db, "--json")
+    assert code == 0, err
+    first = json.loads(out)
+    assert first["steps"] == first["steps_to_target"]
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    code, _, err = run_cli("train", "--resume", "--until-target", "--epochs", "30", "--run-dir", run, "--db", db)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"had met its target by step {first['steps']} (accuracy " in err and "nothing left to train" in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.timeout(300)
 def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tmp):
     """Without `thrifty run` a SIGTERM is the notice too: every rank saves after the same step, the
     run exits 75 and `--resume` goes on from there. Mutation caught: the launcher's SIGTERM left to

@@ -76,5 +76,8 @@ def test_a_resumed_run_with_nothing_left_is_refused_unless_thrifty_run_restarted
         check_work_left(config, 44, 44)
     with pytest.raises(CheckpointError, match="is at step 50: --steps 40 is done"):
         check_work_left(replace(config, steps=40), 50, 40)
+    with pytest.raises(CheckpointError, match="had met its target by step 30 .accuracy 0.96 against 0.95."):
+        check_work_left(config, 30, 44, "accuracy 0.96 against 0.95")
     monkeypatch.setenv(ENV_DIR, str(tmp_path / "ck"))
     check_work_left(config, 44, 44)
+    check_work_left(config, 30, 44, "accuracy 0.96 against 0.95")

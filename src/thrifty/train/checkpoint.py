@@ -110,11 +110,17 @@ def check_steps_left(config: TrainConfig, saved_step: int | None) -> None:
                               f"is done; give --steps above {saved_step} to train on")
 
 
-def check_work_left(config: TrainConfig, step: int, stop_step: int) -> None:
+def check_work_left(config: TrainConfig, step: int, stop_step: int, target_met: str | None = None) -> None:
     """A resumed run with nothing left to train (its --epochs done, which needs the workload's size to
-    tell: check_steps_left cannot) is refused; every rank calls it on the same state and refuses
+    tell: check_steps_left cannot; or, with --until-target, `target_met`: the target its checkpoint's
+    last evaluation had met, described) is refused; every rank calls it on the same state and refuses
     alike, so none waits for another. A runner's restart of a job that ended just then is no error."""
-    if 0 < stop_step <= step and not under_runner():
+    if step == 0 or under_runner():
+        return
+    if target_met is not None:
+        raise CheckpointError(f"the run in {config.run_dir} had met its target by step {step} ({target_met}): "
+                              "--until-target has nothing left to train")
+    if stop_step <= step:
         asked = f"--steps {config.steps}" if config.steps is not None else f"--epochs {config.epochs or 1.0:g}"
         raise CheckpointError(f"the run in {config.run_dir} is at step {step}: {asked} is done; ask for more "
                               "to train on")
@@ -182,7 +188,7 @@ def save_checkpoint(state: RankState, config: TrainConfig, rank: int, world: int
         "epoch": state.epoch, "sample_offset": state.sample_offset, "samples_seen": state.samples_seen,
         "skipped_updates": state.skipped_updates,
         "scaler": state.scaler.state_dict() if state.scaler is not None else None,
-        "train_time_s": state.train_time_s, "rng": rngs, "log_bytes": log_bytes})
+        "train_time_s": state.train_time_s, "rng": rngs, "log_bytes": log_bytes, "last_metric": state.last_metric})
     path = store.save(payload, began_s=began)
     log.info("checkpoint of step %d (epoch %d) written: %s, %.1f MB", state.step, state.epoch, path,
              len(payload) / 1e6)
@@ -240,6 +246,7 @@ def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume
     state.sample_offset = saved_offset(saved)
     state.samples_seen = saved.get("samples_seen", saved["step"] * saved["global_batch"])  # older: one B
     state.skipped_updates = saved.get("skipped_updates", 0)
+    state.last_metric = saved.get("last_metric")
     if state.scaler is not None and saved.get("scaler"):  # amp continues at its scale
         state.scaler.load_state_dict(saved["scaler"])
     state.end_epoch_if_done()  # the new B may not fit in what is left of the epoch

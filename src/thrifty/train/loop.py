@@ -65,6 +65,7 @@ class RankState:
     base_lrs: list[float] = field(default_factory=list)
     loader: PrefetchingLoader | None = None  # real data sets' prefetching workers (train.batches)
     skipped_updates: int = 0
+    last_metric: float | None = None  # the newest evaluation's, on every rank (checkpointed)
 
     def batch_sampler(self) -> GlobalBatchSampler:
         if self.sampler is None:

@@ -100,6 +100,16 @@ def _setup(config: TrainConfig, rank: int, world: int, workload,
     return state, restore(state, config, rank, world, resume_from)
 
 
+def target_met(config: TrainConfig, state: RankState, workload, target: float) -> str | None:
+    """For an --until-target run resumed from a checkpoint whose last evaluation met the target, what
+    it met ("accuracy 0.951 against 0.95"); None otherwise (a fresh run, or the target not met)."""
+    if not config.until_target or state.step == 0 or state.last_metric is None:
+        return None
+    if not workload.reached(state.last_metric, target):
+        return None
+    return f"{workload.metric_name} {state.last_metric:.4g} against {target:.4g}"
+
+
 def _evaluate(state: RankState, workload, rank: int, world: int) -> float:
     """Rank 0 evaluates (in the run's precision); the metric reaches every rank so all stop at
     the same step."""
@@ -144,7 +154,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     # fresh one and stopped at another step); a fresh state, (0, 0, 0), counts as a fresh run
     steps = total_steps(config, workload.train_size, state.policy.global_batch,
                         at=(state.step, state.epoch, state.sample_offset))
-    check_work_left(config, state.step, steps)
+    met = target_met(config, state, workload, target)
+    check_work_left(config, state.step, steps, met)
     resume_log(state, config, rank, saved)
     # the schedule's horizon: the samples seen so far and those of the steps still to go (a fresh
     # run: steps x B; a resume without a move: the same; after a move, at the new B)
@@ -172,6 +183,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         last = state.step == steps
         if state.step % eval_every == 0 or last:
             metric = _evaluate(state, workload, rank, world_size)
+            state.last_metric = metric
             state.log.evals.append(EvalRow(state.step - 1, state.train_time_s, metric))
             reached = workload.reached(metric, target)
             if rank == 0:
@@ -187,7 +199,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
 
     wall_start = time.perf_counter()
     try:
-        if state.step < steps:
+        if state.step < steps and met is None:  # a runner's restart of a run at its target trains no more
             run_steps(state, workload, steps=steps, on_step=on_step, slowdown=slowdown,
                       exchange=agreed.exchange, measure_noise=noise_steps(config, world_size))
     finally:
