@@ -145,6 +145,26 @@ def test_a_resume_whose_epochs_are_done_is_refused_and_leaves_the_folder_as_it_w
 
 
 @pytest.mark.timeout(300)
+def test_under_thrifty_run_a_run_folder_holding_another_runs_checkpoints_is_refused_unless_forced(
+        run_cli, tmp_path, monkeypatch):
+    # mutation caught: the run's summary and logs written beside an earlier run's checkpoints, which
+    # a later --resume there would continue (the runner's checkpoints go to its own folder)
+    from thrifty.transient.protocol import ENV_DIR
+    run, db = tmp_path / "run", tmp_path / "t.db"
+    code, _, err = run_cli("train", "--global-batch", "64", "--steps", "4", "--run-dir", run, "--db", db)
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    monkeypatch.setenv(ENV_DIR, str(tmp_path / "runner"))
+    code, _, err = run_cli("train", "--global-batch", "64", "--steps", "4", "--run-dir", run, "--db", db)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "holds an earlier run's checkpoints" in err and "--force" in err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    code, _, err = run_cli("train", "--global-batch", "64", "--steps", "4", "--run-dir", run, "--db", db, "--force")
+    assert code == 0, err
+    assert not list(run.glob("ckpt-*.bin")) and list((tmp_path / "runner").glob("ckpt-*.bin"))
+
+
+@pytest.mark.timeout(300)
 def test_a_resume_of_a_run_that_met_its_target_is_refused_under_until_target(run_cli, tmp_path):
     # mutation caught: the resumed --until-target run training on past the target it had met
     # (5 more steps each resume; the summary then said steps 75, steps_to_target 65)

@@ -134,7 +134,19 @@ def choose_checkpoint(config: TrainConfig) -> Path | None:
     """The checkpoint this run continues from, None for a fresh start (call it holding the run
     directory). Resuming is implied under `thrifty run`. A fresh run clears older checkpoints, so
     that a later --resume cannot continue another run; it refuses to, unless `force`, when they
-    are an earlier run's (a second `thrifty train` in one folder deleted the first one's work)."""
+    are an earlier run's (a second `thrifty train` in one folder deleted the first one's work).
+    Under `thrifty run`, whose checkpoints go to its own folder, a run directory holding checkpoints
+    is refused the same way (its new outputs had joined another run's checkpoints there)."""
+    run_dir = Path(config.run_dir)
+    if under_runner() and run_dir.resolve() != checkpoint_dir(config).resolve():
+        stale = checkpoint_files(run_dir)
+        if stale and not config.force:  # the runner's checkpoints go elsewhere: these are another run's
+            raise EarlierRunCheckpoints(
+                f"--run-dir {run_dir} holds an earlier run's checkpoints (newest {stale[-1].name}), which would lie "
+                f"beside this run's outputs while its own go to {checkpoint_dir(config)}: --force deletes them, "
+                "or give another --run-dir")
+        for path in stale:
+            path.unlink(missing_ok=True)
     found = None
     if config.resume or under_runner():
         found = checkpoint_store(config).latest_file()
