@@ -330,3 +330,31 @@ def test_a_job_that_outlasts_its_stated_length_is_still_asked_to_checkpoint():
     assert schedule.intervals_s[0] >= 1800.0  # none before the stated end
     long = AdaptiveSchedule(model, checkpoint_cost_s=60.0, restart_cost_s=60.0, work_s=20 * 3600.0)
     assert len(long.intervals_s) > 2 and long.intervals_s[-1] == pytest.approx(young)
+
+
+SLOW_START_JOB = textwrap.dedent("""
+    import sys, time
+    from thrifty.transient.protocol import JobCheckpoints
+    time.sleep(1.0)                             # the restart: imports, reading the checkpoint
+    ckpt = JobCheckpoints.from_environment()
+    ckpt.latest()
+    ckpt.working()
+    time.sleep(float(sys.argv[1]))              # the work, never checkpointed here
+    ckpt.close()
+""")
+
+
+@pytest.mark.timeout(120)
+def test_work_lost_counts_from_the_end_of_the_restart_not_the_start(tmp_path, scripted_lifetimes):
+    # mutation caught: an attempt preempted while still starting counted as work lost (94 such
+    # restarts of a finished job had reported 148 s of work lost, all of it start-up)
+    path = tmp_path / "slow.py"
+    path.write_text(SLOW_START_JOB)
+    # the first VM lives past the job's start-up and dies in its work; the second dies in the start-up
+    report = Runner([sys.executable, str(path), "5.5"], tmp_path / "ck", intervals_s=[1000.0],
+                    lifetimes=scripted_lifetimes([4.0, 0.5, float("inf")]), timeout_s=100).run()
+    assert report.exit_code == 0 and report.preemptions == 2
+    events = {(e.get("attempt"), e["event"]): e["t_s"] for e in report.events}
+    assert (2, "working") not in events  # the second attempt never got past its start-up
+    in_work = events[(1, "preemption")] - events[(1, "working")]
+    assert report.lost_work_s == pytest.approx(in_work, abs=0.2)

@@ -254,7 +254,7 @@ class Runner:
                     self._event("preemption", attempt=attempts, notice=warned)
                     self._terminate(proc, warn=False)
                     self._collect(attempt)
-                    lost += max(stopped - max(self._last_save, began), 0.0)
+                    lost += max(stopped - max(self._last_save, self._work_began(attempt, stopped)), 0.0)
                 self._event("restart", attempt=attempts + 1)
         finally:
             signal.signal(signal.SIGTERM, previous)
@@ -262,6 +262,14 @@ class Runner:
             if proc is not None and proc.poll() is None:  # the runner failed: no job left behind
                 proc.kill()
                 proc.wait()
+
+    def _work_began(self, attempt: _Attempt, stopped: float) -> float:
+        """When the attempt's work began: its report of the end of its restart; for a job that reports
+        it and was stopped before, `stopped` (it was still starting: a restart cost, not work lost);
+        for one that does not report it, the start."""
+        if attempt.working_at is not None:
+            return attempt.working_at
+        return stopped if self._reports_working else attempt.began
 
     def _intervals(self) -> list[float]:
         return self.schedule.intervals_s if self.schedule is not None else self.intervals_s
