@@ -345,16 +345,19 @@ SLOW_START_JOB = textwrap.dedent("""
 
 
 @pytest.mark.timeout(120)
-def test_work_lost_counts_from_the_end_of_the_restart_not_the_start(tmp_path, scripted_lifetimes):
+@pytest.mark.parametrize("lives, starting", [([4.0, 0.5], 2), ([0.5, 4.0], 1)])
+def test_work_lost_counts_from_the_end_of_the_restart_not_the_start(tmp_path, scripted_lifetimes, lives, starting):
     # mutation caught: an attempt preempted while still starting counted as work lost (94 such
-    # restarts of a finished job had reported 148 s of work lost, all of it start-up)
+    # restarts of a finished job had reported 148 s of work lost, all of it start-up), the first
+    # attempt too, before any attempt has said the job reports the end of its restarts
     path = tmp_path / "slow.py"
     path.write_text(SLOW_START_JOB)
-    # the first VM lives past the job's start-up and dies in its work; the second dies in the start-up
+    # one VM lives past the job's start-up and dies in its work; another dies in the start-up
     report = Runner([sys.executable, str(path), "5.5"], tmp_path / "ck", intervals_s=[1000.0],
-                    lifetimes=scripted_lifetimes([4.0, 0.5, float("inf")]), timeout_s=100).run()
+                    lifetimes=scripted_lifetimes([*lives, float("inf")]), timeout_s=100).run()
     assert report.exit_code == 0 and report.preemptions == 2
     events = {(e.get("attempt"), e["event"]): e["t_s"] for e in report.events}
-    assert (2, "working") not in events  # the second attempt never got past its start-up
-    in_work = events[(1, "preemption")] - events[(1, "working")]
+    working = 3 - starting  # the attempt that got to its work
+    assert (starting, "working") not in events and (working, "working") in events
+    in_work = events[(working, "preemption")] - events[(working, "working")]
     assert report.lost_work_s == pytest.approx(in_work, abs=0.2)

@@ -166,6 +166,7 @@ class Runner:
         reports = self.checkpoint_dir / REPORTS
         self._reports_read = reports.stat().st_size if reports.exists() else 0  # an earlier run's: not ours
         self._reports_working = False  # the job reports the end of its restarts
+        self._unreported_s = 0.0  # time of attempts stopped before any attempt reported it
         self._checkpoint_costs: list[float] = []
         self._restart_costs: list[float] = []
         self._planning: tuple[tuple[float, float], Future] | None = None
@@ -254,7 +255,11 @@ class Runner:
                     self._event("preemption", attempt=attempts, notice=warned)
                     self._terminate(proc, warn=False)
                     self._collect(attempt)
-                    lost += max(stopped - max(self._last_save, self._work_began(attempt, stopped)), 0.0)
+                    work_began = self._work_began(attempt, stopped)
+                    if work_began is None:  # a start-up, unless the job never reports (RunReport's lost)
+                        self._unreported_s += max(stopped - max(self._last_save, began), 0.0)
+                    else:
+                        lost += max(stopped - max(self._last_save, work_began), 0.0)
                 self._event("restart", attempt=attempts + 1)
         finally:
             signal.signal(signal.SIGTERM, previous)
@@ -263,13 +268,14 @@ class Runner:
                 proc.kill()
                 proc.wait()
 
-    def _work_began(self, attempt: _Attempt, stopped: float) -> float:
+    def _work_began(self, attempt: _Attempt, stopped: float) -> float | None:
         """When the attempt's work began: its report of the end of its restart; for a job that reports
         it and was stopped before, `stopped` (it was still starting: a restart cost, not work lost);
-        for one that does not report it, the start."""
+        None while no attempt has reported (a job that never does has its time from each start
+        counted as lost when the run ends; one that does, as start-up)."""
         if attempt.working_at is not None:
             return attempt.working_at
-        return stopped if self._reports_working else attempt.began
+        return stopped if self._reports_working else None
 
     def _intervals(self) -> list[float]:
         return self.schedule.intervals_s if self.schedule is not None else self.intervals_s
@@ -362,6 +368,7 @@ class Runner:
                 "intervals_s": schedule.intervals_s}
 
     def _report(self, code: int, attempts: int, preemptions: int, notices: int, lost: float) -> RunReport:
+        lost += 0.0 if self._reports_working else self._unreported_s
         return RunReport(code, time.monotonic() - self._start, attempts, preemptions, notices,
                          self._checkpoints, lost, list(self._checkpoint_costs), list(self._restart_costs),
                          list(self._events))
