@@ -304,14 +304,14 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             chosen = make_sampler(o.sampler, parameter_space, o.seed)
         completed = store.completed()
         if o.sampler == "active":  # its next points would store a batch: its outcome says whether it met its target
-            already_finished = len(completed) >= o.budget_runs or \
-                active.outcome(completed, o.budget_runs).stopped == "target"
+            so_far = active.outcome(completed, o.budget_runs)
+            already_finished = len(completed) >= o.budget_runs or so_far.stopped == "target"
         else:
             already_finished = len(completed) >= o.budget_runs or not chosen.next_points(completed, 1)
         if already_finished:  # nothing to run: no pool started, no session, nothing billed
             report, billed = report_of(completed), bill([], vms[0], time_scale, time.time())
             if o.sampler == "active":
-                outcome = active.outcome(completed, o.budget_runs).to_dict(o.target_within_error)
+                outcome = so_far.to_dict(o.target_within_error)
         else:
             session = store.begin_session(o.pool, o.instance_type)
             emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")),
@@ -342,11 +342,10 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
                 [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
             billed = bill(lives, vms[0], time_scale, time.time())
             store.end_session(session, billed)  # thrifty serve's campaign bill sums the sessions
-    summary = {"campaign": o.campaign, "resumed": resumed, "already_finished": already_finished, "pool": o.pool, "instance_type": o.instance_type,
-               "simulation": o.simulation,
+    summary = {"campaign": o.campaign, "resumed": resumed, "already_finished": already_finished, "pool": o.pool,
+               "instance_type": o.instance_type, "simulation": o.simulation,
                "engine": o.engine if o.simulation == "nanoconfinement" else None,  # the others run no engine
-               "time_scale": time_scale, **report.summary(),
-               **billed}
+               "time_scale": time_scale, **report.summary(), **billed}
     if outcome is not None:
         summary["active"] = outcome
     return summary

@@ -58,17 +58,23 @@ def _folds_work(runs: int, k: int, need: int) -> bool:
     return k >= 2 and runs >= 2 * k and runs - -(-runs // k) >= need
 
 
+def _working_folds(runs: int, need: int) -> list[int]:
+    """The fold counts that `runs` runs can serve (_folds_work), in order."""
+    return [k for k in range(2, runs // 2 + 1) if _folds_work(runs, k, need)]
+
+
 def cross_validate(runs: list[Run], config: SurrogateConfig, k: int = 5) -> CrossValidation:
     """Out-of-fold predictions of the network and the baselines for every run (k folds)."""
     need = max(5, config.members)  # runs a surrogate trains on
     if not _folds_work(len(runs), k, need):
-        works = [j for j in range(2, len(runs) // 2 + 1) if _folds_work(len(runs), j, need)]
-        fewest = next(n for n in range(4, 10 * need) if any(_folds_work(n, j, need) for j in range(2, n // 2 + 1)))
         why = (f"cross-validation over {k} folds holds out at least 2 runs a fold and trains on at least {need} "
                f"(a surrogate of {config.members} members)")
-        raise ThriftyError(f"{why}: with {len(runs)} runs give --folds {works[0]}" +
-                           (f" to {works[-1]}" if len(works) > 1 else "") if works else
-                           f"{why}: {len(runs)} runs are too few for any --folds (at least {fewest})")
+        works = _working_folds(len(runs), need)
+        if works:
+            span = f"{works[0]}" + (f" to {works[-1]}" if len(works) > 1 else "")
+            raise ThriftyError(f"{why}: with {len(runs)} runs give --folds {span}")
+        fewest = next(n for n in range(4, 10 * need) if _working_folds(n, need))
+        raise ThriftyError(f"{why}: {len(runs)} runs are too few for any --folds (at least {fewest})")
     points, simulated, error = held_out_arrays(runs, config.bins)
     predicted = {NETWORK: np.zeros_like(simulated)}
     spread, noise = np.zeros_like(simulated), np.zeros_like(simulated)
