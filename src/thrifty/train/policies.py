@@ -45,6 +45,15 @@ least MIN_SPAN of their mean. The split then equalises t_k(b) = c_k (h_k + b) wi
 current split. A speed change scales a rank's whole time (t = f (a + c b)), leaving h_k, so h_k
 carries over a level shift until the new level has two batch sizes of its own; before any fit
 h_k = 0, which is the proportional step.
+
+An overshoot discards the fit. With t = f (a + c b), a >= 0, the proportional step never moves
+past the balance, and a fit from samples of one speed level lands on it; a move that reverses some
+rank's previous move (with no level shift between) therefore says the fit was wrong, most often
+because the ranks' speed changed without the shift test seeing it (on a loaded machine the noise
+hides it) and the history mixes two levels. The history then restarts at the current split, h_k
+falls back to 0 and the move is the proportional step. Without this, a fit across an unseen speed
+change (h_k at its limit B) swung 2 real ranks between b = 1 and b = 24-58 every 5 steps for 50
+steps (a 4x slowdown moved from rank 0 to rank 1 on a loaded machine).
 """
 
 import math
@@ -149,6 +158,8 @@ class BatchPolicy:
     jitter: list[list[float]] = field(default_factory=list)  # per step: |dr_k|, kept across restarts
     history: list[tuple[list[int], list[float]]] = field(default_factory=list)  # (split, t_k) since a level shift
     fixed: list[float] = field(default_factory=list)  # h_k = a_k / c_k per rank (samples), the latest fit
+    last_move: list[int] = field(default_factory=list)  # b_k new - old of the latest change; [] after a level shift
+    overshoots: int = 0
     last_change_step: int = 0
     adjustments: int = 0
     level_shifts: int = 0
@@ -212,14 +223,28 @@ class BatchPolicy:
             del self.ratios[:-SHIFT_SAMPLES]
             del self.history[:-SHIFT_SAMPLES]
             self.level_shifts += 1
+            self.last_move = []  # a speed change explains a reversal
         if len(self.ratios) < MIN_SAMPLES or step - self.last_change_step < self.settings.every:
             return False
         if not self.significant_imbalance() > self.settings.dead_band:
             return False
-        fixed = self.fixed_costs()
-        slopes = [r / (h + b) for r, h, b in zip(self.estimate(), fixed, self.split, strict=True)]  # c_k = t_k / (h_k + b_k)
+        new = self._affine_split(self.fixed_costs())
+        if self._reverses(new):
+            self.overshoots += 1
+            del self.history[:-len(self.ratios)]  # the samples at the current split
+            self.fixed = [0.0] * len(self.split)
+            new = self._affine_split(self.fixed)
+        return self._change(new, step)
+
+    def _affine_split(self, fixed: Sequence[float]) -> list[int]:
+        """The integer split that equalises t_k(b) = c_k (h_k + b), c_k = t_k / (h_k + b_k)."""
+        slopes = [r / (h + b) for r, h, b in zip(self.estimate(), fixed, self.split, strict=True)]
         target = affine_targets(fixed, slopes, self.global_batch, self.b_min, self.b_max)
-        return self._change(proportional_split(target, self.global_batch, self.b_min, self.b_max), step)
+        return proportional_split(target, self.global_batch, self.b_min, self.b_max)
+
+    def _reverses(self, new: Sequence[int]) -> bool:
+        """True when `new` moves some rank against its move at the latest change."""
+        return any((b - old) * moved < 0 for b, old, moved in zip(new, self.split, self.last_move, strict=False))
 
     def fixed_costs(self) -> list[float]:
         """h_k per rank: fitted on the samples since the last level shift where they allow it,
@@ -236,6 +261,7 @@ class BatchPolicy:
     def _change(self, new: list[int], step: int) -> bool:
         if new == self.split:
             return False
+        self.last_move = [b - old for b, old in zip(new, self.split, strict=True)]
         self.split, self.last_change_step = new, step
         self.adjustments += 1
         self.ratios = []
