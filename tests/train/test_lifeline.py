@@ -52,7 +52,7 @@ def test_a_child_ends_when_its_parent_is_killed(call):
         assert _alive(child)
         parent.kill()
         parent.wait()
-        assert _gone_within([child], 3.0), f"{call}: the child outlived its parent"
+        assert _gone_within([child], 30.0), f"{call}: the child outlived its parent"
     finally:
         parent.kill()
 
@@ -99,7 +99,7 @@ def test_kill_9_of_thrifty_train_leaves_no_worker_and_a_live_run_refuses_a_secon
         assert code == 2 and f"run directory {run_dir} is in use" in err and len(err.strip().splitlines()) == 1
         os.kill(run.pid, signal.SIGKILL)
         run.wait()
-        assert _gone_within(ranks, 5.0), "workers outlived the killed thrifty train"
+        assert _gone_within(ranks, 30.0), "workers outlived the killed thrifty train"
         # the forkserver, its clients gone, ends too (its interpreter's exit with torch takes seconds)
         assert _gone_within(children, 60.0), "the forkserver or the resource tracker outlived the run"
     finally:

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: MIT
 """`thrifty train` with real processes: adaptation, resume equivalence, a dying worker, ASP."""
 
+import csv
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -170,7 +172,12 @@ def test_asp_runs_learns_and_records_staleness(tmp_path):
         assert sum(summary["staleness_histogram"]) == summary["updates"]
         assert (tmp_path / ("plain" if summary is plain else "dyn") / "updates.csv").exists()
     assert plain["final_batch_sizes"] == [32, 32]
-    assert balanced["final_batch_sizes"][1] < balanced["final_batch_sizes"][0]  # the slow worker's is smaller
+    # the slow worker's batch is smaller: over the second half of the updates, not at the last
+    # decision alone (one decision on a loaded machine's times can land on either side)
+    with open(tmp_path / "dyn" / "updates.csv") as f:
+        rows = list(csv.DictReader(f))
+    slow = [int(r["local_batch"]) for r in rows[len(rows) // 2:] if r["worker"] == "1"]
+    assert slow and statistics.median(slow) < 32
 
 
 def test_a_run_needs_a_checkpoint_to_resume(tmp_path):
