@@ -102,6 +102,8 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     others = max(readings["before"]["others_load"], readings["during"]["others_load"] or 0.0)
     profile.meta["launch_sigma_log"] = math.hypot(profile.meta["run_sigma_log"], busy_sigma_log(
         others, readings["before"]["cores"]))
+    # measured on a busy machine, the second thread's gain is an upper bound on s (perf.cpu)
+    profile.meta["thread_scaling"]["contended"] = readings["before"]["busy"] or readings["during"]["busy"]
     profile.instance_type = settings.instance_type
     profile.meta.update(_workload_facts(workload))
     log.info("profiled %s: %d step samples at %s worker(s) x local batches %s; run spread %.1f%%, launch "

@@ -14,6 +14,7 @@ from thrifty.errors import ModelError
 from thrifty.perf.cpu import ThreadScaling
 from thrifty.perf.gpu_calibration import fit_roofline, load_published
 from thrifty.perf.roofline import GPUSpec, RooflineParams, compute_time_s, load_params
+from thrifty.perf.uncertainty import Z90
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork
 from thrifty.workloads import load_workload
 from thrifty.workloads.workcount import FusedDropout, KernelRecorder, count_model_step, count_workload
@@ -171,6 +172,21 @@ def test_the_serial_fractions_sd_widens_the_projection_to_a_big_cpu_vm():
     assert sure.slowdown_sd_log(16, 96) == 0.0
     assert unsure.slowdown_sd_log(16, 96) == pytest.approx((1 - 1 / 96) / (0.15 + 0.85 / 96) * 0.05)
     assert unsure.slowdown_sd_log(16, 96) > 3 * unsure.slowdown_sd_log(16, 2)
+
+
+def test_a_busy_profiles_serial_fraction_is_an_upper_bound_the_interval_reaches_below():
+    # s = 1 measured beside other load (two threads gained nothing): the delta method's sd moved
+    # log T(96) by 0.29 at most, while the true s (0.15 quiet) makes T(96) 6x shorter, and the
+    # loaded and quiet profiles' 96-vCPU intervals did not overlap. Mutations caught: the
+    # contended flag ignored, or lost in to_dict/from_dict.
+    busy = ThreadScaling(np.array([16.0]), np.array([1.0]), np.array([0.0]), np.array([True]), contended=True)
+    quiet = dataclasses.replace(busy, serial_fraction=np.array([0.15]), at_bound=np.array([False]), contended=False)
+    low = busy.slowdown(16, 96) * np.exp(-Z90 * busy.slowdown_sd_log(16, 96))
+    assert low == pytest.approx(1 / 96)  # perfect scaling: T(96) = T(1) / 96
+    assert low < quiet.slowdown(16, 96)
+    assert busy.slowdown_sd_log(16, 1) == 0.0  # one thread: nothing to scale
+    assert ThreadScaling.from_dict(busy.to_dict()).contended
+    assert not ThreadScaling.from_dict({k: v for k, v in quiet.to_dict().items() if k != "contended"}).contended
 
 
 def test_bigger_cpu_vms_are_faster_but_not_linearly_and_cost_more(profiled_db):

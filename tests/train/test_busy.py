@@ -189,7 +189,8 @@ def test_the_profile_command_refuses_a_busy_machine_with_exit_2_and_stores_nothi
 
 def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(monkeypatch):
     # mutations caught: "busy load not added to the launch spread", "round spread not added", the
-    # load beside the profile ignored (only the reading before used)
+    # load beside the profile ignored (only the reading before used), a busy profile's thread
+    # scaling not flagged contended (perf.cpu)
     # (the pipeline's combination; the profile itself is injected, so nothing is timed)
     import math
 
@@ -205,7 +206,7 @@ def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(m
     def fake_profile(*args, **kwargs):
         rows = [StepRow(step=i, rank=0, num_workers=1, local_batch=b, global_batch=b, step_time_s=t)
                 for b, ts in times.items() for i, t in enumerate(ts)]
-        return Profile("digits", rows, 1, 1797, 1, meta={"steps": 4, "rounds": 2})
+        return Profile("digits", rows, 1, 1797, 1, meta={"steps": 4, "rounds": 2, "thread_scaling": {}})
     monkeypatch.setattr(profiler, "profile_workload", fake_profile)
     profile, _ = run_profile("builtin:digits", ProfileSettings(workers=(1,), local_batches=(8, 32), steps=4,
                                                               calibrate=False, allow_busy=True))
@@ -213,3 +214,25 @@ def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(m
     assert profile.meta["run_sigma_log"] == pytest.approx(rounds)
     assert profile.meta["launch_sigma_log"] == pytest.approx(math.hypot(rounds, busy_sigma_log(9.0, 2)))
     assert profile.meta["machine"]["before"]["busy"] and profile.meta["run_spread"] == pytest.approx(0.15)
+    assert profile.meta["thread_scaling"]["contended"]  # a busy profile's serial fraction: an upper bound
+
+
+def test_a_quiet_profiles_thread_scaling_is_not_flagged_contended(monkeypatch):
+    # mutation caught: every profile flagged contended (a CPU VM's interval would always reach T(1) / p)
+    import thrifty.train.busy as busy
+    import thrifty.train.profiler as profiler
+    from thrifty.pipeline import ProfileSettings, run_profile
+    from thrifty.records import Profile, StepRow
+    monkeypatch.setattr(busy, "read_before_profile", lambda cores=2: Readings(2, 0.0, 0.0, None))
+    monkeypatch.setattr(busy, "LoadBeside", lambda: _Beside(0.0))
+    monkeypatch.setattr(busy.CpuTimes, "read", classmethod(lambda cls, path="": cls(0.0, 0.0)))  # no steal
+
+    def fake_profile(*args, **kwargs):
+        rows = [StepRow(step=i, rank=0, num_workers=1, local_batch=b, global_batch=b, step_time_s=0.001 * b)
+                for b in (8, 32) for i in range(4)]
+        return Profile("digits", rows, 1, 1797, 1, meta={"steps": 4, "rounds": 2, "thread_scaling": {}})
+    monkeypatch.setattr(profiler, "profile_workload", fake_profile)
+    profile, _ = run_profile("builtin:digits", ProfileSettings(workers=(1,), local_batches=(8, 32), steps=4,
+                                                              calibrate=False, allow_busy=False))
+    assert not profile.meta["machine"]["before"]["busy"] and not profile.meta["machine"]["during"]["busy"]
+    assert profile.meta["thread_scaling"]["contended"] is False

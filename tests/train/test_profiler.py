@@ -88,7 +88,9 @@ def _overlap(a, b) -> bool:
 @pytest.mark.timeout(900)
 def test_two_profiles_under_different_load_overlap_or_one_is_refused(monkeypatch):
     # mutations caught: "busy check skipped" together with "busy load not added to the launch
-    # spread" (then the loaded profile's interval sits above the other's); the loops are ours
+    # spread" (then the loaded profile's interval sits above the other's), "a busy profile's
+    # thread scaling not flagged contended" (its 96-vCPU interval sat above the quiet one's once
+    # in a loaded suite, at s = 1); the loops are ours
     import subprocess
 
     from thrifty.perf.uncertainty import busy_sigma_log
@@ -111,6 +113,7 @@ def test_two_profiles_under_different_load_overlap_or_one_is_refused(monkeypatch
     before = loaded[2]["machine"]["before"]
     assert before["busy"] and before["others_load"] >= cores()  # the loops, and whatever else ran
     assert loaded[2]["launch_sigma_log"] >= busy_sigma_log(before["others_load"], before["cores"]) * 0.999
+    assert loaded[2]["thread_scaling"]["contended"]  # its serial fraction is an upper bound (perf.cpu)
     assert _overlap(first[0], loaded[0]), (first[0], loaded[0])
     assert _overlap(first[1], loaded[1]), (first[1], loaded[1])
 

@@ -80,7 +80,9 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     stdout.print("serial fraction (Amdahl, 1 vs 2 threads; +- bootstrap sd): " + ", ".join(
         f"b {b:g}: {s:.2f} +- {sd:.2f}" + (" [yellow](at its bound)[/]" if edge else "")
         for b, s, sd, edge in zip(scaling["local_batch"], scaling["serial_fraction"],
-                                  scaling["serial_fraction_sd"], scaling["at_bound"], strict=True)))
+                                  scaling["serial_fraction_sd"], scaling["at_bound"], strict=True))
+        + (" [yellow](busy machine: upper bounds; CPU VMs' intervals reach perfect scaling)[/]"
+           if scaling.get("contended") else ""))
     machine = summary["machine"]
     busy = machine["before"]["busy"] or machine["during"]["busy"]
     beside = machine["during"]["others_load"]
