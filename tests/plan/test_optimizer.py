@@ -353,6 +353,24 @@ def test_a_cpu_projection_interval_holds_the_serial_fractions_sd_and_the_launch_
     assert predict_step_times(vmx, wider, *one)[2][0] > high[0]
 
 
+def test_a_busy_profiles_cpu_projection_reaches_perfect_scaling_below_and_keeps_its_high_end():
+    # a contended profile's serial fraction is an upper bound (perf.cpu): the low end moves down
+    # by T(p; 0) / T(p; s), the point and the high end stay. Mutations caught: the factor not
+    # applied in plan.candidates; applied to the high end as well (a symmetric widening put it at
+    # 96 T(1) for s = 1).
+    import dataclasses
+
+    from thrifty.plan.candidates import predict_step_times
+    vmx = VMArrays.build(VMS[:1], Hardware.load())  # c5.2xlarge: 8 vCPUs, projected
+    job = _job()
+    busy = dataclasses.replace(job, thread_scaling=dataclasses.replace(job.thread_scaling, contended=True))
+    one = (np.zeros(1, int), np.ones(1), np.ones(1), np.full(1, 16.0), PlanRequest())
+    step, low, high, _, _ = predict_step_times(vmx, job, *one)
+    busy_step, busy_low, busy_high, _, _ = predict_step_times(vmx, busy, *one)
+    assert busy_step[0] == step[0] and busy_high[0] == high[0]
+    assert busy_low[0] == pytest.approx(low[0] / (8 * (0.3 + 0.7 / 8)))  # s = 0.3 at b = 16: T(8; 0) / T(8; s)
+
+
 def test_a_cpu_projection_widens_beyond_the_profiled_local_batches():
     """A CPU VM's projection rests on the profiled one-rank compute: beyond the profiled local
     batches its interval widens as the fit's own does (a user's projection kept x/÷5.3 from batch

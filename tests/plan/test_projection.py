@@ -14,7 +14,6 @@ from thrifty.errors import ModelError
 from thrifty.perf.cpu import ThreadScaling
 from thrifty.perf.gpu_calibration import fit_roofline, load_published
 from thrifty.perf.roofline import GPUSpec, RooflineParams, compute_time_s, load_params
-from thrifty.perf.uncertainty import Z90
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork
 from thrifty.workloads import load_workload
 from thrifty.workloads.workcount import FusedDropout, KernelRecorder, count_model_step, count_workload
@@ -181,12 +180,23 @@ def test_a_busy_profiles_serial_fraction_is_an_upper_bound_the_interval_reaches_
     # contended flag ignored, or lost in to_dict/from_dict.
     busy = ThreadScaling(np.array([16.0]), np.array([1.0]), np.array([0.0]), np.array([True]), contended=True)
     quiet = dataclasses.replace(busy, serial_fraction=np.array([0.15]), at_bound=np.array([False]), contended=False)
-    low = busy.slowdown(16, 96) * np.exp(-Z90 * busy.slowdown_sd_log(16, 96))
-    assert low == pytest.approx(1 / 96)  # perfect scaling: T(96) = T(1) / 96
-    assert low < quiet.slowdown(16, 96)
-    assert busy.slowdown_sd_log(16, 1) == 0.0  # one thread: nothing to scale
+    assert busy.slowdown(16, 96) * busy.low_end_factor(16, 96) == pytest.approx(1 / 96)  # T(96; 0) = T(1) / 96
+    assert busy.slowdown(16, 96) * busy.low_end_factor(16, 96) < quiet.slowdown(16, 96)
+    assert quiet.low_end_factor(16, 96) == 1.0 and busy.low_end_factor(16, 1) == pytest.approx(1.0)
     assert ThreadScaling.from_dict(busy.to_dict()).contended
     assert not ThreadScaling.from_dict({k: v for k, v in quiet.to_dict().items() if k != "contended"}).contended
+
+
+def test_a_profile_stored_before_the_contended_flag_takes_it_from_its_machine_readings():
+    # mutation caught: the readings ignored (every older busy profile loaded as uncontended)
+    from thrifty.perf.jobmodel import stored_thread_scaling
+    scaling = {k: v for k, v in ThreadScaling(np.array([16.0]), np.array([1.0]), np.array([0.0]),
+                                               np.array([True])).to_dict().items() if k != "contended"}
+    busy = {"thread_scaling": scaling, "machine": {"before": {"busy": False}, "during": {"busy": True}}}
+    assert stored_thread_scaling(busy).contended
+    assert not stored_thread_scaling({"thread_scaling": scaling, "machine": {"before": {"busy": False}}}).contended
+    assert not stored_thread_scaling({"thread_scaling": scaling}).contended  # older still: no readings
+    assert stored_thread_scaling({}) is None
 
 
 def test_bigger_cpu_vms_are_faster_but_not_linearly_and_cost_more(profiled_db):

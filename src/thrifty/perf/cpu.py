@@ -18,12 +18,12 @@ Measured beside other tasks' load (`contended`: the profile ran on a busy machin
 the second thread may have waited for a core the other tasks held, so the measured s is an upper
 bound and the true one anywhere down to 0 (perfect scaling). The delta method's sd (at most 0.29,
 that of s uniform on [0, 1]) cannot say that on a big VM: at p = 96, T(96) at s = 1 is 96x T(96)
-at s = 0 and the sd moves log T by 0.29. So a contended profile's sd of log T(p) is at least
-  log(T(p; s) / T(p; 0)) / z_0.95
-which puts the 90% interval's low end at the perfect-scaling time. Two profiles of ResNet-18, the
-second on a busy machine, measured s = 0.10-0.17 and 1.0, and their 192-vCPU intervals did not
-overlap (issue 22); neither did those of tests/train/test_profiler.py's loaded and quiet profiles
-once in a loaded suite.
+at s = 0 and the sd moves log T by 0.29. So a contended profile's interval on T(p) has its low
+end moved down by T(p; 0) / T(p; s), to the perfect-scaling time or below it; its high end stays,
+since s cannot be higher than measured (a symmetric widening put the high end at 96 T(1)). Two
+profiles of ResNet-18, the second on a busy machine, measured s = 0.10-0.17 and 1.0, and their
+192-vCPU intervals did not overlap (issue 22); neither did those of tests/train/test_profiler.py's
+loaded and quiet profiles once in a loaded suite.
 """
 
 from collections.abc import Sequence
@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from thrifty.errors import ModelError
-from thrifty.perf.uncertainty import Z90
 
 BOOTSTRAP_DRAWS = 400
 UNKNOWN_SD = 12**-0.5  # the sd of s uniform on [0, 1]: a serial fraction known to be no more than that
@@ -84,11 +83,14 @@ class ThreadScaling:
     def slowdown_sd_log(self, local_batch, threads) -> np.ndarray:
         """sd of log T(p) from the serial fraction's sd (delta method, module docstring)."""
         p = np.asarray(threads, float)
-        slowdown = self.slowdown(local_batch, p)
-        delta = (1.0 - 1.0 / p) / slowdown * self.serial_sd_at(local_batch)
-        if not self.contended:
-            return delta
-        return np.maximum(delta, np.log(slowdown * p) / Z90)  # T(p; 0) / T(1) = 1 / p
+        return (1.0 - 1.0 / p) / self.slowdown(local_batch, p) * self.serial_sd_at(local_batch)
+
+    def low_end_factor(self, local_batch, threads) -> np.ndarray:
+        """What the low end of T(p)'s interval is multiplied by: T(p; 0) / T(p; s) for a contended
+        profile (its s is an upper bound, module docstring), 1 otherwise. The high end stays."""
+        p = np.asarray(threads, float)
+        perfect = 1.0 / (p * self.slowdown(local_batch, p))  # T(p; 0) / T(1) = 1 / p
+        return perfect if self.contended else np.ones_like(perfect)
 
     def to_dict(self) -> dict:
         return {"local_batch": self.local_batch.tolist(), "serial_fraction": self.serial_fraction.tolist(),

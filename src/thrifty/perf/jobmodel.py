@@ -129,6 +129,18 @@ def _noise(samples: Sequence[Mapping], calibration: Mapping | None) -> tuple[flo
         "--steps 40` for more measurements, or give the epochs your job needs with --epochs")
 
 
+def stored_thread_scaling(meta: Mapping) -> ThreadScaling | None:
+    """A profile's thread scaling; one stored before the `contended` flag is contended when its
+    machine readings said busy (perf.cpu)."""
+    scaling = meta.get("thread_scaling")
+    if scaling is None:
+        return None
+    if "contended" not in scaling:
+        machine = meta.get("machine", {})
+        scaling = {**scaling, "contended": any(machine.get(when, {}).get("busy", False) for when in ("before", "during"))}
+    return ThreadScaling.from_dict(scaling)
+
+
 def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size: int,
                     calibration: Mapping | None, epochs_to_target: float | None = None,
                     epochs_batch: int | None = None, instance_type: str = "local",
@@ -174,7 +186,6 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
         s_min = calibrate_s_min(steps, batch, noise_scale)
     per_batch = np.polyfit(configs.local_batch, configs.peak_memory_bytes, 1) \
         if len(np.unique(configs.local_batch)) > 1 else np.array([0.0, configs.peak_memory_bytes[0]])
-    scaling = meta.get("thread_scaling")
     return JobModel(step_time=step_model, noise_scale=noise_scale, noise_scale_interval=interval,
                     s_min=s_min,
                     memory_base_bytes=float(max(per_batch[1], 0.0)),
@@ -183,7 +194,7 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
                     profiled_instance_type=instance_type, threads_per_rank=threads_per_rank,
                     calibration_batch=int(batch), calibration_steps=float(steps),
                     work=StepWork.from_dict(meta["step_work"]) if meta.get("step_work") else None,
-                    thread_scaling=None if scaling is None else ThreadScaling.from_dict(scaling),
+                    thread_scaling=stored_thread_scaling(meta),
                     input_s_per_sample=float(meta.get("input_s_per_sample", 0.0)),
                     profiled_max_local_batch=float(configs.local_batch.max()),
                     recipe=None if recipe is None else dict(recipe))

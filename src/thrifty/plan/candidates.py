@@ -214,10 +214,12 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     # projections: the calibrated held-out error (GPU); on CPU VMs the stated family-factor
     # assumption, the serial fraction's sd (delta method, perf.cpu) and the measured times' launch spread
     sigma = np.full(v.shape, float(calibration["held_out_sigma_log"]))
+    low_factor = np.ones(v.shape)  # a busy profile's serial fraction is an upper bound: perfect scaling below (perf.cpu)
     if np.any(cpu):
         if job.thread_scaling is None:
             raise PlanError("the job model has no thread scaling to project CPU VMs with: profile again")
         serial = job.thread_scaling.slowdown_sd_log(local[cpu], vmx.vcpus_per_rank[v][cpu])
+        low_factor[cpu] = job.thread_scaling.low_end_factor(local[cpu], vmx.vcpus_per_rank[v][cpu])
         # the profiled one-rank compute extrapolated in local batch: as the fit's own interval widens
         # (perf.uncertainty, per doubling away from the nearest profiled local batch)
         batches = None if model.profiled is None else np.asarray(model.profiled, float)[:, 2]
@@ -226,7 +228,7 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
         sigma[cpu] = np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + model.launch_sigma_log**2 + serial**2
                              + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2)
     z = float(ndtri(0.95))
-    step, low, high = projected, projected * np.exp(-z * sigma), projected * np.exp(z * sigma)
+    step, low, high = projected, projected * np.exp(-z * sigma) * low_factor, projected * np.exp(z * sigma)
     on = np.flatnonzero(measured)  # the profiled machine: the fitted model and its own interval
     if on.size:
         step[on] = model.predict(nodes[on], workers[on], local[on])
