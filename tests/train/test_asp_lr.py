@@ -47,3 +47,17 @@ def test_the_controller_keeps_every_asp_update_at_half_an_even_share_or_more():
     unfloored = ParameterServer(TrainConfig(workers=4, global_batch=64, policy="dynamic",
                                             controller=ControllerSettings(asp_min_share=0.0)), workers=4)
     assert unfloored.policy.b_min == 1
+
+
+def test_a_report_timed_at_an_older_split_is_not_fed_to_the_controller():
+    # a worker's first update after a change of split carries the old batch and its time; taken
+    # for the new split, it set the fixed-cost fit's history wrong. Mutation caught: every report kept.
+    server = ParameterServer(TrainConfig(workers=2, global_batch=64, policy="dynamic"), workers=2)
+    grad = torch.zeros(parameters_to_vector(server.model.parameters()).numel())
+    server.policy.split = [48, 16]  # the controller moved; the workers still compute at 32 each
+    server.exchange(0, grad, 0, 32, 0.010)
+    server.exchange(1, grad, 0, 32, 0.030)
+    assert server.rounds == 0 and not server.policy.history
+    server.exchange(0, grad, 0, 48, 0.015)
+    server.exchange(1, grad, 0, 16, 0.015)
+    assert server.rounds == 1 and server.policy.history == [([48, 16], [0.015, 0.015])]

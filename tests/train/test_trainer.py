@@ -172,12 +172,12 @@ def test_asp_runs_learns_and_records_staleness(tmp_path):
         assert sum(summary["staleness_histogram"]) == summary["updates"]
         assert (tmp_path / ("plain" if summary is plain else "dyn") / "updates.csv").exists()
     assert plain["final_batch_sizes"] == [32, 32]
-    # the slow worker's batch is smaller: over the second half of the updates, not at the last
-    # decision alone (one decision on a loaded machine's times can land on either side)
+    # the slow worker's batch is smaller, towards the floor of 16 (B / 2n): over the second half of
+    # the updates, not at the last decision alone (16 in three quiet and three loaded runs here)
     with open(tmp_path / "dyn" / "updates.csv") as f:
         rows = list(csv.DictReader(f))
     slow = [int(r["local_batch"]) for r in rows[len(rows) // 2:] if r["worker"] == "1"]
-    assert slow and statistics.median(slow) < 32
+    assert slow and statistics.median(slow) <= 24
 
 
 def test_a_run_needs_a_checkpoint_to_resume(tmp_path):

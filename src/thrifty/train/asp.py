@@ -134,7 +134,8 @@ class ParameterServer:
                                    compute_s, time.perf_counter() - self.start))
         self.version += 1
         self.samples += local_batch
-        self.latest[worker] = compute_s
+        if local_batch == self.policy.split[worker]:  # timed at an older split, it says nothing of this one
+            self.latest[worker] = compute_s
         if self.progress:
             elapsed_s = max(time.perf_counter() - self.start, 1e-9)
             self.progress.update(self.samples, rate=f"{self.samples / elapsed_s:,.0f} samples/s",
