@@ -102,9 +102,9 @@ class ParameterServer:
         Balancing moves samples to the fast worker, which amortises its fixed cost; without a
         floor, equal iteration times pinned the slow workers at 1-6 of 64 samples at HL8, so
         three quarters of the updates paid that cost for almost nothing. With every update
-        carrying at least half an even share ([8, 8, 8, 40] at HL8): 11-28% more samples/s than
-        without the floor in two runs, accuracy at equal time 0.923 vs 0.906 (plain ASP 0.902),
-        means of 9 runs (benchmarks/bench_asp.py). At HL4 the floor hardly changes the split."""
+        carrying at least half an even share ([8, 8, 8, 40] at HL8): +2% to +28% samples/s
+        against no floor over the runs of benchmarks/bench_asp.py, within the scatter of 5
+        processes on 2 shared cores (docs/training.md). At HL4 the floor hardly changes the split."""
         return max(b_min, math.ceil(share * self.global_batch / workers))
 
     def explicit_momentum(self, workers: int) -> float:
