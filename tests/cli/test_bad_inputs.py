@@ -319,10 +319,11 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for option, value in (("--policy", "fastest"), ("--mode", "async"), ("--emulate", "magic"),
                           ("--hetero-profile", "HL99"), ("--b-max-rule", "vibes")):
         add(f"train {option} {value}", f"{train} {option} {value}", "unknown", f"{value!r}; choose")
-    for value in ("abc", "0", "-1", "nan", "1,abc", "1,2,3"):
+    for value in ("abc", "0", "-1", "nan", "1,abc", "1,2,3", "1,1e9"):
         add(f"train --slowdown {value}", f"{train} --slowdown {shlex.quote(value)}",
             "the slowdown setting is for 3 workers, the run has 2" if value == "1,2,3" else
             "--slowdown must be comma-separated positive numbers" if "abc" in value else
+            "slowdown factors above 100 are not emulated" if value == "1,1e9" else
             "slowdown factors must be positive numbers")
     for value in ("abc", "0", "-1", "nan"):
         add(f"train --capacities {value}", f"{train} --policy static --capacities {value}", "--capacities",
@@ -348,7 +349,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     numbers("train", "--dead-band", ("nan", "-0.1", "2", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run",
             lambda v: None if v == "abc" else ("dead-band must be in [0, 1)",))
     numbers("train", "--adjust-every", ("0", "-1"), "--steps 2 --db {w}/t.db --run-dir {w}/run",
-            lambda v: ("controller interval and warm-up must be at least one step",))
+            lambda v: ("--adjust-every", "must be at least one step"))
     for option, bad in (("--eval-every", ("0", "-1")), ("--checkpoint-every", ("-1", "abc"))):
         numbers("train", option, bad, "--steps 2 --db {w}/t.db --run-dir {w}/run",
                 lambda v, o=option: None if v == "abc" else f"must be at least {at_least[o]}")

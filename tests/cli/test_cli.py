@@ -2,6 +2,7 @@
 """The CLI end to end: plan reuses stored profiles, and every bad input is one line with exit code 2."""
 
 import json
+import shutil
 import sqlite3
 
 import pytest
@@ -44,6 +45,22 @@ def test_plan_writes_its_default_plot_only_without_json(profiled_db, run_cli, tm
     code, out, err = run_cli("plan", "--db", profiled_db, "--max-workers", "8")
     assert code == 0, err
     assert (tmp_path / "thrifty-plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("contended", [True, False])
+def test_plan_says_when_its_profile_was_taken_on_a_busy_machine(profiled_db, run_cli, tmp_path, contended):
+    # a new user saw CPU intervals 50x wide with no reason given. Mutation caught: the note left out
+    db = tmp_path / "t.db"
+    shutil.copy(profiled_db, db)
+    with sqlite3.connect(db) as connection:
+        for profile_id, meta_json in connection.execute("SELECT id, meta_json FROM profiles").fetchall():
+            meta = json.loads(meta_json)
+            meta["thread_scaling"]["contended"] = contended
+            connection.execute("UPDATE profiles SET meta_json = ? WHERE id = ?", (json.dumps(meta), profile_id))
+    connection.close()
+    code, out, err = run_cli("plan", "--db", db, "--plot", tmp_path / "p.png", "--cpu")
+    assert code == 0, err
+    assert ("profiled on a busy machine" in " ".join(out.split())) is contended
 
 
 def test_plan_constraints_and_table(profiled_db, run_cli, tmp_path):

@@ -371,6 +371,24 @@ def test_a_busy_profiles_cpu_projection_reaches_perfect_scaling_below_and_keeps_
     assert busy_low[0] == pytest.approx(low[0] / (8 * (0.3 + 0.7 / 8)))  # s = 0.3 at b = 16: T(8; 0) / T(8; s)
 
 
+@pytest.mark.parametrize("objective", ["cost", "time"])
+def test_a_busy_profiles_shared_widening_changes_no_pick(objective):
+    # every CPU VM of a contended profile shares its widened low end, so it tells none of them
+    # apart less well: counted in the tie resolution, it made a new user's busy-profile plan pick
+    # a $57.70 row for --objective cost over $16.60 rows in its own table. Mutation caught: the
+    # resolution taken from the widened intervals (time_low_s instead of time_low_unshared_s).
+    import dataclasses
+    scaling = ThreadScaling(np.array([16.0, 64.0]), np.array([1.0, 1.0]), np.array([0.02, 0.02]), np.ones(2, bool))
+    quiet = dataclasses.replace(_job(), thread_scaling=scaling)
+    busy = dataclasses.replace(quiet, thread_scaling=dataclasses.replace(scaling, contended=True))
+    vmx = VMArrays.build(VMS[:2], Hardware.load())  # projected CPU VMs only
+    request = PlanRequest(max_workers=8, objective=objective, spot="both")
+    picks = [plan(vmx, job, request) for job in (quiet, busy)]
+    assert picks[1].candidates.time_low_s.min() < picks[0].candidates.time_low_s.min()  # it is widened
+    assert picks[0].best == picks[1].best
+    assert [list(a) for a in picks[0].top(5)] == [list(a) for a in picks[1].top(5)]
+
+
 def test_a_cpu_projection_widens_beyond_the_profiled_local_batches():
     """A CPU VM's projection rests on the profiled one-rank compute: beyond the profiled local
     batches its interval widens as the fit's own does (a user's projection kept x/÷5.3 from batch

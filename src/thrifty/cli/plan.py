@@ -186,6 +186,9 @@ def plan(
                 if fit.exact else f"in-sample MdAPE {fit.train_mdape:.1f}% over {fit.n_samples} configurations")
     if fit.at_bound:
         fit_note += f"; [yellow]at a bound: {', '.join(fit.at_bound)}[/]"
+    if job.thread_scaling is not None and job.thread_scaling.contended:
+        fit_note += ("; [yellow]profiled on a busy machine: the serial fraction is an upper bound, CPU VMs' "
+                     "intervals reach perfect scaling[/]")
     stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit: {fit_note} "
                  f"({'stored profile' if reused else 'new profile'})")
     tie_rule = {"cost": " (each row: the fastest within its resolution of the cheapest left)",

@@ -83,6 +83,7 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
                                   scaling["serial_fraction_sd"], scaling["at_bound"], strict=True))
         + (" [yellow](busy machine: upper bounds; CPU VMs' intervals reach perfect scaling)[/]"
            if scaling.get("contended") else ""))
+    from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR
     machine = summary["machine"]
     busy = machine["before"]["busy"] or machine["during"]["busy"]
     beside = machine["during"]["others_load"]
@@ -90,7 +91,8 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
                  f"before, {'?' if beside is None else f'{beside:.1f}'} beside the profile, "
                  f"{machine['during']['steal_fraction']:.1%} steal during; runs of one setting differ "
                  f"by {summary['run_spread']:.0%} (median); launch spread sd {summary['launch_sigma_log']:.3f} "
-                 "in log, added to every interval" + (" [yellow](busy: measured anyway, --allow-busy)[/]" if busy else ""))
+                 f"in log, at least {LAUNCH_SIGMA_LOG_FLOOR:g} added to every interval"
+                 + (" [yellow](busy: measured anyway, --allow-busy)[/]" if busy else ""))
     if calibration:
         stdout.print(f"calibration: batch {calibration['global_batch']} reached the target in "
                      f"{calibration['steps']} steps ({calibration['wall_time_s']:.1f} s)")

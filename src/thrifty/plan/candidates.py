@@ -115,6 +115,10 @@ class Candidates:
     cost_usd: np.ndarray
     cost_low_usd: np.ndarray
     cost_high_usd: np.ndarray
+    # the low ends without the widening that every CPU VM of a contended profile shares (perf.cpu):
+    # shared, it blurs no difference between them, so the tie resolution (plan.ties) leaves it out
+    time_low_unshared_s: np.ndarray
+    cost_low_unshared_usd: np.ndarray
 
     def __len__(self) -> int:
         return int(self.vm_index.size)
@@ -179,6 +183,18 @@ def _gpu_compute_s(vmx: VMArrays, job: JobModel, v: np.ndarray, local: np.ndarra
     return out
 
 
+def contended_low_factor(vmx: VMArrays, job: JobModel, v: np.ndarray, local: np.ndarray,
+                         exempt: np.ndarray) -> np.ndarray:
+    """Per candidate, what the low end of its step-time interval is multiplied by: a contended
+    profile's T(p; 0) / T(p; s) on projected CPU VMs (its serial fraction is an upper bound, perf.cpu),
+    1 elsewhere and where `exempt` (GPUs, measured configurations)."""
+    factor = np.ones(v.shape)
+    cpu = ~vmx.is_gpu[v] & ~exempt
+    if np.any(cpu) and job.thread_scaling is not None:
+        factor[cpu] = job.thread_scaling.low_end_factor(local[cpu], vmx.vcpus_per_rank[v][cpu])
+    return factor
+
+
 def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.ndarray,
                        workers: np.ndarray, local: np.ndarray,
                        request: PlanRequest) -> tuple[np.ndarray, ...]:
@@ -214,12 +230,10 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     # projections: the calibrated held-out error (GPU); on CPU VMs the stated family-factor
     # assumption, the serial fraction's sd (delta method, perf.cpu) and the measured times' launch spread
     sigma = np.full(v.shape, float(calibration["held_out_sigma_log"]))
-    low_factor = np.ones(v.shape)  # a busy profile's serial fraction is an upper bound: perfect scaling below (perf.cpu)
     if np.any(cpu):
         if job.thread_scaling is None:
             raise PlanError("the job model has no thread scaling to project CPU VMs with: profile again")
         serial = job.thread_scaling.slowdown_sd_log(local[cpu], vmx.vcpus_per_rank[v][cpu])
-        low_factor[cpu] = job.thread_scaling.low_end_factor(local[cpu], vmx.vcpus_per_rank[v][cpu])
         # the profiled one-rank compute extrapolated in local batch: as the fit's own interval widens
         # (perf.uncertainty, per doubling away from the nearest profiled local batch)
         batches = None if model.profiled is None else np.asarray(model.profiled, float)[:, 2]
@@ -228,7 +242,8 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
         sigma[cpu] = np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + model.launch_sigma_log**2 + serial**2
                              + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2)
     z = float(ndtri(0.95))
-    step, low, high = projected, projected * np.exp(-z * sigma) * low_factor, projected * np.exp(z * sigma)
+    step, high = projected, projected * np.exp(z * sigma)
+    low = projected * np.exp(-z * sigma) * contended_low_factor(vmx, job, v, local, ~cpu)
     on = np.flatnonzero(measured)  # the profiled machine: the fitted model and its own interval
     if on.size:
         step[on] = model.predict(nodes[on], workers[on], local[on])
@@ -326,6 +341,7 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     step, step_low, step_high, measured, threads = predict_step_times(vmx, job, v, nodes, workers, local, request)
     searched = apply_search_probes(vmx, probes, v, nodes, workers, batch, step, step_low, step_high, measured)
     measured = measured | searched
+    step_low_unshared = step_low / contended_low_factor(vmx, job, v, local, measured)
     steps = job.steps(batch)
     steps_low, steps_high = job.steps_interval(batch)
 
@@ -339,6 +355,7 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     price = np.where(spot, vmx.spot_price[v], vmx.price[v])
     time_s = wall_time(steps * step)
     time_low, time_high = wall_time(steps_low * step_low), wall_time(steps_high * step_high)
+    time_low_unshared = wall_time(steps_low * step_low_unshared)
     dollars_per_s = nodes * price / 3600.0
 
     def billed(seconds):
@@ -348,7 +365,8 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
                       threads_per_rank=threads,
                       step_time_s=step, steps=steps, time_s=time_s, time_low_s=time_low,
                       time_high_s=time_high, cost_usd=billed(time_s), cost_low_usd=billed(time_low),
-                      cost_high_usd=billed(time_high))
+                      cost_high_usd=billed(time_high), time_low_unshared_s=time_low_unshared,
+                      cost_low_unshared_usd=billed(time_low_unshared))
 
 
 def refusals(c: Candidates, request: PlanRequest) -> dict[str, np.ndarray]:

@@ -136,9 +136,9 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     training_s = candidates.steps * candidates.step_time_s
     noise = job.step_time.sigma_log
     resolved = Resolved(candidates.time_s, candidates.cost_usd,
-                        plan_resolution_log(candidates.time_low_s, candidates.time_high_s, noise,
+                        plan_resolution_log(candidates.time_low_unshared_s, candidates.time_high_s, noise,
                                             training_s / candidates.time_s),
-                        plan_resolution_log(candidates.cost_low_usd, candidates.cost_high_usd, noise,
+                        plan_resolution_log(candidates.cost_low_unshared_usd, candidates.cost_high_usd, noise,
                                             training_s / np.maximum(candidates.time_s, MINIMUM_BILLED_S)))
     pareto = index[pareto_front(time_s, cost_usd, order)]
     ranked = _rank(resolved, index, request.objective, pareto, index[order])

@@ -5,7 +5,8 @@ A prediction's resolution is one standard error, the larger of two of its own un
 - its 90% interval in log space, sigma = ln(high / low) / (2 z_0.95), z_0.95 = 1.645; the interval
   combines the step-time model's interval (the fit's covariance, or the calibrated projection
   error), the bounds on the steps to the target and, on spot, the preemption overhead
-  (plan.candidates);
+  (plan.candidates), less the low-end widening that every CPU VM of a busy profile shares
+  (perf.cpu: it tells none of them apart less well);
 - the noise of the measurements it rests on: the step-time fit's residual deviation of log step
   time (perf.steptime, `sigma_log`), times the share of the time (or of the billed seconds) that
   the steps make: no prediction resolves a relative difference in its steps finer than the

@@ -23,6 +23,9 @@ from thrifty.io import read_json
 
 CORE_SPLITS = {"HL1": (12, 12, 12, 12), "HL2": (12, 12, 8, 16), "HL4": (9, 9, 6, 24), "HL8": (6, 6, 4, 32)}
 DYNAMIC_SEQUENCE = ("HL1", "HL2", "HL4", "HL8", "HL4", "HL2", "HL1")
+# OmniLearn's largest level is 8x; 1e9 was taken and its run could not be stopped by one SIGTERM
+# (a step's emulated wait had no end in sight). 100x leaves room for any cluster worth balancing.
+MAX_SLOWDOWN = 100.0
 
 
 class HeteroError(ThriftyError):
@@ -53,6 +56,9 @@ class SlowdownSchedule:
             for f in factors:
                 if not f > 0 or f != f or f == float("inf"):
                     raise HeteroError(f"slowdown factors must be positive numbers, got {f}")
+                if f > MAX_SLOWDOWN:
+                    raise HeteroError(f"slowdown factors above {MAX_SLOWDOWN:g} are not emulated, got {f:g} (each "
+                                      f"step would wait {f - 1:g} times its compute)")
         steps = [s for s, _ in self.segments]
         if steps != sorted(set(steps)):
             raise HeteroError("schedule steps must be strictly increasing")
@@ -74,7 +80,8 @@ class SlowdownSchedule:
 
     def check_workers(self, workers: int) -> None:
         if self.workers != workers:
-            raise HeteroError(f"the slowdown setting is for {self.workers} workers, the run has {workers}")
+            raise HeteroError(f"the slowdown setting is for {self.workers} workers, the run has {workers} (the HL "
+                              "profiles are OmniLearn's 4; --slowdown takes one factor per worker)")
 
 
 def constant(factors: tuple[float, ...]) -> SlowdownSchedule:

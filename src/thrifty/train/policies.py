@@ -93,7 +93,7 @@ class ControllerSettings:
         if not 0 <= self.dead_band < 1:
             raise SplitError(f"dead-band must be in [0, 1), got {self.dead_band}")
         if self.every < 1 or self.warmup_steps < 1:
-            raise SplitError("controller interval and warm-up must be at least one step")
+            raise SplitError("the controller's interval (--adjust-every) and warm-up must be at least one step")
         if not 0 <= self.asp_min_share <= 1:
             raise SplitError(f"the ASP batch floor is a share of B / n in [0, 1], got {self.asp_min_share}")
         if self.window < 2 * SHIFT_SAMPLES:
