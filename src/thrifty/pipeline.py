@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from thrifty.errors import WorkloadError
 from thrifty.perf.jobmodel import JobModel, build_job_model
 from thrifty.perf.samples import round_means
-from thrifty.perf.uncertainty import busy_sigma_log, launch_sigma_log, relative_spread
+from thrifty.perf.uncertainty import busy_sigma_log, launch_sigma_log, readings_busy, relative_spread
 from thrifty.perf.work import COUNT_VERSION
 from thrifty.store import Store
 from thrifty.workloads.names import workload_key
@@ -103,7 +103,7 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     profile.meta["launch_sigma_log"] = math.hypot(profile.meta["run_sigma_log"], busy_sigma_log(
         others, readings["before"]["cores"]))
     # measured on a busy machine, the second thread's gain is an upper bound on s (perf.cpu)
-    profile.meta["thread_scaling"]["contended"] = readings["before"]["busy"] or readings["during"]["busy"]
+    profile.meta["thread_scaling"]["contended"] = readings_busy(readings)
     profile.instance_type = settings.instance_type
     profile.meta.update(_workload_facts(workload))
     log.info("profiled %s: %d step samples at %s worker(s) x local batches %s; run spread %.1f%%, launch "

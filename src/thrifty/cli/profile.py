@@ -76,16 +76,16 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
                       fmt_duration(row["compute_time_s"]), fmt_duration(row["sync_time_s"]),
                       f"{row['samples_per_s']:.0f}")
     stdout.print(table)
+    from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR, readings_busy
+    machine = summary["machine"]
+    busy = readings_busy(machine)
     scaling = summary["thread_scaling"]
     stdout.print("serial fraction (Amdahl, 1 vs 2 threads; +- bootstrap sd): " + ", ".join(
         f"b {b:g}: {s:.2f} +- {sd:.2f}" + (" [yellow](at its bound)[/]" if edge else "")
         for b, s, sd, edge in zip(scaling["local_batch"], scaling["serial_fraction"],
                                   scaling["serial_fraction_sd"], scaling["at_bound"], strict=True))
         + (" [yellow](busy machine: upper bounds; CPU VMs' intervals reach perfect scaling)[/]"
-           if scaling.get("contended") else ""))
-    from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR
-    machine = summary["machine"]
-    busy = machine["before"]["busy"] or machine["during"]["busy"]
+           if busy else ""))
     beside = machine["during"]["others_load"]
     stdout.print(f"machine: load {machine['before']['others_load']:.1f} on {machine['before']['cores']} cores "
                  f"before, {'?' if beside is None else f'{beside:.1f}'} beside the profile, "

@@ -18,7 +18,7 @@ from thrifty.perf.efficiency import calibrate_s_min, steps_to_target
 from thrifty.perf.noise import bootstrap_noise_scale_interval, noise_scale_from_samples
 from thrifty.perf.samples import config_times
 from thrifty.perf.steptime import StepTimeModel, compute_time, fit_step_time
-from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR
+from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR, readings_busy
 from thrifty.perf.work import StepWork
 
 BYTES_PER_PARAMETER = 4  # fp32 gradients
@@ -136,8 +136,7 @@ def stored_thread_scaling(meta: Mapping) -> ThreadScaling | None:
     if scaling is None:
         return None
     if "contended" not in scaling:
-        machine = meta.get("machine", {})
-        scaling = {**scaling, "contended": any(machine.get(when, {}).get("busy", False) for when in ("before", "during"))}
+        scaling = {**scaling, "contended": readings_busy(meta.get("machine", {}))}
     return ThreadScaling.from_dict(scaling)
 
 

@@ -55,6 +55,12 @@ def launch_sigma_log(run_means_s: Mapping[Any, Sequence[float]]) -> float:
     return math.sqrt(float(np.mean(variances))) if variances else 0.0
 
 
+def readings_busy(machine: Mapping) -> bool:
+    """Whether a profile's machine readings (train.busy's, before and during it) said busy; a profile
+    stored without them: False."""
+    return any(machine.get(when, {}).get("busy", False) for when in ("before", "during"))
+
+
 def busy_sigma_log(others_load: float, cores: int) -> float:
     """sd of log step time that covers a quiet machine from a profile with `others_load` runnable
     tasks beside it (module docstring)."""
