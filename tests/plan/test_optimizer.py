@@ -62,8 +62,9 @@ def _job() -> JobModel:
 
 def _roofline_compute_s(spec, local: int) -> float:
     """perf.roofline: sum over kernels of max(launch, f / (peak clock e_max busy), bytes / (bw e_bw)),
-    clock = min(1, base / boost / power_fraction^(1/3)) on tensor cores (1 on FP32 units: the GPUs
-    used here all have tensor cores; without them FP32 would be held back too),
+    clock = min(1, base / boost / power_fraction^(1/3)) on tensor cores and
+    min(1, base / boost / 0.11^(1/3)) on FP32 units (the GPUs used here all have tensor cores;
+    without them FP32 would be held back as the tensor cores are),
     busy = waves / ceil(waves) with waves = parallel work / (outputs per SM x SMs), a matmul's
     parallel work at least f / (2 x 4096);
     fp32: convolutions on TF32 tensor cores where the GPU has them (at the convolutions' efficiency),
@@ -71,6 +72,7 @@ def _roofline_compute_s(spec, local: int) -> float:
     assert spec.has_tensor_cores  # the mirror below covers GPUs with tensor cores only
     rp = load_params()[0]
     clock = min(1.0, spec.base_mhz / spec.boost_mhz / rp.power_fraction ** (1 / 3))
+    fp32_clock = min(1.0, spec.base_mhz / spec.boost_mhz / 0.11 ** (1 / 3))
     total = 0.0
     for kind, f0, f1, m0, m1, o0, o1 in zip(WORK.kind, WORK.flops_fixed, WORK.flops_per_sample,
                                             WORK.bytes_fixed, WORK.bytes_per_sample, WORK.outputs_fixed,
@@ -79,7 +81,7 @@ def _roofline_compute_s(spec, local: int) -> float:
         if kind == 1 and math.isfinite(spec.tf32_tflops):
             peak, efficiency = spec.tf32_tflops * 1e12 * clock, rp.conv_tensor_efficiency
         else:
-            peak, efficiency = spec.fp32_tflops * 1e12, rp.vector_efficiency
+            peak, efficiency = spec.fp32_tflops * 1e12 * fp32_clock, rp.vector_efficiency
         if kind in (0, 1):
             waves = max(outputs, flops / (2 * 4096)) / (rp.matrix_outputs_per_sm * spec.sm_count)
         else:

@@ -23,15 +23,26 @@ One kernel i of a step at local batch b, with FLOPs f_i(b), bytes m_i(b) and out
                                       That heavy load runs on the units with the highest throughput:
                                       the tensor cores, on every GPU that has them (8-16x the FP32
                                       rate: Volta and later), so a tensor-core kernel runs at the
-                                      sustained clock and an FP32 CUDA-core kernel there at boost;
-                                      on a GPU without tensor cores (K80, P100, P4) the FP32 units
-                                      are the heavy load and are held back. (An assumption that
-                                      only the V100's FP32 rows test, where base is 86% of boost;
-                                      issue 22 found the boost-clock projection of ResNet-18 FP32
-                                      within 10% on a real T4.) Fitted on the published
-                                      rows, the power fraction goes to 1 (tensor kernels at the base
-                                      clock) and the held-out compute-bound error falls 2.4 / 1.6
-                                      points against one clock for every kernel (docs/gpu-projection.md).
+                                      sustained clock; on a GPU without tensor cores (K80, P100, P4)
+                                      the FP32 units are that load and are held back the same way.
+                                      Fitted on the published rows, the power fraction goes to 1
+                                      (tensor kernels at the base clock) and the held-out
+                                      compute-bound error falls 2.4 / 1.6 points against one clock
+                                      for every kernel (docs/gpu-projection.md).
+                                      An FP32 CUDA-core kernel of a tensor-core GPU draws
+                                      FP32_POWER_FRACTION (0.11) of the base-clock load's power:
+                                      at boost on every GPU with training rows, held back where the
+                                      board's power is short even of that (T4 77% of boost, L4 81%,
+                                      L40S 92%). Derived, not fitted (no training row on those
+                                      GPUs): the V100 runs its published FP32 rows at boost, so its
+                                      FP32 load draws at most its 300 W at 15.7 TFLOPS, 19.1 pJ a
+                                      FLOP; the T4, made on the same process (TSMC 12 nm FFN), would
+                                      draw 8.1 TFLOPS x 19.1 pJ = 155 W at boost, so at its 70 W it
+                                      sustains 1590 x (70 / 155)^(1/3) = 1,220 MHz (cube law), which
+                                      against its 585 MHz base is a fraction (585 / 1220)^3 = 0.11.
+                                      Issue 22 found the older boost-clock model within 10% of a
+                                      real T4 on ResNet-18 FP32 (1,127 img/s at batch 128); this
+                                      rule gives 1,135 there, FP32 at boost 1,374.
   T_compute(b) = sum_i t_i
 outputs_per_sm differs between matrix kernels (a GEMM/conv tile per SM) and the rest; peak_i is the
 tensor-core rate for matrix kernels when the precision uses them (TF32 / FP16), else the FP32 vector
@@ -65,6 +76,9 @@ PRECISIONS = ("fp32", "tf32", "amp")
 # over a large batch). A modelling choice of the order of those libraries' slice depths.
 SPLIT_K_DEPTH = 4096.0
 AMP_ACTIVATION_BYTES = 0.5  # FP16 activations are half as large as FP32 ones
+# Power of an FP32 CUDA-core load of a tensor-core GPU over the load that sets its base clock, at
+# the same clock: derived from the V100's and the T4's specs (module docstring), not fitted.
+FP32_POWER_FRACTION = 0.11
 
 
 @dataclass(frozen=True)
@@ -125,9 +139,11 @@ def kernel_times_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
     b = np.atleast_1d(np.asarray(local_batch, float))[None, :]
     peaks, tensor = zip(*(matrix_peak_flops(spec, int(k), precision) for k in (KIND_MATMUL, KIND_CONV, 2)), strict=True)
     kind = work.kind
-    # the power limit holds back the units that set the base clock (module docstring)
+    # the power limit holds back the units that set the base clock, and the FP32 units of a
+    # tensor-core GPU where even their lighter load outdraws the board (module docstring)
     limited = np.asarray(tensor) | (not spec.has_tensor_cores)
-    clock = np.where(limited, spec.sustained_clock_fraction(params.power_fraction), 1.0)
+    clock = np.where(limited, spec.sustained_clock_fraction(params.power_fraction),
+                     spec.sustained_clock_fraction(FP32_POWER_FRACTION))
     peak = (np.asarray(peaks) * clock)[kind][:, None]
     on_tensor_cores = (params.tensor_efficiency, params.conv_tensor_efficiency, params.tensor_efficiency)  # by kind
     efficiency = np.where(tensor, on_tensor_cores, params.vector_efficiency)[kind][:, None]
