@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from thrifty.transient.lifetimes import LifetimeModel
-from thrifty.transient.schedule import Job, plan_schedule, with_young_tail, young_interval_s
+from thrifty.transient.schedule import Job, longest_job_s, plan_schedule, with_young_tail, young_interval_s
 
 REPLAN_CHANGE = 0.1  # relative move of a measured median that plans the intervals again
 
@@ -46,7 +46,10 @@ class AdaptiveSchedule:
         scale = self.time_scale
         if self.work_s is None:
             return [young_interval_s(checkpoint_cost_s * scale, self.model.mean()) / scale]
-        job = Job(self.work_s * scale, checkpoint_cost_s * scale, restart_cost_s * scale, restart_ages_vm=True)
+        # a job longer than the DP's grid holds: its first VM is planned as the longest one's
+        # (transient.schedule.longest_job_s), and Young's tail goes on from there
+        work_s = min(self.work_s * scale, longest_job_s(self.model))
+        job = Job(work_s, checkpoint_cost_s * scale, restart_cost_s * scale, restart_ages_vm=True)
         planned = plan_schedule(self.model, job, "dp").intervals_s
         young = young_interval_s(checkpoint_cost_s * scale, self.model.mean())
         return [i / scale for i in with_young_tail(planned, young)]

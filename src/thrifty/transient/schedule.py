@@ -42,6 +42,31 @@ class ScheduleError(ThriftyError):
     """A job and policy that cannot be scheduled."""
 
 
+# The work grid's step: the job in GRID_STEPS steps, but never coarser than the lifetime model's
+# longest lifetime (its mean where it has none) / LIFETIME_GRID_PARTS, nor finer than a minute. Sized by the
+# job alone, a 1,000 h job's step was 4.2 h on VMs that live at most 24.8 h: the DP and Young
+# both ran 4.2 h segments (20.5% overhead against 3.2% on a 600 s grid), and 300 h read 5.4%. On
+# the bundled GCP model the DP's overhead moves by 0.3 points from 1,500 s to 300 s (100 h job).
+# A job needing more than MAX_GRID_STEPS steps (time ~ steps^2) is refused: longest_job_s.
+GRID_STEPS, LIFETIME_GRID_PARTS, MAX_GRID_STEPS, MIN_GRID_S = 240, 120, 2400, 60.0
+
+
+def _lifetime_scale_s(model: LifetimeModel) -> float:
+    return model.t_end if math.isfinite(model.t_end) else model.mean()
+
+
+def default_grid_s(model: LifetimeModel, work_s: float) -> float:
+    """The work grid's step for a job of `work_s` under `model` (constants above)."""
+    return max(min(work_s / GRID_STEPS, _lifetime_scale_s(model) / LIFETIME_GRID_PARTS), MIN_GRID_S)
+
+
+def longest_job_s(model: LifetimeModel) -> float:
+    """The longest job the default grid schedules (MAX_GRID_STEPS steps). A VM's intervals depend
+    on the work left only while it is within a VM lifetime or two of the end, so a longer job's
+    first VM is planned as this long one's (transient.adaptive)."""
+    return MAX_GRID_STEPS * max(_lifetime_scale_s(model) / LIFETIME_GRID_PARTS, MIN_GRID_S)
+
+
 class ClusterLifetime(LifetimeModel):
     """A synchronous job on k VMs stops when the first VM dies: S_k(t) = S(t)^k."""
 
@@ -112,7 +137,14 @@ class Solver:
         self.model, self.job = model, job
         self.resume_age_s = job.restart_cost_s if job.restart_ages_vm else 0.0  # work resumes at this VM age
         top = max(max_work_s or job.work_s, job.work_s)
-        self.grid_s = grid_s or max(top / 240.0, 60.0)
+        if grid_s is None and top > longest_job_s(model) * (1 + 1e-9):
+            raise ScheduleError(
+                f"a {top / 3600:.4g} h job is longer than the {longest_job_s(model) / 3600:.4g} h this lifetime model "
+                f"can be scheduled for ({MAX_GRID_STEPS} steps of at most "
+                f"{_lifetime_scale_s(model) / LIFETIME_GRID_PARTS / 60:.0f} min, to resolve VMs that live "
+                f"{'at most' if math.isfinite(model.t_end) else 'on average'} "
+                f"{_lifetime_scale_s(model) / 3600:.3g} h): schedule it in parts")
+        self.grid_s = grid_s or default_grid_s(model, top)
         self.steps = int(math.ceil(top / self.grid_s - 1e-9))
         horizon = model.t_end if math.isfinite(model.t_end) else max(20 * model.mean(), top * 4)
         ages = np.arange(0.0, horizon + self.grid_s, self.grid_s)
