@@ -377,6 +377,25 @@ def test_the_fit_report_says_how_the_model_was_chosen(run_cli, tmp_path):
     assert "chosen by --family exponential --method mle" in " ".join(out.split())
 
 
+def test_auto_does_not_choose_a_fit_with_a_parameter_on_its_bound(run_cli, tmp_path):
+    """Exponential lifetimes, all preempted: the bathtub's tau2 goes to its 3.6 s bound (a spike at
+    the longest lifetime, t_end there) and buys a lower AIC than the exponential, where the AIC does
+    not hold. auto takes the exponential and the report says why. Mutation caught: at-bound fits
+    ranked like the others (the degenerate bathtub chosen: a wall at the longest lifetime seen)."""
+    rng = np.random.default_rng(2)
+    path = tmp_path / "exp.csv"
+    path.write_text("lifetime_s,event\n" + "".join(f"{s:.1f},preempted\n" for s in rng.exponential(HOUR, 1000)))
+    code, out, err = run_cli("preempt", "fit", path, "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    bathtub = found["compared"]["bathtub (mle)"]
+    assert "tau2" in bathtub["at_bound"] and bathtub["aic"] < found["compared"]["exponential (mle)"]["aic"]
+    assert found["chosen"]["model"] != "bathtub" and found["chosen"]["at_bound"] == []
+    code, out, _ = run_cli("preempt", "fit", path)
+    text = " ".join(out.split())
+    assert "of the fits with no parameter on a bound" in text
+
+
 @pytest.mark.parametrize("rows, message", [
     ("lifetime_s,event\n-5,preempted\n", "positive number"),
     ("lifetime_s,event\nnan,preempted\n", "positive number"),
@@ -521,17 +540,19 @@ def test_a_long_job_is_scheduled_on_a_grid_fine_enough_for_the_vms_lifetimes():
 
 def test_a_job_longer_than_the_grid_holds_is_refused_with_the_reason_and_the_runner_plans_its_first_vm():
     """Past MAX_GRID_STEPS steps the DP is refused in one line that names the limit (it had said
-    no segment could finish on a fresh VM); `thrifty run` plans such a job's first VM as the
-    longest schedulable job's, then Young. Mutation caught: no limit (the false reason, or minutes
-    of DP), the runner not capping the work (it failed)."""
+    no segment could finish on a fresh VM); `thrifty run` plans a long job's first VM as a job of
+    four VM lifetimes', then Young. Mutation caught: no limit (the false reason, or minutes of DP),
+    the runner not capping the work (it failed)."""
     from thrifty.transient.adaptive import AdaptiveSchedule
-    from thrifty.transient.schedule import longest_job_s
+    from thrifty.transient.schedule import longest_job_s, planning_horizon_s
     model = Bathtub(a=0.5, tau1_s=0.2 * HOUR, tau2_s=0.05 * HOUR, b_s=2 * HOUR)  # VMs live about 2 h
     limit = longest_job_s(model)
     assert 10 * HOUR < limit < 200 * HOUR
     with pytest.raises(ScheduleError, match=r"longer than the .* h this lifetime model can be scheduled for"):
         plan_schedule(model, Job(2 * limit, 60.0, 60.0), "dp")
     runner = AdaptiveSchedule(model, checkpoint_cost_s=60.0, restart_cost_s=60.0, work_s=2 * limit)
-    capped = plan_schedule(model, Job(limit, 60.0, 60.0, restart_ages_vm=True), "dp")
+    horizon = planning_horizon_s(model)
+    assert horizon == pytest.approx(4 * model.t_end)  # what the runner's first VM is planned for
+    capped = plan_schedule(model, Job(horizon, 60.0, 60.0, restart_ages_vm=True), "dp")
     assert runner.intervals_s[:-2] == capped.intervals_s[:-1]
     assert max(runner.intervals_s) < model.t_end

@@ -39,6 +39,8 @@ def _fit_row(name: str, fitted) -> tuple[str, ...]:
     params = ", ".join(f"1/rate={1 / v / 3600:.4g} h" if k == "rate_per_s" else
                        f"{k.removesuffix('_s')}={v / 3600:.4g} h" if k.endswith("_s") else f"{k}={v:.4g}"
                        for k, v in fitted.model.params().items())
+    if fitted.at_bound:
+        params += f" ({' and '.join(fitted.at_bound)} on a bound)"
     return (name, fitted.method, params, f"{fitted.log_likelihood:.1f}", f"{fitted.aic:.1f}", f"{fitted.ks:.3f}")
 
 
@@ -80,8 +82,8 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
         table.add_row(f"{name} (mle)", "-", f"not fitted: {why}", "", "", "")
     stdout.print(table)
     by_likelihood = max(others, key=lambda k: others[k].log_likelihood)
-    how = ("lowest AIC (log L less a parameter's cost)" if method == "mle" and family == "auto"
-           else f"--family {family} --method {method}")
+    how = ("lowest AIC (log L less a parameter's cost) of the fits with no parameter on a bound"
+           if method == "mle" and family == "auto" else f"--family {family} --method {method}")
     stdout.print(f"mean lifetime {fmt_duration(chosen.model.mean())}; chosen by {how}" +
                  ("" if by_likelihood.split(" ")[0] == chosen.model.name else
                   f"; the highest likelihood alone is {by_likelihood}'s, with more parameters"

@@ -139,16 +139,18 @@ class Fit:
     ks: float
     n: int
     preempted: int
+    at_bound: tuple[str, ...] = ()  # parameters the fit left on a bound of their range
 
     def to_dict(self) -> dict:
         return {**self.model.to_dict(), "method": self.method, "log_likelihood": self.log_likelihood,
-                "aic": self.aic, "ks_distance": self.ks, "n": self.n, "preempted": self.preempted}
+                "aic": self.aic, "ks_distance": self.ks, "n": self.n, "preempted": self.preempted,
+                "at_bound": list(self.at_bound)}
 
 
-def _scored(model: LifetimeModel, method: str, data: Lifetimes) -> Fit:
+def _scored(model: LifetimeModel, method: str, data: Lifetimes, at_bound: tuple[str, ...] = ()) -> Fit:
     ll = log_likelihood(model, data)
     return Fit(model, method, ll, 2 * model.n_params - 2 * ll, ks_distance(model, data),
-               int(data.lifetime_s.size), int(data.preempted.sum()))
+               int(data.lifetime_s.size), int(data.preempted.sum()), at_bound)
 
 
 def _bathtub(theta) -> Bathtub:
@@ -224,7 +226,12 @@ def fit_bathtub_mle(data: Lifetimes) -> Fit:
                                  method="L-BFGS-B", bounds=bounds)
                for tau1_h in (0.5, 1.0, 3.0) for tau2_h in (0.05, 0.2, 0.8) for end_h in ends]
     best = min(results, key=lambda result: result.fun)  # the first of the lowest, as the loop it replaces
-    return _scored(model_of(best.x), "mle", data)
+    # tau1 or tau2 on a bound (3.6 s or 1,000 h): a spike or a flat the data do not show, as on
+    # exponential lifetimes, where tau2 went to 3.6 s and the spike at the longest one bought AIC;
+    # t_end's lower bound is the model's support, not a failure
+    on_bound = tuple(name for name, x, lo, hi in zip(("tau1", "tau2"), best.x[1:3], lower[1:3], upper[1:3],
+                                                     strict=True) if x <= lo * (1 + 1e-6) or x >= hi * (1 - 1e-6))
+    return _scored(model_of(best.x), "mle", data, on_bound)
 
 
 def fit_exponential(data: Lifetimes) -> Fit:
@@ -278,10 +285,17 @@ def fit_each(data: Lifetimes) -> tuple[dict[str, Fit], dict[str, str]]:
 
 
 def lowest_aic(fits: dict[str, Fit], not_fitted: dict[str, str]) -> Fit:
-    """`auto`'s choice among fit_each's fits: the lowest AIC."""
+    """`auto`'s choice among fit_each's fits: the lowest AIC of those with no parameter on a bound
+    (there the AIC's premise, an optimum inside the parameters' range, fails), of all where every
+    fit has one."""
     if not fits:
         raise LifetimeDataError(next(iter(not_fitted.values())))
-    chosen = min(fits.values(), key=lambda f: f.aic)
+    inside = [f for f in fits.values() if not f.at_bound] or list(fits.values())
+    chosen = min(inside, key=lambda f: f.aic)
+    for name, other in fits.items():
+        if other.at_bound and other.aic < chosen.aic:
+            log.warning("auto: %s has a lower AIC (%.1f) but %s on a bound of its range: not chosen", name,
+                        other.aic, " and ".join(other.at_bound))
     log.info("auto: %s has the lowest AIC (%.1f)%s", chosen.model.name, chosen.aic,
              "".join(f"; {m} not fitted: {why}" for m, why in not_fitted.items()))
     return chosen

@@ -49,6 +49,7 @@ class ScheduleError(ThriftyError):
 # the bundled GCP model the DP's overhead moves by 0.3 points from 1,500 s to 300 s (100 h job).
 # A job needing more than MAX_GRID_STEPS steps (time ~ steps^2) is refused: longest_job_s.
 GRID_STEPS, LIFETIME_GRID_PARTS, MAX_GRID_STEPS, MIN_GRID_S = 240, 120, 2400, 60.0
+PLANNING_LIFETIMES = 4  # planning_horizon_s
 
 
 def _lifetime_scale_s(model: LifetimeModel) -> float:
@@ -58,6 +59,15 @@ def _lifetime_scale_s(model: LifetimeModel) -> float:
 def default_grid_s(model: LifetimeModel, work_s: float) -> float:
     """The work grid's step for a job of `work_s` under `model` (constants above)."""
     return max(min(work_s / GRID_STEPS, _lifetime_scale_s(model) / LIFETIME_GRID_PARTS), MIN_GRID_S)
+
+
+def planning_horizon_s(model: LifetimeModel) -> float:
+    """The work a runner plans its first VM for: at most PLANNING_LIFETIMES of the model's longest
+    (mean) lifetimes, within longest_job_s. The first VM lives at most one, so a longer job plans
+    it about alike; the DP's time grows with the square of the work, and a runner replans while
+    its job runs (on 2 cores a 300 h plan took 2 s, 30 model hours of bench_faults' compressed clock).
+    """
+    return min(longest_job_s(model), PLANNING_LIFETIMES * _lifetime_scale_s(model))
 
 
 def longest_job_s(model: LifetimeModel) -> float:
