@@ -1,10 +1,34 @@
 # SPDX-License-Identifier: MIT
 """Processes as Linux's /proc shows them: a process tree, a task's state, the runnable count.
-Read fresh on every call (processes come and go); where /proc is absent the readers say nothing."""
+Read fresh on every call (processes come and go); where /proc is absent the readers say nothing.
+And a child's notice when its supervisor dies (the kernel's parent-death signal)."""
 
+import ctypes
+import ctypes.util
+import signal
+import sys
 from pathlib import Path
 
 PROC = Path("/proc")
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def parent_death_signal(sig: int) -> bool:
+    """Ask the kernel to send `sig` to this process when its parent exits; False where it cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def notice_when_parent_dies() -> None:
+    """For a supervised launch (Popen's preexec_fn, called from the thread that stays): a preemption
+    notice, SIGTERM, when the supervisor dies (even by SIGKILL), so the job checkpoints and stops
+    instead of running on alone beside the next supervisor of its checkpoint folder."""
+    parent_death_signal(signal.SIGTERM)
 
 
 def stat_fields(path: Path) -> list[str] | None:

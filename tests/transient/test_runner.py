@@ -319,6 +319,47 @@ def test_a_second_runner_on_a_checkpoint_folder_in_use_is_refused(tmp_path):
     assert Runner([sys.executable, "-c", "pass"], tmp_path / "ck").run()  # free again once it ended
 
 
+def test_a_runner_killed_outright_gives_its_job_the_notice(tmp_path):
+    """A runner SIGKILLed (its VM's agent gone, kill -9) cannot stop its job itself: the kernel's
+    parent-death signal gives the job SIGTERM, the runner's notice, so it stops instead of running
+    on alone beside the next runner of its folder. Mutation caught: the job launched without it
+    (it was reparented and ran on; a second runner was then let into the folder)."""
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent("""
+        import os, signal, sys, time
+        signal.signal(signal.SIGTERM, lambda *_: (open(sys.argv[1] + ".term", "w").close(), sys.exit(75)))
+        open(sys.argv[1], "w").write(str(os.getpid()))
+        time.sleep(120)
+    """))
+    pid_file = tmp_path / "job.pid"
+    runner = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(tmp_path / "ck"),
+                               "--", sys.executable, str(job), str(pid_file)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert runner.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    job_pid = int(pid_file.read_text())
+    runner.kill()
+    runner.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while not Path(f"{pid_file}.term").exists():
+        assert time.monotonic() < deadline, "the orphaned job got no notice"
+        time.sleep(0.05)
+    while _alive(job_pid):
+        assert time.monotonic() < deadline, "the orphaned job ran on"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie that nobody reaped has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def test_a_job_that_outlasts_its_stated_length_is_still_asked_to_checkpoint():
     """A 0.5 h job on 24 h VMs needs no checkpoint by the DP; if it runs on past 0.5 h the runner
     asks at Young's interval. Mutation caught: the DP's intervals alone (a job that outlasted its

@@ -38,13 +38,13 @@ import numpy as np
 from thrifty.data import data_path
 from thrifty.errors import ThriftyError
 from thrifty.io import read_csv
+from thrifty.processes import notice_when_parent_dies
 from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
 from thrifty.search.config import Config, needs_new_vms
 from thrifty.search.loop import SearchSettings
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
-from thrifty.train.lifeline import notice_when_parent_dies
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file
 
 log = logging.getLogger(__name__)

@@ -9,16 +9,10 @@ launcher itself: on Linux a pidfd (readable the moment that process exits, no po
 that process, not a later one with its pid), elsewhere a daemon thread that polls the pid.
 """
 
-import ctypes
-import ctypes.util
 import os
 import select
-import signal
-import sys
 import threading
 import time
-
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def die_with(pid: int, *, poll_s: float = 0.2) -> threading.Thread:
@@ -35,23 +29,6 @@ def die_with(pid: int, *, poll_s: float = 0.2) -> threading.Thread:
         os._exit(1)
 
     return _daemon(wait)
-
-
-def parent_death_signal(sig: int) -> bool:
-    """Ask the kernel to send `sig` to this process when its parent exits; False where it cannot."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def notice_when_parent_dies() -> None:
-    """For a supervised launch (Popen's preexec_fn): the runner's preemption notice, SIGTERM, when
-    the supervisor dies, so the job checkpoints and stops instead of training on alone."""
-    parent_death_signal(signal.SIGTERM)
 
 
 def watch_process(pid: int, *, poll_s: float = 0.2) -> threading.Thread:

@@ -40,6 +40,7 @@ import numpy as np
 from thrifty.errors import ThriftyError
 from thrifty.folder_lock import FolderBusy, open_lock, take, write_holder
 from thrifty.io import check_writable_dir
+from thrifty.processes import notice_when_parent_dies
 from thrifty.transient.adaptive import AdaptiveSchedule
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, REPORTS, checkpoint_files, ready_file
 from thrifty.transient.simulation import LifetimeSampler
@@ -183,7 +184,9 @@ class Runner:
                     raise RunnerError(f"gave up after {self.max_restarts} restarts")
                 life = (float(self.lifetimes.sample(rng, 1)[0]) / self.time_scale
                         if self.lifetimes is not None else float("inf"))
-                proc = subprocess.Popen(self.command, env=env, stdout=STDERR_FD)
+                # a runner killed outright (kill -9) sends its job the notice: it checkpoints and stops
+                # instead of running on beside the next runner of this folder
+                proc = subprocess.Popen(self.command, env=env, stdout=STDERR_FD, preexec_fn=notice_when_parent_dies)
                 saved_before = self._checkpoints
                 attempt = _Attempt(attempts, time.monotonic())
                 began = self._last_save = attempt.began
