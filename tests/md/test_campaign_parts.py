@@ -29,6 +29,8 @@ SPACE = "[h]\nmin = 3.0\nmax = 4.0\npoints = 2\n[zp]\nvalues = [1, 2, 3]\n"
     ("[h]\nvalues = []\n", "non-empty list"),
     ("[h]\nmin = 1.0\n", "needs min and max"),
     ("[h]\nmin = 1.0\nmax = 2.0\npoints = 0\n", "positive integer"),
+    # built in memory: 1e9 points had taken 23 GB before the kernel stopped the sweep
+    ("[h]\nmin = 3.0\nmax = 4.0\npoints = 1000000000\n", "points must be at most 10,000"),
     ("h = 3\n", "must be a table"),
 ])
 def test_a_bad_space_file_is_one_line_and_exit_2(tmp_path, capsys, text, reason):
@@ -79,6 +81,25 @@ def test_a_budget_beyond_the_grid_is_said(tmp_path, caplog):
     main(["md", "sweep", "--space", str(space), "--budget-runs", "6", "--db", str(tmp_path / "empty.db"),
           "--simulation", "standin"])
     assert "the grid has" not in caplog.text
+
+
+def test_a_ray_that_does_not_start_is_one_line_and_ends_its_session(tmp_path, capsys, monkeypatch):
+    """Mutation caught: Ray's start-up error let through (a traceback, exit 1, and a session left
+    open that thrifty serve shows as running)."""
+    from thrifty.md.campaign import sweep
+
+    def no_ray(*args, **kwargs):
+        raise Exception("The current node timed out during startup. This could happen because ...\nmore")
+
+    monkeypatch.setattr(sweep, "init_ray", no_ray)
+    space, db = tmp_path / "space.toml", tmp_path / "c.db"
+    space.write_text(SPACE)
+    code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(db), "--simulation", "standin"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.endswith("Ray did not start: The current node timed out during startup. This could "
+                                      "happen because ...") and len(err.splitlines()) == 1, err
+    with CampaignStore(db, "default") as store:
+        assert [s["ended_at"] is not None for s in store.sessions()] == [True]
 
 
 # the budget met with grid points left; the grid (6 points) run out below the budget

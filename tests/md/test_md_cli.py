@@ -84,6 +84,12 @@ def test_a_finished_out_is_refused_unless_forced(run_cli, tmp_path):
     code, stdout, err = run_cli(*SMALL_RUN, "--seed", "4", "--out", out, "--force")
     assert code == 0, err
     assert json.loads(stdout)["seed"] == 4 and json.loads((out / "summary.json").read_text())["seed"] == 4
+    # another system forced into it leaves none of the nanoconfinement run's files for
+    # train-surrogate to take as a run (mutation caught: --force only skipping the refusal)
+    code, _, err = run_cli("md", "run", "--system", "lj", "--steps", "20", "--json", "--out", out, "--force")
+    assert code == 0, err
+    assert json.loads((out / "summary.json").read_text())["system"] == "lj"
+    assert not any((out / name).exists() for name in ("params.json", "profiles.csv", "profiles.png"))
 
 
 def test_under_thrifty_run_a_restart_after_the_job_finished_is_done_not_failed(run_cli, tmp_path, monkeypatch):

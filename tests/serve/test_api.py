@@ -125,6 +125,21 @@ def test_a_campaign_shows_progress_preemptions_and_surrogate_accuracy(api, campa
     assert found["surrogate_accuracy"]["run_names"] == [p["run_id"] for p in found["progress"]]
 
 
+def test_a_campaign_with_its_own_work_dir_is_measured_on_its_runs(campaign, surrogate, tmp_path):
+    """md sweep --work-dir elsewhere: the session stores the folder and serve reads the runs there.
+    Mutation caught: only the default beside the database looked in (0 runs, "no run folder of
+    this campaign holds params.json")."""
+    import shutil
+    db = copy_db(campaign, tmp_path / "moved.db")
+    elsewhere = tmp_path / "elsewhere" / "work"
+    shutil.copytree(campaign.with_suffix(".runs"), elsewhere)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE md_campaign_sessions SET work_dir = ?", (str(elsewhere),))
+    app = client(campaign_dbs=(db,), surrogate=surrogate)
+    found = app.get(f"/api/campaigns/{app.get('/api/campaigns').json()[0]['id']}").json()
+    assert found["surrogate_accuracy"]["runs"] == 4, found["surrogate_accuracy"]
+
+
 def test_the_surrogate_profile_is_what_md_predict_gives(api, surrogate):
     """Mutation caught: parameters passed in another order than md.params.PARAMETERS."""
     point = {"h_nm": 3.5, "z_plus": 2, "c_molar": 0.5, "d_plus_nm": 0.474, "d_minus_nm": 0.627}
@@ -179,6 +194,32 @@ def test_writes_need_allow_writes_and_the_token(stores, caplog):
     assert [m for _, _, m in said if m.startswith("serving ")][-1].endswith("writes on (with the token)")
     stored = [m for name, _, m in said if name == "thrifty.serve.steering"]
     assert len(stored) == 1 and stored[0].startswith(f"plan {done.json()['id']} stored for profile {profile} ")
+
+
+def test_a_plan_through_the_api_takes_the_epochs_to_the_target(stores, tmp_path, monkeypatch):
+    """A profile made without its calibration run (`model project`, `profile --no-calibrate`) needs
+    the epochs to the target, as `thrifty plan --epochs`; the API takes them as "epochs" and its
+    refusal names it. Mutation caught: the field not passed on to the job model."""
+    from thrifty.serve import steering
+    seen = []
+
+    def job_model_of(record, epochs=None):
+        seen.append(epochs)
+        return real(record, epochs)
+
+    real = steering.job_model_of
+    monkeypatch.setattr(steering, "job_model_of", job_model_of)
+    db = copy_db(stores["db"], tmp_path / "thrifty.db")
+    open_app = client(dbs=(db,), access=Access.decide("127.0.0.1", True, {"THRIFTY_SERVE_TOKEN": TOKEN}))
+    profile = open_app.get("/api/profiles").json()[0]["id"]
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert open_app.post("/api/plans", json={"profile": profile, "epochs": 0}, headers=auth).status_code == 422
+    done = open_app.post("/api/plans", json={"profile": profile, "epochs": 20}, headers=auth)
+    assert done.status_code == 201 and seen == [20], done.text
+    with sqlite3.connect(db) as conn:  # no calibration run, no epochs: the refusal names the field
+        conn.execute("DELETE FROM calibrations WHERE profile_id = ?", (int(profile.split("-")[1]),))
+    without = open_app.post("/api/plans", json={"profile": profile}, headers=auth)
+    assert without.status_code == 400 and 'serve\'s "epochs"' in without.json()["error"], without.text
 
 
 def test_off_loopback_writes_stay_off_without_a_token_from_the_environment():

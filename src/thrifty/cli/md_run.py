@@ -33,14 +33,18 @@ def _holds(stored: object, wanted: object) -> bool:
 
 
 def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
-    """A finished run in --out (its summary.json) is refused unless --force: its outputs would be
-    replaced. (With --force the checkpoint folder is used as always: a checkpoint of another run
+    """A finished run in --out (its summary.json) is refused unless --force, which removes its
+    outputs (md.runs.RUN_OUTPUT_FILES) before this run writes its own. (With --force the checkpoint folder is used as always: a checkpoint of another run
     is refused.) Under `thrifty run` a finished run of this same job (`this_run`'s keys equal in
     its summary) is returned instead: a VM taken back after the job ended restarts it, and the
     job is done, not failed."""
-    from thrifty.md.runs import SUMMARY_FILE
+    from thrifty.md.runs import RUN_OUTPUT_FILES, SUMMARY_FILE
     path = out / SUMMARY_FILE
-    if not path.exists() or force:
+    if not path.exists():
+        return None
+    if force:  # the summary first: a run stopped halfway through this leaves no finished run behind
+        for name in RUN_OUTPUT_FILES:
+            (out / name).unlink(missing_ok=True)
         return None
     from thrifty.transient.protocol import under_runner
     if under_runner():

@@ -9,7 +9,7 @@
     [c]
     min = 0.3
     max = 0.9
-    points = 4        # grid points of a range (default 3); random sampling ignores it
+    points = 4        # grid points of a range (default 3, at most 10,000); random sampling ignores it
 
 Every table is one parameter; a file that does not parse, a table with neither min/max nor
 values, a min not below its max, a non-finite number or an empty list is a SpaceError (one line).
@@ -23,6 +23,9 @@ from pathlib import Path
 from thrifty.errors import ThriftyError
 
 DEFAULT_GRID_POINTS = 3
+# grid points of one range: a campaign runs one simulation a point, and the grid is built in memory
+# (points = 1e9 had taken 23 GB before the kernel stopped it)
+MAX_GRID_POINTS = 10_000
 
 
 class SpaceError(ThriftyError):
@@ -102,6 +105,9 @@ def _parameter(name: str, table, where: str) -> Parameter:
     points = table.get("points", DEFAULT_GRID_POINTS)
     if isinstance(points, bool) or not isinstance(points, int) or points < 1:
         raise SpaceError(f"{where}: [{name}] points must be a positive integer, got {points!r}")
+    if points > MAX_GRID_POINTS:
+        raise SpaceError(f"{where}: [{name}] points must be at most {MAX_GRID_POINTS:,} (one simulation a point), "
+                         f"got {points:,}")
     return Parameter(name, low, high, points)
 
 

@@ -126,7 +126,7 @@ def _noise(samples: Sequence[Mapping], calibration: Mapping | None) -> tuple[flo
     raise ModelError(
         f"the stored profile ({', '.join(map(str, workers))} worker(s)) gives no positive gradient noise "
         f"scale ({noise_scale:.3g}): run `thrifty plan --reprofile`, or `thrifty profile --workers 1,2,4 "
-        "--steps 40` for more measurements, or give the epochs your job needs with --epochs")
+        "--steps 40` for more measurements, or give the epochs your job needs (plan's --epochs, serve's \"epochs\")")
 
 
 def stored_thread_scaling(meta: Mapping) -> ThreadScaling | None:
@@ -180,8 +180,9 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
         elif calibration is not None:
             batch, steps = int(calibration["global_batch"]), float(calibration["steps"])
         else:
-            raise ModelError("no calibration run and no --epochs given: cannot tell steps to target (give "
-                             "--epochs, or run `thrifty profile` for a profile with its calibration run)")
+            raise ModelError("no calibration run and no epochs given: cannot tell steps to target (give the "
+                             "epochs to the target: plan's --epochs, serve's \"epochs\"; or run `thrifty profile` "
+                             "for a profile with its calibration run)")
         s_min = calibrate_s_min(steps, batch, noise_scale)
     per_batch = np.polyfit(configs.local_batch, configs.peak_memory_bytes, 1) \
         if len(np.unique(configs.local_batch)) > 1 else np.array([0.0, configs.peak_memory_bytes[0]])

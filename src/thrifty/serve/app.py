@@ -41,6 +41,8 @@ class PlanAsk(BaseModel):
     budget_usd: float | None = Field(None, gt=0)
     max_workers: int = Field(32, ge=1, le=4096)
     spot: str = "both"
+    epochs: float | None = Field(None, gt=0, le=10_000, description="Epochs to the target at the workload's default "
+                                 "batch, as plan's --epochs: needed for a profile without a calibration run")
 
 
 def _not_found(what: str, key: str) -> HTTPException:
@@ -125,7 +127,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
         db, row_id = row(ask.profile, "profile")
         try:
             return steering.start_plan(db, row_id, ask.objective, ask.deadline_s, ask.budget_usd, ask.max_workers,
-                                       ask.spot)
+                                       ask.spot, ask.epochs)
         except LookupError:
             raise _not_found("profile", ask.profile) from None
 

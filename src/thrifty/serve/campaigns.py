@@ -77,7 +77,10 @@ class CampaignDb:
                              "elapsed_s": finished[run["run_id"]] - created, "preemptions": preemptions,
                              "lost_work_s": redone, "steps": run["result"].get("steps"), "params": run["params"]})
         bill = _bill(sessions)
-        work = self.path.with_suffix(".runs")  # md sweep's default --work-dir
+        # the run folders: the newest session's --work-dir (stored since it was), else md sweep's default
+        # (a stored one that is gone: the database and its runs were moved together)
+        stored = [Path(s["work_dir"]) for s in sessions if s["work_dir"]]
+        work = stored[-1] if stored and stored[-1].is_dir() else self.path.with_suffix(".runs")
         return {"id": f"{self.index}-{name}", "name": name, "created_at": created, "request": request,
                 "runs": len(runs), "converged": converged, "preemptions": preemptions, "lost_work_s": redone,
                 "batches": len(batches), "progress": progress, "bill": bill,

@@ -22,7 +22,7 @@ from thrifty.serve.stores import ThriftyDb
 SAME_KEYS = ("cloud", "region", "instance_type", "nodes", "workers", "global_batch", "spot")
 
 
-def job_model_of(record: dict):
+def job_model_of(record: dict, epochs: float | None = None):
     from thrifty.perf.jobmodel import build_job_model
     from thrifty.perf.work import COUNT_VERSION
     meta = record["meta"]
@@ -30,7 +30,8 @@ def job_model_of(record: dict):
         raise ThriftyError(f"profile {record['id']} was stored by an older thrifty: run thrifty plan once to "
                            "complete it")
     return build_job_model(record["samples"], param_count=record["param_count"], train_size=record["train_size"],
-                           calibration=record["calibration"], epochs_batch=meta["default_global_batch"],
+                           calibration=record["calibration"], epochs_to_target=epochs,
+                           epochs_batch=meta["default_global_batch"],
                            instance_type=record["instance_type"], threads_per_rank=record["threads_per_rank"],
                            meta=meta, recipe=meta.get("recipe"))
 

@@ -18,8 +18,10 @@ log = logging.getLogger(__name__)
 
 
 def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline_s: float | None = None,
-               budget_usd: float | None = None, max_workers: int = 32, spot: str = "both") -> dict:
-    """Plan from stored profile `profile_id`; the stored decision's id and the recommendation."""
+               budget_usd: float | None = None, max_workers: int = 32, spot: str = "both",
+               epochs: float | None = None) -> dict:
+    """Plan from stored profile `profile_id` (`epochs` to the target, as plan's --epochs); the
+    stored decision's id and the recommendation."""
     from thrifty.plan import PlanRequest
     from thrifty.plan.decision import decide
     from thrifty.store import Store
@@ -31,7 +33,7 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
     request = PlanRequest(objective=objective, deadline_s=deadline_s, budget_usd=budget_usd,
                           max_workers=max_workers, spot=spot)
     with Store(db.path) as store:
-        decision = decide(store, record["workload_key"], vm_arrays(), job_model_of(record), request)
+        decision = decide(store, record["workload_key"], vm_arrays(), job_model_of(record, epochs), request)
     log.info("plan %s stored for profile %s (objective %s, %d candidates): %s", db.key(decision.decision_id),
              db.key(profile_id), objective, len(decision.result.candidates), decision.recommended)
     return {"id": db.key(decision.decision_id), "recommended": decision.recommended,

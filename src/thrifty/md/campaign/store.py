@@ -34,8 +34,9 @@ CREATE TABLE IF NOT EXISTS md_campaign_batches (
   params_json TEXT NOT NULL, PRIMARY KEY (campaign, run_id));
 CREATE TABLE IF NOT EXISTS md_campaign_sessions (
   campaign TEXT NOT NULL REFERENCES md_campaigns(name), started_at REAL NOT NULL, ended_at REAL,
-  pool TEXT NOT NULL, instance_type TEXT NOT NULL, bill_json TEXT);
+  pool TEXT NOT NULL, instance_type TEXT NOT NULL, bill_json TEXT, work_dir TEXT);
 """
+# a session's work_dir came after the first stores: opened by md sweep, an older store gains it
 
 CAMPAIGN_TABLES = ("md_campaigns", "md_campaign_runs", "md_campaign_batches", "md_campaign_sessions")
 
@@ -52,6 +53,9 @@ class CampaignStore:
             try:
                 refuse_foreign(self.conn, self.path, also=CAMPAIGN_TABLES)
                 self.conn.executescript(SCHEMA)
+                if not _has_work_dir(self.conn):
+                    with self.conn:
+                        self.conn.execute("ALTER TABLE md_campaign_sessions ADD COLUMN work_dir TEXT")
             except BaseException:
                 self.conn.close()
                 raise
@@ -88,12 +92,14 @@ class CampaignStore:
                  int(bool(result["converged"])), attempts, lost_work_s, json.dumps(result)))
         return cur.rowcount == 1
 
-    def begin_session(self, pool: str, instance_type: str) -> int:
-        """A driver's session of the campaign starts (each `md sweep` of it, a resume too); its id. It
-        stays open (no end, no bill) if the driver dies before end_session."""
+    def begin_session(self, pool: str, instance_type: str, work_dir: Path | None = None) -> int:
+        """A driver's session of the campaign starts (each `md sweep` of it, a resume too), with the
+        folder its runs go to; its id. It stays open (no end, no bill) if the driver dies before end_session."""
         with self.conn:
-            cur = self.conn.execute("INSERT INTO md_campaign_sessions VALUES (?,?,NULL,?,?,NULL)",
-                                    (self.name, time.time(), pool, instance_type))
+            cur = self.conn.execute(
+                "INSERT INTO md_campaign_sessions (campaign, started_at, pool, instance_type, work_dir) "
+                "VALUES (?,?,?,?,?)", (self.name, time.time(), pool, instance_type,
+                                       None if work_dir is None else str(Path(work_dir).resolve())))
         assert cur.lastrowid is not None
         return cur.lastrowid
 
@@ -105,10 +111,11 @@ class CampaignStore:
 
     def sessions(self) -> list[dict]:
         """The campaign's driver sessions in order: start, end and bill (None while open)."""
-        rows = self.conn.execute("SELECT started_at, ended_at, pool, instance_type, bill_json FROM md_campaign_sessions "
-                                 "WHERE campaign = ? ORDER BY rowid", (self.name,))
+        work_dir = "work_dir" if _has_work_dir(self.conn) else "NULL"  # thrifty serve reads older stores as they are
+        rows = self.conn.execute(f"SELECT started_at, ended_at, pool, instance_type, bill_json, {work_dir} "
+                                 "FROM md_campaign_sessions WHERE campaign = ? ORDER BY rowid", (self.name,))
         return [{"started_at": r[0], "ended_at": r[1], "pool": r[2], "instance_type": r[3],
-                 "bill": None if r[4] is None else json.loads(r[4])} for r in rows]
+                 "bill": None if r[4] is None else json.loads(r[4]), "work_dir": r[5]} for r in rows]
 
     def completed(self) -> list[dict]:
         rows = self.conn.execute(
@@ -137,3 +144,7 @@ class CampaignStore:
         for batch, run_id, params in rows:
             out.setdefault(batch, []).append((run_id, json.loads(params)))
         return [out[b] for b in sorted(out)]
+
+
+def _has_work_dir(conn: sqlite3.Connection) -> bool:
+    return any(row[1] == "work_dir" for row in conn.execute("PRAGMA table_info(md_campaign_sessions)"))

@@ -313,15 +313,21 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             if o.sampler == "active":
                 outcome = so_far.to_dict(o.target_within_error)
         else:
-            session = store.begin_session(o.pool, o.instance_type)
+            session = store.begin_session(o.pool, o.instance_type, work)
             emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")),
                                     o.seed) if o.emulate_preemptions else None
             began = time.time()
             with ray_output(emulated is not None):
                 ray = loopback_ray()
-                bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
+                bar = None
                 try:
-                    init_ray(o, None if emulated is None else emulated.start(), spec.nodes)
+                    try:
+                        init_ray(o, None if emulated is None else emulated.start(), spec.nodes)
+                    except Exception as exc:  # Ray's start-up errors share no type; the session ends unbilled
+                        store.end_session(session, bill([], vms[0], time_scale, time.time()))
+                        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                        raise ThriftyError(f"Ray did not start: {reason}") from None
+                    bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
                     placement = None if emulated is None else Placement.solve(
                         lifetime, plan.job_s, o.checkpoint_cost_s, o.restart_cost_s, o.startup_s)
                     report = run_campaign(CampaignConfig(o.budget_runs, work, plan, spec.nodes, replicas=o.replicas,
