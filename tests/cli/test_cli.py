@@ -156,6 +156,21 @@ def test_model_fit_and_predict(run_cli, tmp_path):
     lines = out.strip().splitlines()
     assert lines[0] == "num_nodes,num_workers,local_batch,label,step_time_s,step_time_low_s,step_time_high_s"
     assert float(lines[1].split(",")[4]) == pytest.approx(0.002 + 32e-4, rel=0.05)
+    # predicting the fit's own samples keeps their measured step_time_s (it had been overwritten,
+    # and the header named step_time_s twice); the prediction is named apart
+    code, out, err = run_cli("model", "predict", "--step-time-model", model, "--configs", samples)
+    assert code == 0, err
+    header, first = (line.split(",") for line in out.strip().splitlines()[:2])
+    assert header == ["num_nodes", "num_workers", "local_batch", "step_time_s", "predicted_step_time_s",
+                      "predicted_step_time_low_s", "predicted_step_time_high_s"]
+    assert first[3] == rows[1].split(",")[3] and float(first[4]) == pytest.approx(float(first[3]), rel=0.1)
+    # with both a sync and a compute column the compute is the step less the sync: said, not silent
+    both = tmp_path / "both.csv"
+    both.write_text("num_nodes,num_workers,local_batch,step_time_s,compute_time_s,sync_time_s\n"
+                    + "".join(f"1,{w},{b},{0.01 + 1e-3 * b},{1e-3 * b},{0.01 if w > 1 else 0}\n"
+                              for w in (1, 2) for b in (8, 16, 32)))
+    code, _, err = run_cli("model", "fit", "--samples", both, "--json")
+    assert code == 0 and "compute_time_s is not used" in err, err
     model.write_text("{broken")
     _one_line_error(*run_cli("model", "predict", "--step-time-model", model, "--configs", configs), "not valid JSON")
     bad = tmp_path / "bad.csv"

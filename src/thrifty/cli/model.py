@@ -72,7 +72,9 @@ def _read_table(path: Path, required: tuple[str, ...], optional: tuple[str, ...]
 
 @app.command("fit")
 def model_fit(samples: Annotated[Path | None, typer.Option(
-                  help="CSV with columns num_nodes, num_workers, local_batch, step_time_s and optionally compute_time_s, sync_time_s")] = None,
+                  help="CSV with columns num_nodes, num_workers, local_batch, step_time_s and optionally "
+                       "sync_time_s (the part of the step the all-reduce adds, that compute does not hide: "
+                       "compute is the step less it) or compute_time_s (used where no sync_time_s is given)")] = None,
               workload: Annotated[str | None, typer.Option(help="Fit the newest stored profile instead")] = None,
               out: Annotated[Path | None, typer.Option(help="Write the model JSON here")] = None,
               db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
@@ -87,6 +89,9 @@ def model_fit(samples: Annotated[Path | None, typer.Option(
         _, cols = _read_table(samples, SAMPLE_COLUMNS, ("compute_time_s", "sync_time_s"))
         model = fit_step_time(cols["num_nodes"], cols["num_workers"], cols["local_batch"],
                               cols["step_time_s"], cols.get("compute_time_s"), cols.get("sync_time_s"))
+        if "compute_time_s" in cols and "sync_time_s" in cols:  # after the fit: a refusal stays one line
+            log.warning("%s has sync_time_s and compute_time_s: the compute is taken as the step less its sync "
+                        "(the exposed wait), and compute_time_s is not used", samples)
     else:
         from dataclasses import asdict
 
@@ -132,7 +137,8 @@ def model_predict(step_time_model: Annotated[Path, typer.Option(help="Step-time 
                   old_model: Annotated[str | None, renamed(
                       "--model", "--step-time-model", "a step-time model JSON from `model fit --out`")] = None,
                   ) -> None:
-    """Print CONFIGS as CSV with step_time_s (and a 90% interval) added."""
+    """Print CONFIGS as CSV with step_time_s (and a 90% interval) added; named predicted_step_time_s
+    (and so on) where CONFIGS has a column of that name already, e.g. the samples a fit was made on."""
     import numpy as np
 
     from thrifty.errors import ModelError
@@ -150,12 +156,14 @@ def model_predict(step_time_model: Annotated[Path, typer.Option(help="Step-time 
     if not (np.all(np.isfinite(predicted)) and np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
         raise ModelError(f"{configs}: the model gives no finite step time for some rows (values too large?)")
     buffer = io.StringIO()
-    fields = list(rows[0].keys()) + ["step_time_s", "step_time_low_s", "step_time_high_s"]
+    added = ["step_time_s", "step_time_low_s", "step_time_high_s"]
+    if set(added) & set(rows[0]):  # the input's own columns (measured step times) are kept as they are
+        added = [f"predicted_{name}" for name in added]
+    fields = list(rows[0].keys()) + added
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for row, t, lo, hi in zip(rows, predicted, low, high, strict=True):
-        writer.writerow({**row, "step_time_s": f"{t:.6g}", "step_time_low_s": f"{lo:.6g}",
-                         "step_time_high_s": f"{hi:.6g}"})
+        writer.writerow({**row, **dict(zip(added, (f"{t:.6g}", f"{lo:.6g}", f"{hi:.6g}"), strict=True))})
     sys.stdout.write(buffer.getvalue())
 
 
