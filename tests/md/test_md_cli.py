@@ -92,6 +92,15 @@ def test_a_finished_out_is_refused_unless_forced(run_cli, tmp_path):
     assert not any((out / name).exists() for name in ("params.json", "profiles.csv", "profiles.png"))
 
 
+def test_the_closing_line_counts_the_blocks_before_an_error_bar(run_cli, tmp_path):
+    # mutation caught: "no complete block yet" printed beside a summary of one complete block
+    text_run = [a for a in SMALL_RUN if a != "--json"]
+    code, out, err = run_cli(*text_run, "--steps", "20", "--out", tmp_path / "run")
+    assert code == 0, err
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["complete_blocks"] == 1
+    assert "1 complete block, no error bar before 2" in " ".join(out.split())
+
+
 def test_under_thrifty_run_a_restart_after_the_job_finished_is_done_not_failed(run_cli, tmp_path, monkeypatch):
     # mutations caught: the finished --out refused under the runner too (a VM taken back just after
     # the job ended failed the whole run: "the job failed on its own with exit code 2"); another

@@ -170,10 +170,19 @@ def test_run_cli_errors(tmp_path, run_cli):
     assert done.returncode == 2 and "no command to run" in done.stderr
     code, _, err = run_cli("run", "--checkpoint-dir", tmp_path, "--kill", "gently", "--", sys.executable, "-c", "pass")
     assert code == 2 and "unknown kill mode" in err
+    # mutation caught: --kill accepted without --inject, where nothing is preempted (silently ignored)
+    code, _, err = run_cli("run", "--checkpoint-dir", tmp_path, "--kill", "sigterm", "--", sys.executable, "-c", "pass")
+    assert code == 2 and "--kill sigterm chooses how injected preemptions end a VM: give --inject" in err
     code, _, err = run_cli("run", "--checkpoint-dir", tmp_path, "--", sys.executable, "-c", "import sys; sys.exit(5)")
     assert code == 2 and "exit code 5" in err
     code, _, err = run_cli("md", "run", "--system", "water", "--out", tmp_path)
     assert code == 2 and "unknown MD system" in err
+    # mutation caught: a folder of other files taken (events.jsonl and checkpoints written among them)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.txt").write_text("mine")
+    code, _, err = run_cli("run", "--checkpoint-dir", tmp_path / "project", "--", sys.executable, "-c", "pass")
+    assert code == 2 and "holds files that are not checkpoints (notes.txt)" in err
+    assert sorted(p.name for p in (tmp_path / "project").iterdir()) == ["notes.txt"]
 
 
 @pytest.mark.timeout(120)

@@ -158,7 +158,9 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
         print_json(summary)
     elif system == "nanoconfinement":
         error = summary["max_error_molar"]
-        bars = "no complete block yet" if error is None else f"largest error bar {error:.3f} M"
+        blocks = summary.get("complete_blocks", 0)  # an error bar needs two blocks (md.engines.outputs)
+        bars = (f"{blocks} complete block{'' if blocks == 1 else 's'}, no error bar before 2" if error is None
+                else f"largest error bar {error:.3f} M")
         why = STOPPED.get(summary["stopped"], summary["stopped"])
         stdout.print(f"{summary['system']}: {summary['steps']} steps ({why}), {summary['particles']} ions, {bars}; "
                      f"profiles.csv, profiles.png, params.json in {out}")
