@@ -88,8 +88,8 @@ def check_writable_dir(path: Path, what: str) -> None:
     or /proc). The probe goes into the deepest folder of the path that exists, so nothing is created
     and a refusal leaves no empty folders behind."""
     path = Path(path)
+    existing = path
     try:
-        existing = path
         while not existing.exists():  # ends at "/" or "."
             existing = existing.parent
         if not existing.is_dir():
@@ -97,8 +97,9 @@ def check_writable_dir(path: Path, what: str) -> None:
         fd, probe = tempfile.mkstemp(dir=existing, prefix=".thrifty-probe-")
         os.close(fd)
         os.unlink(probe)
-    except OSError as exc:
-        raise ThriftyError(f"cannot write to {what} {path}: {exc.strerror or exc}") from None
+    except OSError as exc:  # the folder exists: say that files cannot be made in it (/proc said "No such file")
+        raise ThriftyError(f"cannot write to {what} {path}: no file can be created in {existing} "
+                           f"({exc.strerror or exc})") from None
 
 
 def check_png_path(path: Path, what: str) -> None:

@@ -122,9 +122,10 @@ BAD_DBS = {"under_file": "{in}/afile/t.db", "folder": "{in}/adir", "not_a_db": "
            "proc": "/proc/thrifty-nowhere/t.db", "sysfs": "/sys/thrifty.db", "empty_file": "{in}/empty.csv",
            "foreign_sqlite": "{in}/foreign.db", "journal_blocked": "{in}/locked/t.db"}
 # what the error line says about each bad path
-UNWRITABLE_REASONS = {"proc": "no such file or directory", "sysfs": "permission denied",
+UNWRITABLE_REASONS = {"proc": "no file can be created in /proc (no such file or directory)", "sysfs": "permission denied",
                       "under_file": "is a file, not a folder", "folder": "it is a folder"}
-UNWRITABLE_DIR_REASONS = {"proc": "no such file or directory", "sysfs": "permission denied",
+UNWRITABLE_DIR_REASONS = {"proc": "no file can be created in /proc (no such file or directory)",
+                          "sysfs": "permission denied",
                           "under_file": "is a file, not a folder", "file": "is a file, not a folder"}
 WORKLOAD_REASONS = {"missing": "neither a built-in", "unknown_builtin": "unknown built-in workload 'nosuch'",
                     "exit3": "make_workload() called sys.exit(3)", "exit_at_import": "importing it called sys.exit(0)",
@@ -496,8 +497,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("search local --types missing", f"{local} --types {{w}}/none.csv --work-dir {{w}}/s", "not found")
     add("search sim without --trace", "search --target-samples 1e5 --noise-scale 100", "needs --trace")
     # a sigma of 40 drew steps of 0 s (a ZeroDivisionError), one of 10 a job 77% faster than its oracle
-    numbers("search", "--measurement-noise", ("1.5", "40", "-0.1"), "--trace {in}/trace_ok.csv --target-samples 1e5 "
-            "--noise-scale 100", lambda v: "is not a number >= 0" if v.startswith("-") else "less than or equal to 1")
+    # nan was told "should be less than or equal to 1"
+    numbers("search", "--measurement-noise", ("1.5", "40", "-0.1", "nan"), "--trace {in}/trace_ok.csv "
+            "--target-samples 1e5 --noise-scale 100", lambda v: "is not a number in [0, 1]")
     numbers("search", "--target-samples", ("0", "-1", "nan", "1e300", "abc"),  # 1e300: a cost 300 digits long
             "--trace {in}/trace_ok.csv --noise-scale 100", lambda v: None if v == "abc" else "is not a positive number")
     for name, path in BAD_CSV.items():

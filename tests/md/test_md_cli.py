@@ -38,7 +38,8 @@ def test_unwritable_output_folders_fail_before_any_work(run_cli, tmp_path, optio
     bad = {"under-a-file": tmp_path / "file" / "md", "a-file": tmp_path / "file", "proc": "/proc/thrifty-md"}[where]
     folders = {"--out": tmp_path / "out", "--checkpoint-dir": tmp_path / "ck", option: bad}
     code, _, err = run_cli("md", "run", "--steps", "100000000", *(str(x) for kv in folders.items() for x in kv))
-    reason = "No such file or directory" if where == "proc" else f"{tmp_path / 'file'} is a file, not a folder"
+    reason = ("no file can be created in /proc (No such file or directory)" if where == "proc"
+              else f"{tmp_path / 'file'} is a file, not a folder")
     _one_line_error(code, err, f"cannot write to {option} {bad}: {reason}")  # at once: the run would take hours
     assert (tmp_path / "file").read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 

@@ -26,7 +26,6 @@ from thrifty.cli.common import (
     fmt_duration,
     fmt_usd,
     int_list,
-    non_negative,
     number_check,
     parse_duration_s,
     positive,
@@ -111,7 +110,7 @@ def search(
              "cheapest $/h configuration at the middle batch)")] = None,
     measurement_noise: Annotated[float, typer.Option(
         help="sim: lognormal sigma of each measured step, 0-1 (1: steps x/÷5 at 90%; far above, nearly "
-             "every draw is near 0)", callback=non_negative, max=1.0)] = 0.03,
+             "every draw is near 0)", callback=number_check(lambda v: 0 <= v <= 1, "a number in [0, 1]"))] = 0.03,
     restart_cost: Annotated[str, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
                                                    "(local measures its own)")] = "60s",
     startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s (local: added, not waited)")] = "60s",
