@@ -300,6 +300,12 @@ def test_run_json_prints_one_document_the_runners(tmp_path):
     report = json.loads(done.stdout)
     assert (report["exit_code"], report["attempts"]) == (0, 1)
     assert '{"job": "done"}' in done.stderr
+    # without --json, piped: the summary is one line however long (it wrapped at 80 columns)
+    done = subprocess.run([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(tmp_path / "ck2"),
+                           "--", sys.executable, "-c", "pass"], check=False, capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr
+    [summary] = done.stdout.strip().splitlines()
+    assert summary.startswith("exit 0 after") and summary.endswith("events.jsonl") and len(summary) > 80
 
 
 @pytest.mark.timeout(120)

@@ -60,6 +60,7 @@ def run(ctx: typer.Context,
             if measured[key] is not None)
         stdout.print(f"exit {report.exit_code} after {report.wall_s:.1f} s: {report.attempts} attempt(s), "
                      f"{report.preemptions} preemption(s), {report.checkpoints} checkpoint(s), "
-                     f"{report.lost_work_s:.1f} s of work lost{costs}; events in {checkpoint_dir / 'events.jsonl'}")
+                     f"{report.lost_work_s:.1f} s of work lost{costs}; events in {checkpoint_dir / 'events.jsonl'}",
+                     soft_wrap=True)  # one line in a pipe too (a script reads it)
     if report.exit_code:
         raise typer.Exit(report.exit_code)
