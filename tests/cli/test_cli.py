@@ -294,3 +294,10 @@ def test_preempt_spot_table_keeps_its_policy_names_whole_at_80_columns():
                           capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
     assert "deadline-aware" in done.stdout and "…" not in done.stdout
+    assert "lifetimes from the model gcp-2019" in " ".join(done.stdout.split())
+    # the real lifetimes are the bundled data, not the model's (mutation caught: titled "from real (gcp-2019)")
+    done = subprocess.run([sys.executable, "-m", "thrifty.cli", "preempt", "spot", "--job-hours", "2", "--deadline",
+                           "4h", "--spot-price", "0.3", "--on-demand-price", "1", "--runs", "200", "--lifetimes", "real"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    title = " ".join(done.stdout.split())
+    assert "lifetimes from the bundled GCP lifetimes (" in title and "schedule from gcp-2019" in title

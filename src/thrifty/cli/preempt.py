@@ -222,7 +222,9 @@ def spot_command(job_hours: JobHoursOpt,
     if json_out:
         print_json({"model": label, "lifetimes": lifetimes, "outcomes": [o.to_dict() for o in outcomes]})
         return
-    table = Table(title=f"{job_hours:g} h job, deadline {deadline}, lifetimes from {lifetimes} ({label})")
+    drawn = f"the model {label}" if lifetimes == "model" else \
+        f"the bundled GCP lifetimes ({data_file().name}), schedule from {label}"
+    table = Table(title=f"{job_hours:g} h job, deadline {deadline}, lifetimes from {drawn}")
     table.add_column("policy", no_wrap=True)  # 'deadline-aware' whole at 80 columns; the headers wrap
     for col in ("mean time", "p95 time", "mean cost", "deadline met", "moved to on-demand"):
         table.add_column(col, justify="right")
