@@ -4,7 +4,7 @@ Read fresh on every call (processes come and go); where /proc is absent the read
 And a child's notice when its supervisor dies (the kernel's parent-death signal)."""
 
 import ctypes
-import ctypes.util
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,22 +13,35 @@ PROC = Path("/proc")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
+def _libc_prctl():
+    """libc's prctl, resolved once in the parent: a Popen preexec_fn runs between fork and exec,
+    where looking it up (ctypes.util.find_library runs /sbin/ldconfig) could deadlock on a lock
+    another thread held at the fork."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _libc_prctl()
+
+
 def parent_death_signal(sig: int) -> bool:
     """Ask the kernel to send `sig` to this process when its parent exits; False where it cannot."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+    return _PRCTL is not None and _PRCTL(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
 
 
 def notice_when_parent_dies() -> None:
     """For a supervised launch (Popen's preexec_fn, called from the thread that stays): a preemption
     notice, SIGTERM, when the supervisor dies (even by SIGKILL), so the job checkpoints and stops
-    instead of running on alone beside the next supervisor of its checkpoint folder."""
-    parent_death_signal(signal.SIGTERM)
+    instead of running on alone beside the next supervisor of its checkpoint folder. A supervisor
+    that died while the signal was being asked for (the parent changed) sends no signal: the
+    notice then comes at once."""
+    parent = os.getppid()
+    if parent_death_signal(signal.SIGTERM) and os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def stat_fields(path: Path) -> list[str] | None:

@@ -404,7 +404,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         add(f"preempt show --plot {name}", f"preempt show --plot {path}", "cannot write", UNWRITABLE_REASONS[name])
     schedule = "preempt schedule --job-hours 5"
     numbers("preempt schedule", "--job-hours", ("0", "-1", "nan", "inf", "abc", "1e9"),
-            why=lambda v: ("h this lifetime model can be scheduled for", "schedule it in parts") if v == "1e9"
+            why=lambda v: ("h this lifetime model's checkpoint schedule takes", "give at most that") if v == "1e9"
             else None if v == "abc"
             else "is not a positive number")
     for option in ("--ckpt-cost", "--restart-cost", "--vm-age", "--mttf"):

@@ -164,6 +164,12 @@ def test_model_fit_and_predict(run_cli, tmp_path):
     assert header == ["num_nodes", "num_workers", "local_batch", "step_time_s", "predicted_step_time_s",
                       "predicted_step_time_low_s", "predicted_step_time_high_s"]
     assert first[3] == rows[1].split(",")[3] and float(first[4]) == pytest.approx(float(first[3]), rel=0.1)
+    # on its own output: the earlier prediction's columns are replaced in place, not repeated
+    again = tmp_path / "again.csv"
+    again.write_text(out)
+    code, out2, err = run_cli("model", "predict", "--step-time-model", model, "--configs", again)
+    assert code == 0, err
+    assert out2.strip().splitlines()[0].split(",") == header and out2 == out
     # with both a sync and a compute column the compute is the step less the sync: said, not silent
     both = tmp_path / "both.csv"
     both.write_text("num_nodes,num_workers,local_batch,step_time_s,compute_time_s,sync_time_s\n"

@@ -9,6 +9,7 @@ import sys
 import pytest
 from md_jobs import OpenMMJob
 
+from thrifty.errors import ThriftyError
 from thrifty.md.engines.openmm_systems import available_platforms
 from thrifty.md.runs import read_run
 
@@ -91,6 +92,24 @@ def test_a_finished_out_is_refused_unless_forced(run_cli, tmp_path):
     assert code == 0, err
     assert json.loads((out / "summary.json").read_text())["system"] == "lj"
     assert not any((out / name).exists() for name in ("params.json", "profiles.csv", "profiles.png"))
+
+
+def test_a_forced_run_that_is_refused_destroys_nothing(run_cli, tmp_path, monkeypatch):
+    """--force replaces a finished run only once the new one has finished. Mutation caught: the old
+    outputs removed before the run (a checkpoint of another system refused it afterwards, and a
+    resume of the same run failed on its deleted thermo.csv)."""
+    from thrifty.cli import md_run
+    out = tmp_path / "run"
+    assert run_cli(*SMALL_RUN, "--seed", "3", "--out", out)[0] == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+    def refused(*args, **kwargs):
+        raise ThriftyError("the checkpoint in --out is for system lj")
+
+    monkeypatch.setattr(md_run, "_run", refused)
+    code, _, err = run_cli(*SMALL_RUN, "--seed", "4", "--out", out, "--force")
+    assert code == 2 and "is for system lj" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
 def test_the_closing_line_counts_the_blocks_before_an_error_bar(run_cli, tmp_path):

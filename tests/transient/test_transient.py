@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from thrifty.transient.fitting import EmpiricalLifetimes, Lifetimes, fit, fit_bathtub_lsq, kaplan_meier, read_lifetimes
+from thrifty.transient.fitting import (
+    EmpiricalLifetimes,
+    Lifetimes,
+    fit,
+    fit_bathtub_lsq,
+    fit_each,
+    kaplan_meier,
+    read_lifetimes,
+)
 from thrifty.transient.lifetimes import HOUR, Bathtub, Exponential, Weibull
 from thrifty.transient.overhead import expected_overhead_fraction
 from thrifty.transient.registry import build_bundle, bundled, data_file, load_model
@@ -393,7 +401,21 @@ def test_auto_does_not_choose_a_fit_with_a_parameter_on_its_bound(run_cli, tmp_p
     assert found["chosen"]["model"] != "bathtub" and found["chosen"]["at_bound"] == []
     code, out, _ = run_cli("preempt", "fit", path)
     text = " ".join(out.split())
-    assert "of the fits with no parameter on a bound" in text
+    assert "a spike, left out" in text and "the highest likelihood alone is bathtub (mle)'s, a spike on its bound" in text
+
+
+def test_a_bathtub_with_a_flat_early_hazard_is_still_chosen():
+    """Lifetimes with few early deaths and a wall at 24 h: the bathtub's tau1 drifts to its upper
+    bound (only a / tau1 is identified), which is no spike; auto still takes the bathtub, the one
+    family with a wall. Mutation caught: every fit with a parameter on a bound left out (the
+    Weibull chosen, 1,600 AIC worse)."""
+    from thrifty.transient.fitting import lowest_aic
+    rng = np.random.default_rng(5)
+    life = np.minimum(rng.exponential(3000 * HOUR, 800), 24 * HOUR + rng.uniform(0, 0.3 * HOUR, 800))
+    fits, not_fitted = fit_each(Lifetimes(life, np.ones(800, bool), np.full(800, "m")))
+    assert fits["bathtub"].aic < min(f.aic for name, f in fits.items() if name != "bathtub")
+    flat = replace(fits["bathtub"], at_bound=("tau1",))  # as the fit leaves it on other draws
+    assert not flat.spike and lowest_aic({**fits, "bathtub": flat}, not_fitted).model.name == "bathtub"
 
 
 @pytest.mark.parametrize("rows, message", [
@@ -536,6 +558,10 @@ def test_a_long_job_is_scheduled_on_a_grid_fine_enough_for_the_vms_lifetimes():
     assert float(np.median(long.intervals_s)) < 1.5 * HOUR  # the first VM checkpoints every 37-50 min
     assert young.intervals_s[0] == pytest.approx(math.sqrt(2 * 60.0 * long.mttf_s), rel=0.2)
     assert long.overhead_fraction < young.overhead_fraction
+    # a model with no longest lifetime keeps the job's step: its ages run out to many means, and a
+    # step of mean / 120 made a 200 h exponential DP take 63 s instead of 0.3 (mutation caught)
+    exponential = Exponential(1 / (16 * HOUR))
+    assert plan_schedule(exponential, Job(400 * HOUR, 60.0, 60.0), "dp").grid_s == pytest.approx(400 * HOUR / 240)
 
 
 def test_a_job_longer_than_the_grid_holds_is_refused_with_the_reason_and_the_runner_plans_its_first_vm():
@@ -548,7 +574,8 @@ def test_a_job_longer_than_the_grid_holds_is_refused_with_the_reason_and_the_run
     model = Bathtub(a=0.5, tau1_s=0.2 * HOUR, tau2_s=0.05 * HOUR, b_s=2 * HOUR)  # VMs live about 2 h
     limit = longest_job_s(model)
     assert 10 * HOUR < limit < 200 * HOUR
-    with pytest.raises(ScheduleError, match=r"longer than the .* h this lifetime model can be scheduled for"):
+    with pytest.raises(ScheduleError, match=r"longer than the .* h this lifetime model's checkpoint schedule takes "
+                                            r"\(2,400 steps of 1 min, to resolve VMs that live at most"):
         plan_schedule(model, Job(2 * limit, 60.0, 60.0), "dp")
     runner = AdaptiveSchedule(model, checkpoint_cost_s=60.0, restart_cost_s=60.0, work_s=2 * limit)
     horizon = planning_horizon_s(model)

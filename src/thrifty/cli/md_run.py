@@ -6,6 +6,7 @@ sampling and runs the job (md.engines.job_loop)."""
 import json
 import logging
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -33,18 +34,15 @@ def _holds(stored: object, wanted: object) -> bool:
 
 
 def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
-    """A finished run in --out (its summary.json) is refused unless --force, which removes its
-    outputs (md.runs.RUN_OUTPUT_FILES) before this run writes its own. (With --force the checkpoint folder is used as always: a checkpoint of another run
-    is refused.) Under `thrifty run` a finished run of this same job (`this_run`'s keys equal in
+    """A finished run in --out (its summary.json) is refused unless --force (whose run removes,
+    once it has finished, what the old one left that it did not write: _remove_stale_outputs).
+    (With --force the checkpoint folder is used as always: a checkpoint of another run is
+    refused.) Under `thrifty run` a finished run of this same job (`this_run`'s keys equal in
     its summary) is returned instead: a VM taken back after the job ended restarts it, and the
     job is done, not failed."""
-    from thrifty.md.runs import RUN_OUTPUT_FILES, SUMMARY_FILE
+    from thrifty.md.runs import SUMMARY_FILE
     path = out / SUMMARY_FILE
-    if not path.exists():
-        return None
-    if force:  # the summary first: a run stopped halfway through this leaves no finished run behind
-        for name in RUN_OUTPUT_FILES:
-            (out / name).unlink(missing_ok=True)
+    if not path.exists() or force:
         return None
     from thrifty.transient.protocol import under_runner
     if under_runner():
@@ -55,6 +53,18 @@ def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
         if _holds(summary, this_run):
             return summary
     raise ThriftyError(f"--out {out} holds a finished run ({SUMMARY_FILE}): give --force to replace it, or another --out")
+
+
+def _remove_stale_outputs(out: Path, started_ns: int) -> None:
+    """After a --force run has finished: the replaced run's outputs (md.runs.RUN_OUTPUT_FILES) that
+    this one did not write again. A run of another system had left profiles.csv and params.json
+    for train-surrogate to take as its own; removed only now, a run refused or stopped on its way
+    destroys nothing (thermo.csv, which a resume trims, included)."""
+    from thrifty.md.runs import RUN_OUTPUT_FILES
+    for name in RUN_OUTPUT_FILES:
+        path = out / name
+        if path.exists() and path.stat().st_mtime_ns < started_ns:
+            path.unlink()
 
 
 def _run(options, model, settings, out: Path, checkpoint_dir: Path | None, system: str) -> dict:
@@ -153,7 +163,10 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
     if summary is not None:
         log.warning("--out %s holds this job's finished run: nothing to do", out)
     else:
+        started_ns = time.time_ns()
         summary = _run(options, model, settings, out, checkpoint_dir, system)
+        if force:
+            _remove_stale_outputs(out, started_ns)
     if json_out:
         print_json(summary)
     elif system == "nanoconfinement":

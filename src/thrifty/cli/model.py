@@ -159,7 +159,8 @@ def model_predict(step_time_model: Annotated[Path, typer.Option(help="Step-time 
     added = ["step_time_s", "step_time_low_s", "step_time_high_s"]
     if set(added) & set(rows[0]):  # the input's own columns (measured step times) are kept as they are
         added = [f"predicted_{name}" for name in added]
-    fields = list(rows[0].keys()) + added
+    # predicted_* of an earlier prediction are replaced in their place, not repeated
+    fields = list(rows[0].keys()) + [name for name in added if name not in rows[0]]
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for row, t, lo, hi in zip(rows, predicted, low, high, strict=True):

@@ -82,11 +82,12 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
         table.add_row(f"{name} (mle)", "-", f"not fitted: {why}", "", "", "")
     stdout.print(table)
     by_likelihood = max(others, key=lambda k: others[k].log_likelihood)
-    how = ("lowest AIC (log L less a parameter's cost) of the fits with no parameter on a bound"
-           if method == "mle" and family == "auto" else f"--family {family} --method {method}")
+    how = ("lowest AIC (log L less a parameter's cost; a bathtub whose tau2 is on its lower bound, a spike, "
+           "left out)" if method == "mle" and family == "auto" else f"--family {family} --method {method}")
+    why_not = "a spike on its bound" if others[by_likelihood].spike else "with more parameters"
     stdout.print(f"mean lifetime {fmt_duration(chosen.model.mean())}; chosen by {how}" +
                  ("" if by_likelihood.split(" ")[0] == chosen.model.name else
-                  f"; the highest likelihood alone is {by_likelihood}'s, with more parameters"
+                  f"; the highest likelihood alone is {by_likelihood}'s, {why_not}"
                   if how.startswith("lowest") else f"; the highest likelihood is {by_likelihood}'s"))
 
 

@@ -24,8 +24,8 @@ from thrifty.md.profile_grid import DEFAULT_BINS, to_grid
 PROFILE_COLUMNS = ("z_nm", "cation_molar", "cation_err", "anion_molar", "anion_err")
 PROFILES_FILE, PARAMS_FILE, SUMMARY_FILE = "profiles.csv", "params.json", "summary.json"
 # what a finished `md run` leaves in its --out beside its checkpoints (md.engines.outputs, job_loop):
-# `md run --force` removes them all first, or a run of another system left the last one's
-# profiles.csv and params.json behind for train-surrogate to take as its own
+# a `md run --force` that has finished removes those it did not write again, or a run of another
+# system left the last one's profiles.csv and params.json behind for train-surrogate to take
 RUN_OUTPUT_FILES = (SUMMARY_FILE, PARAMS_FILE, PROFILES_FILE, "profiles.png", "thermo.csv", "density_profile.csv",
                     "final_state.npz")
 

@@ -141,6 +141,11 @@ class Fit:
     preempted: int
     at_bound: tuple[str, ...] = ()  # parameters the fit left on a bound of their range
 
+    @property
+    def spike(self) -> bool:
+        """A bathtub whose wear-out time constant tau2 is on its lower bound: its hazard a spike."""
+        return "tau2" in self.at_bound and getattr(self.model, "tau2_s", math.inf) <= 2 * BATHTUB_MIN_TAU_H * HOUR
+
     def to_dict(self) -> dict:
         return {**self.model.to_dict(), "method": self.method, "log_likelihood": self.log_likelihood,
                 "aic": self.aic, "ks_distance": self.ks, "n": self.n, "preempted": self.preempted,
@@ -159,6 +164,7 @@ def _bathtub(theta) -> Bathtub:
 
 
 BATHTUB_START = np.array([0.4, 1.0, 0.8, 24.0])  # A, tau1 (h), tau2 (h), b (h): Google-like
+BATHTUB_MIN_TAU_H = 1e-3  # the MLE's lower bound of tau1 and tau2 (3.6 s)
 BATHTUB_BOUNDS = (np.array([1e-3, 1e-3, 1e-3, 1e-2]), np.array([1.0, 1e3, 1e3, 1e3]))
 
 
@@ -205,7 +211,7 @@ def fit_bathtub_mle(data: Lifetimes) -> Fit:
     longest = float(events.max()) / HOUR
     longest_stopped = float(data.lifetime_s[~data.preempted].max(initial=0.0)) / HOUR
     edge = max(longest, longest_stopped * (1 + 1e-6))
-    lower = np.array([1e-3, 1e-3, 1e-3, edge * (1 + 1e-9)])
+    lower = np.array([1e-3, BATHTUB_MIN_TAU_H, BATHTUB_MIN_TAU_H, edge * (1 + 1e-9)])
     upper = np.array([1.0, 1e3, 1e3, max(edge * 2, edge + 1)])
     ends = [edge * 1.0001] if longest_stopped < longest else [edge + 0.05, edge + 0.25, edge + 1.0]
 
@@ -285,17 +291,18 @@ def fit_each(data: Lifetimes) -> tuple[dict[str, Fit], dict[str, str]]:
 
 
 def lowest_aic(fits: dict[str, Fit], not_fitted: dict[str, str]) -> Fit:
-    """`auto`'s choice among fit_each's fits: the lowest AIC of those with no parameter on a bound
-    (there the AIC's premise, an optimum inside the parameters' range, fails), of all where every
-    fit has one."""
+    """`auto`'s choice among fit_each's fits: the lowest AIC of those that are no spike (a bathtub
+    whose tau2 sits on its lower bound buys likelihood with a spike at the longest lifetime, where
+    the AIC's premise of an optimum inside the range fails; tau1 on its upper bound is a flat
+    early hazard, a fit like any other), of all where every fit is one."""
     if not fits:
         raise LifetimeDataError(next(iter(not_fitted.values())))
-    inside = [f for f in fits.values() if not f.at_bound] or list(fits.values())
+    inside = [f for f in fits.values() if not f.spike] or list(fits.values())
     chosen = min(inside, key=lambda f: f.aic)
     for name, other in fits.items():
-        if other.at_bound and other.aic < chosen.aic:
-            log.warning("auto: %s has a lower AIC (%.1f) but %s on a bound of its range: not chosen", name,
-                        other.aic, " and ".join(other.at_bound))
+        if other.spike and other.aic < chosen.aic:
+            log.warning("auto: %s has a lower AIC (%.1f) from a spike at the longest lifetime (tau2 on its lower "
+                        "bound): not chosen", name, other.aic)
     log.info("auto: %s has the lowest AIC (%.1f)%s", chosen.model.name, chosen.aic,
              "".join(f"; {m} not fitted: {why}" for m, why in not_fitted.items()))
     return chosen

@@ -73,9 +73,13 @@ def check_checkpoint_folder(directory: Path, what: str = "--checkpoint-dir") -> 
     directory = Path(directory)
     if not directory.is_dir():
         return
-    ours = (FALLBACK_LOG, REPORTS, "events.jsonl")  # the job's and the runner's (transient.runner) logs
-    foreign = sorted(p.name for p in directory.iterdir() if not (
-        p.name.startswith("ckpt-") and p.suffix == ".bin" or p.name in ours or p.name.startswith(".")))
+    # the job's and the runner's (transient.runner) logs; a file system's own lost+found at its root
+    ours = (FALLBACK_LOG, REPORTS, "events.jsonl", "lost+found")
+    try:
+        foreign = sorted(p.name for p in directory.iterdir() if not (
+            p.name.startswith("ckpt-") and p.suffix == ".bin" or p.name in ours or p.name.startswith(".")))
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {what} {directory}: {exc.strerror or exc}") from None
     if foreign:
         raise CheckpointError(f"{what} {directory} holds files that are not checkpoints ({', '.join(foreign[:3])}): "
                            f"give an empty or new folder")

@@ -42,39 +42,43 @@ class ScheduleError(ThriftyError):
     """A job and policy that cannot be scheduled."""
 
 
-# The work grid's step: the job in GRID_STEPS steps, but never coarser than the lifetime model's
-# longest lifetime (its mean where it has none) / LIFETIME_GRID_PARTS, nor finer than a minute. Sized by the
-# job alone, a 1,000 h job's step was 4.2 h on VMs that live at most 24.8 h: the DP and Young
-# both ran 4.2 h segments (20.5% overhead against 3.2% on a 600 s grid), and 300 h read 5.4%. On
-# the bundled GCP model the DP's overhead moves by 0.3 points from 1,500 s to 300 s (100 h job).
-# A job needing more than MAX_GRID_STEPS steps (time ~ steps^2) is refused: longest_job_s.
+# The work grid's step: the job in GRID_STEPS steps, but for a model whose VMs live at most t_end
+# never coarser than t_end / LIFETIME_GRID_PARTS, nor finer than a minute. Sized by the job alone, a
+# 1,000 h job's step was 4.2 h on VMs that live at most 24.8 h: the DP and Young both ran 4.2 h
+# segments (20.5% overhead against 3.2% on a 600 s grid), and 300 h read 5.4%. On the bundled GCP
+# model the DP's overhead moves by 0.3 points from 1,500 s to 300 s (100 h job). A bounded model's
+# ages end at t_end, so its DP's time grows with the square of the steps, and a job needing more
+# than MAX_GRID_STEPS of them is refused (longest_job_s). A model with no longest lifetime
+# (exponential, Weibull) tabulates ages out to many mean lifetimes, which a fine step would
+# multiply by the job's steps (a 200 h exponential took 63 s, not 0.3): it keeps the job's step.
 GRID_STEPS, LIFETIME_GRID_PARTS, MAX_GRID_STEPS, MIN_GRID_S = 240, 120, 2400, 60.0
 PLANNING_LIFETIMES = 4  # planning_horizon_s
 
 
-def _lifetime_scale_s(model: LifetimeModel) -> float:
-    return model.t_end if math.isfinite(model.t_end) else model.mean()
+def _lifetime_grid_s(model: LifetimeModel) -> float:
+    """The coarsest step that resolves a bounded model's lifetimes (inf for an unbounded one)."""
+    return max(model.t_end / LIFETIME_GRID_PARTS, MIN_GRID_S) if math.isfinite(model.t_end) else math.inf
 
 
 def default_grid_s(model: LifetimeModel, work_s: float) -> float:
     """The work grid's step for a job of `work_s` under `model` (constants above)."""
-    return max(min(work_s / GRID_STEPS, _lifetime_scale_s(model) / LIFETIME_GRID_PARTS), MIN_GRID_S)
+    return min(max(work_s / GRID_STEPS, MIN_GRID_S), _lifetime_grid_s(model))
 
 
 def planning_horizon_s(model: LifetimeModel) -> float:
-    """The work a runner plans its first VM for: at most PLANNING_LIFETIMES of the model's longest
-    (mean) lifetimes, within longest_job_s. The first VM lives at most one, so a longer job plans
-    it about alike; the DP's time grows with the square of the work, and a runner replans while
-    its job runs (on 2 cores a 300 h plan took 2 s, 30 model hours of bench_faults' compressed clock).
-    """
-    return min(longest_job_s(model), PLANNING_LIFETIMES * _lifetime_scale_s(model))
+    """The work a runner plans its first VM for: PLANNING_LIFETIMES of the model's longest lifetimes
+    (of its mean ones where it has no longest), within longest_job_s. The first VM lives one at
+    most, so a longer job plans it about alike; the DP's time grows with the square of the work,
+    and a runner replans while its job runs (on 2 cores a 300 h plan took 2 s, 30 model hours of
+    bench_faults' compressed clock)."""
+    scale = model.t_end if math.isfinite(model.t_end) else model.mean()
+    return min(longest_job_s(model), PLANNING_LIFETIMES * scale)
 
 
 def longest_job_s(model: LifetimeModel) -> float:
-    """The longest job the default grid schedules (MAX_GRID_STEPS steps). A VM's intervals depend
-    on the work left only while it is within a VM lifetime or two of the end, so a longer job's
-    first VM is planned as this long one's (transient.adaptive)."""
-    return MAX_GRID_STEPS * max(_lifetime_scale_s(model) / LIFETIME_GRID_PARTS, MIN_GRID_S)
+    """The longest job the default grid schedules: MAX_GRID_STEPS steps of _lifetime_grid_s (no
+    limit for a model with no longest lifetime, whose step follows the job)."""
+    return MAX_GRID_STEPS * _lifetime_grid_s(model)
 
 
 class ClusterLifetime(LifetimeModel):
@@ -149,11 +153,9 @@ class Solver:
         top = max(max_work_s or job.work_s, job.work_s)
         if grid_s is None and top > longest_job_s(model) * (1 + 1e-9):
             raise ScheduleError(
-                f"a {top / 3600:.4g} h job is longer than the {longest_job_s(model) / 3600:.4g} h this lifetime model "
-                f"can be scheduled for ({MAX_GRID_STEPS} steps of at most "
-                f"{_lifetime_scale_s(model) / LIFETIME_GRID_PARTS / 60:.0f} min, to resolve VMs that live "
-                f"{'at most' if math.isfinite(model.t_end) else 'on average'} "
-                f"{_lifetime_scale_s(model) / 3600:.3g} h): schedule it in parts")
+                f"a {top / 3600:.4g} h job is longer than the {longest_job_s(model) / 3600:.4g} h this lifetime "
+                f"model's checkpoint schedule takes ({MAX_GRID_STEPS:,} steps of {_lifetime_grid_s(model) / 60:.3g} "
+                f"min, to resolve VMs that live at most {model.t_end / 3600:.3g} h): give at most that")
         self.grid_s = grid_s or default_grid_s(model, top)
         self.steps = int(math.ceil(top / self.grid_s - 1e-9))
         horizon = model.t_end if math.isfinite(model.t_end) else max(20 * model.mean(), top * 4)

@@ -54,8 +54,12 @@ class CampaignStore:
                 refuse_foreign(self.conn, self.path, also=CAMPAIGN_TABLES)
                 self.conn.executescript(SCHEMA)
                 if not _has_work_dir(self.conn):
-                    with self.conn:
-                        self.conn.execute("ALTER TABLE md_campaign_sessions ADD COLUMN work_dir TEXT")
+                    try:
+                        with self.conn:
+                            self.conn.execute("ALTER TABLE md_campaign_sessions ADD COLUMN work_dir TEXT")
+                    except sqlite3.OperationalError:  # another md sweep added it meanwhile
+                        if not _has_work_dir(self.conn):
+                            raise
             except BaseException:
                 self.conn.close()
                 raise
