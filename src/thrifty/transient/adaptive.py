@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from thrifty.transient.lifetimes import LifetimeModel
-from thrifty.transient.schedule import Job, plan_schedule, planning_horizon_s, with_young_tail, young_interval_s
+from thrifty.transient.schedule import Job, planned_intervals_s, young_interval_s
 
 REPLAN_CHANGE = 0.1  # relative move of a measured median that plans the intervals again
 
@@ -46,13 +46,8 @@ class AdaptiveSchedule:
         scale = self.time_scale
         if self.work_s is None:
             return [young_interval_s(checkpoint_cost_s * scale, self.model.mean()) / scale]
-        # a job longer than the planning horizon: its first VM is planned as that long a job's
-        # (transient.schedule.planning_horizon_s), and Young's tail goes on from there
-        work_s = min(self.work_s * scale, planning_horizon_s(self.model))
-        job = Job(work_s, checkpoint_cost_s * scale, restart_cost_s * scale, restart_ages_vm=True)
-        planned = plan_schedule(self.model, job, "dp").intervals_s
-        young = young_interval_s(checkpoint_cost_s * scale, self.model.mean())
-        return [i / scale for i in with_young_tail(planned, young)]
+        job = Job(self.work_s * scale, checkpoint_cost_s * scale, restart_cost_s * scale, restart_ages_vm=True)
+        return [i / scale for i in planned_intervals_s(self.model, job)]
 
     def adopt(self, checkpoint_cost_s: float, restart_cost_s: float, intervals_s: list[float]) -> None:
         self.checkpoint_cost_s, self.restart_cost_s, self.intervals_s = checkpoint_cost_s, restart_cost_s, intervals_s

@@ -164,8 +164,8 @@ def _bathtub(theta) -> Bathtub:
 
 
 BATHTUB_START = np.array([0.4, 1.0, 0.8, 24.0])  # A, tau1 (h), tau2 (h), b (h): Google-like
-BATHTUB_MIN_TAU_H = 1e-3  # the MLE's lower bound of tau1 and tau2 (3.6 s)
-BATHTUB_BOUNDS = (np.array([1e-3, 1e-3, 1e-3, 1e-2]), np.array([1.0, 1e3, 1e3, 1e3]))
+BATHTUB_MIN_TAU_H = 1e-3  # the fits' lower bound of tau1 and tau2 (3.6 s)
+BATHTUB_BOUNDS = (np.array([1e-3, BATHTUB_MIN_TAU_H, BATHTUB_MIN_TAU_H, 1e-2]), np.array([1.0, 1e3, 1e3, 1e3]))
 
 
 # Preempted lifetimes closer together than this (coefficient of variation) are one age, not a

@@ -28,7 +28,7 @@ tests); transient.overhead turns the DP into the planner's overhead tables.
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -66,13 +66,12 @@ def default_grid_s(model: LifetimeModel, work_s: float) -> float:
 
 
 def planning_horizon_s(model: LifetimeModel) -> float:
-    """The work a runner plans its first VM for: PLANNING_LIFETIMES of the model's longest lifetimes
-    (of its mean ones where it has no longest), within longest_job_s. The first VM lives one at
-    most, so a longer job plans it about alike; the DP's time grows with the square of the work,
+    """The work a job's first VM is planned for: PLANNING_LIFETIMES of the model's longest lifetimes
+    (of its mean ones where it has no longest; always within longest_job_s). The first VM lives one
+    at most, so a longer job plans it about alike; the DP's time grows with the square of the work,
     and a runner replans while its job runs (on 2 cores a 300 h plan took 2 s, 30 model hours of
     bench_faults' compressed clock)."""
-    scale = model.t_end if math.isfinite(model.t_end) else model.mean()
-    return min(longest_job_s(model), PLANNING_LIFETIMES * scale)
+    return PLANNING_LIFETIMES * (model.t_end if math.isfinite(model.t_end) else model.mean())
 
 
 def longest_job_s(model: LifetimeModel) -> float:
@@ -110,6 +109,16 @@ def with_young_tail(planned_s: list[float], young_s: float) -> list[float]:
     Young's interval (the last entry repeats). Without the tail a job planned as one interval was
     asked for no checkpoint however long it ran (0 checkpoints in 16 h of a job stated as 0.5 h)."""
     return [*planned_s[:-1], max(planned_s[-1], young_s), young_s]
+
+
+def planned_intervals_s(model: LifetimeModel, job: "Job", vm_age_s: float = 0.0) -> list[float]:
+    """Work between checkpoint requests on the job's first VM, started at `vm_age_s`: the DP's for
+    the job's work up to planning_horizon_s, then Young's interval for as long as it runs
+    (with_young_tail). What thrifty run (transient.adaptive) and md sweep's tasks
+    (md.campaign.checkpoint_schedule) ask their jobs for."""
+    capped = replace(job, work_s=min(job.work_s, planning_horizon_s(model)))
+    planned = plan_schedule(model, capped, "dp", vm_age_s).intervals_s
+    return with_young_tail(planned, young_interval_s(job.checkpoint_cost_s, model.mean()))
 
 
 def daly_interval_s(checkpoint_cost_s: float, mttf_s: float) -> float:

@@ -21,7 +21,7 @@ from pathlib import Path
 from thrifty.io import write_text_atomic
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.protocol import JobCheckpoints
-from thrifty.transient.schedule import Job, plan_schedule, planning_horizon_s, with_young_tail, young_interval_s
+from thrifty.transient.schedule import Job, planned_intervals_s
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,8 @@ class CheckpointPlan:
 
 @functools.lru_cache(maxsize=64)
 def _dp_intervals_wall_s(plan: CheckpointPlan, vm_age_s: float) -> list[float]:
-    # a run longer than the planning horizon: its VM is planned as that long a run's (as thrifty run's)
-    job = Job(min(plan.job_s, planning_horizon_s(plan.model)), plan.checkpoint_cost_s, plan.restart_cost_s)
-    planned = plan_schedule(plan.model, job, "dp", vm_age_s).intervals_s
-    young = young_interval_s(plan.checkpoint_cost_s, plan.model.mean())
-    return [w / plan.time_scale for w in with_young_tail(planned, young)]
+    job = Job(plan.job_s, plan.checkpoint_cost_s, plan.restart_cost_s)
+    return [w / plan.time_scale for w in planned_intervals_s(plan.model, job, vm_age_s)]
 
 
 class ScheduledCheckpoints(JobCheckpoints):
