@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from thrifty.checkpoint_file import decode, encode
+from thrifty.errors import ThriftyError
+from thrifty.folder_lock import open_lock, take, write_holder
 from thrifty.transient.adaptive import AdaptiveSchedule
 from thrifty.transient.lifetimes import Exponential
 from thrifty.transient.protocol import PREEMPTED_EXIT, REPORTS, JobCheckpoints, checkpoint_files
 from thrifty.transient.registry import load_model
-from thrifty.transient.runner import Runner, RunnerError
+from thrifty.transient.runner import LOCK_NAME, Runner, RunnerError
 from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
 
 COUNTER_JOB = textwrap.dedent("""
@@ -332,6 +334,29 @@ def test_a_second_runner_on_a_checkpoint_folder_in_use_is_refused(tmp_path):
         first.communicate(timeout=60)
     assert first.returncode == 0
     assert Runner([sys.executable, "-c", "pass"], tmp_path / "ck").run()  # free again once it ended
+
+
+def test_a_folder_in_use_is_refused_as_in_use_before_its_files_are_judged(tmp_path):
+    """A runner's folder holds, for a moment, a checkpoint being written or pruned, and its job's
+    files: a second runner must say the folder is in use, not that none of its checkpoints is
+    intact. Mutation caught: the folder checked before the lock is taken ("none is intact")."""
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    (folder / "ckpt-000001.bin").write_bytes(b"half written")
+    held = open_lock(folder / LOCK_NAME, "test")
+    take(held, "test")
+    write_holder(held)
+    try:
+        with pytest.raises(RunnerError, match="is in use by another thrifty run"):
+            Runner([sys.executable, "-c", "pass"], folder).run()
+    finally:
+        held.close()
+    # free, the same folder is judged by its files, and the refusal leaves it as it was
+    # (mutation caught: the refused runner's lock file left behind)
+    (folder / LOCK_NAME).unlink()
+    with pytest.raises(ThriftyError, match="none is intact"):
+        Runner([sys.executable, "-c", "pass"], folder).run()
+    assert sorted(p.name for p in folder.iterdir()) == ["ckpt-000001.bin"]
 
 
 def test_a_runner_killed_outright_gives_its_job_the_notice(tmp_path):

@@ -38,8 +38,6 @@ def run(ctx: typer.Context,
         raise ThriftyError("no command to run: give it after --, e.g. thrifty run -- python job.py")
     if kill in ("sigterm", "mixed") and not inject:  # without --inject nothing is preempted: it would be ignored
         raise ThriftyError(f"--kill {kill} chooses how injected preemptions end a VM: give --inject with it")
-    from thrifty.transient.protocol import check_checkpoint_folder
-    check_checkpoint_folder(checkpoint_dir)  # as md run does: not a folder of other files, nor of broken checkpoints
     _, lifetime = load_model(lifetime_model)
     delta = parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s")
     restart = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)

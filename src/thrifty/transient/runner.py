@@ -42,7 +42,14 @@ from thrifty.folder_lock import FolderBusy, open_lock, take, write_holder
 from thrifty.io import check_writable_dir
 from thrifty.processes import notice_when_parent_dies
 from thrifty.transient.adaptive import AdaptiveSchedule
-from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, REPORTS, checkpoint_files, ready_file
+from thrifty.transient.protocol import (
+    ENV_DIR,
+    PREEMPTED_EXIT,
+    REPORTS,
+    check_checkpoint_folder,
+    checkpoint_files,
+    ready_file,
+)
 from thrifty.transient.simulation import LifetimeSampler
 
 log = logging.getLogger(__name__)
@@ -146,7 +153,9 @@ class Runner:
         """Run the job to its end, holding the checkpoint folder (one runner a folder: two jobs in
         one had overwritten each other's checkpoints and would resume from the other's)."""
         what = f"the checkpoint folder {self.checkpoint_dir}"
-        handle = open_lock(self.checkpoint_dir / LOCK_NAME, what)
+        lock_path = self.checkpoint_dir / LOCK_NAME
+        ours = not lock_path.exists()
+        handle = open_lock(lock_path, what)
         try:
             try:
                 take(handle, what)
@@ -154,6 +163,14 @@ class Runner:
                 raise RunnerError(f"checkpoint folder {self.checkpoint_dir} is in use by another thrifty run{busy.by}: "
                                   "give each job its own --checkpoint-dir") from None
             write_holder(handle)
+            # checked once held: a folder in use would read as another job's files or checkpoints
+            # being pruned ("none is intact") instead of "in use"
+            try:
+                check_checkpoint_folder(self.checkpoint_dir)
+            except ThriftyError:
+                if ours:  # a refused folder is left as it was
+                    lock_path.unlink(missing_ok=True)
+                raise
             return self._run_holding()
         finally:
             handle.close()
