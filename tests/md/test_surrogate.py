@@ -3,6 +3,7 @@
 range check, reading run folders. Accuracy on real MD: test_surrogate_heldout.py."""
 
 import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -192,6 +193,18 @@ def test_the_centre_of_a_two_level_grid_is_inside_but_beyond_its_hull_is_not():
         assert not domain.inside(np.array([outside]))[0]
         with pytest.raises(ThriftyError, match="outside the runs with its valencies"):
             domain.check(np.array([outside]))
+
+
+def test_a_point_far_beyond_every_range_is_refused_without_a_warning():
+    """h = 1e300 nm (check_point takes any positive finite number): refused in one line, with no
+    numpy overflow warning printed beside it on a server (mutation caught: the distance's square
+    computed without np.errstate)."""
+    grid = np.array([[h, 1, -1, c, dp, 0.627] for h in (2.0, 3.0) for c in (0.6, 0.9) for dp in (0.4, 0.5)])
+    domain = Domain.of(grid)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ThriftyError, match="the point is inf from the nearest training run"):
+            domain.check(np.array([[1e300, 1, -1, 0.75, 0.45, 0.627]]))
 
 
 def test_a_parameter_every_run_held_fixed_cannot_move():

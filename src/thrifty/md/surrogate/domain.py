@@ -33,8 +33,10 @@ def scaled(points: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
 
 
 def nearest_distance(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each row of a: the distance to its nearest row of b and that row's index."""
-    d = np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
+    """For each row of a: the distance to its nearest row of b and that row's index (inf for a
+    point so far out that its square overflows: a parameter of 1e200 is as far as any)."""
+    with np.errstate(over="ignore"):
+        d = np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
     index = d.argmin(axis=1)
     return d[np.arange(len(a)), index], index
 
