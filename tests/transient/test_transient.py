@@ -291,6 +291,17 @@ def test_reuse_thresholds_and_campaign():
     assert totals["model"] <= min(totals["always-reuse"], totals["always-fresh"]) * 1.01
 
 
+def test_a_jobs_reuse_rule_does_not_depend_on_the_other_jobs_asked_about():
+    """The ranges end where VMs do (the model's t_end), not at the table's last grid age beyond it,
+    whose value moved with the longest job (mutation caught: a 1 h job's range ended at 24.83 h
+    alone and at 24.75 h beside a 20 h job on gcp-2019)."""
+    _, model = load_model("gcp-2019")
+    alone = solve_reuse(model, [1])[3][0]
+    beside = solve_reuse(model, [1, 20])[3][0]
+    assert alone.fresh_ranges_s == beside.fresh_ranges_s
+    assert alone.fresh_ranges_s[-1][1] == pytest.approx(model.t_end)
+
+
 def test_deadline_aware_policy_meets_the_deadline(google):
     rng = np.random.default_rng(9)
     for source in (PAPER, EmpiricalLifetimes(google)):
