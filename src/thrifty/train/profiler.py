@@ -38,7 +38,7 @@ def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches:
     per_round = steps_per_round(steps, rounds)
     records: list[dict] = []
     for round_steps in per_round:
-        for state in states:  # ascending batch, so the peak RSS is reached by the largest
+        for state in states:  # each setting's peak memory read afresh (train.host_memory)
             runtime.reset_peak_memory()
             measured_from = state.step + warmup
 

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from thrifty.errors import ThriftyError
+from thrifty.train.host_memory import reset_peak_rss
 from thrifty.workloads.base import move_batch
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
@@ -113,5 +114,9 @@ class Runtime:
         return time.perf_counter()
 
     def reset_peak_memory(self) -> None:
+        """Start the peak memory reading (train.step.peak_memory_bytes) afresh: the device's, or on
+        the CPU the process's peak resident size (train.host_memory)."""
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            reset_peak_rss()
