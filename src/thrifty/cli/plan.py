@@ -178,6 +178,9 @@ def plan(
     if job.recipe is not None:
         steps_from = (f"{job.recipe['epochs']:g} epochs at global batch {job.recipe['min_batch']}-"
                       f"{job.recipe['max_batch']} ({job.recipe['source']})")
+    elif job.noise_scale_interval[1] == float("inf"):  # perf.jobmodel._noise: the gradient lost in the noise
+        steps_from = (f"B_noise at least {job.noise_scale:.0f} samples (the profiled gradients average to noise: "
+                      f"the bound is taken), S_min {job.s_min:.0f} steps")
     else:
         steps_from = (f"B_noise ~ {job.noise_scale:.0f} samples (90%: {job.noise_scale_interval[0]:.0f}-"
                       f"{job.noise_scale_interval[1]:.0f}), S_min {job.s_min:.0f} steps")

@@ -56,9 +56,11 @@ class JobModel:
         point = self.steps(global_batch)
         if self.recipe is not None:
             return point, point
+        # B_noise -> inf: S(B) -> S_obs B_obs / B, every batch as sample-efficient as the calibration's
         bounds = [steps_to_target(global_batch, calibrate_s_min(self.calibration_steps,
                                                                 self.calibration_batch, bn), bn)
-                  for bn in self.noise_scale_interval if 0 < bn < np.inf]
+                  if bn < np.inf else self.calibration_steps * self.calibration_batch / np.asarray(global_batch, float)
+                  for bn in self.noise_scale_interval if bn > 0]
         return np.minimum.reduce([point, *bounds]), np.maximum.reduce([point, *bounds])
 
     def batch_range(self) -> tuple[float, float]:
@@ -110,23 +112,33 @@ def noise_from_samples(samples: Sequence[Mapping]) -> dict[str, list[float]]:
 
 def _noise(samples: Sequence[Mapping], calibration: Mapping | None) -> tuple[float, tuple[float, float]]:
     """Noise scale from the calibration run, else from the profile's steps (many ranks and steps
-    average better than one process splitting small batches)."""
+    average better than one process splitting small batches).
+
+    Where the mean |G|^2 estimate is not positive (a job near its plateau: the gradient is lost in
+    the noise at the measured batches, so B_noise = tr(Sigma) / |G|^2 is beyond them), the data
+    still bound B_noise from below: the bootstrap's 5th percentile. That bound is the point
+    estimate, the conservative end (it charges large batches the most steps), and the interval
+    runs to infinity (every batch as sample-efficient as the calibration run's: steps_interval)."""
     sources = [noise_from_samples(samples)]
     if calibration and calibration.get("noise", {}).get("big_batch"):
         sources.insert(0, calibration["noise"])
-    noise_scale = float("nan")
+    noise_scale, lower_bounds = float("nan"), []
     for noise in sources:
         arrays = _noise_arrays(noise)
         if len(arrays[0]):
             noise_scale = noise_scale_from_samples(*arrays)
+            low, high = bootstrap_noise_scale_interval(*arrays)
             if np.isfinite(noise_scale) and noise_scale > 0:
-                low, high = bootstrap_noise_scale_interval(*arrays)
                 return noise_scale, (max(low, 0.0), high)
+            if 0 < low < np.inf:
+                lower_bounds.append(low)
+    if lower_bounds:
+        return lower_bounds[0], (lower_bounds[0], float("inf"))
     workers = sorted({int(s["num_workers"]) for s in samples})
     raise ModelError(
-        f"the stored profile ({', '.join(map(str, workers))} worker(s)) gives no positive gradient noise "
-        f"scale ({noise_scale:.3g}): run `thrifty plan --reprofile`, or `thrifty profile --workers 1,2,4 "
-        "--steps 40` for more measurements, or give the epochs your job needs (plan's --epochs, serve's \"epochs\")")
+        f"the profile ({', '.join(map(str, workers))} worker(s)) gives no positive gradient noise scale "
+        f"({noise_scale:.3g}), nor a bound on it: run `thrifty plan --reprofile`, or `thrifty profile "
+        "--workers 1,2,4 --steps 40` for more measurements")
 
 
 def stored_thread_scaling(meta: Mapping) -> ThreadScaling | None:
