@@ -89,6 +89,7 @@ INPUT_FILES: dict[str, bytes | str] = {
                           "        return base(model, data)\n    w.evaluate = evaluate\n    return w\n",
     "model_no_cov.json": '{"kind": "thrifty.steptime", "theta": [0.01, 0.001, 0.0001, 0.0, 0.0]}\n',
     "schedule_bad.json": '{"steps": "many"}\n',
+    "schedule_step.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": 2.7, "slowdown": [1, 2]}]\n',
     "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
     "exit_at_import.py": "import sys\nsys.exit(0)\n",
     "syntax.py": "def make_workload(:\n",
@@ -320,20 +321,24 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for option, value in (("--policy", "fastest"), ("--mode", "async"), ("--emulate", "magic"),
                           ("--hetero-profile", "HL99"), ("--b-max-rule", "vibes")):
         add(f"train {option} {value}", f"{train} {option} {value}", "unknown", f"{value!r}; choose")
-    for value in ("abc", "0", "-1", "nan", "1,abc", "1,2,3", "1,1e9"):
+    for value in ("abc", "0", "-1", "nan", "1,abc", "1,2,3", "1,1e9", "1,0.5"):
         add(f"train --slowdown {value}", f"{train} --slowdown {shlex.quote(value)}",
             "the slowdown setting is for 3 workers, the run has 2" if value == "1,2,3" else
             "--slowdown must be comma-separated positive numbers" if "abc" in value else
             "slowdown factors above 100 are not emulated" if value == "1,1e9" else
+            # a sleep cannot speed a rank up: 0.5 ran as 1 (mutation caught: only f > 0 checked)
+            "slowdown factors are 1 (full speed) or more, got 0.5" if value == "1,0.5" else
             "slowdown factors must be positive numbers")
     for value in ("abc", "0", "-1", "nan"):
         add(f"train --capacities {value}", f"{train} --policy static --capacities {value}", "--capacities",
             "must be comma-separated numbers" if value == "abc" else "must be positive numbers")
-    for name in ("missing", "not_json", "schedule_bad", "bad_utf8"):
+    for name in ("missing", "not_json", "schedule_bad", "schedule_step", "bad_utf8"):
         path = {"missing": "{in}/missing.json", "not_json": "{in}/not_json.json",
-                "schedule_bad": "{in}/schedule_bad.json", "bad_utf8": "{in}/bad_utf8.csv"}[name]
+                "schedule_bad": "{in}/schedule_bad.json", "schedule_step": "{in}/schedule_step.json",
+                "bad_utf8": "{in}/bad_utf8.csv"}[name]
         reason = {"missing": "not found", "not_json": "is not valid json", "schedule_bad": "must be a non-empty json list",
-                  "bad_utf8": "'utf-8' codec can't decode"}[name]
+                  # mutation caught: int() on the step (2.7 ran as step 2)
+                  "schedule_step": "step must be an integer", "bad_utf8": "'utf-8' codec can't decode"}[name]
         add(f"train --slowdown-schedule {name}", f"{train} --slowdown-schedule {path}", "slowdown schedule", reason)
     add("train two slowdowns", f"{train} --slowdown 1,2 --hetero-profile HL2", "at most one of")
     at_least = {"--steps": 1, "--b-min": 1, "--b-max": 1, "--eval-every": 1, "--checkpoint-every": 0, "--loader-workers": 0}

@@ -56,6 +56,9 @@ class SlowdownSchedule:
             for f in factors:
                 if not f > 0 or f != f or f == float("inf"):
                     raise HeteroError(f"slowdown factors must be positive numbers, got {f}")
+                if f < 1:  # the emulation waits; it cannot make a rank faster than this machine
+                    raise HeteroError(f"slowdown factors are 1 (full speed) or more, got {f:g}: give the slower "
+                                      "ranks larger factors instead")
                 if f > MAX_SLOWDOWN:
                     raise HeteroError(f"slowdown factors above {MAX_SLOWDOWN:g} are not emulated, got {f:g} (each "
                                       f"step would wait {f - 1:g} times its compute)")
@@ -128,10 +131,10 @@ def load_schedule(path: Path) -> SlowdownSchedule:
                 raise HeteroError(f"schedule entry {entry!r}: slowdowns must be numbers") from None
         else:
             raise HeteroError(f"schedule entry {entry!r} needs 'slowdown' (a list) or 'profile'")
-        try:
-            step = int(entry["step"])
-        except (TypeError, ValueError):
-            raise HeteroError(f"schedule entry {entry!r}: step must be an integer") from None
+        step = entry["step"]
+        if isinstance(step, bool) or not isinstance(step, int | float) or step != int(step):
+            raise HeteroError(f"slowdown schedule {path}: entry {entry!r}: step must be an integer")  # 2.7 ran as 2
+        step = int(step)
         segments.append((step, factors))
     return SlowdownSchedule(tuple(segments))
 
