@@ -215,6 +215,13 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         add(f"profile --batch {value}", f"profile --batch {value} --db {{w}}/t.db", "--batch", _int_list_reason(value))
     numbers("profile", "--steps", ("0", "-1", "abc"), "--db {w}/t.db", lambda v: None if v == "abc" else "must be at least 2")
     add("profile --instance-type unknown", "profile --instance-type n9-nosuch --db {w}/t.db", "not in the catalog")
+    # mutations caught: a GPU type taken for a profile of this machine's CPUs (the plan kept projecting
+    # it); a --catalog left unread beside `local`; one batch size stored (every plan of it refused)
+    add("profile --instance-type GPU", "profile --instance-type aws:p3.2xlarge --db {w}/t.db",
+        "is a GPU VM, and a profile measures this machine's CPUs")
+    add("profile --catalog missing", "profile --catalog {in}/missing.csv --db {w}/t.db", "missing.csv")
+    add("profile --batch 16,16", "profile --workers 2,2 --batch 16,16 --db {w}/t.db",
+        "at least two different local batch sizes", "got 16, 16")
     for name, path in BAD_DBS.items():
         add(f"profile --db {name}", f"profile --workload {{in}}/raises.py --db {path}", "cannot open the database",
             DB_REASONS[name])

@@ -4,6 +4,7 @@
 import sqlite3
 
 import pytest
+import torch
 
 from thrifty.errors import WorkloadError
 from thrifty.perf.jobmodel import build_job_model
@@ -34,7 +35,9 @@ def test_profile_rejects_bad_requests():
     with pytest.raises(WorkloadError, match="positive"):
         profile_workload("builtin:digits", [1], [0])
     with pytest.raises(WorkloadError, match="exceeds the training set"):
-        profile_workload("builtin:digits", [2], [1000])
+        profile_workload("builtin:digits", [2], [8, 1000])
+    with pytest.raises(WorkloadError, match="at least two different local batch sizes"):
+        profile_workload("builtin:digits", [1, 2], [16, 16])
     with pytest.raises(WorkloadError, match="outside 1..8"):
         profile_workload("builtin:digits", [9], [8])
 
@@ -136,3 +139,13 @@ def test_given_epochs_or_projecting_step_times_a_new_profile_runs_no_calibration
             with pytest.raises(WorkloadError, match="stop here"):
                 pipeline.job_model(store, "builtin:digits", epochs_to_target=epochs, step_time_only=step_time_only)
     assert seen == [False, False, True]
+
+
+def test_a_profile_measures_the_cpu_on_a_machine_with_a_gpu(monkeypatch):
+    """The plan projects CPU VMs from the profile and GPU VMs from the counted work, so the profile
+    measures the CPU wherever CUDA is. Mutation caught: the rank on this machine's default device
+    (cuda:rank where CUDA is; here the CPU-only torch then fails to move the model)."""
+    from thrifty.train.profiler import _profile_rank
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    rows = _profile_rank(0, 1, "builtin:digits", [8, 16], steps=2, warmup=0, seed=0, rounds=1)
+    assert {r["local_batch"] for r in rows} == {8, 16}

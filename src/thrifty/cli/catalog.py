@@ -135,12 +135,17 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
 def check_instance_type(instance_type: str, catalogs: list[Path]) -> str:
     """`local`, or a type (TYPE or CLOUD:TYPE) of the bundled catalog or a --catalog file, as the
     bare instance type; anything else is a typo."""
-    if instance_type == "local":
+    if instance_type == "local" and not catalogs:
         return instance_type
     from thrifty.catalog import load_catalog
     from thrifty.catalog.names import find_type
-    vms = load_catalog(catalogs)
+    vms = load_catalog(catalogs)  # a --catalog given is read (and refused when it cannot be) with `local` too
+    if instance_type == "local":
+        return instance_type
     found = find_type(vms, instance_type)
+    if found and found[0].is_gpu:  # train.profiler.PROFILED_DEVICE; plan.candidates measures CPU types only
+        raise ThriftyError(f"--instance-type {instance_type!r} is a GPU VM, and a profile measures this machine's "
+                           "CPUs (GPU VMs are projected from the model's counted work): give 'local' or a CPU VM type")
     if found:
         return found[0].instance_type
     import difflib

@@ -28,7 +28,7 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
             steps: Annotated[int | None, typer.Option(help="Measured steps per setting (default 20; 6 for heavy models)")] = None,
             calibrate: Annotated[bool, typer.Option(help="Also train once to the target metric")] = True,
             instance_type: Annotated[str, typer.Option(
-                help="Catalog instance type this machine is (makes its predictions 'measured'), "
+                help="Catalog CPU instance type this machine is (makes its predictions 'measured'), "
                      "or 'local'")] = "local",
             allow_busy: Annotated[bool, typer.Option(
                 "--allow-busy", help="Profile even when the machine is busy (intervals widen with the load); "

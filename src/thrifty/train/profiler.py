@@ -25,6 +25,12 @@ from thrifty.train.sampler import GlobalBatchSampler
 from thrifty.workloads import load_workload
 from thrifty.workloads.workcount import count_workload
 
+# A profile measures this machine's CPUs: the plan projects CPU VMs from it (perf.cpu) and GPU VMs
+# from the counted work (perf.roofline), never from a step measured on a GPU, so the ranks stay on
+# the CPU on a GPU machine too (where they had run on cuda:rank, and CPU VMs were then projected
+# from GPU step times).
+PROFILED_DEVICE = "cpu"
+
 
 def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches: Sequence[int],
                   steps: int, warmup: int, seed: int, rounds: int) -> list[dict]:
@@ -32,7 +38,7 @@ def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches:
     (other tenants, frequency scaling) spreads over all batch sizes instead of biasing one.
     Each round starts with `warmup` unrecorded steps; rows are numbered by the setting's step."""
     workload = load_workload(workload_spec)
-    runtime = Runtime.for_rank(None, "fp32")  # this machine's device, as the launcher chose its backend
+    runtime = Runtime.for_rank(PROFILED_DEVICE, "fp32")
     runtime.activate()
     states = [fresh_state(workload, [b] * world_size, seed=seed, runtime=runtime) for b in sorted(local_batches)]
     per_round = steps_per_round(steps, rounds)
@@ -89,7 +95,7 @@ def measure_thread_scaling(workload_spec: str, local_batches: Sequence[int], *, 
                            seed: int = 0, timeout_s: float = 600.0) -> dict:
     """Profile meta entries for CPU projection: the Amdahl serial fraction per local batch with its
     bootstrap sd (perf.cpu) and the per-sample input cost, measured in one process allowed 2 threads."""
-    measured = run_local_workers(_thread_scaling_rank, 1, timeout_s=timeout_s, threads_per_rank=2,
+    measured = run_local_workers(_thread_scaling_rank, 1, timeout_s=timeout_s, threads_per_rank=2, device=PROFILED_DEVICE,
                                  workload_spec=workload_spec, local_batches=list(local_batches),
                                  steps=steps, seed=seed)[0]
     scaling = ThreadScaling.from_measurements(measured["local_batch"], measured["one_thread_steps_s"],
@@ -108,6 +114,9 @@ def validate_profile_request(train_size: int, workers: Sequence[int], local_batc
     for b in local_batches:
         if b < 1:
             raise WorkloadError(f"batch size must be a positive integer, got {b}")
+    if len(set(local_batches)) < 2:  # one was stored, and every plan of it refused afterwards
+        raise WorkloadError(f"give at least two different local batch sizes (the step-time fit needs two), got "
+                            f"{', '.join(map(str, local_batches))}")
     largest = max(workers) * max(local_batches)
     if largest > train_size:
         raise WorkloadError(f"global batch {max(workers)} x {max(local_batches)} = {largest} exceeds "
@@ -132,7 +141,8 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
     samples: list[StepRow] = []
     for n in sorted(set(workers)):
         results = run_local_workers(_profile_rank, n, timeout_s=timeout_s, workload_spec=workload_spec,
-                                    local_batches=list(local_batches), steps=steps, warmup=warmup,
+                                    device=PROFILED_DEVICE, local_batches=sorted(set(local_batches)), steps=steps,
+                                    warmup=warmup,
                                     seed=seed, rounds=len(steps_per_round(steps, rounds)))
         samples += [StepRow(**r) for rank_records in results for r in rank_records]
         if on_setting is not None:
@@ -141,7 +151,7 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
     meta = {"steps": steps, "warmup": warmup, "seed": seed, "rounds": len(steps_per_round(steps, rounds)),
             "step_work": (step_work or count_workload(workload)).to_dict(),
             "step_work_version": COUNT_VERSION}
-    meta.update(measure_thread_scaling(workload_spec, local_batches, steps=max(2, steps // 3),
+    meta.update(measure_thread_scaling(workload_spec, sorted(set(local_batches)), steps=max(2, steps // 3),
                                        seed=seed, timeout_s=timeout_s))
     return Profile(workload=workload.name, samples=samples, param_count=param_count,
                    train_size=workload.train_size, threads_per_rank=1, meta=meta)
