@@ -14,6 +14,7 @@ import math
 import os
 import threading
 import time
+import warnings
 from dataclasses import astuple, dataclass
 
 import numpy as np
@@ -206,12 +207,16 @@ def _asp_rank(rank: int, world_size: int, config: TrainConfig) -> dict:
                                               _transports=["uv"], _channels=["basic"])
     if rank == 0:
         _server = ParameterServer(config, world_size - 1)
-    rpc.init_rpc(SERVER if rank == 0 else f"worker{rank - 1}", rank=rank, world_size=world_size,
-                 rpc_backend_options=options)
-    try:
-        result = {} if rank == 0 else _worker_loop(config, rank - 1)
-    finally:
-        rpc.shutdown()  # waits for every worker's outstanding calls
+    with warnings.catch_warnings():
+        # torch.distributed.rpc's own agent passes its gloo Backend where c10d now wants a ProcessGroup
+        # and warns about it, three blocks a run on stderr (--json too); nothing a user can change
+        warnings.filterwarnings("ignore", message="You are using a Backend", category=UserWarning)
+        rpc.init_rpc(SERVER if rank == 0 else f"worker{rank - 1}", rank=rank, world_size=world_size,
+                     rpc_backend_options=options)
+        try:
+            result = {} if rank == 0 else _worker_loop(config, rank - 1)
+        finally:
+            rpc.shutdown()  # waits for every worker's outstanding calls
     return _server_report(config) if rank == 0 else result
 
 
