@@ -57,6 +57,11 @@ def test_filters_and_hardware():
     vms = load_catalog()
     gpus = CatalogFilter(clouds=["aws"], gpu=True, accelerator="h100").apply(vms)
     assert gpus and all(vm.accelerator == "H100" and vm.cloud == "aws" for vm in gpus)
+    # a GPU's name asks for its variants too, not for other GPUs it begins (mutation caught: an exact
+    # match, which left out the A100-80GB; a bare prefix, which took A100 and A10G for A10)
+    a100 = {vm.accelerator for vm in CatalogFilter(accelerator="A100").apply(vms)}
+    assert a100 == {"A100", "A100-80GB"}
+    assert {vm.accelerator for vm in CatalogFilter(accelerator="a10").apply(vms)} == {"A10"}
     cheap = CatalogFilter(max_price_per_hour=0.2, gpu=False).apply(vms)
     assert cheap and all(vm.price_per_hour <= 0.2 for vm in cheap)
     hw = Hardware.load()
@@ -303,15 +308,16 @@ def test_type_names_take_the_cloud_prefix_the_plan_prints():
 
 
 def test_every_command_taking_an_instance_type_takes_cloud_type(run_cli, tmp_path):
-    """catalog show, model project and profile accept `aws:p3.2xlarge` as printed by the plan (a bad
-    option after the type stops model project and profile before they profile anything)."""
+    """catalog show and model project accept `aws:p3.2xlarge` as printed by the plan, profile
+    `aws:c5.4xlarge` (a CPU type: it measures this machine's CPUs); a bad option after the type
+    stops model project and profile before they profile anything."""
     import json
     code, out, _ = run_cli("catalog", "show", "aws:p3.2xlarge", "--json")
     assert code == 0 and [row["cloud"] for row in json.loads(out)] == ["aws"]
     code, _, err = run_cli("model", "project", "--instance-type", "aws:p3.2xlarge", "--workers", "0",
                            "--db", tmp_path / "db")
     assert code == 2 and "--workers must be between 1 and 4096" in err
-    code, _, err = run_cli("profile", "--instance-type", "aws:p3.2xlarge", "--workers", "x", "--db", tmp_path / "db")
+    code, _, err = run_cli("profile", "--instance-type", "aws:c5.4xlarge", "--workers", "x", "--db", tmp_path / "db")
     assert code == 2 and "--workers" in err and "not in the catalog" not in err
     code, _, err = run_cli("catalog", "show", "gcp:p3.2xlarge")
     assert code == 2 and "not in the catalog" in err

@@ -7,6 +7,12 @@ from dataclasses import dataclass
 from thrifty.catalog.vmtype import VMType
 
 
+def _is_variant(accelerator: str, asked: str) -> bool:
+    """A100 asks for the A100 and its variants (A100-80GB), not for another GPU whose name it begins
+    (A10 is not A100 nor A10G)."""
+    return accelerator == asked or accelerator.startswith(asked + "-")
+
+
 @dataclass(frozen=True)
 class CatalogFilter:
     """Each field left as None accepts everything. `gpu` True keeps GPU VMs, False CPU-only ones."""
@@ -31,8 +37,7 @@ class CatalogFilter:
         checks = (
             self.clouds is None or vm.cloud.lower() in self.clouds,
             self.regions is None or vm.region.lower() in self.regions,
-            self.accelerator is None
-            or (vm.accelerator or "").lower() == self.accelerator.lower(),
+            self.accelerator is None or _is_variant((vm.accelerator or "").lower(), self.accelerator.lower()),
             self.gpu is None or vm.is_gpu == self.gpu,
             self.min_vcpus is None or vm.vcpus >= self.min_vcpus,
             self.min_memory_gib is None or vm.memory_gib >= self.min_memory_gib,

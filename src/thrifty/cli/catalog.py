@@ -84,7 +84,7 @@ def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: Reg
              f"{vm.accelerator_count}x {vm.accelerator}" if vm.is_gpu else "", f"{vm.price_per_hour:.4g}",
              "" if vm.spot_price_per_hour is None else f"{vm.spot_price_per_hour:.4g}")
             for vm in sorted(vms, key=lambda v: (v.cloud, v.price_per_hour))]
-    table = Table(title=f"{len(vms)} VM types", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+    table = Table(title=f"{len(vms)} VM type{'' if len(vms) == 1 else 's'}", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   show_edge=False, padding=(0, 0))
     for i, col in enumerate(("VM type", "region", "vCPUs", "GiB", "GPUs", "$/h", "spot\n$/h")):
         widest = max(len(row[i]) for row in rows)

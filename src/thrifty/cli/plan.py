@@ -198,7 +198,7 @@ def plan(
                 "time": " (each row: the cheapest within its resolution of the fastest left)"}.get(objective, "")
     stdout.print(_table(result, *result.top(top), f"top {top} by {objective}{tie_rule}"))
     stdout.print(_table(result, result.front, result.front_merged,
-                        f"Pareto front (fastest first, {len(result.front)} points)"))
+                        f"Pareto front (fastest first, {len(result.front)} point{'' if len(result.front) == 1 else 's'})"))
     lo, hi = best["predicted_time_interval_s"]
     # the interval's width is the training's: a start-up that is much of the time is an assumption (--startup)
     startup_note = (f", with an assumed {fmt_duration(best['startup_s'])} VM start-up"
