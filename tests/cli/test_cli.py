@@ -74,6 +74,21 @@ def test_plan_constraints_and_table(profiled_db, run_cli, tmp_path):
     # within a prediction's resolution (plan.ties: a few percent here) cheaper first
     assert {k: v for k, v in data["top"][0].items() if k != "merged"} == data["recommended"]
     assert all(a <= b * 1.25 for i, a in enumerate(times) for b in times[i + 1:]), times
+    # a deadline just above the fastest plan's predicted time: met at the point only, and said
+    # (plan.optimizer._confident; mutation caught: the warning left out)
+    with sqlite3.connect(profiled_db) as connection:  # the stored plane: every feasible time's thinning, the fastest in
+        plane = json.loads(connection.execute("SELECT plane_json FROM decision_planes ORDER BY decision_id DESC "
+                                              "LIMIT 1").fetchone()[0])
+    connection.close()
+    fastest = min(plane["plane"]["time_s"])
+    code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--objective", "time",
+                             "--cloud", "gcp", "--gpu", "--spot", "never", "--deadline", f"{fastest * 1.0001}s", "--json")
+    assert code == 0 and json.loads(out)["constraints_at_risk"] is True, err
+    code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--objective", "time",
+                             "--cloud", "gcp", "--gpu", "--spot", "never", "--deadline", f"{fastest * 1.0001}s")
+    assert code == 0 and "no configuration meets the deadline at the upper end of its 90% interval: this one meets " \
+        "it at the predicted value only" in " ".join(out.split()), out
+    assert not data["constraints_at_risk"]  # without a deadline nothing is at risk
     code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--objective", "knee")
     assert code == 0 and "recommended" in out and "torchrun" in out
     # a start-up-dominated plan (a tiny workload): its interval takes the start-up as exact, and says it

@@ -197,6 +197,18 @@ REQUESTS = [PlanRequest(max_workers=4, startup_s=STARTUP_S),
             PlanRequest(max_workers=4, objective="time", spot="both", startup_s=STARTUP_S)]
 
 
+def _held_at_upper_ends(request_: PlanRequest, rows: dict, described: dict) -> None:
+    """plan.optimizer._confident: where some point-feasible row meets the deadline and budget at its
+    90% interval's upper end, only those stay feasible (the intervals are the planner's own)."""
+    def sure(key):
+        time_high, cost_high = described[key]["predicted_time_interval_s"][1], described[key]["predicted_cost_interval_usd"][1]
+        return ((request_.deadline_s is None or time_high <= request_.deadline_s)
+                and (request_.budget_usd is None or cost_high <= request_.budget_usd))
+    if any(r["feasible"] and sure(key) for key, r in rows.items()):
+        for key, r in rows.items():
+            r["feasible"] = r["feasible"] and sure(key)
+
+
 @pytest.mark.parametrize("request_", REQUESTS)
 def test_every_candidate_matches_brute_force(request_):
     result = plan(VMArrays.build(VMS, Hardware.load()), _job(), request_)
@@ -206,6 +218,8 @@ def test_every_candidate_matches_brute_force(request_):
         d = result.describe(i)
         got[(d["instance_type"], d["nodes"], d["global_batch"], d["spot"])] = (d, bool(result.feasible_mask[i]))
     assert sorted(got) == sorted(expected)
+    _held_at_upper_ends(request_, expected, {key: d for key, (d, _) in got.items()})
+    assert not result.constraints_at_risk
     for key, row in expected.items():
         d, feasible = got[key]
         assert (d["workers"], d["local_batch"], d["prediction"] == "measured", feasible) == \
@@ -257,7 +271,9 @@ def test_best_choice_and_pareto_front_match_brute_force(request_):
     described = {(d["instance_type"], d["nodes"], d["global_batch"], d["spot"]): d
                  for d in map(result.describe, range(len(result.candidates)))}
     rows = []
-    for key, r in _brute_force(request_).items():
+    brute = _brute_force(request_)
+    _held_at_upper_ends(request_, brute, described)
+    for key, r in brute.items():
         if r["feasible"]:
             d = described[key]
             in_time, in_cost = _step_shares(d)
@@ -322,6 +338,26 @@ def test_the_brute_force_covers_every_branch():
     assert _largest_local_batch(hw, VMS[3]) == 85 and _largest_local_batch(hw, VMS[0]) == 170
     for vm, batch in ((VMS[3], 256), (VMS[0], 512)):  # excluded by the largest share alone
         assert (vm.instance_type, 3, batch, False) not in rows and (vm.instance_type, 4, batch, False) in rows
+
+
+def test_a_deadline_is_met_at_the_intervals_upper_end_where_any_plan_can():
+    """A deadline between the median plan's predicted time and its interval's upper end: the pick
+    meets it at the upper end (a plan meeting it at the point only had been recommended, its
+    interval running past it); a deadline no plan meets at the upper end keeps the point-feasible
+    ones and says so. Mutations caught: the rule dropped (the first pick's upper end is past the
+    deadline); the fallback dropped (the second plan is refused)."""
+    vmx, job = VMArrays.build(VMS, Hardware.load()), _job()
+    everything = plan(vmx, job, PlanRequest(max_workers=4, objective="cost", startup_s=0.0))
+    c = everything.candidates
+    deadline = float(np.median(c.time_s))
+    assert np.any((c.time_s <= deadline) & (c.time_high_s > deadline))  # the case at hand
+    result = plan(vmx, job, PlanRequest(max_workers=4, objective="cost", startup_s=0.0, deadline_s=deadline))
+    best = result.describe(result.best)
+    assert best["predicted_time_interval_s"][1] <= deadline and not result.constraints_at_risk
+    fastest = float(c.time_s.min())
+    assert c.time_high_s.min() > fastest * 1.001  # no plan's upper end meets the tighter one
+    tight = plan(vmx, job, PlanRequest(max_workers=4, objective="cost", startup_s=0.0, deadline_s=fastest * 1.001))
+    assert tight.constraints_at_risk and tight.describe(tight.best)["predicted_time_s"] <= fastest * 1.001
 
 
 def test_infeasible_constraints_raise():

@@ -45,9 +45,12 @@ def test_the_choice_at_info_and_the_refusals_at_debug(caplog):
     assert f"global batch {best['global_batch']}" in chosen[0]
     refused = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
     over = int((result.candidates.time_s > deadline).sum())
-    assert over > 0 and len(refused) == 1
-    assert refused[0].startswith(f"{int((~result.feasible_mask).sum())} of {result.feasible_mask.size} candidates")
+    assert over > 0 and len(refused) == 2
+    assert refused[0].startswith(f"{over} of {result.feasible_mask.size} candidates")
     assert f"{over} over the deadline" in refused[0], refused[0]
+    # and those meeting the deadline at their predicted time only (plan.optimizer._confident)
+    at_point_only = int((~result.feasible_mask).sum()) - over
+    assert at_point_only > 0 and refused[1].startswith(f"{at_point_only} more meet the constraints at their predicted")
 
 
 def test_profile_progress_reaches_the_log_off_a_terminal_at_most_every_ten_seconds(monkeypatch, caplog):

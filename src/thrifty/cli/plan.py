@@ -170,6 +170,8 @@ def plan(
         "search_windows": len(probes),  # stored windows of this workload read (not all need match)
         "candidates_evaluated": len(result.candidates),
         "candidates_feasible": int(result.feasible_mask.sum()),
+        # the deadline and budget, where given, hold at the 90% intervals' upper ends (plan.optimizer._confident)
+        "constraints_at_risk": result.constraints_at_risk,
         "candidates_per_s": len(result.candidates) / max(elapsed, 1e-9),
         "model": job.summary(), "launch": launch, "plot": None if plot is None else str(plot)}
     if json_out:
@@ -213,6 +215,11 @@ def plan(
         f"{fmt_usd(best['predicted_cost_interval_usd'][1])}); {best['prediction']} prediction"
         f"{' (search windows)' if best['source'] == 'search' else ''}",
         title="recommended"))
+    if result.constraints_at_risk:
+        given = " and ".join(what for what, value in (("the deadline", request.deadline_s), ("the budget", request.budget_usd))
+                             if value is not None)
+        stdout.print(f"[yellow]no configuration meets {given} at the upper end of its 90% interval: this one meets "
+                     "it at the predicted value only[/]", soft_wrap=True)
     stdout.print(f"{len(result.candidates):,} candidates evaluated in {elapsed * 1000:.0f} ms "
                  f"({summary['candidates_per_s']:,.0f}/s); plot: {plot}")
     # escaped: `pip install -e '.[train]'` is not rich markup

@@ -39,6 +39,9 @@ class PlanResult:
     front_merged: np.ndarray  # per front point: the front points within its resolution it stands for
     ranked: np.ndarray  # feasible indices: the pick first, then in the objective's order (cost for the knee)
     resolved: Resolved
+    # the deadline and budget are met at the point estimates only: no candidate meets them at its
+    # 90% interval's upper end (_confident)
+    constraints_at_risk: bool = False
 
     def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The best k rows by the tie rule, each the rule's pick of the plans left, without
@@ -118,6 +121,19 @@ def _none_meets(c: Candidates, request: PlanRequest, finite: np.ndarray) -> str:
     return f"{said}{': ' + ', '.join(nearest) if nearest else ''}; relax the constraints or widen the filters"
 
 
+def _confident(c: Candidates, request: PlanRequest, ok: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The feasible candidates that meet the deadline and fit the budget at the upper end of their
+    90% intervals (each a 95% one-sided chance), where any does; else every feasible one, with the
+    constraints at risk. A deadline met by the point estimate alone was recommended without a word
+    while its interval ran a fifth past it."""
+    sure = ok.copy()
+    if request.deadline_s is not None:
+        sure &= c.time_high_s <= request.deadline_s
+    if request.budget_usd is not None:
+        sure &= c.cost_high_usd <= request.budget_usd
+    return (sure, False) if sure.any() else (ok, True)
+
+
 def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[dict] = ()) -> PlanResult:
     """Evaluate every candidate and rank the feasible ones; raises PlanError if none is feasible.
     `probes`: the workload's stored search windows (Store.workload_probes), measured step times."""
@@ -129,6 +145,11 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
               ", ".join(f"{int(mask.sum())} {why}" for why, mask in refused.items()))
     if not ok.any():
         raise PlanError(_none_meets(candidates, request, ~refused["no finite time or cost"]))
+    point_ok = ok
+    ok, at_risk = _confident(candidates, request, ok)
+    if request.deadline_s is not None or request.budget_usd is not None:
+        log.debug("%d more meet the constraints at their predicted values only, not at their 90%% intervals' upper "
+                  "ends%s", int((point_ok & ~ok).sum()), ": none does, so they stay" if at_risk else "")
     index = np.flatnonzero(ok)
     time_s, cost_usd = candidates.time_s[index], candidates.cost_usd[index]
     order = np.lexsort((time_s, cost_usd))  # one sort serves the front and the cost ranking
@@ -148,7 +169,7 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     front, members = resolved.collapse_front(pareto, keep=int(ranked[0]))
     result = PlanResult(request=request, job=job, vmx=vmx, candidates=candidates, feasible_mask=ok,
                         front=front, front_merged=np.array([g.size - 1 for g in members], int),
-                        resolved=resolved, ranked=ranked)
+                        resolved=resolved, ranked=ranked, constraints_at_risk=at_risk)
     best = result.describe(result.best)
     log.info("chose %s:%s x %d node(s), %d worker(s), global batch %d, %s, by %s: %.3g s, $%.4g (%s) of %d "
              "feasible candidates", best["cloud"], best["instance_type"], best["nodes"], best["workers"],

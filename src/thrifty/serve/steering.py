@@ -37,4 +37,5 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
     log.info("plan %s stored for profile %s (objective %s, %d candidates): %s", db.key(decision.decision_id),
              db.key(profile_id), objective, len(decision.result.candidates), decision.recommended)
     return {"id": db.key(decision.decision_id), "recommended": decision.recommended,
-            "candidates": len(decision.result.candidates)}
+            "candidates": len(decision.result.candidates),
+            "constraints_at_risk": decision.result.constraints_at_risk}  # as plan --json (plan.optimizer._confident)
