@@ -90,6 +90,7 @@ INPUT_FILES: dict[str, bytes | str] = {
     "model_no_cov.json": '{"kind": "thrifty.steptime", "theta": [0.01, 0.001, 0.0001, 0.0, 0.0]}\n',
     "schedule_bad.json": '{"steps": "many"}\n',
     "schedule_step.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": 2.7, "slowdown": [1, 2]}]\n',
+    "schedule_nan.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": NaN, "slowdown": [1, 2]}]\n',
     "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
     "exit_at_import.py": "import sys\nsys.exit(0)\n",
     "syntax.py": "def make_workload(:\n",
@@ -339,13 +340,14 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for value in ("abc", "0", "-1", "nan"):
         add(f"train --capacities {value}", f"{train} --policy static --capacities {value}", "--capacities",
             "must be comma-separated numbers" if value == "abc" else "must be positive numbers")
-    for name in ("missing", "not_json", "schedule_bad", "schedule_step", "bad_utf8"):
+    for name in ("missing", "not_json", "schedule_bad", "schedule_step", "schedule_nan", "bad_utf8"):
         path = {"missing": "{in}/missing.json", "not_json": "{in}/not_json.json",
                 "schedule_bad": "{in}/schedule_bad.json", "schedule_step": "{in}/schedule_step.json",
-                "bad_utf8": "{in}/bad_utf8.csv"}[name]
+                "schedule_nan": "{in}/schedule_nan.json", "bad_utf8": "{in}/bad_utf8.csv"}[name]
         reason = {"missing": "not found", "not_json": "is not valid json", "schedule_bad": "must be a non-empty json list",
                   # mutation caught: int() on the step (2.7 ran as step 2)
-                  "schedule_step": "step must be an integer", "bad_utf8": "'utf-8' codec can't decode"}[name]
+                  "schedule_step": "step must be an integer", "schedule_nan": "step must be an integer",
+                  "bad_utf8": "'utf-8' codec can't decode"}[name]
         add(f"train --slowdown-schedule {name}", f"{train} --slowdown-schedule {path}", "slowdown schedule", reason)
     add("train two slowdowns", f"{train} --slowdown 1,2 --hetero-profile HL2", "at most one of")
     at_least = {"--steps": 1, "--b-min": 1, "--b-max": 1, "--eval-every": 1, "--checkpoint-every": 0, "--loader-workers": 0}

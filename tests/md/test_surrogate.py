@@ -205,6 +205,10 @@ def test_a_point_far_beyond_every_range_is_refused_without_a_warning():
         warnings.simplefilter("error")
         with pytest.raises(ThriftyError, match="the point is inf from the nearest training run"):
             domain.check(np.array([[1e300, 1, -1, 0.75, 0.45, 0.627]]))
+        # c = 1e308 over a span below 1 overflows in the scaling itself, and linprog refused the
+        # infinite point with a ValueError (a 500 from serve): refused in one line as well
+        with pytest.raises(ThriftyError, match="the point is inf from the nearest training run"):
+            domain.check(np.array([[2.5, 1, -1, 1e308, 0.45, 0.627]]))
 
 
 def test_a_parameter_every_run_held_fixed_cannot_move():

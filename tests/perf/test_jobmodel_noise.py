@@ -42,8 +42,23 @@ def test_a_gradient_lost_in_the_noise_bounds_the_noise_scale_from_below():
                                                  ("small_batch", "small_grad_sq", "big_batch", "big_grad_sq")])
     assert high == np.inf and 0 < low < np.inf
     assert job.noise_scale == pytest.approx(low) and job.noise_scale_interval == (pytest.approx(low), np.inf)
+    assert job.noise_scale_is_bound and job.summary()["noise_scale_is_bound"]
     big = np.array([4096.0])
     steps_low, steps_high = job.steps_interval(big)
     # B_noise -> inf: every batch as sample-efficient as the one the epochs were given at
     assert steps_low[0] == pytest.approx(job.calibration_steps * job.calibration_batch / big[0])
     assert steps_high[0] == pytest.approx(job.steps(big)[0]) and steps_low[0] < steps_high[0]
+
+
+def test_a_positive_estimate_with_an_open_upper_end_is_an_estimate_not_a_bound():
+    """|G|^2 averaging slightly above zero: a point estimate whose bootstrap interval is open above
+    (some resamples' |G|^2 not positive) is still an estimate, and the plan must not call it a
+    bound (mutation caught: the bound told by the infinite upper end)."""
+    rng = np.random.default_rng(3)
+    samples = _samples(rng)
+    for s in samples:
+        s["big_grad_sq"] += 0.05 / 2  # |G|^2 = 2 |g_32|^2 - |g_16|^2 rises by 0.05
+    job = build_job_model(samples, param_count=1000, train_size=10_000, calibration=None,
+                          epochs_to_target=2, epochs_batch=64)
+    assert job.noise_scale_interval[1] == np.inf and job.noise_scale > job.noise_scale_interval[0]
+    assert not job.noise_scale_is_bound

@@ -357,7 +357,32 @@ def test_a_deadline_is_met_at_the_intervals_upper_end_where_any_plan_can():
     fastest = float(c.time_s.min())
     assert c.time_high_s.min() > fastest * 1.001  # no plan's upper end meets the tighter one
     tight = plan(vmx, job, PlanRequest(max_workers=4, objective="cost", startup_s=0.0, deadline_s=fastest * 1.001))
-    assert tight.constraints_at_risk and tight.describe(tight.best)["predicted_time_s"] <= fastest * 1.001
+    assert tight.constraints_at_risk == ("deadline",) and tight.describe(tight.best)["predicted_time_s"] <= fastest * 1.001
+
+
+def test_each_constraint_falls_back_to_its_point_on_its_own():
+    """plan.optimizer._confident over four plans, all meeting a 10 s deadline and a $1 budget at
+    their predicted values: held at the upper ends where some plan can hold both; where none can,
+    the deadline is held and the budget falls back, or the other way round, and only then both.
+    Mutation caught: both falling back together when one could be held (the budget at its point
+    too, a plan with a $1.50 upper end kept)."""
+    from types import SimpleNamespace
+
+    from thrifty.plan.optimizer import _confident
+    ok = np.ones(4, bool)
+    request = PlanRequest(deadline_s=10.0, budget_usd=1.0)
+
+    def held(time_high, cost_high):
+        c = SimpleNamespace(time_high_s=np.array(time_high, float), cost_high_usd=np.array(cost_high, float))
+        mask, risk = _confident(c, request, ok)
+        return np.flatnonzero(mask).tolist(), risk
+    assert held([9, 12, 9, 12], [0.9, 0.9, 1.5, 1.5]) == ([0], ())
+    assert held([12, 12, 9, 12], [0.9, 0.9, 1.5, 1.5]) == ([2], ("budget",))
+    assert held([12, 12, 12, 12], [0.9, 0.9, 1.5, 1.5]) == ([0, 1], ("deadline",))
+    assert held([12, 12, 12, 12], [1.5, 1.5, 1.5, 1.5]) == ([0, 1, 2, 3], ("deadline", "budget"))
+    only_deadline = PlanRequest(deadline_s=10.0)
+    c = SimpleNamespace(time_high_s=np.array([12.0, 9.0]), cost_high_usd=np.array([5.0, 5.0]))
+    assert [m.tolist() for m in [_confident(c, only_deadline, np.ones(2, bool))[0]]] == [[False, True]]
 
 
 def test_infeasible_constraints_raise():

@@ -181,7 +181,7 @@ def test_writes_need_allow_writes_and_the_token(stores, caplog):
         before = store.count("decisions")
     done = open_app.post("/api/plans", json=ask, headers={"Authorization": f"Bearer {TOKEN}"})
     assert done.status_code == 201, done.text
-    assert done.json()["constraints_at_risk"] is False  # no deadline nor budget asked
+    assert done.json()["constraints_at_risk"] == []  # no deadline nor budget asked
     with Store(stores["db"]) as store:
         assert store.count("decisions") == before + 1
     listed = open_app.get("/api/plans").json()

@@ -149,3 +149,27 @@ def test_a_profile_measures_the_cpu_on_a_machine_with_a_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     rows = _profile_rank(0, 1, "builtin:digits", [8, 16], steps=2, warmup=0, seed=0, rounds=1)
     assert {r["local_batch"] for r in rows} == {8, 16}
+
+
+def test_the_ranks_run_on_the_cpu_and_a_system_without_the_memory_reset_is_told(monkeypatch, caplog):
+    """What profile_workload asks of its ranks, the launches replaced: the CPU for every one
+    (mutation caught: device left to the launcher, cuda:rank where CUDA is), each batch size once;
+    and where the peak memory cannot be reset (macOS), a warning and the profile's flag (mutation
+    caught: the failed reset ignored, the flat memory line stored in silence)."""
+    import logging
+
+    import thrifty.train.profiler as profiler
+    launches = []
+
+    def launch(fn, n, **kwargs):
+        launches.append((fn.__name__, n, kwargs))
+        return [[]] * n
+    monkeypatch.setattr(profiler, "run_local_workers", launch)
+    monkeypatch.setattr(profiler, "measure_thread_scaling", lambda *a, **k: {})
+    monkeypatch.setattr(profiler, "reset_peak_rss", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="thrifty.train.profiler"):
+        profile = profiler.profile_workload("builtin:digits", [1, 2, 2], [32, 8, 32], steps=2)
+    assert [(name, n, k["device"], k["local_batches"]) for name, n, k in launches] == [
+        ("_profile_rank", 1, "cpu", [8, 32]), ("_profile_rank", 2, "cpu", [8, 32])]
+    assert profile.meta["peak_memory_per_setting"] is False
+    assert any("cannot reset a process's peak memory" in r.getMessage() for r in caplog.records)

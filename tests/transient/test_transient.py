@@ -300,6 +300,11 @@ def test_a_jobs_reuse_rule_does_not_depend_on_the_other_jobs_asked_about():
     beside = solve_reuse(model, [1, 20])[3][0]
     assert alone.fresh_ranges_s == beside.fresh_ranges_s
     assert alone.fresh_ranges_s[-1][1] == pytest.approx(model.t_end)
+    # a wear-out Weibull has no longest lifetime: a range to the table's end has none either
+    # (mutation caught: it ended at the table's last age, 53 h alone and 80 h beside a 20 h job)
+    wearing = Weibull(2.0, 3 * HOUR)
+    alone, beside = solve_reuse(wearing, [1])[3][0], solve_reuse(wearing, [1, 20])[3][0]
+    assert alone.fresh_ranges_s == beside.fresh_ranges_s and alone.fresh_ranges_s[-1][1] == math.inf
 
 
 def test_deadline_aware_policy_meets_the_deadline(google):

@@ -143,7 +143,7 @@ def check_instance_type(instance_type: str, catalogs: list[Path]) -> str:
     if instance_type == "local":
         return instance_type
     found = find_type(vms, instance_type)
-    if found and found[0].is_gpu:  # train.profiler.PROFILED_DEVICE; plan.candidates measures CPU types only
+    if found and all(vm.is_gpu for vm in found):  # train.profiler.PROFILED_DEVICE; plan.candidates measures CPU types only
         raise ThriftyError(f"--instance-type {instance_type!r} is a GPU VM, and a profile measures this machine's "
                            "CPUs (GPU VMs are projected from the model's counted work): give 'local' or a CPU VM type")
     if found:

@@ -171,7 +171,7 @@ def plan(
         "candidates_evaluated": len(result.candidates),
         "candidates_feasible": int(result.feasible_mask.sum()),
         # the deadline and budget, where given, hold at the 90% intervals' upper ends (plan.optimizer._confident)
-        "constraints_at_risk": result.constraints_at_risk,
+        "constraints_at_risk": list(result.constraints_at_risk),
         "candidates_per_s": len(result.candidates) / max(elapsed, 1e-9),
         "model": job.summary(), "launch": launch, "plot": None if plot is None else str(plot)}
     if json_out:
@@ -180,7 +180,7 @@ def plan(
     if job.recipe is not None:
         steps_from = (f"{job.recipe['epochs']:g} epochs at global batch {job.recipe['min_batch']}-"
                       f"{job.recipe['max_batch']} ({job.recipe['source']})")
-    elif job.noise_scale_interval[1] == float("inf"):  # perf.jobmodel._noise: the gradient lost in the noise
+    elif job.noise_scale_is_bound:  # perf.jobmodel._noise: the gradient lost in the noise
         steps_from = (f"B_noise at least {job.noise_scale:.0f} samples (the profiled gradients average to noise: "
                       f"the bound is taken), S_min {job.s_min:.0f} steps")
     else:
@@ -216,10 +216,13 @@ def plan(
         f"{' (search windows)' if best['source'] == 'search' else ''}",
         title="recommended"))
     if result.constraints_at_risk:
-        given = " and ".join(what for what, value in (("the deadline", request.deadline_s), ("the budget", request.budget_usd))
-                             if value is not None)
-        stdout.print(f"[yellow]no configuration meets {given} at the upper end of its 90% interval: this one meets "
-                     "it at the predicted value only[/]", soft_wrap=True)
+        risk = result.constraints_at_risk
+        held = {"deadline": "meets the deadline", "budget": "fits the budget"}
+        other = (", the other constraint held there"
+                 if request.deadline_s is not None and request.budget_usd is not None and len(risk) == 1 else "")
+        stdout.print(f"[yellow]no configuration {' and '.join(held[r] for r in risk)} at the upper end of its 90% "
+                     f"interval{other}: this one does at the predicted value{'s' if len(risk) > 1 else ''} only[/]",
+                     soft_wrap=True)
     stdout.print(f"{len(result.candidates):,} candidates evaluated in {elapsed * 1000:.0f} ms "
                  f"({summary['candidates_per_s']:,.0f}/s); plot: {plot}")
     # escaped: `pip install -e '.[train]'` is not rich markup

@@ -183,7 +183,8 @@ def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in ho
     table.add_column("job")
     table.add_column("fresh VM better when the current VM's age is in")
     for rule in rules:
-        ranges = ", ".join(f"{a / 3600:.2f}-{b / 3600:.2f} h" for a, b in rule.fresh_ranges_s) or "never"
+        ranges = ", ".join(f"{a / 3600:.2f}-{b / 3600:.2f} h" if b < float("inf") else f"{a / 3600:.2f} h on"
+                           for a, b in rule.fresh_ranges_s) or "never"
         table.add_row(f"{rule.job_s / 3600:g} h", ranges)
     stdout.print(table)
 

@@ -43,6 +43,7 @@ class JobModel:
     input_s_per_sample: float = 0.0  # measured cost of making one input sample (data loading)
     profiled_max_local_batch: float = float("inf")
     recipe: dict | None = None  # {"epochs", "batch", "min_batch", "max_batch", "source"}
+    noise_scale_is_bound: bool = False  # noise_scale is the data's lower bound, not an estimate (_noise)
 
     def steps(self, global_batch) -> np.ndarray:
         """Steps to target: recipe epochs x samples / B, or S(B) = S_min (1 + B_noise / B)."""
@@ -85,6 +86,7 @@ class JobModel:
 
     def summary(self) -> dict:
         return {"noise_scale": self.noise_scale, "noise_scale_interval": list(self.noise_scale_interval),
+                "noise_scale_is_bound": self.noise_scale_is_bound,
                 "s_min": self.s_min, "calibration_batch": self.calibration_batch,
                 "calibration_steps": self.calibration_steps,
                 "memory_per_sample_bytes": self.memory_per_sample_bytes,
@@ -110,7 +112,7 @@ def noise_from_samples(samples: Sequence[Mapping]) -> dict[str, list[float]]:
     return {k: [float(s[k]) for s in samples] for k in keys}
 
 
-def _noise(samples: Sequence[Mapping], calibration: Mapping | None) -> tuple[float, tuple[float, float]]:
+def _noise(samples: Sequence[Mapping], calibration: Mapping | None) -> tuple[float, tuple[float, float], bool]:
     """Noise scale from the calibration run, else from the profile's steps (many ranks and steps
     average better than one process splitting small batches).
 
@@ -118,7 +120,9 @@ def _noise(samples: Sequence[Mapping], calibration: Mapping | None) -> tuple[flo
     the noise at the measured batches, so B_noise = tr(Sigma) / |G|^2 is beyond them), the data
     still bound B_noise from below: the bootstrap's 5th percentile. That bound is the point
     estimate, the conservative end (it charges large batches the most steps), and the interval
-    runs to infinity (every batch as sample-efficient as the calibration run's: steps_interval)."""
+    runs to infinity (every batch as sample-efficient as the calibration run's: steps_interval).
+    The third value says whether the point is such a bound (a positive point estimate may have an
+    infinite upper end too, where some resamples' |G|^2 is not positive)."""
     sources = [noise_from_samples(samples)]
     if calibration and calibration.get("noise", {}).get("big_batch"):
         sources.insert(0, calibration["noise"])
@@ -129,11 +133,11 @@ def _noise(samples: Sequence[Mapping], calibration: Mapping | None) -> tuple[flo
             noise_scale = noise_scale_from_samples(*arrays)
             low, high = bootstrap_noise_scale_interval(*arrays)
             if np.isfinite(noise_scale) and noise_scale > 0:
-                return noise_scale, (max(low, 0.0), high)
+                return noise_scale, (max(low, 0.0), high), False
             if 0 < low < np.inf:
                 lower_bounds.append(low)
     if lower_bounds:
-        return lower_bounds[0], (lower_bounds[0], float("inf"))
+        return lower_bounds[0], (lower_bounds[0], float("inf")), True
     workers = sorted({int(s["num_workers"]) for s in samples})
     raise ModelError(
         f"the profile ({', '.join(map(str, workers))} worker(s)) gives no positive gradient noise scale "
@@ -177,6 +181,7 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
     if epochs_to_target is not None and recipe is not None:
         recipe = {**recipe, "epochs": float(epochs_to_target), "source": "--epochs"}
         epochs_to_target = None
+    noise_is_bound = False
     if recipe is not None:
         noise_scale, interval = float("nan"), (float("nan"), float("nan"))
         batch, steps = int(recipe["batch"]), float(recipe["epochs"]) * train_size / int(recipe["batch"])
@@ -185,7 +190,7 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
         noise_scale, interval = float("nan"), (float("nan"), float("nan"))
         batch, steps, s_min = int(epochs_batch or 64), float("nan"), float("nan")
     else:
-        noise_scale, interval = _noise(samples, calibration)
+        noise_scale, interval, noise_is_bound = _noise(samples, calibration)
         if epochs_to_target is not None:
             batch = int(epochs_batch or (calibration or {}).get("global_batch") or 64)
             steps = epochs_to_target * train_size / batch
@@ -199,6 +204,7 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
     per_batch = np.polyfit(configs.local_batch, configs.peak_memory_bytes, 1) \
         if len(np.unique(configs.local_batch)) > 1 else np.array([0.0, configs.peak_memory_bytes[0]])
     return JobModel(step_time=step_model, noise_scale=noise_scale, noise_scale_interval=interval,
+                    noise_scale_is_bound=noise_is_bound,
                     s_min=s_min,
                     memory_base_bytes=float(max(per_batch[1], 0.0)),
                     memory_per_sample_bytes=float(max(per_batch[0], 0.0)),

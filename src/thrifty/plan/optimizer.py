@@ -39,9 +39,9 @@ class PlanResult:
     front_merged: np.ndarray  # per front point: the front points within its resolution it stands for
     ranked: np.ndarray  # feasible indices: the pick first, then in the objective's order (cost for the knee)
     resolved: Resolved
-    # the deadline and budget are met at the point estimates only: no candidate meets them at its
-    # 90% interval's upper end (_confident)
-    constraints_at_risk: bool = False
+    # the constraints ("deadline", "budget") held at the predicted values only: no candidate holds
+    # them at its 90% interval's upper end (_confident)
+    constraints_at_risk: tuple[str, ...] = ()
 
     def top(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The best k rows by the tie rule, each the rule's pick of the plans left, without
@@ -121,17 +121,19 @@ def _none_meets(c: Candidates, request: PlanRequest, finite: np.ndarray) -> str:
     return f"{said}{': ' + ', '.join(nearest) if nearest else ''}; relax the constraints or widen the filters"
 
 
-def _confident(c: Candidates, request: PlanRequest, ok: np.ndarray) -> tuple[np.ndarray, bool]:
-    """The feasible candidates that meet the deadline and fit the budget at the upper end of their
-    90% intervals (each a 95% one-sided chance), where any does; else every feasible one, with the
-    constraints at risk. A deadline met by the point estimate alone was recommended without a word
-    while its interval ran a fifth past it."""
-    sure = ok.copy()
-    if request.deadline_s is not None:
-        sure &= c.time_high_s <= request.deadline_s
-    if request.budget_usd is not None:
-        sure &= c.cost_high_usd <= request.budget_usd
-    return (sure, False) if sure.any() else (ok, True)
+def _confident(c: Candidates, request: PlanRequest, ok: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The feasible candidates that meet the deadline and fit the budget at the upper ends of their
+    90% intervals (each a 95% one-sided chance) where any does; else those holding the deadline
+    there, else those holding the budget there, else every feasible one. With the constraints held
+    at the predicted values only (the second value: "deadline", "budget"). A deadline met by the
+    point estimate alone was recommended without a word while its interval ran a fifth past it."""
+    deadline_sure = ok if request.deadline_s is None else ok & (c.time_high_s <= request.deadline_s)
+    budget_sure = ok if request.budget_usd is None else ok & (c.cost_high_usd <= request.budget_usd)
+    for sure, at_risk in ((deadline_sure & budget_sure, ()), (deadline_sure, ("budget",)),
+                          (budget_sure, ("deadline",))):
+        if sure.any():
+            return sure, at_risk
+    return ok, ("deadline", "budget")
 
 
 def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[dict] = ()) -> PlanResult:
@@ -149,7 +151,8 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     ok, at_risk = _confident(candidates, request, ok)
     if request.deadline_s is not None or request.budget_usd is not None:
         log.debug("%d more meet the constraints at their predicted values only, not at their 90%% intervals' upper "
-                  "ends%s", int((point_ok & ~ok).sum()), ": none does, so they stay" if at_risk else "")
+                  "ends%s", int((point_ok & ~ok).sum()), f" (the {' and '.join(at_risk)} held at the predicted "
+                  "values: no plan holds it there)" if at_risk else "")
     index = np.flatnonzero(ok)
     time_s, cost_usd = candidates.time_s[index], candidates.cost_usd[index]
     order = np.lexsort((time_s, cost_usd))  # one sort serves the front and the cost ranking

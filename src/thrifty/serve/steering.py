@@ -38,4 +38,4 @@ def start_plan(db: ThriftyDb, profile_id: int, objective: str = "cost", deadline
              db.key(profile_id), objective, len(decision.result.candidates), decision.recommended)
     return {"id": db.key(decision.decision_id), "recommended": decision.recommended,
             "candidates": len(decision.result.candidates),
-            "constraints_at_risk": decision.result.constraints_at_risk}  # as plan --json (plan.optimizer._confident)
+            "constraints_at_risk": list(decision.result.constraints_at_risk)}  # as plan --json (plan.optimizer._confident)

@@ -10,6 +10,7 @@ as synchronous training on the workers' iteration (compute) times, once every wo
 since its last decision; sum b_k stays B. `--policy uniform` is plain ASP.
 """
 
+import contextlib
 import math
 import os
 import threading
@@ -207,17 +208,25 @@ def _asp_rank(rank: int, world_size: int, config: TrainConfig) -> dict:
                                               _transports=["uv"], _channels=["basic"])
     if rank == 0:
         _server = ParameterServer(config, world_size - 1)
-    with warnings.catch_warnings():
-        # torch.distributed.rpc's own agent passes its gloo Backend where c10d now wants a ProcessGroup
-        # and warns about it, three blocks a run on stderr (--json too); nothing a user can change
-        warnings.filterwarnings("ignore", message="You are using a Backend", category=UserWarning)
+    with _quiet_rpc_agent():
         rpc.init_rpc(SERVER if rank == 0 else f"worker{rank - 1}", rank=rank, world_size=world_size,
                      rpc_backend_options=options)
-        try:
-            result = {} if rank == 0 else _worker_loop(config, rank - 1)
-        finally:
+    try:
+        result = {} if rank == 0 else _worker_loop(config, rank - 1)
+    finally:
+        with _quiet_rpc_agent():
             rpc.shutdown()  # waits for every worker's outstanding calls
     return _server_report(config) if rank == 0 else result
+
+
+@contextlib.contextmanager
+def _quiet_rpc_agent():
+    """torch.distributed.rpc's own agent passes its gloo Backend where c10d now wants a ProcessGroup,
+    and c10d warns about it (a UserWarning, or a FutureWarning in other torch versions): three
+    blocks a run on stderr, --json too, and nothing a user can change."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="You are using a Backend")
+        yield
 
 
 def _server_report(config: TrainConfig) -> dict:

@@ -132,7 +132,7 @@ def load_schedule(path: Path) -> SlowdownSchedule:
         else:
             raise HeteroError(f"schedule entry {entry!r} needs 'slowdown' (a list) or 'profile'")
         step = entry["step"]
-        if isinstance(step, bool) or not isinstance(step, int | float) or step != int(step):
+        if isinstance(step, bool) or not isinstance(step, int | float) or not math.isfinite(step) or step != int(step):
             raise HeteroError(f"slowdown schedule {path}: entry {entry!r}: step must be an integer")  # 2.7 ran as 2
         step = int(step)
         segments.append((step, factors))

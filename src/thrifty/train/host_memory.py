@@ -11,12 +11,12 @@ it). Memory the allocator keeps after a larger batch's step would still be resid
 pages go back to the kernel first (glibc's malloc_trim(3)). Measured (ResNet-18, CIFAR-sized
 inputs, two steps a setting): 490 / 530 / 710 / 910 / 1,250 MiB at local batch 2 / 8 / 32 / 64 / 128
 in ascending and in descending order alike, against 1,245 MiB at every batch after the first
-largest one without it. Elsewhere (macOS, musl) nothing is reset and each setting's reading is the
-peak so far: a batch measured after a larger one reads high.
+largest one without it. Without glibc (musl) the peak is reset but freed heap pages may stay
+resident; without /proc (macOS) nothing is reset and each setting's reading is the peak so far (a
+batch measured after a larger one reads high: the profiler says so, train.profiler).
 """
 
 import ctypes
-import ctypes.util
 import gc
 from pathlib import Path
 
@@ -25,12 +25,15 @@ RESET_PEAK_RSS = "5"  # proc(5): "reset the peak resident set size ("high water 
 
 
 def _malloc_trim():
-    """glibc's malloc_trim, or None where the C library has none."""
-    name = ctypes.util.find_library("c")
+    """glibc's malloc_trim(size_t pad) from the C library this process has loaded, or None where
+    it has none."""
     try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     except OSError:
         return None
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
 
 
 MALLOC_TRIM = _malloc_trim()

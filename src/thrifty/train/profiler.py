@@ -6,6 +6,7 @@ Each setting runs a few warm-up steps, then `steps` measured steps of real data-
 compute, wait, sync and step time, samples/s, peak memory and the gradient-noise-scale inputs.
 """
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -18,6 +19,7 @@ from thrifty.perf.noise import noise_due
 from thrifty.perf.samples import steps_per_round
 from thrifty.perf.work import COUNT_VERSION, StepWork
 from thrifty.records import Profile, StepRow
+from thrifty.train.host_memory import reset_peak_rss
 from thrifty.train.launcher import run_local_workers
 from thrifty.train.loop import fresh_state, run_steps
 from thrifty.train.runtime import Runtime
@@ -30,6 +32,7 @@ from thrifty.workloads.workcount import count_workload
 # the CPU on a GPU machine too (where they had run on cuda:rank, and CPU VMs were then projected
 # from GPU step times).
 PROFILED_DEVICE = "cpu"
+log = logging.getLogger(__name__)
 
 
 def _profile_rank(rank: int, world_size: int, workload_spec: str, local_batches: Sequence[int],
@@ -138,6 +141,10 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
     unmeasured steps at the start of each round."""
     workload = load_workload(workload_spec)
     validate_profile_request(workload.train_size, workers, local_batches, steps, max_workers)
+    per_setting_memory = reset_peak_rss()  # the ranks run on this system too
+    if not per_setting_memory:
+        log.warning("this system cannot reset a process's peak memory (/proc/self/clear_refs): each batch size "
+                    "reads the peak so far, so the plan's memory per sample is too low")
     samples: list[StepRow] = []
     for n in sorted(set(workers)):
         results = run_local_workers(_profile_rank, n, timeout_s=timeout_s, workload_spec=workload_spec,
@@ -149,6 +156,7 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
             on_setting(n)
     param_count = sum(p.numel() for p in workload.make_model().parameters() if p.requires_grad)
     meta = {"steps": steps, "warmup": warmup, "seed": seed, "rounds": len(steps_per_round(steps, rounds)),
+            "peak_memory_per_setting": per_setting_memory,
             "step_work": (step_work or count_workload(workload)).to_dict(),
             "step_work_version": COUNT_VERSION}
     meta.update(measure_thread_scaling(workload_spec, sorted(set(local_batches)), steps=max(2, steps // 3),

@@ -32,6 +32,7 @@ class ReuseRule:
     fresh_ranges_s: list[tuple[float, float]]
 
     def to_dict(self) -> dict:
+        """Ages in hours; a range with no end (a model without a longest lifetime) ends at inf."""
         return {"job_hours": self.job_s / HOUR,
                 "fresh_vm_better_at_ages_h": [[a / HOUR, b / HOUR] for a, b in self.fresh_ranges_s]}
 
@@ -63,9 +64,11 @@ def solve_reuse(model: LifetimeModel, job_hours: list[float], checkpoint_cost_s:
     value, choice = solver.solve()
     # no VM lives past t_end: the table's ages beyond it (its last grid step) hold no decision, and
     # their values, read off the survival's end, moved with the longest job asked about (a 1 h job's
-    # range ended at 24.83 h alone and at 24.75 h beside a 20 h one on gcp-2019)
+    # range ended at 24.83 h alone and at 24.75 h beside a 20 h one on gcp-2019). Without a t_end
+    # (exponential, Weibull) the table ends where the longest job puts it, and a range reaching its
+    # end has none (inf)
     alive = solver.ages < model.t_end
-    last = float(min(model.t_end, solver.ages[-1]))
+    last = float(model.t_end)
     rules = []
     for hours in job_hours:
         j = int(round(hours * HOUR / solver.grid_s))

@@ -28,8 +28,10 @@ LIMIT_FACTOR, LIMIT_QUANTILE, LIMIT_CAP = 1.5, 90, 0.75
 
 
 def scaled(points: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Points in units of the training span (inf for a value so far out that it overflows)."""
     span = np.where(INTEGER, 1.0, np.where(high - low > 0, high - low, 1.0))
-    return (np.atleast_2d(points) - low) / span
+    with np.errstate(over="ignore"):
+        return (np.atleast_2d(points) - low) / span
 
 
 def nearest_distance(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -65,7 +67,7 @@ class Domain:
         """Whether the point is a convex combination of the training points with its valencies."""
         x, train = scaled(point, self.low, self.high)[0], scaled(self.points, self.low, self.high)
         same = train[np.all(np.isclose(train[:, INTEGER], x[INTEGER]), axis=1)]
-        if len(same) == 0:
+        if len(same) == 0 or not np.all(np.isfinite(x)):  # an infinite point is in no hull (linprog refuses it)
             return False
         a_eq = np.vstack([same[:, ~INTEGER].T, np.ones(len(same))])
         b_eq = np.append(x[~INTEGER], 1.0)
