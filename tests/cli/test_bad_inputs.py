@@ -353,8 +353,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     at_least = {"--steps": 1, "--b-min": 1, "--b-max": 1, "--eval-every": 1, "--checkpoint-every": 0, "--loader-workers": 0}
     numbers("train", "--steps", ("0", "-1", "abc"), "--db {w}/t.db --run-dir {w}/run",
             lambda v: None if v == "abc" else "must be at least 1")
-    numbers("train", "--epochs", ("0", "-1", "nan", "inf", "abc"), "--db {w}/t.db --run-dir {w}/run",
-            lambda v: None if v == "abc" else "must be a positive number")
+    numbers("train", "--epochs", ("0", "-1", "nan", "inf", "abc", "1e9"), "--db {w}/t.db --run-dir {w}/run",
+            lambda v: None if v == "abc" else "must be at most 100,000" if v == "1e9" else "must be a positive number")
     numbers("train", "--target", ("nan", "inf", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run",
             lambda v: None if v == "abc" else "must be a finite number")
     for option in ("--b-min", "--b-max"):

@@ -88,9 +88,11 @@ def test_a_run_folder_with_an_earlier_runs_checkpoints_is_kept_unless_forced(run
     # resumed run that moved its global batch summarised at the new B alone (3 epochs for --epochs 2);
     # a resume of a run whose --epochs are done training on or reporting success
     run, db = tmp_path / "run", tmp_path / "t.db"
-    code, _, err = run_cli("train", "--global-batch", "64", "--steps", "10", "--checkpoint-every", "5",
-                           "--run-dir", run, "--db", db, "--json")
+    code, out, err = run_cli("train", "--global-batch", "64", "--steps", "10", "--checkpoint-every", "5",
+                             "--run-dir", run, "--db", db, "--json")
     assert code == 0, err
+    # the run folder's summary names its row in --db (mutation caught: summary.json without it)
+    assert json.loads((run / "summary.json").read_text())["run_id"] == json.loads(out)["run_id"]
     kept = sorted(p.name for p in run.glob("ckpt-*.bin"))
     code, _, err = run_cli("train", "--steps", "5", "--run-dir", run, "--db", db)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
@@ -121,6 +123,12 @@ def test_a_run_folder_with_an_earlier_runs_checkpoints_is_kept_unless_forced(run
     code, out, err = run_cli("train", "--resume", "--epochs", "1.5", "--run-dir", run, "--db", db, "--json")
     assert code == 0, err
     assert json.loads(out)["global_batch"] == 128
+    # a resumed run's table says which times span every session and which this one (mutation
+    # caught: "wall time" of this session beside the samples/s of all, unlabelled)
+    code, out, err = run_cli("train", "--resume", "--epochs", "1.75", "--run-dir", run, "--db", db)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "samples/s (all sessions)" in flat and "wall time (this session)" in flat, out
     code, _, err = run_cli("train", "--force", "--steps", "3", "--checkpoint-every", "0", "--run-dir", run,
                            "--db", db)
     assert code == 0, err

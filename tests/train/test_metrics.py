@@ -38,6 +38,24 @@ def test_steps_to_target_counts_the_steps_run_until_the_eval_that_reached_it():
     steps = [StepRow(step=i, rank=0, num_workers=1, local_batch=8, global_batch=8, step_time_s=0.01) for i in range(5)]
     log = RunLog(steps=steps, evals=[EvalRow(1, 0.02, 0.5), EvalRow(4, 0.05, 0.95)])
     summary = summarise(log, world_size=1, global_batch=8, split=[8], adjustments=0, target=0.9, wall_time_s=0.06,
-                        policy="uniform", workload="w", metric_name="accuracy", steps_per_epoch=5)
+                        policy="uniform", workload="w", metric_name="accuracy", train_size=40)
     assert summary["steps"] == summary["steps_to_target"] == 5
     assert summary["time_to_target_s"] == pytest.approx(0.05)
+
+
+def test_epochs_count_each_step_at_its_own_epoch_size():
+    """A resume from B = 64 to B = 7 on 100 samples: 20 steps of 1/1 epoch each at B = 64 (N // B =
+    1) would say 20; with the 2 steps at B = 7 (N // B = 14) the count rises by 2/14, not falls.
+    Mutation caught: every step's samples over the current B's epoch (0.909 to 0.902 in a real
+    resume), which made the count fall as steps were added."""
+    steps = [StepRow(step=i, rank=0, num_workers=1, local_batch=b, global_batch=b, step_time_s=0.01)
+             for i, b in enumerate([64] * 3 + [7] * 2)]
+    summary = summarise(RunLog(steps=steps, evals=[]), world_size=1, global_batch=7, split=[7], adjustments=0,
+                        target=0.9, wall_time_s=0.06, policy="uniform", workload="w", metric_name="accuracy",
+                        train_size=100)
+    assert summary["epochs"] == pytest.approx(3 / 1 + 2 / 14)
+    assert summary["time_per_epoch_s"] == pytest.approx(0.05 / (3 + 2 / 14))
+    shorter = summarise(RunLog(steps=steps[:3], evals=[]), world_size=1, global_batch=64, split=[64], adjustments=0,
+                        target=0.9, wall_time_s=0.03, policy="uniform", workload="w", metric_name="accuracy",
+                        train_size=100)
+    assert shorter["epochs"] < summary["epochs"]

@@ -12,6 +12,10 @@ from thrifty.train.policies import ControllerSettings
 from thrifty.train.runtime import PRECISIONS, resolve_device
 from thrifty.workloads import DEFAULT_WORKLOAD, load_workload
 
+# Far more epochs than any published recipe (ImageNet 90, CIFAR 200-300), ten times plan's --epochs
+# cap (a plan's launch line caps an --until-target run at twice its steps' upper end); more is a typo.
+MAX_EPOCHS = 100_000
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -61,6 +65,8 @@ class TrainConfig:
             at_least(value, low, option)
         if self.epochs is not None and not (math.isfinite(self.epochs) and self.epochs > 0):
             raise ThriftyError(f"--epochs must be a positive number, got {self.epochs}")
+        if self.epochs is not None and self.epochs > MAX_EPOCHS:  # 1e9 started a 22-billion-step run
+            raise ThriftyError(f"--epochs must be at most {MAX_EPOCHS:,}, got {self.epochs:g}")
         if self.target is not None and not math.isfinite(self.target):
             raise ThriftyError(f"--target must be a finite number, got {self.target}")
         if self.b_max is not None and self.b_min > self.b_max:

@@ -42,10 +42,12 @@ def noise_estimates(rows: list[StepRow]) -> tuple[float, float]:
 
 def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[int],
               adjustments: int, target: float, wall_time_s: float, policy: str,
-              workload: str, metric_name: str, steps_per_epoch: int, higher_is_better: bool = True) -> dict:
-    """The `--json` summary of a run (keys documented in docs/training.md, "Metrics"); epochs are
-    samples over an epoch's `steps_per_epoch` (the sampler's) x `global_batch`, each step's samples
-    at its own global batch, so a run of part of one, or one that moved B, says so."""
+              workload: str, metric_name: str, train_size: int, higher_is_better: bool = True) -> dict:
+    """The `--json` summary of a run (keys documented in docs/training.md, "Metrics"); a step at
+    global batch B is 1 / (N // B) of an epoch (N = `train_size`: the sampler drops the last partial
+    batch, train.sampler), so a run of part of one, or one that moved B, says so, and the count
+    never falls as steps are added (at one epoch size for all, a resume from B = 64 to 7 went from
+    0.909 to 0.902 epochs)."""
     by_step: dict[int, list[StepRow]] = {}
     for row in log.steps:
         by_step.setdefault(row.step, []).append(row)
@@ -53,17 +55,17 @@ def summarise(log: RunLog, *, world_size: int, global_batch: int, split: list[in
     # each step at its own global batch: a resume may have moved B (epochs and throughput counted
     # at today's B had said 3 epochs for an --epochs 2 run)
     samples = sum(rows[0].global_batch for rows in by_step.values())
-    epoch_samples = steps_per_epoch * global_batch
+    epochs = sum(1.0 / max(train_size // rows[0].global_batch, 1) for rows in by_step.values())
     waits = sum(r.wait_time_s for r in log.steps)
     busy = sum(r.step_time_s for r in log.steps)
     reached = next((e for e in log.evals if (e.metric >= target if higher_is_better else e.metric <= target)), None)
     controller = [rows[0].controller_time_s / rows[0].step_time_s for rows in by_step.values() if rows[0].step_time_s > 0]
     return {
         "workload": workload, "policy": policy, "workers": world_size, "global_batch": global_batch,
-        "steps": len(by_step), "epochs": samples / epoch_samples,
+        "steps": len(by_step), "epochs": epochs,
         "wall_time_s": wall_time_s, "train_time_s": train_time,
         "samples_per_s": samples / train_time if train_time else 0.0,
-        "time_per_epoch_s": train_time / samples * epoch_samples if samples else 0.0,
+        "time_per_epoch_s": train_time / epochs if epochs else 0.0,
         "metric_name": metric_name, "target_metric": target, "higher_is_better": higher_is_better,
         "final_metric": log.evals[-1].metric if log.evals else float("nan"),
         "time_to_target_s": reached.train_time_s if reached else None,

@@ -219,7 +219,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
                         split=state.policy.split, adjustments=state.policy.adjustments, target=target,
                         wall_time_s=time.perf_counter() - wall_start, policy=config.policy,
                         workload=workload.name, metric_name=workload.metric_name,
-                        steps_per_epoch=state.batch_sampler().steps_per_epoch,
+                        train_size=state.batch_sampler().dataset_size,
                         higher_is_better=workload.higher_is_better)
     summary["run_dir"] = str(config.run_dir)
     summary["device"] = str(state.runtime.device)
