@@ -150,6 +150,9 @@ def train(
     from thrifty.train.dryrun import dry_run, dry_run_in_worker
     from thrifty.train.runtime import Runtime
     runtime = Runtime.for_rank(device, precision)  # a --device this machine lacks: one line, before any rank
+    if runtime.precision == "amp" and runtime.device.type == "cpu":  # a short digits run took 8x the wall time, unsaid
+        stderr.print("[yellow]warning:[/] --precision amp on the CPU runs float16 autocast slowly (several times "
+                     "fp32's step time): it is there to try the mixed-precision path; a GPU runs it fast", soft_wrap=True)
     if launched_by_torchrun():  # a broken workload: one line, now
         dry_run(loaded, runtime)
     else:  # in a rank's process, where torch._dynamo is imported already (train.dryrun)
