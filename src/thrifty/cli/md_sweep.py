@@ -82,7 +82,7 @@ def sweep(space: Annotated[Path, typer.Option(
     stdout.print(f"campaign: {summary['completed']} runs stored ({summary['stored_now']} now, {summary['duplicates']} "
                  f"duplicates), {summary['converged']} converged, {summary['steps']:,} steps, "
                  f"{summary['lost_work_s']:.2f} s of work redone (wall clock); this session: "
-                 f"{summary['preemptions']} preemptions, {summary['node_hours_model']:.2f} node-hours"
+                 f"{summary['preemptions']} node preemptions (VMs lost), {summary['node_hours_model']:.2f} node-hours"
                  f"{'' if summary['time_scale'] == 1 else ' (model time)'}: ${summary['cost_at_spot_usd']:.2f} at spot, "
                  f"${summary['cost_at_on_demand_usd']:.2f} on demand; in {db}")
     outcome = summary.get("active")

@@ -108,9 +108,9 @@ const views = {
         { name: "converged", mode: "lines+markers", line: { shape: "hv" }, x: t, y: p.map((r) => r.converged) },
       ], { xaxis: { title: { text: "elapsed (h)" } }, yaxis: { title: { text: "runs" } } }, p.length, id);
       draw("plot-campaign-bill", [
-        { name: "preemptions", mode: "lines+markers", line: { shape: "hv" }, x: p.map((r) => r.completed), y: p.map((r) => r.preemptions) },
+        { name: "runs restarted", mode: "lines+markers", line: { shape: "hv" }, x: p.map((r) => r.completed), y: p.map((r) => r.preemptions) },
         { name: "work redone (s)", mode: "lines+markers", yaxis: "y2", x: p.map((r) => r.completed), y: p.map((r) => r.lost_work_s) },
-      ], { xaxis: { title: { text: "runs completed" } }, yaxis: { title: { text: "preemptions" } },
+      ], { xaxis: { title: { text: "runs completed" } }, yaxis: { title: { text: "runs restarted" } },
            yaxis2: { title: { text: "work redone (s)" }, overlaying: "y", side: "right" } }, p.length, id);
       const a = c.surrogate_accuracy;
       if (a && a.runs) {
@@ -121,7 +121,7 @@ const views = {
       const bill = b.cost_usd == null ? `bill: ${b.reason}` :
         `bill $${b.cost_usd.toFixed(2)} for ${b.node_hours_model.toFixed(2)} node-hours ($${b.cost_at_on_demand_usd.toFixed(2)} on demand)${open}`;
       const acc = a == null ? "no --surrogate given" : a.runs ? `surrogate: ${(100 * a.within_error).toFixed(1)}% of bins within the MD error bar over ${a.runs} runs` : `surrogate: ${a.reason}`;
-      note("campaigns", `${c.runs} runs, ${c.converged} converged, ${c.preemptions} preemptions, ${c.lost_work_s.toFixed(1)} s redone; ${bill}; ${acc}`);
+      note("campaigns", `${c.runs} runs, ${c.converged} converged, ${c.preemptions} runs restarted after a preemption, ${c.lost_work_s.toFixed(1)} s redone; ${bill}; ${acc}`);
     },
   },
 };
