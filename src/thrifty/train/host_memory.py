@@ -17,6 +17,7 @@ batch measured after a larger one reads high: the profiler says so, train.profil
 """
 
 import ctypes
+import functools
 import gc
 from pathlib import Path
 
@@ -24,9 +25,10 @@ CLEAR_REFS = Path("/proc/self/clear_refs")
 RESET_PEAK_RSS = "5"  # proc(5): "reset the peak resident set size ("high water mark") to the current value"
 
 
+@functools.cache
 def _malloc_trim():
     """glibc's malloc_trim(size_t pad) from the C library this process has loaded, or None where
-    it has none."""
+    it has none; looked up at the first reset, not when the trainer imports this."""
     try:
         trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     except OSError:
@@ -36,14 +38,13 @@ def _malloc_trim():
     return trim
 
 
-MALLOC_TRIM = _malloc_trim()
-
 
 def reset_peak_rss() -> bool:
     """Return freed memory to the kernel and reset the peak resident size; whether it was reset."""
     gc.collect()
-    if MALLOC_TRIM is not None:
-        MALLOC_TRIM(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
     try:
         CLEAR_REFS.write_text(RESET_PEAK_RSS)
     except OSError:

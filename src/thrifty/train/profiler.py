@@ -141,6 +141,7 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
     unmeasured steps at the start of each round."""
     workload = load_workload(workload_spec)
     validate_profile_request(workload.train_size, workers, local_batches, steps, max_workers)
+    batches = sorted(set(local_batches))
     per_setting_memory = reset_peak_rss()  # the ranks run on this system too
     if not per_setting_memory:
         log.warning("this system cannot reset a process's peak memory (/proc/self/clear_refs): each batch size "
@@ -148,7 +149,7 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
     samples: list[StepRow] = []
     for n in sorted(set(workers)):
         results = run_local_workers(_profile_rank, n, timeout_s=timeout_s, workload_spec=workload_spec,
-                                    device=PROFILED_DEVICE, local_batches=sorted(set(local_batches)), steps=steps,
+                                    device=PROFILED_DEVICE, local_batches=batches, steps=steps,
                                     warmup=warmup,
                                     seed=seed, rounds=len(steps_per_round(steps, rounds)))
         samples += [StepRow(**r) for rank_records in results for r in rank_records]
@@ -159,7 +160,7 @@ def profile_workload(workload_spec: str, workers: Sequence[int], local_batches: 
             "peak_memory_per_setting": per_setting_memory,
             "step_work": (step_work or count_workload(workload)).to_dict(),
             "step_work_version": COUNT_VERSION}
-    meta.update(measure_thread_scaling(workload_spec, sorted(set(local_batches)), steps=max(2, steps // 3),
+    meta.update(measure_thread_scaling(workload_spec, batches, steps=max(2, steps // 3),
                                        seed=seed, timeout_s=timeout_s))
     return Profile(workload=workload.name, samples=samples, param_count=param_count,
                    train_size=workload.train_size, threads_per_rank=1, meta=meta)
