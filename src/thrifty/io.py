@@ -58,21 +58,21 @@ def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
                        worth_keeping: Callable[[Path], bool] = lambda folder: False) -> Iterator[None]:
     """The folder `path` and the parents the block creates for it are removed again if the block
     raises an Exception (not one of `keep`) and left nothing `worth_keeping` (a checkpoint to
-    resume from) in it: a failed command leaves no half-made run behind. A folder that existed
-    empty is emptied again (what the block wrote in it goes); one that held anything before (a run
-    to resume) is never touched."""
+    resume from) in it: a failed command leaves no half-made run behind. In a folder that existed,
+    what the block added goes (its lock file, logs) and what was there before stays (another
+    run's files, the user's)."""
     top, folder = None, Path(path).absolute()
     while not folder.exists():
         top, folder = folder, folder.parent
-    was_empty = top is None and folder.is_dir() and not any(folder.iterdir())
+    before = set(folder.iterdir()) if top is None and folder.is_dir() else None
     try:
         yield
     except Exception as exc:
         if not isinstance(exc, keep) and not (Path(path).is_dir() and worth_keeping(Path(path))):
             if top is not None:
                 shutil.rmtree(top, ignore_errors=True)
-            elif was_empty:
-                for entry in folder.iterdir():
+            elif before is not None:
+                for entry in set(folder.iterdir()) - before:
                     if entry.is_dir() and not entry.is_symlink():
                         shutil.rmtree(entry, ignore_errors=True)
                     else:

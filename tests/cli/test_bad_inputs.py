@@ -373,6 +373,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         "forward broke")
     add("train forward raises, an existing empty run directory",  # emptied again: not even its .lock
         "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {in}/adir --workload {in}/forward_raises.py", "forward broke")
+    add("train nan loss, a run directory holding the user's files",  # theirs stay; the run's .lock goes
+        "train --steps 3 --nproc 2 --db {w}/t.db --run-dir {in}/garbage --workload {in}/nan_loss.py", "the loss is nan")
     add("train nan loss", "train --steps 3 --nproc 1 --db {w}/t.db --run-dir {w}/run --workload {in}/nan_loss.py",
         "the loss is nan")
     add("train evaluate breaks", "train --steps 2 --nproc 1 --db {w}/t.db --run-dir {w}/run "
