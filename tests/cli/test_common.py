@@ -27,6 +27,14 @@ def test_money_in_plain_decimals(dollars, text):
     assert fmt_usd(dollars) == text
 
 
+@pytest.mark.parametrize("dollars, text", [(0.001599, "$0.00160"), (0.001617, "$0.00162"), (0.1252, "$0.125"),
+                                           (0.999, "$0.999"), (0.9996, "$1.00"), (12.345, "$12.35")])
+def test_plan_costs_take_three_significant_digits(dollars, text):
+    """The plan's tables tell costs 1% apart (plan.ties.PRINTED_LOG). Mutation caught: two digits
+    (a user's rows at $0.001599, $0.001617 and $0.001637 all printed as $0.0016)."""
+    assert fmt_usd(dollars, digits=3) == text
+
+
 def test_a_money_range_has_one_dollar_sign():
     assert fmt_usd_range(0.07, 0.16) == "$0.070-0.16"
     assert fmt_usd_range(0.0043, 0.0051) == "$0.0043-0.0051"

@@ -19,6 +19,7 @@ from rich.markup import escape
 from thrifty.errors import ThriftyError
 from thrifty.extras import missing_extra
 from thrifty.io import json_safe
+from thrifty.quantities import fmt_duration, fmt_usd, fmt_usd_range
 from thrifty.store import DEFAULT_DB
 from thrifty.workloads.names import DEFAULT_WORKLOAD
 
@@ -132,36 +133,6 @@ def parse_money_usd(text: str, *, what: str = "budget") -> float:
 def print_json(data: Any) -> None:
     """JSON on stdout; NaN and infinities become null (JSON has no such numbers)."""
     sys.stdout.write(json.dumps(json_safe(data), indent=2) + "\n")
-
-
-def fmt_duration(seconds: float) -> str:
-    """3 significant digits in ms, s, min or h, the unit chosen after rounding (0.9996 s is 1 s)."""
-    if not math.isfinite(seconds):
-        return "-"
-    for limit, scale, unit in ((1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min")):
-        if float(f"{seconds:.3g}") < limit:
-            return f"{seconds * scale:.3g} {unit}"
-    return f"{seconds / 3600:.3g} h"
-
-
-def fmt_usd(dollars: float) -> str:
-    """$12.34 from a dollar up; below, 2 significant digits in plain decimals ($0.52, $0.070,
-    $0.0052, $0.00000041), so that $0.0052 and $0.0079 do not both print as $0.01."""
-    if not math.isfinite(dollars):
-        return "-"
-    sign, dollars = ("-" if dollars < 0 else ""), abs(dollars)
-    rounded = float(f"{dollars:.2g}")
-    if rounded >= 1 or dollars == 0:
-        return f"{sign}${dollars:,.2f}"
-    decimals = 1 - math.floor(math.log10(rounded))  # two significant digits, after rounding
-    return f"{sign}${rounded:.{decimals}f}"
-
-
-def fmt_usd_range(low: float, high: float) -> str:
-    """'$0.07-0.16': one dollar sign for both ends; '>= $1.20' when the top is unbounded."""
-    if not math.isfinite(high):
-        return f">= {fmt_usd(low)}"
-    return f"{fmt_usd(low)}-{fmt_usd(high).lstrip('$')}"
 
 
 def _usage_error_types() -> tuple[type[Any], type[Any] | None]:

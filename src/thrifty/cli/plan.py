@@ -72,7 +72,7 @@ def _table(result, indices, merged, title: str) -> Table:
         table.add_row(f"{rank}+{extra}" if extra else str(rank), f"{d['cloud']}:{d['instance_type']}{region}{gpus}",
                       f"{d['nodes']} x {d['workers'] // d['nodes']}", str(d["global_batch"]),
                       "spot" if d["spot"] else "", fmt_duration(d["predicted_time_s"]),
-                      fmt_usd(d["predicted_cost_usd"]), _interval_cell(fmt_usd_range(low, high)),
+                      fmt_usd(d["predicted_cost_usd"], digits=3), _interval_cell(fmt_usd_range(low, high)),
                       "srch" if d["source"] == "search" else d["prediction"][:4])
     return table
 
@@ -196,8 +196,13 @@ def plan(
                      "intervals reach perfect scaling[/]")
     stdout.print(f"[bold]{workload}[/]: {steps_from}; step-time fit: {fit_note} "
                  f"({'stored profile' if reused else 'new profile'})")
-    tie_rule = {"cost": " (each row: the fastest within its resolution of the cheapest left)",
-                "time": " (each row: the cheapest within its resolution of the fastest left)"}.get(objective, "")
+    # the rows are the order the tie rule falls back in, not a sort by the objective's point values
+    cheapest_left = "the fastest within its resolution of the cheapest left"
+    tie_rule = {"cost": f" (in the order the rule falls back: each row {cheapest_left})",
+                "time": " (in the order the rule falls back: each row the cheapest within its resolution of "
+                        "the fastest left)",
+                "knee": f" (the knee of the Pareto front, then in the order the cost rule falls back: each row "
+                        f"{cheapest_left})"}[objective]
     stdout.print(_table(result, *result.top(top), f"top {top} by {objective}{tie_rule}"))
     stdout.print(_table(result, result.front, result.front_merged,
                         f"Pareto front (fastest first, {len(result.front)} point{'' if len(result.front) == 1 else 's'})"))
@@ -207,11 +212,11 @@ def plan(
                     if best["startup_s"] >= STARTUP_NOTE_SHARE * best["predicted_time_s"] else "")
     gpu_note = f" ({best['accelerator_count']}x {best['accelerator']})" if best["accelerator"] else ""
     stdout.print(Panel.fit(
-        f"{best['cloud']}:{best['instance_type']}{gpu_note} x {_count(best['nodes'], 'VM')}, "
+        f"{best['cloud']}:{best['instance_type']}{gpu_note} x {_count(best['nodes'], 'VM')} in {best['region']}, "
         f"{_count(best['workers'], 'worker')}, global batch {best['global_batch']}, "
         f"{'spot' if best['spot'] else 'on-demand'}\n"
         f"time {fmt_duration(best['predicted_time_s'])} (90%: {fmt_duration(lo)} - {fmt_duration(hi)}{startup_note}), "
-        f"cost {fmt_usd(best['predicted_cost_usd'])} (90%: {fmt_usd(best['predicted_cost_interval_usd'][0])} - "
+        f"cost {fmt_usd(best['predicted_cost_usd'], digits=3)} (90%: {fmt_usd(best['predicted_cost_interval_usd'][0])} - "
         f"{fmt_usd(best['predicted_cost_interval_usd'][1])}); {best['prediction']} prediction"
         f"{' (search windows)' if best['source'] == 'search' else ''}",
         title="recommended"))

@@ -17,6 +17,7 @@ from thrifty.plan.candidates import Candidates, VMArrays, evaluate, refusals, re
 from thrifty.plan.pareto import knee_index, pareto_front
 from thrifty.plan.request import PlanRequest
 from thrifty.plan.ties import Resolved, plan_resolution_log
+from thrifty.quantities import fmt_duration, fmt_usd
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +111,13 @@ def _none_meets(c: Candidates, request: PlanRequest, finite: np.ndarray) -> str:
     """Why no candidate is feasible: the constraints given, and how near the best come to them."""
     asked, nearest = [], []
     if request.deadline_s is not None:
-        asked.append(f"meets the deadline of {request.deadline_s / 3600:.3g} h")
+        asked.append(f"meets the deadline of {fmt_duration(request.deadline_s)}")
         if finite.any():
-            nearest.append(f"the fastest takes {c.time_s[finite].min() / 3600:.3g} h")
+            nearest.append(f"the fastest takes {fmt_duration(c.time_s[finite].min())}")
     if request.budget_usd is not None:
-        asked.append(f"fits the budget of ${request.budget_usd:.4g}")
+        asked.append(f"fits the budget of {fmt_usd(request.budget_usd, digits=3)}")
         if finite.any():
-            nearest.append(f"the cheapest costs ${c.cost_usd[finite].min():.4g}")
+            nearest.append(f"the cheapest costs {fmt_usd(c.cost_usd[finite].min(), digits=3)}")
     said = f"no configuration {' and '.join(asked) or 'has a finite time and cost'}"
     return f"{said}{': ' + ', '.join(nearest) if nearest else ''}; relax the constraints or widen the filters"
 

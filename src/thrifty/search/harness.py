@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from thrifty.errors import ThriftyError
+from thrifty.quantities import fmt_duration
 from thrifty.search.baselines import Ernest, Exhaustive, PlanAlone, RandomSearch, fixed, user_defaults
 from thrifty.search.config import Config
 from thrifty.search.loop import Outcome, Search, SearchSettings
@@ -56,8 +57,8 @@ def oracle(scenario: Scenario) -> Outcome:
     if best is None:  # only a deadline leaves none
         assert deadline is not None
         fastest = min(fixed(scenario.backend(0, draw_launches=False), r.config).time_s for r in scenario.rows)
-        raise ThriftyError(f"no configuration of the trace meets the deadline of {deadline / 3600:.3g} h "
-                           f"(the fastest takes {fastest / 3600:.3g} h)")
+        raise ThriftyError(f"no configuration of the trace meets the deadline of {fmt_duration(deadline)} "
+                           f"(the fastest takes {fmt_duration(fastest)})")
     return best
 
 

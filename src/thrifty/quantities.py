@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: MIT
+"""Times and money as people read them: one formatter each, for the command line and for the
+messages the library raises (a plan that no configuration meets says how near the best came)."""
+
+import math
+
+
+def fmt_duration(seconds: float) -> str:
+    """3 significant digits in ms, s, min or h, the unit chosen after rounding (0.9996 s is 1 s)."""
+    if not math.isfinite(seconds):
+        return "-"
+    for limit, scale, unit in ((1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min")):
+        if float(f"{seconds:.3g}") < limit:
+            return f"{seconds * scale:.3g} {unit}"
+    return f"{seconds / 3600:.3g} h"
+
+
+def fmt_usd(dollars: float, digits: int = 2) -> str:
+    """$12.34 from a dollar up; below, `digits` significant digits in plain decimals ($0.52,
+    $0.070, $0.0052, $0.00000041), so that $0.0052 and $0.0079 do not both print as $0.01. The
+    plan's point costs take 3 (plan.ties: a resolution as fine as 1% must not print alike)."""
+    if not math.isfinite(dollars):
+        return "-"
+    sign, dollars = ("-" if dollars < 0 else ""), abs(dollars)
+    rounded = float(f"{dollars:.{digits}g}")
+    if rounded >= 1 or dollars == 0:
+        return f"{sign}${dollars:,.2f}"
+    decimals = digits - 1 - math.floor(math.log10(rounded))  # significant digits, after rounding
+    return f"{sign}${rounded:.{decimals}f}"
+
+
+def fmt_usd_range(low: float, high: float) -> str:
+    """'$0.07-0.16': one dollar sign for both ends; '>= $1.20' when the top is unbounded."""
+    if not math.isfinite(high):
+        return f">= {fmt_usd(low)}"
+    return f"{fmt_usd(low)}-{fmt_usd(high).lstrip('$')}"
