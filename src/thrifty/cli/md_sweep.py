@@ -36,9 +36,9 @@ def sweep(space: Annotated[Path, typer.Option(
           lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
           instance_type: Annotated[str, typer.Option(help="GCP VM type of the pool (its catalog prices)")] = "n1-standard-4",
           job_hours: Annotated[float, typer.Option(help="Expected length of one run, model hours", callback=positive)] = 3.0,
-          ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, model time")] = "60s",
-          restart_cost: Annotated[str, typer.Option(help="Restart cost, model time")] = "60s",
-          startup: Annotated[str, typer.Option(help="A fresh VM's start-up, model time (placement)")] = "60s",
+          ckpt_cost: Annotated[str, typer.Option(help="Checkpoint cost, model time (a bare number is seconds)")] = "60s",
+          restart_cost: Annotated[str, typer.Option(help="Restart cost, model time (a bare number is seconds)")] = "60s",
+          startup: Annotated[str, typer.Option(help="A fresh VM's start-up, model time, for placement (a bare number is seconds)")] = "60s",
           time_scale: Annotated[float | None, typer.Option(
               help="Model seconds per wall second (default 1, wall-clock accounting; 3600, a simulated hour a real "
                    "second, with --emulate-preemptions)", callback=positive)] = None,

@@ -113,7 +113,7 @@ def plan(
         help="Global batch sizes to consider, e.g. 128,256 (default: powers of two the job allows)")] = None,
     precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32 or amp (GPU projection)")] = "fp32",
     startup: Annotated[str | None, typer.Option(
-        help="VM start-up + setup time before training, e.g. 3m (default: per cloud)")] = None,
+        help="VM start-up + setup time before training, e.g. 3m; a bare number is seconds (default: per cloud)")] = None,
     bucket: Annotated[str | None, typer.Option(
         help="Spot plans: the bucket the SkyPilot task keeps its checkpoints in (default: thrifty-ckpt-USER-HASH)")] = None,
     reprofile: Annotated[bool, typer.Option(help="Profile again even if a profile is stored")] = False,

@@ -20,9 +20,9 @@ def run(ctx: typer.Context,
         job_hours: Annotated[float | None, typer.Option(
             help="Expected work, hours: DP schedule (else Young)", callback=positive)] = None,
         ckpt_cost: Annotated[str, typer.Option(
-            help="Checkpoint cost, e.g. 60s, until the job reports measured ones")] = "60s",
-        restart_cost: Annotated[str, typer.Option(help="Restart cost, until the job reports measured ones")] = "60s",
-        notice: Annotated[str, typer.Option(help="Preemption notice (wall time)")] = "30s",
+            help="Checkpoint cost, e.g. 60s (a bare number is seconds), until the job reports measured ones")] = "60s",
+        restart_cost: Annotated[str, typer.Option(help="Restart cost, e.g. 60s (a bare number is seconds), until the job reports measured ones")] = "60s",
+        notice: Annotated[str, typer.Option(help="Preemption notice, wall time (a bare number is seconds)")] = "30s",
         time_scale: Annotated[float, typer.Option(
             help="Model seconds per wall second (compressed clock)", callback=positive)] = 1.0,
         inject: Annotated[bool, typer.Option(help="Preempt the job at lifetimes drawn from the model")] = False,

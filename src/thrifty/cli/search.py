@@ -112,8 +112,8 @@ def search(
         help="sim: lognormal sigma of each measured step, 0-1 (1: steps x/÷5 at 90%; far above, nearly "
              "every draw is near 0)", callback=number_check(lambda v: 0 <= v <= 1, "a number in [0, 1]"))] = 0.03,
     restart_cost: Annotated[str, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
-                                                   "(local measures its own)")] = "60s",
-    startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s (local: added, not waited)")] = "60s",
+                                                   "(a bare number is seconds; local measures its own)")] = "60s",
+    startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s; a bare number is seconds (local: added, not waited)")] = "60s",
     seeds: Annotated[int, typer.Option(help="sim: independent searches", min=1, max=10_000)] = 1,
     seed: Annotated[int, typer.Option(help="First seed (0 or more)", min=0)] = 0,
     db: Annotated[Path | None, typer.Option(
