@@ -166,6 +166,19 @@ def test_search_start_takes_the_cloud_prefix_the_plan_prints():
     assert _start("p3.2xlarge:1:1:32", prices, "the trace") == Config("p3.2xlarge", 1, 1, 32)
 
 
+def test_search_start_takes_a_bare_type_where_the_trace_names_its_cloud():
+    """A trace naming `aws:p3.2xlarge` takes `--start p3.2xlarge:...` (the one cloud that has it),
+    and a bare name two clouds share is still refused. Mutation caught: the bare name refused."""
+    from thrifty.cli.search import _start
+    from thrifty.errors import ThriftyError
+    from thrifty.search.config import Config
+    prices = {Config("aws:p3.2xlarge", 1, 1, 32): 3.06, Config("aws:g4dn.xlarge", 1, 1, 32): 0.53}
+    assert _start("p3.2xlarge:1:1:32", prices, "the trace") == Config("aws:p3.2xlarge", 1, 1, 32)
+    shared = {Config("aws:n1", 1, 1, 32): 1.0, Config("gcp:n1", 1, 1, 32): 1.0}
+    with pytest.raises(ThriftyError, match="'n1' is not in the trace"):
+        _start("n1:1:1:32", shared, "the trace")
+
+
 def test_a_trace_of_launches_and_uneven_placements_runs(run_cli, tmp_path):
     """Repeated rows of a configuration (its launches) and workers that do not fill their nodes
     evenly are a trace the sim replays, and --start takes the uneven placement. Mutation caught:

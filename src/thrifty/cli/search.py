@@ -65,6 +65,10 @@ def _start(text: str, prices: dict, where: str) -> "Config":
     if len(parts) == 5:  # cloud:type, as the plan prints it (or a type whose own name has the colon)
         named = f"{parts[0]}:{parts[1]}"
         parts = [named if named in types else parts[1], *parts[2:]]
+    elif parts[0] not in types:  # a bare type where the trace names it with its cloud: the one cloud that has it
+        qualified = [t for t in types if t.split(":", 1)[-1] == parts[0]]
+        if len(qualified) == 1:
+            parts = [qualified[0], *parts[1:]]
     if parts[0] not in types:
         raise ThriftyError(f"--start: instance type {parts[0]!r} is not in {where} (it has {', '.join(types)})")
     try:
