@@ -62,6 +62,13 @@ def test_filters_and_hardware():
     a100 = {vm.accelerator for vm in CatalogFilter(accelerator="A100").apply(vms)}
     assert a100 == {"A100", "A100-80GB"}
     assert {vm.accelerator for vm in CatalogFilter(accelerator="a10").apply(vms)} == {"A10"}
+    # NAME:COUNT, as the SkyPilot task and `model project --accelerator` write it (mutation caught:
+    # `T4:1` matched no VM type)
+    t4x1 = CatalogFilter(accelerator="T4:1").apply(vms)
+    assert t4x1 and {(vm.accelerator, vm.accelerator_count) for vm in t4x1} == {("T4", 1)}
+    assert len(CatalogFilter(accelerator="T4").apply(vms)) > len(t4x1)
+    with pytest.raises(CatalogError, match="NAME:COUNT"):
+        CatalogFilter(accelerator="T4:four")
     cheap = CatalogFilter(max_price_per_hour=0.2, gpu=False).apply(vms)
     assert cheap and all(vm.price_per_hour <= 0.2 for vm in cheap)
     hw = Hardware.load()

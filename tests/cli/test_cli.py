@@ -340,3 +340,23 @@ def test_no_two_rows_of_a_plan_table_read_alike(profiled_db, run_cli, tmp_path, 
     # a row's first line: its rank, then (the VM type's first part and the shape between) the time and the cost
     printed = re.findall(r"^\s*\d+(?:\+\d+)?\s.*?\s(\d[\d.]* (?:ms|s|min|h))\s+(\$[\d.,]+)\s", table, re.MULTILINE)
     assert len(printed) >= 10 and len(set(printed)) == len(printed), printed
+
+
+def test_catalog_show_titles_each_gpu_option_apart(run_cli):
+    """GCP's N1 host comes bare and with several GPU options: each table's title names its GPUs and
+    region. Mutation caught: twelve tables all titled gcp:n1-standard-8."""
+    import re
+    code, out, err = run_cli("catalog", "show", "gcp:n1-standard-8")
+    assert code == 0, err
+    titles = re.findall(r"^\s*(gcp:n1-standard-8 in \S.*?)\s*$", out, re.MULTILINE)
+    assert len(titles) >= 4 and len(set(titles)) == len(titles), titles
+    assert any(t.endswith("4x T4") for t in titles)
+
+
+def test_catalog_list_takes_the_accelerator_as_the_plan_writes_it(run_cli):
+    """`--accelerator T4:1` (SkyPilot's NAME:COUNT, which `model project` asks for) lists the VMs with
+    one T4. Mutation caught: refused as matching no VM type."""
+    code, out, err = run_cli("catalog", "list", "--accelerator", "T4:1", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows and all(r["accelerator"] == "T4" and r["accelerator_count"] == 1 for r in rows)

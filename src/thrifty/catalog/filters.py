@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from thrifty.catalog.vmtype import VMType
+from thrifty.errors import CatalogError
 
 
 def _is_variant(accelerator: str, asked: str) -> bool:
@@ -15,7 +16,9 @@ def _is_variant(accelerator: str, asked: str) -> bool:
 
 @dataclass(frozen=True)
 class CatalogFilter:
-    """Each field left as None accepts everything. `gpu` True keeps GPU VMs, False CPU-only ones."""
+    """Each field left as None accepts everything. `gpu` True keeps GPU VMs, False CPU-only ones.
+    `accelerator` is a GPU name (A100 takes its variants) or NAME:COUNT as the plan's SkyPilot task
+    and `model project --accelerator` write it (T4:4: VMs with four)."""
 
     clouds: Sequence[str] | None = None
     regions: Sequence[str] | None = None
@@ -32,12 +35,23 @@ class CatalogFilter:
             names = getattr(self, name)
             if names is not None:
                 object.__setattr__(self, name, frozenset(n.strip().lower() for n in names))
+        if self.accelerator is not None:
+            _, colon, count = self.accelerator.partition(":")
+            if colon and not (count.strip().isdigit() and int(count) > 0):
+                raise CatalogError(f"--accelerator {self.accelerator!r}: give NAME or NAME:COUNT, e.g. A100 or T4:4")
+
+    def _accelerator_matches(self, vm: VMType) -> bool:
+        if self.accelerator is None:
+            return True
+        name, colon, count = self.accelerator.lower().partition(":")
+        return (_is_variant((vm.accelerator or "").lower(), name.strip())
+                and (not colon or vm.accelerator_count == int(count)))
 
     def accepts(self, vm: VMType) -> bool:
         checks = (
             self.clouds is None or vm.cloud.lower() in self.clouds,
             self.regions is None or vm.region.lower() in self.regions,
-            self.accelerator is None or _is_variant((vm.accelerator or "").lower(), self.accelerator.lower()),
+            self._accelerator_matches(vm),
             self.gpu is None or vm.is_gpu == self.gpu,
             self.min_vcpus is None or vm.vcpus >= self.min_vcpus,
             self.min_memory_gib is None or vm.memory_gib >= self.min_memory_gib,

@@ -66,7 +66,7 @@ def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=Non
 @app.command("list")
 def catalog_list(catalog: CatalogOpt = None, cloud: CloudOpt = None, region: RegionOpt = None,
                  gpu: GpuOpt = False, cpu: CpuOpt = False,
-                 accelerator: Annotated[str | None, typer.Option(help="e.g. A100, T4")] = None,
+                 accelerator: Annotated[str | None, typer.Option(help="e.g. A100 (and its variants), T4, or T4:4 (with four)")] = None,
                  min_vcpus: Annotated[float | None, typer.Option(callback=non_negative)] = None,
                  min_memory: Annotated[float | None, typer.Option(help="GiB", callback=non_negative)] = None,
                  max_price: Annotated[float | None, typer.Option(help="on-demand $/h", callback=positive)] = None,
@@ -126,7 +126,9 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
         print_json(rows)
         return
     for row in rows:
-        table = Table(show_header=False, title=f"{row['cloud']}:{row['instance_type']}")
+        # one table per row: a type in several regions, or a host with several GPU options (GCP's N1)
+        gpus = f", {row['accelerator_count']}x {row['accelerator']}" if row["accelerator"] else ""
+        table = Table(show_header=False, title=f"{row['cloud']}:{row['instance_type']} in {row['region']}{gpus}")
         for key, value in row.items():
             table.add_row(key, "" if value is None else str(value))  # None: not applicable
         stdout.print(table)
