@@ -272,6 +272,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
             "--instance-type n1-standard-4 --accelerator none --db {w}/t.db",
             lambda v: None if v == "abc" else "must be between 1 and 4096")
     add("model project --precision", f"{project} --precision fp7", "unknown precision")
+    add("model project --precision amp on a CPU VM",  # (it had printed the fp32 numbers under amp)
+        f"{project} --precision amp", "--precision amp is for GPUs", "n1-standard-4")
     add("model project --cloud", f"{project} --cloud nosuch", "unknown instance type")
     for name, spec in list(BAD_WORKLOADS.items())[:5]:
         add(f"model project --workload {name}", f"{project} --workload {spec}", WORKLOAD_REASONS[name])

@@ -388,6 +388,7 @@ def test_model_project_prints_the_documented_json(profiled_db, run_cli):
     for r in rows:
         assert {"instance_type", "workers", "local_batch", "step_time_s", "interval_s"} <= set(r)
         assert r["instance_type"] == "g6.12xlarge" and r["workers"] == 4
+        assert (r["cloud"], r["accelerator"]) == ("aws", "L4:4")  # which VM it was (mutation: the type alone)
         assert r["interval_s"][0] <= r["step_time_s"] <= r["interval_s"][1]
     code, out, err = run_cli("model", "project", "--db", profiled_db, "--workload", "builtin:digits",
                              "--instance-type", "g4dn.xlarge", "--local-batch", "100000000")

@@ -190,7 +190,7 @@ def project(
     import numpy as np
 
     from thrifty.catalog import Hardware, load_catalog
-    from thrifty.catalog.names import find_type, one_hardware
+    from thrifty.catalog.names import accelerator_label, find_type, one_hardware
     from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.candidates import max_local_batch, predict_step_times
@@ -209,6 +209,8 @@ def project(
         raise ThriftyError(f"--workers must be between 1 and {MAX_PLAN_WORKERS} (as plan's --max-workers), got {ranks}")
     nodes = math.ceil(ranks / vm.ranks_per_node)
     request = PlanRequest(precision=precision)
+    if not vm.is_gpu and precision != "fp32":  # as plan --cpu: the CPU projection is the fp32 profile's
+        raise ThriftyError(f"--precision {precision} is for GPUs: {vm.label} has none and trains in fp32")
     vmx = VMArrays.build([vm], Hardware.load(hardware, network, gpus))
     with Store(db) as store:
         job, _ = job_model(store, workload, step_time_only=True)
@@ -220,7 +222,8 @@ def project(
     step, low, high, measured, _ = predict_step_times(
         vmx, job, np.zeros(count, int), np.full(count, float(nodes)), np.full(count, float(ranks)),
         np.array(batches, float), request)
-    rows: list[dict[str, Any]] = [{"instance_type": vm.instance_type, "workers": ranks, "local_batch": b,
+    rows: list[dict[str, Any]] = [{"cloud": vm.cloud, "instance_type": vm.instance_type,
+             "accelerator": accelerator_label(vm), "workers": ranks, "local_batch": b,
              "step_time_s": float(t), "interval_s": [float(lo), float(hi)],
              "prediction": "measured" if m else "projected"}
             for b, t, lo, hi, m in zip(batches, step, low, high, measured, strict=True)]
