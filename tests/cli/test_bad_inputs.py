@@ -194,8 +194,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for option in ("--min-vcpus", "--min-memory", "--max-price"):
         numbers("catalog list", option, ("abc", "nan", "inf", "-1"),
                 why=lambda v, o=option: None if v == "abc" else
-                "is not a positive number" if o == "--max-price" else "is not a number >= 0")
-    add("catalog list --max-price 0", "catalog list --max-price 0", "--max-price", "0.0 is not a positive number")
+                "is not a finite positive number" if o == "--max-price" else "is not a finite number >= 0")
+    add("catalog list --max-price 0", "catalog list --max-price 0", "--max-price", "0.0 is not a finite positive number")
     add("catalog list --gpu --cpu", "catalog list --gpu --cpu", "not both")
     add("catalog list unknown cloud", "catalog list --cloud nosuch", "--cloud nosuch is not in the catalog", "aws")
     add("catalog list unknown accelerator", "catalog list --accelerator Z9000", "no VM type matches", "(--accelerator)",
@@ -228,16 +228,16 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
             DB_REASONS[name])
 
     # model fit / predict / project
-    samples_reasons = {**CSV_REASONS, "nan": "step times must be positive", "text": "not a number",
-                       "negative": "step times must be positive", "zero_workers": "num_workers >= num_nodes",
-                       "two_rows": "two different local batch sizes", "inf": "step times must be positive",
+    samples_reasons = {**CSV_REASONS, "nan": "step times must be finite positive", "text": "not a number",
+                       "negative": "step times must be finite positive", "zero_workers": "num_workers >= num_nodes",
+                       "two_rows": "two different local batch sizes", "inf": "step times must be finite positive",
                        "header_only": "has no rows"}
     for name, path in {**BAD_CSV, "nan": "{in}/samples_nan.csv", "text": "{in}/samples_text.csv",
                        "negative": "{in}/samples_negative.csv", "zero_workers": "{in}/samples_zero_workers.csv",
                        "two_rows": "{in}/samples_two.csv", "inf": "{in}/samples_inf.csv",
                        "header_only": "{in}/header_only.csv"}.items():
         add(f"model fit --samples {name}", f"model fit --samples {path}", samples_reasons[name])
-    for name, reason in {"huge": "step times must be positive", "huge_batch": "need finite sizes",
+    for name, reason in {"huge": "step times must be finite positive", "huge_batch": "need finite sizes",
                          "huge_workers": "need finite sizes", "huge_compute": "compute_time_s must be numbers",
                          "parts_over": "exceed step_time_s in 1 sample", "half_worker": "whole numbers"}.items():  # a traceback, before
         add(f"model fit --samples {name}", f"model fit --samples {{in}}/samples_{name}.csv --out {{w}}/m.json", reason)
@@ -290,7 +290,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     numbers("plan", "--max-workers", ("0", "-1", "abc", "1000000000"), "--db {w}/t.db",
             lambda v: None if v == "abc" else "must be between 1 and 4096")
     numbers("plan", "--max-price", ("0", "-1", "nan", "abc", "0.0001"), "--db {w}/t.db",
-            lambda v: None if v == "abc" else "no vm type matches" if v == "0.0001" else "is not a positive number")
+            lambda v: None if v == "abc" else "no vm type matches" if v == "0.0001" else "is not a finite positive number")
     numbers("plan", "--epochs", ("0", "-1", "nan", "inf", "1e30", "abc"), "--db {w}/t.db",
             lambda v: None if v == "abc" else "is not a number of epochs in (0, 10,000]")
     numbers("plan", "--top", ("0", "-1", "abc"), "--db {w}/t.db", lambda v: None if v == "abc" else "must be at least 1")
@@ -424,7 +424,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     numbers("preempt schedule", "--job-hours", ("0", "-1", "nan", "inf", "abc", "1e9"),
             why=lambda v: ("h this lifetime model's checkpoint schedule takes", "give at most that") if v == "1e9"
             else None if v == "abc"
-            else "is not a positive number")
+            else "is not a finite positive number")
     for option in ("--ckpt-cost", "--restart-cost", "--vm-age", "--mttf"):
         for value in ("abc", "-1", "nan"):
             add(f"preempt schedule {option} {value}", f"{schedule} {option} {value}", f"cannot read {option}")
@@ -446,7 +446,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for option in ("--spot-price", "--on-demand-price", "--job-hours"):
         for value in ("0", "-1", "nan", "inf", "abc"):
             add(f"preempt spot {option} {value}", f"{spot} {option} {value}", option,
-                "input should be a valid number" if value == "abc" else "is not a positive number")
+                "input should be a valid number" if value == "abc" else "is not a finite positive number")
     for value in ("0", "-1", "1000000000", "abc"):
         add(f"preempt spot --runs {value}", f"{spot} --runs {value}", "--runs",
             {"abc": "a valid integer", "1000000000": "less than or equal to 1000000"}.get(value,
@@ -473,8 +473,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                            ("--kill", ("gently",)), ("--lifetime-model", ("nosuch",))):
         for value in values:
             reason = {"--kill": ("unknown kill mode",), "--lifetime-model": ("unknown lifetime model",),
-                      "--job-hours": (option, "is not a positive number"),
-                      "--time-scale": (option, "is not a positive number")}.get(option, (f"cannot read {option}",))
+                      "--job-hours": (option, "is not a finite positive number"),
+                      "--time-scale": (option, "is not a finite positive number")}.get(option, (f"cannot read {option}",))
             add(f"run {option} {value}", f"run --checkpoint-dir {{w}}/ck {option} {value} -- true", *reason)
 
     # md run

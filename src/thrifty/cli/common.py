@@ -75,8 +75,8 @@ def number_check(test, wanted: str):
     return callback
 
 
-positive = number_check(lambda v: v > 0, "a positive number")
-non_negative = number_check(lambda v: v >= 0, "a number >= 0")
+positive = number_check(lambda v: v > 0, "a finite positive number")
+non_negative = number_check(lambda v: v >= 0, "a finite number >= 0")
 finite = number_check(lambda v: True, "a finite number")
 
 

@@ -250,7 +250,7 @@ def _check_samples(nodes, workers, batch, observed, compute_time_s, sync_time_s)
     if observed.size == 0:
         raise ModelError("no samples to fit")
     if np.any(~np.isfinite(observed)) or np.any(observed <= 0):
-        raise ModelError("step times must be positive numbers")
+        raise ModelError("step times must be finite positive numbers")
     low, high = STEP_TIME_RANGE_S
     if np.any(observed < low) or np.any(observed > high):
         raise ModelError(f"step times must lie between {low:g} and {high:g} s (found {observed.min():.3g}-"
