@@ -183,6 +183,10 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("catalog list --catalog zero price", "catalog list --catalog {in}/catalog_zero_price.csv", "finite positive")
     # rich would print ":fire:" as an emoji (and a CSV's line 100 as ":100:" did): the text as typed
     add("catalog list --region emoji code", "catalog list --region :fire:", "--region :fire: is not")
+    add("catalog list --region of another cloud",  # (it said no VM type matches the filters)
+        "catalog list --cloud aws --region eastus", "--region eastus is not a region of aws", "us-east-1")
+    add("plan --region of another cloud", "plan --db {w}/t.db --cloud gcp --region us-east-1",
+        "--region us-east-1 is not a region of gcp")
     add("catalog list --catalog spot above on-demand", "catalog list --catalog {in}/catalog_dear_spot.csv",
         "above the on-demand price")
     add("catalog show bad cloud:type", "catalog show aws:", "CLOUD:TYPE")

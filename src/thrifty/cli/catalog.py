@@ -50,6 +50,12 @@ def filtered_vms(catalogs, clouds, regions, gpu, accelerator=None, max_price=Non
             bundled = "; ".join(f"{c} {', '.join(r)}" for c, r in bundled_regions().items())
             raise ThriftyError(f"--region {unknown[0]} is not in the catalog, which has {', '.join(known)} "
                                f"(bundled: {bundled}); add other regions with --catalog vms.csv")
+        if clouds:  # each region given must be one of the clouds given: eastus is Azure's, not AWS's
+            on_clouds = sorted({vm.region for vm in vms if vm.cloud in clouds})
+            elsewhere = [r for r in regions if r not in on_clouds]
+            if elsewhere:
+                raise ThriftyError(f"--region {elsewhere[0]} is not a region of {'/'.join(clouds)} in the catalog, "
+                                   f"which has {', '.join(on_clouds)} there")
     chosen = CatalogFilter(clouds=clouds or None, regions=regions or None, gpu=gpu,
                            accelerator=accelerator, max_price_per_hour=max_price,
                            min_vcpus=min_vcpus, min_memory_gib=min_memory).apply(vms)
