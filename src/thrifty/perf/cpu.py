@@ -24,6 +24,11 @@ since s cannot be higher than measured (a symmetric widening put the high end at
 profiles of ResNet-18, the second on a busy machine, measured s = 0.10-0.17 and 1.0, and their
 192-vCPU intervals did not overlap (issue 22); neither did those of tests/train/test_profiler.py's
 loaded and quiet profiles once in a loaded suite.
+
+A serial fraction measured lower at a larger batch can make T(p) at that batch, on many threads,
+shorter than at a smaller one (ResNet-18 on 60 vCPUs: 27.5 ms at local batch 2, 25.9 ms at 4); a
+larger batch of the same model on the same VM never takes less time, so a VM's projected times
+are held non-decreasing in the batch (`nondecreasing_in_batch`).
 """
 
 from collections.abc import Sequence
@@ -102,3 +107,20 @@ class ThreadScaling:
         return cls(np.asarray(data["local_batch"], float), np.asarray(data["serial_fraction"], float),
                    np.asarray(data["serial_fraction_sd"], float), np.asarray(data["at_bound"], bool),
                    bool(data.get("contended", False)))
+
+
+def nondecreasing_in_batch(times, group, batch) -> np.ndarray:
+    """`times` made non-decreasing in `batch` within each `group` (a VM): each the largest of its
+    group's times at its batch or below (module docstring). Arrays aligned, times positive."""
+    times, group, batch = np.asarray(times, float), np.asarray(group), np.asarray(batch, float)
+    if times.size == 0:
+        return times.copy()
+    order = np.lexsort((batch, group))
+    logs = np.log(times[order])
+    # one running maximum over every group at once: each group lifted above the ones before it
+    rank = np.cumsum(np.r_[0, group[order][1:] != group[order][:-1]])
+    lift = rank * (float(logs.max() - logs.min()) + 1.0)
+    out = np.empty_like(times)
+    out[order] = np.exp(np.maximum.accumulate(logs + lift) - lift)
+    return out
+

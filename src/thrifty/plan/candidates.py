@@ -31,6 +31,7 @@ from thrifty.catalog.hardware import Hardware
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S, VMType
 from thrifty.errors import PlanError
 from thrifty.perf.allreduce import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
+from thrifty.perf.cpu import nondecreasing_in_batch
 from thrifty.perf.gpu_memory import max_local_batch as gpu_max_local_batch
 from thrifty.perf.jobmodel import JobModel
 from thrifty.perf.roofline import GPUSpec, RooflineParams, load_params
@@ -212,9 +213,10 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
         if job.thread_scaling is None:
             raise PlanError("the stored profile has no thread-scaling measurement for CPU projection: "
                             "run `thrifty plan --reprofile`")
-        # T = T_1thread(b) x (s + (1 - s) / vCPUs) / family factor  (perf.cpu, Amdahl 1967)
-        compute[cpu] = (job.single_thread_compute_s(local[cpu]) * job.thread_scaling.slowdown(
-            local[cpu], vmx.vcpus_per_rank[v][cpu]) / vmx.cpu_factor[v][cpu])
+        # T = T_1thread(b) x (s + (1 - s) / vCPUs) / family factor (perf.cpu, Amdahl 1967), held
+        # non-decreasing in the batch on one VM (perf.cpu.nondecreasing_in_batch)
+        compute[cpu] = nondecreasing_in_batch(job.single_thread_compute_s(local[cpu]) * job.thread_scaling.slowdown(
+            local[cpu], vmx.vcpus_per_rank[v][cpu]) / vmx.cpu_factor[v][cpu], v[cpu], local[cpu])
     if np.any(is_gpu):
         # the input pipeline runs on the host's vCPUs beside the GPU (DataLoader-style workers
         # prefetching), so a step takes the longer of the two; cost per sample measured here
