@@ -1,4 +1,6 @@
 # SPDX-License-Identifier: MIT
+import re
+
 import pytest
 
 from thrifty.catalog import CatalogFilter, Hardware, load_catalog, load_catalog_file
@@ -31,6 +33,20 @@ def test_skypilot_format_is_detected(tmp_path):
     (vm,) = load_catalog_file(path)
     assert (vm.cloud, vm.instance_type, vm.accelerator, vm.price_per_hour) == ("lambda", "gpu_1x_a100", "A100", 1.29)
     assert vm.spot_price_per_hour is None
+
+
+@pytest.mark.parametrize("row, named", [("gpu_1x_a100,A100,1,30,200,,1.29,nan,us-east-1", "column 'SpotPrice'"),
+                                        ("gpu_1x_a100,A100,1,30,200,,inf,,us-east-1", "column 'Price'"),
+                                        ("gpu_1x_a100,A100,1,0,200,,1.29,,us-east-1", "columns 'vCPUs' and 'MemoryGiB'"),
+                                        ("gpu_1x_a100,A100,1,30,200,,1.29,,", "column 'Region'")])
+def test_a_skypilot_files_errors_name_its_own_columns(tmp_path, row, named):
+    """Mutation caught: thrifty's names (spot_price_per_hour) for a file whose column is SpotPrice."""
+    path = tmp_path / "lambda" / "vms.csv"
+    path.parent.mkdir()
+    path.write_text("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region\n"
+                    + row + "\n")
+    with pytest.raises(CatalogError, match=re.escape(named)):
+        load_catalog_file(path)
 
 
 def test_user_catalog_in_native_format(tmp_path):

@@ -91,30 +91,33 @@ def _number(text: str, column: str, where: str, *, optional: bool = False, posit
     return value
 
 
-def _parse_row(record: dict[str, str], cloud: str, where: str) -> VMType:
+def _parse_row(record: dict[str, str], cloud: str, where: str, names: dict[str, str]) -> VMType:
+    """One row in thrifty's column names; `names` maps each to the file's own, for the messages (a
+    SkyPilot file says SpotPrice where thrifty says spot_price_per_hour)."""
     instance_type = (record.get("instance_type") or "").strip()
     accelerator = (record.get("accelerator") or "").strip() or None
-    count = _number(record.get("accelerator_count", ""), "accelerator_count", where, optional=True)
+    count = _number(record.get("accelerator_count", ""), names["accelerator_count"], where, optional=True)
     # a price of 0 is no price: every cost would be $0 and every ratio of costs undefined
-    price = _number(record.get("price_per_hour", ""), "price_per_hour", where, positive=True)
-    spot = _number(record.get("spot_price_per_hour", ""), "spot_price_per_hour", where, optional=True, positive=True)
+    price = _number(record.get("price_per_hour", ""), names["price_per_hour"], where, positive=True)
+    spot = _number(record.get("spot_price_per_hour", ""), names["spot_price_per_hour"], where, optional=True, positive=True)
     is_attachment = instance_type == ""
     if is_attachment and accelerator is None:
-        raise CatalogError(f"{where}: a row needs an instance_type or an accelerator")
+        raise CatalogError(f"{where}: a row needs an {names['instance_type']} or an {names['accelerator']}")
     if count is not None and (count != int(count) or (count == 0) != (accelerator is None)):
-        raise CatalogError(f"{where}: accelerator_count {count:g} with accelerator {accelerator or '(none)'}: a whole "
+        raise CatalogError(f"{where}: {names['accelerator_count']} {count:g} with {names['accelerator']} {accelerator or '(none)'}: a whole "
                            "number, 0 or empty without an accelerator, at least 1 with one")
     for name, value in (("price_per_hour", price), ("spot_price_per_hour", spot)):
         if value is not None and value > MAX_PRICE_PER_HOUR:
-            raise CatalogError(f"{where}: column '{name}' is {value:g} $/h, above {MAX_PRICE_PER_HOUR:g}: "
+            raise CatalogError(f"{where}: column '{names[name]}' is {value:g} $/h, above {MAX_PRICE_PER_HOUR:g}: "
                                "a price per hour in dollars?")
-    vcpus = _number(record.get("vcpus", ""), "vcpus", where, optional=is_attachment) or 0.0
-    memory = _number(record.get("memory_gib", ""), "memory_gib", where, optional=is_attachment) or 0.0
+    vcpus = _number(record.get("vcpus", ""), names["vcpus"], where, optional=is_attachment) or 0.0
+    memory = _number(record.get("memory_gib", ""), names["memory_gib"], where, optional=is_attachment) or 0.0
     if not is_attachment and (vcpus <= 0 or memory <= 0):
-        raise CatalogError(f"{where}: columns 'vcpus' and 'memory_gib' must be positive for {instance_type}")
+        raise CatalogError(f"{where}: columns '{names['vcpus']}' and '{names['memory_gib']}' must be positive "
+                           f"for {instance_type}")
     region = (record.get("region") or "").strip().lower()  # in lower case, as every catalog writes them
     if not region:
-        raise CatalogError(f"{where}: column 'region' is empty (plans name where to launch)")
+        raise CatalogError(f"{where}: column '{names['region']}' is empty (plans name where to launch)")
     return VMType(cloud=cloud, instance_type=instance_type,
                   region=region, zone=(record.get("zone") or "").strip(),
                   vcpus=vcpus, memory_gib=memory, accelerator=accelerator,
@@ -134,13 +137,14 @@ def _read_rows(path: Path, strict_spot: bool) -> list[_Row]:
                 f"{path}: missing columns {', '.join(missing)} (expected thrifty's "
                 f"{','.join(NATIVE_COLUMNS)} or SkyPilot's vms.csv columns)")
         rename, cloud_default = {c: c for c in NATIVE_COLUMNS}, None
+    theirs = {ours: name for name, ours in rename.items()} | {"cloud": "cloud"}
     rows = []
     for line, raw in enumerate(records, start=2):
         record = {rename[k]: v for k, v in raw.items() if k in rename}
         cloud = cloud_default or (record.get("cloud") or "").strip().lower()
         if not cloud:
             raise CatalogError(f"{path}:{line}: column 'cloud' is empty")
-        vm = _parse_row(record, cloud, f"{path}:{line}")
+        vm = _parse_row(record, cloud, f"{path}:{line}", theirs)
         if strict_spot and rename is not SKYPILOT_COLUMNS and _dear_spot(vm):
             raise CatalogError(f"{path}:{line}: spot price {vm.spot_price_per_hour:g} $/h is above the on-demand "
                                f"price {vm.price_per_hour:g} $/h; leave spot_price_per_hour empty if there is no offer")
