@@ -18,7 +18,9 @@ class ProgressBar:
             columns.append(TextColumn("{task.completed}/{task.total}"))
         columns += [TextColumn(f"{{task.fields[{name}]}}") for name in fields]
         self.total = total
-        self.bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True, emoji=False))
+        console = Console(stderr=True, emoji=False)
+        # off a terminal nothing is drawn while it runs; close() prints the finished bar once
+        self.bar = Progress(*columns, TimeElapsedColumn(), console=console, disable=not console.is_terminal)
         # rich takes a task's fields as **Any (a str-valued dict would be matched against its typed keywords)
         initial: dict[str, Any] = {"completed": completed, **{n: "" for n in fields}}
         self.task = self.bar.add_task(label, total=total, **initial)
@@ -31,9 +33,13 @@ class ProgressBar:
         if completed >= self.total:
             self.close()
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """Stop the bar. Off a terminal (a log file, a pipe) the bar is printed once, here, and not
+        after a failure: the error's one line is then all a failed command says on stderr."""
         if self.open:
             self.bar.stop()
+            if not self.bar.console.is_terminal and not failed:
+                self.bar.console.print(self.bar.get_renderable())
             self.open = False
 
 

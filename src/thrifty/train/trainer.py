@@ -198,14 +198,16 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         return last or agreed.notice
 
     wall_start = time.perf_counter()
+    failed = True
     try:
         if state.step < steps and met is None:  # a runner's restart of a run at its target trains no more
             run_steps(state, workload, steps=steps, on_step=on_step, slowdown=slowdown,
                       exchange=agreed.exchange, measure_noise=noise_steps(config, world_size))
+        failed = False
     finally:
         slowdown.close()
         if progress:
-            progress.close()
+            progress.close(failed=failed)
         if stream is not None:
             stream.close()
     if agreed.notice and not finished:  # saved above; the runner starts the job again
