@@ -72,3 +72,23 @@ def test_a_run_directory_without_any_log_resumes_with_a_fresh_one(tmp_path):
     resumed.steps = _steps(3, 5)
     resumed.append(tmp_path / "new")
     assert sorted({r.step for r in RunLog.read(tmp_path / "new").steps}) == [3, 4]
+
+
+def test_a_failed_block_in_a_folder_of_other_files_takes_only_its_own_names_away(tmp_path):
+    """A run directory holding the user's notes: the failed run's lock file goes, and so does
+    nothing else, not even what another process wrote there while the run went on (a review's
+    draft.md and figures/ were deleted). Mutation caught: every entry the block added removed."""
+    from thrifty.io import removed_on_failure
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(RuntimeError), removed_on_failure(tmp_path, own_names=(".lock",)):
+        (tmp_path / ".lock").write_text("123")
+        (tmp_path / "draft.md").write_text("someone else's")
+        (tmp_path / "figures").mkdir()
+        raise RuntimeError("the loss is nan")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["draft.md", "figures", "notes.txt"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(RuntimeError), removed_on_failure(empty):
+        (empty / "log.txt").write_text("the run's")
+        raise RuntimeError("forward broke")
+    assert empty.is_dir() and not any(empty.iterdir())  # an empty folder is emptied again

@@ -55,12 +55,14 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 @contextlib.contextmanager
 def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
-                       worth_keeping: Callable[[Path], bool] = lambda folder: False) -> Iterator[None]:
+                       worth_keeping: Callable[[Path], bool] = lambda folder: False,
+                       own_names: tuple[str, ...] = ()) -> Iterator[None]:
     """The folder `path` and the parents the block creates for it are removed again if the block
     raises an Exception (not one of `keep`) and left nothing `worth_keeping` (a checkpoint to
-    resume from) in it: a failed command leaves no half-made run behind. In a folder that existed,
-    what the block added goes (its lock file, logs) and what was there before stays (another
-    run's files, the user's)."""
+    resume from) in it: a failed command leaves no half-made run behind. A folder that existed
+    empty is emptied again (what the block wrote in it goes). In one that held anything before,
+    only the `own_names` the block added go (a run's lock file): anything else there may be the
+    user's or another process's, written while the block ran."""
     top, folder = None, Path(path).absolute()
     while not folder.exists():
         top, folder = folder, folder.parent
@@ -72,7 +74,8 @@ def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
             if top is not None:
                 shutil.rmtree(top, ignore_errors=True)
             elif before is not None:
-                for entry in set(folder.iterdir()) - before:
+                added = set(folder.iterdir()) - before
+                for entry in added if not before else {e for e in added if e.name in own_names}:
                     if entry.is_dir() and not entry.is_symlink():
                         shutil.rmtree(entry, ignore_errors=True)
                     else:

@@ -139,6 +139,7 @@ def train(
     from thrifty.io import removed_on_failure
     from thrifty.store import Store
     from thrifty.train.launcher import launched_by_torchrun, start_worker_server
+    from thrifty.train.runlock import LOCK_NAME, RunDirectoryBusy
     if not launched_by_torchrun() or os.environ.get("RANK", "0") == "0":
         # the rank that stores the run (rank 0 under torchrun) checks the database now, not after the
         # training; every rank opening it at once raced for its write lock
@@ -185,20 +186,21 @@ def train(
             exit_without_teardown(0)
     elif mode == "asp":
         from thrifty.train.asp import run_asp
-        with removed_on_failure(run_dir):  # a failed run leaves no run directory behind
+        # a failed run leaves no run directory behind; one refused for another run's leaves it alone
+        with removed_on_failure(run_dir, keep=(RunDirectoryBusy,), own_names=(LOCK_NAME,)):
             summary = run_asp(config, max_workers=max_local_workers())
     else:
         from thrifty.train.trainer import Preempted, run_training
         from thrifty.transient.protocol import PREEMPTED_EXIT, checkpoint_files
         try:  # a preempted run keeps its checkpoint, and so does one that failed after writing one
-            with removed_on_failure(run_dir, keep=(Preempted,), worth_keeping=lambda d: bool(checkpoint_files(d))):
+            with removed_on_failure(run_dir, keep=(Preempted, RunDirectoryBusy), own_names=(LOCK_NAME,),
+                                    worth_keeping=lambda d: bool(checkpoint_files(d))):
                 summary = run_training(config, max_workers=max_local_workers())
         except Preempted as notice:  # `thrifty run` restarts a job that exits with PREEMPTED_EXIT
             stderr.print(str(notice), soft_wrap=True)
             raise typer.Exit(PREEMPTED_EXIT) from None
         except ThriftyError as failure:
             from thrifty.train.checkpoint import EarlierRunCheckpoints
-            from thrifty.train.runlock import RunDirectoryBusy
             # say where the work it kept is (not when the folder is another run's, or in use)
             if not resume and checkpoint_files(run_dir) and not isinstance(failure, (EarlierRunCheckpoints,
                                                                                      RunDirectoryBusy)):
