@@ -3,16 +3,28 @@
 messages the library raises (a plan that no configuration meets says how near the best came)."""
 
 import math
+from collections.abc import Callable
 
 
-def fmt_duration(seconds: float) -> str:
-    """3 significant digits in ms, s, min or h, the unit chosen after rounding (0.9996 s is 1 s)."""
+def fmt_duration(seconds: float, digits: int = 3) -> str:
+    """`digits` significant digits in ms, s, min or h, the unit chosen after rounding (0.9996 s is 1 s)."""
     if not math.isfinite(seconds):
         return "-"
     for limit, scale, unit in ((1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min")):
         if float(f"{seconds:.3g}") < limit:
-            return f"{seconds * scale:.3g} {unit}"
-    return f"{seconds / 3600:.3g} h"
+            return f"{seconds * scale:.{digits}g} {unit}"
+    return f"{seconds / 3600:.{digits}g} h"
+
+
+def told_apart(fmt: Callable[..., str], asked: float, reached: float) -> tuple[str, str]:
+    """Two values in `fmt` (fmt_duration, fmt_usd) with as many more digits as they need to print
+    differently (up to 8): a limit asked for and the nearest value reached must not read alike
+    ("the budget of $0.000621: the cheapest costs $0.000621")."""
+    for digits in range(3, 9):
+        pair = (fmt(asked, digits=digits), fmt(reached, digits=digits))
+        if pair[0] != pair[1]:
+            break
+    return pair
 
 
 def fmt_usd(dollars: float, digits: int = 2) -> str:

@@ -83,8 +83,9 @@ def test_filters_and_hardware():
     t4x1 = CatalogFilter(accelerator="T4:1").apply(vms)
     assert t4x1 and {(vm.accelerator, vm.accelerator_count) for vm in t4x1} == {("T4", 1)}
     assert len(CatalogFilter(accelerator="T4").apply(vms)) > len(t4x1)
-    with pytest.raises(CatalogError, match="NAME:COUNT"):
-        CatalogFilter(accelerator="T4:four")
+    for bad in ("T4:four", "T4:0", "T4:\u00b2"):  # a superscript two is a digit to str.isdigit, not to int()
+        with pytest.raises(CatalogError, match="NAME:COUNT"):
+            CatalogFilter(accelerator=bad)
     cheap = CatalogFilter(max_price_per_hour=0.2, gpu=False).apply(vms)
     assert cheap and all(vm.price_per_hour <= 0.2 for vm in cheap)
     hw = Hardware.load()

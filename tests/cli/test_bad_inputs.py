@@ -91,6 +91,7 @@ INPUT_FILES: dict[str, bytes | str] = {
     "schedule_bad.json": '{"steps": "many"}\n',
     "schedule_step.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": 2.7, "slowdown": [1, 2]}]\n',
     "schedule_nan.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": NaN, "slowdown": [1, 2]}]\n',
+    "hardware_inf.csv": "name,speed_per_vcpu\nn1-*,inf\n",
     "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
     "exit_at_import.py": "import sys\nsys.exit(0)\n",
     "syntax.py": "def make_workload(:\n",
@@ -205,6 +206,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("catalog list unknown accelerator", "catalog list --accelerator Z9000", "no VM type matches", "(--accelerator)",
         "accelerators in the catalog: a10")
     add("catalog show unknown type", "catalog show no-such-type", "not in the catalog")
+    add("catalog show --hardware inf speed",  # (it was taken: every CPU projection became NaN or 0)
+        "catalog show n1-standard-4 --hardware {in}/hardware_inf.csv", "'inf' must be a finite positive number")
     for option in ("--hardware", "--network"):
         for name in ("bad_utf8", "wrong_columns", "missing"):
             add(f"catalog show {option} {name}", f"catalog show n1-standard-4 {option} {BAD_CSV[name]}",

@@ -7,6 +7,7 @@ import pytest
 
 from thrifty.cli.common import fmt_duration, fmt_usd, fmt_usd_range, parse_duration_s, parse_money_usd
 from thrifty.errors import ThriftyError
+from thrifty.quantities import told_apart
 
 
 @pytest.mark.parametrize("seconds, text", [(0.0004, "0.4 ms"), (0.9996, "1 s"), (1.5, "1.5 s"),
@@ -33,6 +34,14 @@ def test_plan_costs_take_three_significant_digits(dollars, text):
     """The plan's tables tell costs 1% apart (plan.ties.PRINTED_LOG). Mutation caught: two digits
     (a user's rows at $0.001599, $0.001617 and $0.001637 all printed as $0.0016)."""
     assert fmt_usd(dollars, digits=3) == text
+
+
+def test_a_limit_and_the_nearest_value_never_read_alike():
+    """A review: "the budget of $0.000621: the cheapest costs $0.000621". Mutation caught: three
+    digits whatever the values."""
+    assert told_apart(fmt_usd, 0.0006212, 0.0006214) == ("$0.0006212", "$0.0006214")
+    assert told_apart(fmt_duration, 3600.0, 3603.0) == ("60 min", "60.05 min")
+    assert told_apart(fmt_usd, 0.5, 0.75) == ("$0.500", "$0.750")
 
 
 def test_a_money_range_has_one_dollar_sign():

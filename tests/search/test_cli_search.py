@@ -175,7 +175,7 @@ def test_search_start_takes_a_bare_type_where_the_trace_names_its_cloud():
     prices = {Config("aws:p3.2xlarge", 1, 1, 32): 3.06, Config("aws:g4dn.xlarge", 1, 1, 32): 0.53}
     assert _start("p3.2xlarge:1:1:32", prices, "the trace") == Config("aws:p3.2xlarge", 1, 1, 32)
     shared = {Config("aws:n1", 1, 1, 32): 1.0, Config("gcp:n1", 1, 1, 32): 1.0}
-    with pytest.raises(ThriftyError, match="'n1' is not in the trace"):
+    with pytest.raises(ThriftyError, match="'n1' is on several clouds in the trace: give one of aws:n1, gcp:n1"):
         _start("n1:1:1:32", shared, "the trace")
 
 

@@ -37,7 +37,7 @@ class CatalogFilter:
                 object.__setattr__(self, name, frozenset(n.strip().lower() for n in names))
         if self.accelerator is not None:
             _, colon, count = self.accelerator.partition(":")
-            if colon and not (count.strip().isdigit() and int(count) > 0):
+            if colon and not (count.strip().isascii() and count.strip().isdecimal() and int(count) > 0):
                 raise CatalogError(f"--accelerator {self.accelerator!r}: give NAME or NAME:COUNT, e.g. A100 or T4:4")
 
     def _accelerator_matches(self, vm: VMType) -> bool:

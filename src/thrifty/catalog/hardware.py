@@ -4,6 +4,7 @@ its CPU family relative to the profiling machine, its GPUs' peak rates (data/gpu
 network bandwidth."""
 
 import fnmatch
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +29,8 @@ def _positive(text: str, where: str) -> float | None:
         value = float(text)
     except ValueError:
         raise CatalogError(f"{where}: {text!r} is not a number") from None
-    if not value > 0:
-        raise CatalogError(f"{where}: {text!r} must be positive")
+    if not (value > 0 and math.isfinite(value)):
+        raise CatalogError(f"{where}: {text!r} must be a finite positive number")
     return value
 
 

@@ -133,8 +133,8 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
         return
     for row in rows:
         # one table per row: a type in several regions, or a host with several GPU options (GCP's N1)
-        gpus = f", {row['accelerator_count']}x {row['accelerator']}" if row["accelerator"] else ""
-        table = Table(show_header=False, title=f"{row['cloud']}:{row['instance_type']} in {row['region']}{gpus}")
+        attached = f", {row['accelerator_count']}x {row['accelerator']}" if row["accelerator"] else ""
+        table = Table(show_header=False, title=f"{row['cloud']}:{row['instance_type']} in {row['region']}{attached}")
         for key, value in row.items():
             table.add_row(key, "" if value is None else str(value))  # None: not applicable
         stdout.print(table)

@@ -128,7 +128,7 @@ def schedule_command(job_hours: JobHoursOpt,
                      lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
                      policy: Annotated[str, typer.Option(help="dp, young, daly or none")] = "dp",
                      mttf: Annotated[str | None, typer.Option(
-                         help="MTTF for Young/Daly, e.g. 1h (default: the model's mean lifetime)")] = None,
+                         help="MTTF for Young/Daly, e.g. 1h; a bare number is hours (default: the model's mean lifetime)")] = None,
                      json_out: JsonOpt = False) -> None:
     """Checkpoint intervals, expected makespan and overhead of a job on preemptible VMs."""
     from thrifty.transient.registry import load_model

@@ -67,7 +67,10 @@ def _start(text: str, prices: dict, where: str) -> "Config":
         parts = [named if named in types else parts[1], *parts[2:]]
     elif parts[0] not in types:  # a bare type where the trace names it with its cloud: the one cloud that has it
         qualified = [t for t in types if t.split(":", 1)[-1] == parts[0]]
-        if len(qualified) == 1:
+        if len(qualified) > 1:
+            raise ThriftyError(f"--start: instance type {parts[0]!r} is on several clouds in {where}: give one of "
+                               f"{', '.join(qualified)}")
+        if qualified:
             parts = [qualified[0], *parts[1:]]
     if parts[0] not in types:
         raise ThriftyError(f"--start: instance type {parts[0]!r} is not in {where} (it has {', '.join(types)})")

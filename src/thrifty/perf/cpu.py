@@ -28,10 +28,10 @@ loaded and quiet profiles once in a loaded suite.
 A serial fraction measured lower at a larger batch can make T(p) at that batch, on many threads,
 shorter than at a smaller one (ResNet-18 on 60 vCPUs: 27.5 ms at local batch 2, 25.9 ms at 4); a
 larger batch of the same model on the same VM never takes less time, so a VM's projected times
-are held non-decreasing in the batch (`nondecreasing_in_batch`).
+are held non-decreasing in the batch (`nondecreasing_in_batch`, over a fixed grid of batches).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,18 +109,23 @@ class ThreadScaling:
                    bool(data.get("contended", False)))
 
 
-def nondecreasing_in_batch(times, group, batch) -> np.ndarray:
-    """`times` made non-decreasing in `batch` within each `group` (a VM): each the largest of its
-    group's times at its batch or below (module docstring). Arrays aligned, times positive."""
-    times, group, batch = np.asarray(times, float), np.asarray(group), np.asarray(batch, float)
-    if times.size == 0:
-        return times.copy()
-    order = np.lexsort((batch, group))
-    logs = np.log(times[order])
-    # one running maximum over every group at once: each group lifted above the ones before it
-    rank = np.cumsum(np.r_[0, group[order][1:] != group[order][:-1]])
-    lift = rank * (float(logs.max() - logs.min()) + 1.0)
-    out = np.empty_like(times)
-    out[order] = np.exp(np.maximum.accumulate(logs + lift) - lift)
-    return out
+GRID_PER_OCTAVE = 16  # the batch grid nondecreasing_in_batch holds a projection above: 16 points a doubling
 
+
+def nondecreasing_in_batch(step_time: Callable[[np.ndarray, np.ndarray], np.ndarray], batch,
+                           threads) -> np.ndarray:
+    """`step_time(batch, threads)` at each (batch, threads), held non-decreasing in the batch (module
+    docstring): the largest of its own value and the values on a fixed grid of batches from 1 up to
+    it, GRID_PER_OCTAVE a doubling, at the same threads. A fixed grid, so a configuration's
+    projection does not depend on which other batches are projected beside it; between two grid
+    points a dip of at most 1/16 of a doubling's change can remain."""
+    batch, threads = np.asarray(batch, float), np.asarray(threads, float)
+    own = np.asarray(step_time(batch, threads), float)
+    if batch.size == 0:
+        return own
+    at = np.floor(GRID_PER_OCTAVE * np.log2(np.maximum(batch, 1.0)) + 1e-9).astype(int)  # the last grid point <= b
+    grid = 2.0 ** (np.arange(int(at.max()) + 1) / GRID_PER_OCTAVE)
+    levels, which = np.unique(threads, return_inverse=True)
+    on_grid = np.asarray(step_time(np.tile(grid, len(levels)), np.repeat(levels, len(grid))), float)
+    envelope = np.fmax.accumulate(on_grid.reshape(len(levels), len(grid)), axis=1)  # NaN on the grid skipped
+    return np.fmax(own, envelope[which, at])

@@ -215,8 +215,10 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
                             "run `thrifty plan --reprofile`")
         # T = T_1thread(b) x (s + (1 - s) / vCPUs) / family factor (perf.cpu, Amdahl 1967), held
         # non-decreasing in the batch on one VM (perf.cpu.nondecreasing_in_batch)
-        compute[cpu] = nondecreasing_in_batch(job.single_thread_compute_s(local[cpu]) * job.thread_scaling.slowdown(
-            local[cpu], vmx.vcpus_per_rank[v][cpu]) / vmx.cpu_factor[v][cpu], v[cpu], local[cpu])
+        scaling = job.thread_scaling
+        compute[cpu] = nondecreasing_in_batch(
+            lambda b, p: job.single_thread_compute_s(b) * scaling.slowdown(b, p), local[cpu],
+            vmx.vcpus_per_rank[v][cpu]) / vmx.cpu_factor[v][cpu]
     if np.any(is_gpu):
         # the input pipeline runs on the host's vCPUs beside the GPU (DataLoader-style workers
         # prefetching), so a step takes the longer of the two; cost per sample measured here

@@ -17,7 +17,7 @@ from thrifty.plan.candidates import Candidates, VMArrays, evaluate, refusals, re
 from thrifty.plan.pareto import knee_index, pareto_front
 from thrifty.plan.request import PlanRequest
 from thrifty.plan.ties import Resolved, plan_resolution_log
-from thrifty.quantities import fmt_duration, fmt_usd
+from thrifty.quantities import fmt_duration, fmt_usd, told_apart
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +110,16 @@ def _rank(r: Resolved, index: np.ndarray, objective: str, pareto: np.ndarray, by
 def _none_meets(c: Candidates, request: PlanRequest, finite: np.ndarray) -> str:
     """Why no candidate is feasible: the constraints given, and how near the best come to them."""
     asked, nearest = [], []
-    if request.deadline_s is not None:
-        asked.append(f"meets the deadline of {fmt_duration(request.deadline_s)}")
+    for limit, values, fmt, ask, near in ((request.deadline_s, c.time_s, fmt_duration, "meets the deadline of",
+                                           "the fastest takes"),
+                                          (request.budget_usd, c.cost_usd, fmt_usd, "fits the budget of",
+                                           "the cheapest costs")):
+        if limit is None:
+            continue
+        limit_text, best_text = told_apart(fmt, limit, values[finite].min() if finite.any() else np.nan)
+        asked.append(f"{ask} {limit_text}")
         if finite.any():
-            nearest.append(f"the fastest takes {fmt_duration(c.time_s[finite].min())}")
-    if request.budget_usd is not None:
-        asked.append(f"fits the budget of {fmt_usd(request.budget_usd, digits=3)}")
-        if finite.any():
-            nearest.append(f"the cheapest costs {fmt_usd(c.cost_usd[finite].min(), digits=3)}")
+            nearest.append(f"{near} {best_text}")
     said = f"no configuration {' and '.join(asked) or 'has a finite time and cost'}"
     return f"{said}{': ' + ', '.join(nearest) if nearest else ''}; relax the constraints or widen the filters"
 
