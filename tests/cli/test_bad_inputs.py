@@ -279,6 +279,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
             "--instance-type n1-standard-4 --accelerator none --db {w}/t.db",
             lambda v: None if v == "abc" else "must be between 1 and 4096")
     add("model project --precision", f"{project} --precision fp7", "unknown precision")
+    add("model project --precision bf16 on a V100",  # (it said no batch fits: at most 0 at bf16)
+        "model project --instance-type p3.2xlarge --precision bf16 --db {w}/t.db", "needs BF16 tensor cores", "use amp")
     add("model project --precision amp on a CPU VM",  # (it had printed the fp32 numbers under amp)
         f"{project} --precision amp", "--precision amp is for GPUs", "n1-standard-4")
     add("model project --cloud", f"{project} --cloud nosuch", "unknown instance type")

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from thrifty.catalog import Hardware, load_catalog
-from thrifty.errors import ModelError
+from thrifty.errors import ModelError, PlanError
 from thrifty.perf.cpu import ThreadScaling
 from thrifty.perf.gpu_calibration import fit_roofline, load_published
-from thrifty.perf.roofline import GPUSpec, RooflineParams, compute_time_s, load_params
+from thrifty.perf.roofline import GPUSpec, RooflineParams, compute_time_s, load_params, read_gpu_specs
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, KIND_OTHER, StepWork
 from thrifty.workloads import load_workload
 from thrifty.workloads.workcount import FusedDropout, KernelRecorder, count_model_step, count_workload
@@ -123,6 +123,32 @@ def test_roofline_takes_the_slowest_of_launch_compute_and_memory():
     assert compute_time_s(other, A100, [1], "amp", PARAMS)[0] == pytest.approx(0.5e10 / (1555e9 * 0.5))
     # a tiny kernel costs the launch floor
     assert compute_time_s(_single_kernel(KIND_OTHER, 0.0, 10.0, 10.0), A100, [1], "fp32", PARAMS)[0] == 5e-6
+
+
+def test_bf16_runs_as_amp_where_a_gpu_has_bf16_tensor_cores_and_nowhere_else(profiled_db):
+    """BF16 tensor cores came with Ampere (TF32's generation), at the FP16 rate; PyTorch's bfloat16
+    autocast refuses older GPUs. Mutations caught: bf16 projected at the FP32 rate (a 16x slower
+    A100 matmul), or offered on a V100 or T4."""
+    from thrifty.pipeline import job_model
+    from thrifty.plan import PlanRequest, VMArrays, plan
+    from thrifty.store import Store
+    specs = read_gpu_specs()
+    assert [n for n, g in sorted(specs.items()) if g.has_bf16] == ["a10", "a100", "a100-80gb", "a10g", "h100",
+                                                                     "h100-mega", "h200", "l4", "l40s"]
+    for kernel in (_single_kernel(KIND_MATMUL, 1e12, 1.0), _single_kernel(KIND_OTHER, 1e6, 1e10)):
+        assert compute_time_s(kernel, A100, [1], "bf16", PARAMS)[0] == pytest.approx(
+            compute_time_s(kernel, A100, [1], "amp", PARAMS)[0], rel=1e-12)
+    with Store(profiled_db) as store:
+        job, _ = job_model(store, "builtin:digits")
+    vms = [vm for vm in load_catalog() if vm.instance_type in ("p3.2xlarge", "g4dn.xlarge", "g5.xlarge")]
+    vmx = VMArrays.build(vms, Hardware.load())
+    result = plan(vmx, job, PlanRequest(precision="bf16", max_workers=2))
+    offered = {vmx.vms[i].accelerator for i in result.candidates.vm_index}
+    assert offered == {"A10G"}
+    assert result.describe(result.best)["precision"] == "bf16"
+    older = [vm for vm in vms if vm.accelerator != "A10G"]
+    with pytest.raises(PlanError, match="BF16 tensor cores"):
+        plan(VMArrays.build(older, Hardware.load()), job, PlanRequest(precision="bf16"))
 
 
 def test_small_batches_leave_a_gpu_under_used():
@@ -389,7 +415,6 @@ def test_an_edited_workload_file_gets_a_new_profile_key(tmp_path):
 
 @pytest.mark.timeout(600)  # the first to use builtins_db profiles two workloads: 50-120 s loaded
 def test_recipe_batch_range_and_gpu_memory_are_enforced(builtins_db):
-    from thrifty.errors import PlanError
     from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays, plan
     from thrifty.plan.candidates import max_local_batch

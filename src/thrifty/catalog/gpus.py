@@ -30,6 +30,14 @@ class GPUSpec:
     tdp_w: float  # board power limit
 
     @property
+    def has_bf16(self) -> bool:
+        """Whether the GPU has BF16 tensor cores: Ampere and later, which brought TF32 with them
+        (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020). Each runs BF16 at its FP16
+        tensor rate: the A10, L4, A100 and H100 rows of data/gpu/gpu_specs.csv give both rates,
+        equal; PyTorch's bfloat16 autocast needs compute capability 8.0 or more."""
+        return math.isfinite(self.tf32_tflops)
+
+    @property
     def has_tensor_cores(self) -> bool:
         """Whether the GPU has tensor cores (an FP16 tensor rate): Volta and later."""
         return math.isfinite(self.fp16_tensor_tflops)

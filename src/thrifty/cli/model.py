@@ -174,7 +174,7 @@ def project(
     workload: WorkloadOpt = DEFAULT_WORKLOAD,
     local_batch: Annotated[str, typer.Option(help="Local batch sizes, e.g. 32,64,128")] = "32,64,128",
     workers: Annotated[int | None, typer.Option(help="Data-parallel ranks (default: one VM's)")] = None,
-    precision: Annotated[str, typer.Option(help="fp32, tf32 or amp")] = "fp32",
+    precision: Annotated[str, typer.Option(help="fp32, tf32, amp or bf16 (GPUs with BF16 tensor cores)")] = "fp32",
     cloud: Annotated[str | None, typer.Option(help="Cloud, when the type name exists in several")] = None,
     accelerator: Annotated[str | None, typer.Option(
         help="The VM's GPUs when its type comes with several (GCP N1): NAME:COUNT as the plan's SkyPilot "
@@ -211,7 +211,11 @@ def project(
     request = PlanRequest(precision=precision)
     if not vm.is_gpu and precision != "fp32":  # as plan --cpu: the CPU projection is the fp32 profile's
         raise ThriftyError(f"--precision {precision} is for GPUs: {vm.label} has none and trains in fp32")
-    vmx = VMArrays.build([vm], Hardware.load(hardware, network, gpus))
+    hw = Hardware.load(hardware, network, gpus)
+    if precision == "bf16" and vm.is_gpu and not hw.gpu(vm).has_bf16:  # PyTorch's bfloat16 autocast refuses it
+        raise ThriftyError(f"--precision bf16 needs BF16 tensor cores (Ampere or later): {vm.label} has none; "
+                           "use amp")
+    vmx = VMArrays.build([vm], hw)
     with Store(db) as store:
         job, _ = job_model(store, workload, step_time_only=True)
     fits = int(max_local_batch(vmx, job, precision)[0])

@@ -111,7 +111,7 @@ def plan(
         callback=epochs_check)] = None,
     batch: Annotated[str | None, typer.Option(
         help="Global batch sizes to consider, e.g. 128,256 (default: powers of two the job allows)")] = None,
-    precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32 or amp (GPU projection)")] = "fp32",
+    precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32, amp or bf16 (GPU projection; bf16 on Ampere and later only)")] = "fp32",
     startup: Annotated[str | None, typer.Option(
         help="VM start-up + setup time before training, e.g. 3m; a bare number is seconds (default: per cloud)")] = None,
     bucket: Annotated[str | None, typer.Option(

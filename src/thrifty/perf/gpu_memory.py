@@ -5,8 +5,9 @@ recipes ran) is accepted on the GPU it ran on (tests/perf/test_gpu_memory.py).
 
   need(b) = state + amp_weights + b * activations_per_sample * scale  <=  memory * USABLE - RESERVED
 state: parameters, gradients, buffers and optimizer state (perf.work, counted); activations: the
-tensors autograd saves for the backward pass (workloads.workcount, counted in fp32); under AMP they
-are FP16 (scale 0.5) and autocast keeps an FP16 copy of the weights (half the parameter bytes).
+tensors autograd saves for the backward pass (workloads.workcount, counted in fp32); under AMP (and
+BF16) they are 16-bit (scale 0.5) and autocast keeps a 16-bit copy of the weights (half the
+parameter bytes).
 RESERVED is the CUDA context with cuBLAS/cuDNN handles, outside PyTorch's allocator (a few hundred
 MB: PyTorch "CUDA semantics", memory management); USABLE leaves room for the caching allocator's
 fragmentation. The tightest published row (BERT-large SQuAD, TF32, batch 64 on an 80 GB A100/H100)
@@ -15,6 +16,7 @@ needs 0.91 of the memory by this count.
 
 import numpy as np
 
+from thrifty.perf.roofline import HALF_PRECISIONS
 from thrifty.perf.work import StepWork
 
 GIB = 2.0**30
@@ -33,7 +35,7 @@ def max_local_batch(work: StepWork, memory_bytes, precision: str) -> np.ndarray:
     """Largest local batch whose saved activations fit beside the persistent state."""
     room = usable_bytes(memory_bytes)
     scale = 1.0
-    if precision == "amp":
+    if precision in HALF_PRECISIONS:  # autocast keeps an FP16/BF16 copy of the weights, as AMP
         room = room - AMP_WEIGHT_COPY * work.gradient_bytes
         scale = AMP_ACTIVATION_SCALE
     return work.max_local_batch(room, scale)

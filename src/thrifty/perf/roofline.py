@@ -51,7 +51,9 @@ cuDNN runs a convolution as an implicit GEMM whose operand tiles are gathered fr
 (im2col on the fly) and whose filter shapes (3x3, 7x7, strided, few input channels) fill the
 tensor-core tiles less well than a plain GEMM does (NVIDIA, "Convolutional Layers User's Guide",
 implicit GEMM and its channel-count and layout conditions). AMP halves the bytes of activations (the
-per-sample part).
+per-sample part). BF16 autocast (`bf16`) is projected as AMP on the GPUs that have BF16 tensor cores
+(Ampere and later, at the FP16 tensor rate: catalog.gpus.GPUSpec.has_bf16), with AMP's fitted
+efficiencies: no published row is in BF16; the plan offers no other GPU under it.
 n GPUs: ring all-reduce of the gradients over the GPU interconnect at a fitted fraction of its
 bandwidth (perf.allreduce), overlapped with compute as T = (T_c^g + T_ar^g)^(1/g) (Pollux, OSDI 2021).
 """
@@ -70,7 +72,8 @@ from thrifty.errors import ModelError
 from thrifty.perf.allreduce import INTRA_NODE_LATENCY_S, ring_allreduce_time_s
 from thrifty.perf.work import KIND_CONV, KIND_MATMUL, StepWork
 
-PRECISIONS = ("fp32", "tf32", "amp")
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+HALF_PRECISIONS = ("amp", "bf16")  # 16-bit activations by autocast (float16 or bfloat16)
 # Reduction depth beyond which GEMM libraries split K across thread blocks (CUTLASS "split-K
 # serial/parallel" GEMMs; cuBLAS picks split-K for deep, narrow products such as weight gradients
 # over a large batch). A modelling choice of the order of those libraries' slice depths.
@@ -125,6 +128,8 @@ def matrix_peak_flops(spec: GPUSpec, kind: int, precision: str) -> tuple[float, 
     is_matrix = kind in (KIND_MATMUL, KIND_CONV)
     if is_matrix and precision == "amp" and spec.has_tensor_cores:
         return spec.fp16_tensor_tflops * 1e12, True
+    if is_matrix and precision == "bf16" and spec.has_bf16:  # at the FP16 tensor rate (catalog.gpus)
+        return spec.fp16_tensor_tflops * 1e12, True
     tf32_here = precision == "tf32" or (precision == "fp32" and kind == KIND_CONV)
     if is_matrix and tf32_here and math.isfinite(spec.tf32_tflops):
         return spec.tf32_tflops * 1e12, True
@@ -148,7 +153,7 @@ def kernel_times_s(work: StepWork, spec: GPUSpec, local_batch, precision: str,
     on_tensor_cores = (params.tensor_efficiency, params.conv_tensor_efficiency, params.tensor_efficiency)  # by kind
     efficiency = np.where(tensor, on_tensor_cores, params.vector_efficiency)[kind][:, None]
     flops = work.flops_fixed[:, None] + work.flops_per_sample[:, None] * b
-    act = AMP_ACTIVATION_BYTES if precision == "amp" else 1.0
+    act = AMP_ACTIVATION_BYTES if precision in HALF_PRECISIONS else 1.0
     nbytes = work.bytes_fixed[:, None] + act * work.bytes_per_sample[:, None] * b
     outputs = np.maximum(work.outputs_fixed[:, None] + work.outputs_per_sample[:, None] * b, 1.0)
     is_matrix = ((kind == KIND_MATMUL) | (kind == KIND_CONV))[:, None]

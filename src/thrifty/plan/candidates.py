@@ -142,11 +142,15 @@ def batch_grid(job: JobModel, request: PlanRequest) -> np.ndarray:
 
 def max_local_batch(vmx: VMArrays, job: JobModel, precision: str) -> np.ndarray:
     """Largest local batch per VM type: on a GPU the counted activations beside the persistent
-    state (FP16 activations under AMP take half); on a CPU VM the profiled peak-memory line."""
+    state (FP16 activations under AMP take half), none under BF16 on a GPU without BF16 tensor
+    cores (PyTorch's bfloat16 autocast refuses it); on a CPU VM the profiled peak-memory line."""
     cpu_limit = job.max_local_batch(vmx.memory_bytes)
     if job.work is None:
         return cpu_limit
     gpu_limit = gpu_max_local_batch(job.work, vmx.memory_bytes, precision)
+    if precision == "bf16":
+        has_bf16 = np.array([vm_gpu >= 0 and vmx.gpu_specs[vm_gpu].has_bf16 for vm_gpu in vmx.gpu_index])
+        gpu_limit = np.where(has_bf16, gpu_limit, 0)
     return np.where(vmx.is_gpu, gpu_limit, cpu_limit)
 
 

@@ -143,7 +143,9 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     """Evaluate every candidate and rank the feasible ones; raises PlanError if none is feasible.
     `probes`: the workload's stored search windows (Store.workload_probes), measured step times."""
     candidates = evaluate(vmx, job, request, probes=probes)
-    require_any(np.ones(len(candidates), bool), "fits the catalog filters, worker limit and memory")
+    require_any(np.ones(len(candidates), bool), "fits the catalog filters, worker limit and memory"
+                + (" on a GPU with BF16 tensor cores (Ampere or later; --precision amp runs on the others)"
+                   if request.precision == "bf16" else ""))
     refused = refusals(candidates, request)
     ok = ~np.logical_or.reduce(list(refused.values()))  # feasible: no reason refuses it
     log.debug("%d of %d candidates refused: %s", int((~ok).sum()), ok.size,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from thrifty.errors import PlanError
 
 OBJECTIVES = ("cost", "time", "knee")
-PRECISIONS = ("fp32", "tf32", "amp")
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 # Seconds from asking for a VM to the first training step: boot, image, `pip install torch` and the
 # project (SkyPilot's setup), data staging left out. Our assumption, order of magnitude of what the
 # clouds' own docs describe as VM start times (about a minute) plus a torch install; override with
