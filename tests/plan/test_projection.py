@@ -227,19 +227,25 @@ def test_a_profile_stored_before_the_contended_flag_takes_it_from_its_machine_re
     assert stored_thread_scaling({}) is None
 
 
-def test_bigger_cpu_vms_are_faster_but_not_linearly_and_cost_more(profiled_db):
+def _digits_on_two_c5(profiled_db, batches: list[float], serial: list[float]):
+    """(job, VMArrays, VMs) of the suite's digits profile with its serial fraction set to `serial` at
+    `batches`, on c5.2xlarge and c5.24xlarge. The measured serial fraction depends on how busy this
+    2-core machine was while profiling (other tests run beside it): fixed, the formula is under test."""
     from thrifty.pipeline import job_model
-    from thrifty.plan import PlanRequest, VMArrays
-    from thrifty.plan.candidates import predict_step_times
+    from thrifty.plan import VMArrays
     from thrifty.store import Store
     with Store(profiled_db) as store:
         job, _ = job_model(store, "builtin:digits")
-    # the measured serial fraction depends on how busy this 2-core machine was while profiling
-    # (other tests run beside it): fix it, the formula is what is under test here
-    job = dataclasses.replace(job, thread_scaling=ThreadScaling(np.array([16.0, 256.0]), np.array([0.2, 0.1]),
-                                                                np.array([0.0, 0.0]), np.zeros(2, bool)))
+    job = dataclasses.replace(job, thread_scaling=ThreadScaling(np.array(batches, float), np.array(serial, float),
+                                                                np.zeros(len(batches)), np.zeros(len(batches), bool)))
     vms = [vm for vm in load_catalog() if vm.instance_type in ("c5.2xlarge", "c5.24xlarge")]
-    vmx = VMArrays.build(vms, Hardware.load())
+    return job, VMArrays.build(vms, Hardware.load()), vms
+
+
+def test_bigger_cpu_vms_are_faster_but_not_linearly_and_cost_more(profiled_db):
+    from thrifty.plan import PlanRequest
+    from thrifty.plan.candidates import predict_step_times
+    job, vmx, vms = _digits_on_two_c5(profiled_db, [16.0, 256.0], [0.2, 0.1])
     step, low, high, measured, threads = predict_step_times(
         vmx, job, np.arange(2), np.ones(2), np.ones(2), np.full(2, 64.0), PlanRequest())
     small, big = step
@@ -260,16 +266,9 @@ def test_a_larger_batch_never_projects_faster_on_the_same_cpu_vm(profiled_db):
     the envelope taken over the batches projected together (a review: batch 64 on c5.24xlarge read
     0.475 ms alone and 2.569 ms beside batch 16)."""
     from thrifty.perf.cpu import nondecreasing_in_batch
-    from thrifty.pipeline import job_model
-    from thrifty.plan import PlanRequest, VMArrays
+    from thrifty.plan import PlanRequest
     from thrifty.plan.candidates import predict_step_times
-    from thrifty.store import Store
-    with Store(profiled_db) as store:
-        job, _ = job_model(store, "builtin:digits")
-    job = dataclasses.replace(job, thread_scaling=ThreadScaling(np.array([16.0, 64.0]), np.array([0.9, 0.05]),
-                                                                np.array([0.0, 0.0]), np.zeros(2, bool)))
-    vms = [vm for vm in load_catalog() if vm.instance_type in ("c5.2xlarge", "c5.24xlarge")]
-    vmx = VMArrays.build(vms, Hardware.load())
+    job, vmx, _ = _digits_on_two_c5(profiled_db, [16.0, 64.0], [0.9, 0.05])
 
     def project(batches, vm):
         n = len(batches)
