@@ -303,3 +303,32 @@ def test_a_plan_stored_without_its_plane_is_computed_again_and_says_so(stores, t
     keys = ("instance_type", "nodes", "workers", "global_batch", "spot")
     assert [{k: d[k] for k in keys} for d in again["pareto"]] == [
         {k: d[k] for k in keys} for d in stores["plan"]["pareto"]]
+
+
+def test_a_watched_jobs_id_stays_when_another_folder_appears(tmp_path):
+    """A stop names a job by id: the id must not move to another job when a folder appears before
+    it in the listing (a new user's stop of j0-3 stopped the job in ckA, listed there once ckA
+    appeared). Mutation caught: ids by position in the listing."""
+    from thrifty.serve.watched import EVENTS, scan
+    (tmp_path / "ckB").mkdir()
+    (tmp_path / "ckB" / EVENTS).write_text("")
+    (_, before) = scan([tmp_path])
+    (tmp_path / "ckA").mkdir()
+    (tmp_path / "ckA" / EVENTS).write_text("")
+    (_, after) = scan([tmp_path])
+    (b_id,) = before
+    assert after[b_id].folder.name == "ckB" and len(after) == 2
+
+
+def test_a_jobs_checkpoints_are_those_taken_not_the_files_kept(tmp_path):
+    """The runner keeps two checkpoint files of the 51 it took: the Jobs panel said 2. Mutation
+    caught: the count of files on disk."""
+    import json
+
+    from thrifty.serve.watched import EVENTS, Job
+    lines = [{"event": "start", "attempt": 1, "pid": 999999999}] + [{"event": "checkpoint", "file": f"ckpt-{i:06d}.bin"}
+                                                                      for i in range(5)]
+    (tmp_path / EVENTS).write_text("".join(json.dumps(e) + "\n" for e in lines))
+    (tmp_path / "ckpt-000004.bin").write_bytes(b"THRIFTY1")
+    state = Job("j0-x", tmp_path).state()
+    assert state["checkpoints"] == 5 and state["checkpoints_kept"] == 1

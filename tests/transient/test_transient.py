@@ -4,6 +4,7 @@ reuse and the spot/on-demand policy."""
 
 import json
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -365,6 +366,9 @@ def test_cli_fit_show_schedule(run_cli, tmp_path, monkeypatch):
     assert code == 0 and json.loads(out)["plot"] is None and not (tmp_path / "preempt-model.png").exists()
     code, out, err = run_cli("preempt", "show", "gcp-2019-lsq")
     assert code == 0 and (tmp_path / "preempt-model.png").stat().st_size > 10_000
+    # its parameters in the units of the mean beside them (mutation caught: a Python dict's repr,
+    # {'a': 0.3846622067574435, 'tau1_s': 13282.894108334676, ...})
+    assert "{" not in out and re.search(r"tau1=[\d.]+ (min|h)", out), out
 
 
 def test_three_preemptions_fit_the_families_they_can_and_say_why_not_the_bathtub(run_cli, tmp_path):

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
+from thrifty.cli.common import JsonOpt, fmt_usd, parse_duration_s, positive, print_json, stdout
 from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
 from thrifty.md.surrogate.active import DEFAULT_TARGET
 
@@ -83,8 +83,8 @@ def sweep(space: Annotated[Path, typer.Option(
                  f"duplicates), {summary['converged']} converged, {summary['steps']:,} steps, "
                  f"{summary['lost_work_s']:.2f} s of work redone (wall clock); this session: "
                  f"{summary['preemptions']} node preemptions (VMs lost), {summary['node_hours_model']:.2f} node-hours"
-                 f"{'' if summary['time_scale'] == 1 else ' (model time)'}: ${summary['cost_at_spot_usd']:.2f} at spot, "
-                 f"${summary['cost_at_on_demand_usd']:.2f} on demand; in {db}")
+                 f"{'' if summary['time_scale'] == 1 else ' (model time)'}: {fmt_usd(summary['cost_at_spot_usd'])} at "
+                 f"spot, {fmt_usd(summary['cost_at_on_demand_usd'])} on demand; in {db}")
     outcome = summary.get("active")
     if outcome is not None:
         held_out = outcome["held_out"]

@@ -13,6 +13,7 @@ from thrifty.cli.common import (
     default_plot,
     float_list,
     fmt_duration,
+    fmt_usd,
     parse_duration_s,
     positive,
     print_json,
@@ -35,10 +36,16 @@ JobHoursOpt = Annotated[float, typer.Option(help="Work the job needs, hours", ca
 MAX_SPOT_RUNS = 1_000_000
 
 
+def _params_text(model) -> str:
+    """A lifetime model's parameters as people read them: times in their unit (fmt_duration, as the
+    mean beside them), a rate as its mean time."""
+    return ", ".join(f"1/rate={fmt_duration(1 / v)}" if k == "rate_per_s" else
+                     f"{k.removesuffix('_s')}={fmt_duration(v)}" if k.endswith("_s") else f"{k}={v:.4g}"
+                     for k, v in model.params().items())
+
+
 def _fit_row(name: str, fitted) -> tuple[str, ...]:
-    params = ", ".join(f"1/rate={1 / v / 3600:.4g} h" if k == "rate_per_s" else
-                       f"{k.removesuffix('_s')}={v / 3600:.4g} h" if k.endswith("_s") else f"{k}={v:.4g}"
-                       for k, v in fitted.model.params().items())
+    params = _params_text(fitted.model)
     if fitted.at_bound:
         params += f" ({' and '.join(fitted.at_bound)} on a bound)"
     return (name, fitted.method, params, f"{fitted.log_likelihood:.1f}", f"{fitted.aic:.1f}", f"{fitted.ks:.3f}")
@@ -116,7 +123,7 @@ def show_command(name: Annotated[str, typer.Argument(help="Bundled model name or
     if json_out:
         print_json(info)
         return
-    stdout.print(f"[bold]{label}[/]: {model.name} {model.params()}")
+    stdout.print(f"[bold]{label}[/]: {model.name} {_params_text(model)}")
     stdout.print(f"mean lifetime {fmt_duration(model.mean())}, longest {fmt_duration(model.t_end)}; plot: {plot}")
 
 
@@ -231,6 +238,6 @@ def spot_command(job_hours: JobHoursOpt,
     for col in ("mean time", "p95 time", "mean cost", "deadline met", "moved to on-demand"):
         table.add_column(col, justify="right")
     for o in outcomes:
-        table.add_row(o.policy, fmt_duration(o.mean_time_s), fmt_duration(o.p95_time_s), f"${o.mean_cost_usd:.2f}",
+        table.add_row(o.policy, fmt_duration(o.mean_time_s), fmt_duration(o.p95_time_s), fmt_usd(o.mean_cost_usd),
                       f"{o.deadline_met:.1%}", f"{o.switched:.1%}")
     stdout.print(table)

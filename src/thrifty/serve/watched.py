@@ -3,13 +3,15 @@
 and jobs under `thrifty run` (events.jsonl in their checkpoint folder, transient.runner).
 
 The server lists these folders itself, up to two levels below each watched folder, and gives
-each an id (`w{watch}-{n}`); a request names only such an id, never a path. A job is running
+each an id (`w{watch}-{digest of its path}`, stable while the folder stays: scan); a request
+names only such an id, never a path. A job is running
 while the pid of its newest `start` event is alive and no `finished` or `failed` event follows
 it; its runner is that process's parent. Stopping a job is the notice `thrifty run` itself takes
 from a cloud (transient.runner): SIGTERM to the runner, which forwards it to the job, gives it
 time to checkpoint and stops without restarting it.
 """
 
+import hashlib
 import json
 import os
 import signal
@@ -85,7 +87,9 @@ class Job:
         runner = _parent(pid) if pid is not None and running else None
         return {"id": self.id, "name": self.folder.name, "running": running, "pid": pid if running else None,
                 "runner_pid": runner, "command": _command_line(pid) if pid is not None and running else [],
-                "attempts": len(starts), "checkpoints": len(checkpoint_files(self.folder)),
+                # the checkpoints the runner saw taken (its log), and those on disk (a few kept)
+                "attempts": len(starts), "checkpoints": sum(e.get("event") == "checkpoint" for e in events),
+                "checkpoints_kept": len(checkpoint_files(self.folder)),
                 "preemptions": sum(e.get("event") == "preemption" for e in events),
                 "last_event": events[-1] if events else None}
 
@@ -112,16 +116,26 @@ class RunFolder:
         return {"id": self.id, "source": "folder", "name": self.folder.name, "steps": steps}
 
 
+def folder_key(root: Path, folder: Path) -> str:
+    """A folder's part of its id: a digest of its path below the watched root, the same on every
+    scan. A position in the folder listing had shifted when another folder appeared before it, and
+    a stop sent to a job's id stopped the job listed there next."""
+    relative = folder.relative_to(root).as_posix()
+    return hashlib.sha256(relative.encode()).hexdigest()[:12]
+
+
 def scan(roots: list[Path]) -> tuple[dict[str, RunFolder], dict[str, Job]]:
-    """Every run folder and job folder under the watched roots, by id."""
+    """Every run folder and job folder under the watched roots, by id (w/j, the root's place in
+    --watch, folder_key)."""
     runs: dict[str, RunFolder] = {}
     jobs: dict[str, Job] = {}
     for w, root in enumerate(roots):
-        for n, folder in enumerate(_folders(Path(root))):
+        for folder in _folders(Path(root)):
+            key = folder_key(Path(root), folder)
             if (folder / STEPS_CSV).is_file():
-                runs[f"w{w}-{n}"] = RunFolder(f"w{w}-{n}", folder)
+                runs[f"w{w}-{key}"] = RunFolder(f"w{w}-{key}", folder)
             if (folder / EVENTS).is_file():
-                jobs[f"j{w}-{n}"] = Job(f"j{w}-{n}", folder)
+                jobs[f"j{w}-{key}"] = Job(f"j{w}-{key}", folder)
     return runs, jobs
 
 
