@@ -57,7 +57,9 @@ def run(ctx: typer.Context,
             ("starts took", "restart_cost_median_s"))  # launch to working, the first start's too: a restart's cost
             if measured[key] is not None)
         stdout.print(f"exit {report.exit_code} after {report.wall_s:.1f} s: {report.attempts} attempt(s), "
-                     f"{report.preemptions} preemption(s), {report.checkpoints} checkpoint(s), "
+                     f"{report.preemptions} preemption(s), "
+                     + (f"{report.stops} stop(s) from outside, " if report.stops else "")
+                     + f"{report.checkpoints} checkpoint(s), "
                      f"{report.lost_work_s:.1f} s of work lost{costs}; events in {checkpoint_dir / 'events.jsonl'}",
                      soft_wrap=True)  # one line in a pipe too (a script reads it)
     if report.exit_code:

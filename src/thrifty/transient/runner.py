@@ -67,6 +67,16 @@ STDERR_FD = 2  # the job's stdout: the runner's stdout is its report's alone
 LOCK_NAME = ".runner.lock"  # held (flock) by the runner using the folder; hidden, as check_checkpoint_folder allows
 
 
+def _exit_text(code: int | None) -> str:
+    """'killed by SIGKILL' for a signal's negative exit code, else 'exit code N'."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
 class RunnerError(ThriftyError):
     """A job that fails on its own (not by preemption) or a runner that cannot start it."""
 
@@ -84,9 +94,14 @@ class RunReport:
     restart_costs_s: list[float] = field(default_factory=list)  # start to "working", per attempt
     events: list[dict] = field(default_factory=list)
 
+    @property
+    def stops(self) -> int:
+        """The job's stops this runner did not cause (killed from outside, or it exited 75 itself)."""
+        return sum(e.get("event") == "stopped" for e in self.events)
+
     def summary(self) -> dict:
         costs = {"checkpoint_costs_s", "restart_costs_s", "events"}
-        out = {k: v for k, v in self.__dict__.items() if k not in costs}
+        out = {k: v for k, v in self.__dict__.items() if k not in costs} | {"stops": self.stops}
         for name in ("checkpoint_costs_s", "restart_costs_s"):
             values = getattr(self, name)
             out[name.replace("costs_s", "cost_median_s")] = statistics.median(values) if values else None
@@ -256,6 +271,12 @@ class Runner:
                     return self._report(PREEMPTED_EXIT, attempts, preemptions, notices, lost)
                 if kind == "exit" and not warned:  # it stopped as if preempted, this runner did nothing
                     self._collect(attempt)  # a checkpoint written just before it stopped counts
+                    # said, and its work since the last checkpoint counted lost: a restart after a
+                    # kill from outside (the OOM killer, a person) had read as a clean run
+                    self._event("stopped", attempt=attempts, exit_code=code, how=_exit_text(code))
+                    log.warning("the job stopped (%s) without a notice from this runner; restarting it from its "
+                                "last checkpoint", _exit_text(code))
+                    lost += self._lost_at_stop(attempt, began, stopped)
                     unproductive = unproductive + 1 if self._checkpoints == saved_before else 0
                     if unproductive >= MAX_UNPRODUCTIVE_RESTARTS:
                         self._event("failed", attempt=attempts, exit_code=code)
@@ -275,11 +296,7 @@ class Runner:
                     self._event("preemption", attempt=attempts, notice=warned)
                     self._terminate(proc, warn=False)
                     self._collect(attempt)
-                    work_began = self._work_began(attempt, stopped)
-                    if work_began is None:  # a start-up, unless the job never reports (RunReport's lost)
-                        self._unreported_s += max(stopped - max(self._last_save, began), 0.0)
-                    else:
-                        lost += max(stopped - max(self._last_save, work_began), 0.0)
+                    lost += self._lost_at_stop(attempt, began, stopped)
                 self._event("restart", attempt=attempts + 1)
         finally:
             signal.signal(signal.SIGTERM, previous)
@@ -287,6 +304,16 @@ class Runner:
             if proc is not None and proc.poll() is None:  # the runner failed: no job left behind
                 proc.kill()
                 proc.wait()
+
+    def _lost_at_stop(self, attempt: _Attempt, began: float, stopped: float) -> float:
+        """The work an attempt stopped at `stopped` lost since its last checkpoint; for a job that
+        never reports the end of its restarts, kept apart (a start-up, unless the job never reports:
+        RunReport's lost) and 0 here."""
+        work_began = self._work_began(attempt, stopped)
+        if work_began is None:
+            self._unreported_s += max(stopped - max(self._last_save, began), 0.0)
+            return 0.0
+        return max(stopped - max(self._last_save, work_began), 0.0)
 
     def _work_began(self, attempt: _Attempt, stopped: float) -> float | None:
         """When the attempt's work began: its report of the end of its restart; for a job that reports
