@@ -358,6 +358,9 @@ def test_cli_fit_show_schedule(run_cli, tmp_path, monkeypatch):
     for key in ("intervals_s", "expected_makespan_s", "overhead_fraction"):
         assert key in result
     assert sum(result["intervals_s"]) == pytest.approx(5 * HOUR)
+    # every policy side by side, as the table shows them (mutation caught: the chosen one alone)
+    assert set(result["policies"]) == {"dp", "young", "daly", "none"}
+    assert result["policies"]["dp"]["expected_makespan_s"] == result["expected_makespan_s"]
     code, out, err = run_cli("preempt", "show", "gcp-2019-lsq", "--plot", tmp_path / "p.png", "--json")
     assert code == 0 and (tmp_path / "p.png").stat().st_size > 10_000
     # without --plot, --json writes no file (mutation caught: preempt-model.png left in the folder)

@@ -3,7 +3,7 @@
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -146,17 +146,23 @@ def schedule_command(job_hours: JobHoursOpt,
     age = parse_duration_s(vm_age, what="--vm-age", bare_unit="h", allow_zero=True)
     mttf_s = parse_duration_s(mttf, what="--mttf", bare_unit="h") if mttf else None
     chosen = plan_schedule(lifetime, job, policy, age, mttf_s=mttf_s)
+    compared: dict[str, Any] = {}  # every policy, side by side: its schedule, or why it has none
+    for other in ("dp", "young", "daly", "none"):
+        try:
+            compared[other] = chosen if other == policy else plan_schedule(lifetime, job, other, age, mttf_s=mttf_s)
+        except ThriftyError as exc:
+            compared[other] = str(exc)
     if json_out:
-        print_json({"model": label, "vm_age_s": age, **chosen.to_dict()})
+        print_json({"model": label, "vm_age_s": age, **chosen.to_dict(),
+                    "policies": {name: {"error": s} if isinstance(s, str) else s.to_dict()
+                                 for name, s in compared.items()}})
         return
     table = Table(title=f"{job_hours:g} h job, checkpoint {fmt_duration(job.checkpoint_cost_s)}, model {label}")
     for col in ("policy", "checkpoints\non first VM", "expected makespan", "overhead"):
         table.add_column(col, justify="right")
-    for other in ("dp", "young", "daly", "none"):
-        try:
-            s = chosen if other == policy else plan_schedule(lifetime, job, other, age, mttf_s=mttf_s)
-        except ThriftyError as exc:
-            table.add_row(other, "-", str(exc), "-")
+    for other, s in compared.items():
+        if isinstance(s, str):
+            table.add_row(other, "-", s, "-")
             continue
         # every interval but the last ends in a checkpoint: the last ends the job, or runs past the
         # model's longest lifetime when the first VM cannot finish it (transient.schedule.first_vm_intervals)
