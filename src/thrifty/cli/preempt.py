@@ -239,11 +239,12 @@ def spot_command(job_hours: JobHoursOpt,
         return
     drawn = f"the model {label}" if lifetimes == "model" else \
         f"the bundled GCP lifetimes ({data_file().name}), schedule from {label}"
-    table = Table(title=f"{job_hours:g} h job, deadline {deadline}, lifetimes from {drawn}")
+    table = Table(title=f"{job_hours:g} h job, deadline {fmt_duration(deadline_s)}, lifetimes from {drawn}")
     table.add_column("policy", no_wrap=True)  # 'deadline-aware' whole at 80 columns; the headers wrap
     for col in ("mean time", "p95 time", "mean cost", "deadline met", "moved to on-demand"):
         table.add_column(col, justify="right")
     for o in outcomes:
         table.add_row(o.policy, fmt_duration(o.mean_time_s), fmt_duration(o.p95_time_s), fmt_usd(o.mean_cost_usd),
-                      f"{o.deadline_met:.1%}", f"{o.switched:.1%}")
+                      # an on-demand run never moves: a dash, not 100%
+                      f"{o.deadline_met:.1%}", "-" if o.policy == "on-demand" else f"{o.switched:.1%}")
     stdout.print(table)
