@@ -442,9 +442,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("preempt schedule --policy", f"{schedule} --policy sometimes", "unknown checkpoint policy")
     add("preempt schedule --lifetime-model", f"{schedule} --lifetime-model nosuch", "unknown lifetime model")
     add("preempt schedule --lifetime-model not json", f"{schedule} --lifetime-model {{in}}/not_json.json", "not valid json")
-    for value in ("abc", "0", "-1", "nan", ""):
+    for value in ("abc", "0", "-1", "nan", "", "1,,2"):  # 1,,2: an empty item had been dropped in silence
         add(f"preempt reuse --job-hours {value or 'empty'}", f"preempt reuse --job-hours {shlex.quote(value)}",
-            "--job-hours", "must be comma-separated numbers" if value == "abc" else "must be positive numbers")
+            "--job-hours", "must be comma-separated numbers" if value in ("abc", "", "1,,2") else "must be positive numbers")
     for option in ("--ckpt-cost", "--restart-cost", "--startup"):
         add(f"preempt reuse {option} abc", f"preempt reuse {option} abc", f"cannot read {option}")
     # its DP grows with the square of the job: 1e9 h asked for 89 GiB (a traceback), 1,000 h ran for minutes

@@ -95,8 +95,8 @@ def int_list(text: str, what: str) -> list[int]:
 
 def float_list(text: str, what: str) -> tuple[float, ...]:
     """'1,2.5' -> (1.0, 2.5), all positive and finite."""
-    try:
-        values = tuple(float(p) for p in text.split(",") if p.strip())
+    try:  # an empty item ('1,,2') is a typo, not a value to drop
+        values = tuple(float(p) for p in text.split(","))
     except ValueError:
         raise ThriftyError(f"{what} must be comma-separated numbers, got {text!r}") from None
     if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
