@@ -184,6 +184,37 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
     assert finished["bill"] == {k: report[k] for k in finished["bill"]} and finished["bill"]["node_hours_model"] > 0
 
 
+def test_a_terminated_driver_says_one_line_and_bills_its_session(cluster, tmp_path):
+    """SIGTERM stops md sweep as Ctrl-C does: Ray shut down, the session ended with its bill, one
+    line and exit code 143. Mutations caught: Ray's own SIGTERM handler left in place (a C++ crash
+    dump, an abort, a session with no end); the session ended after the shutdown only."""
+    pool, tmp = cluster
+    space = tmp_path / "space.toml"
+    space.write_text("[h]\nvalues = [3.2, 3.5, 3.8]\n[c]\nvalues = [0.5, 0.35]\n")
+    db = tmp_path / "c.db"
+    command = [sys.executable, "-m", "thrifty.cli", "md", "sweep", "--space", str(space), "--budget-runs", "6",
+               "--db", str(db), "--work-dir", str(tmp_path / "runs"), "--pool", "spot:2", "--address",
+               pool.cluster.address, "--simulation", "standin", "--time-scale", "1e9"]
+    driver = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": SRC, "RAY_TMPDIR": str(tmp)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and driver.poll() is None and not list((tmp_path / "runs").glob("*/*")):
+            time.sleep(0.05)  # its runs started: Ray is up in the driver
+        assert driver.poll() is None, "the driver ended before it could be stopped"
+        driver.send_signal(signal.SIGTERM)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert [line for line in err.splitlines() if line.strip()] == ["error: terminated"], err[-2000:]
+    with CampaignStore(db) as store:
+        (session,) = store.sessions()
+    assert session["ended_at"] is not None and session["bill"]["node_hours_model"] > 0
+
+
 LOOPBACK_CHECK = """
 import json, subprocess, sys, types
 sys.path[:0] = sys.argv[1:3]

@@ -41,8 +41,10 @@ app.add_typer(md_run.md_app, name="md")
 app.command()(serve.serve)
 
 
-# the commands for which SIGTERM means stop (as Ctrl-C: what they made is cleaned up); train, md and
-# run take it as a preemption notice (checkpoint, exit 75), serve leaves it to its server
+# the commands for which SIGTERM means stop (as Ctrl-C: what they made is cleaned up), and `md sweep`
+# (Ray shut down, the session billed: the same command continues the campaign; Ray's own handler
+# had aborted with a crash dump); train, md run and run take it as a preemption notice (checkpoint,
+# exit 75), serve leaves it to its server
 # (search too: `--backend local` must pass the notice to its running launch, not kill it)
 STOP_ON_SIGTERM = ("plan", "profile", "model", "catalog", "preempt")
 
@@ -51,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning ThriftyError into one line on stderr and exit code 2.
     As this process's own command (argv None), `thrifty train` ends without the interpreter's
     teardown: its work is written and closed, and tearing down torch takes seconds."""
-    command = next((word for word in sys.argv[1:] if not word.startswith("-")), None)  # after -v
-    if argv is None and command in STOP_ON_SIGTERM:
+    words = [word for word in sys.argv[1:] if not word.startswith("-")]  # after -v
+    command = words[0] if words else None
+    if argv is None and (command in STOP_ON_SIGTERM or words[:2] == ["md", "sweep"]):
         stop_on_sigterm()
     code = run_app(app, argv)
     if argv is None and command == "train":

@@ -190,6 +190,12 @@ class Terminated(KeyboardInterrupt):
 _terminated: list[int] = []  # the SIGTERMs received (typer turns the exception into a plain exit code 130)
 
 
+def sigterm_received() -> bool:
+    """Whether stop_on_sigterm's handler ran: what it raised may arrive as a plain KeyboardInterrupt
+    (Ray re-raises one of its own from a `get` it interrupts)."""
+    return bool(_terminated)
+
+
 def stop_on_sigterm() -> None:
     """From now on SIGTERM raises Terminated in this process's main thread."""
     def terminated(signum: int, frame: Any) -> None:

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from thrifty.cli.common import JsonOpt, fmt_usd, parse_duration_s, positive, print_json, stdout
+from thrifty.cli.common import (
+    JsonOpt,
+    fmt_usd,
+    parse_duration_s,
+    positive,
+    print_json,
+    sigterm_received,
+    stderr,
+    stdout,
+)
 from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
 from thrifty.md.surrogate.active import DEFAULT_TARGET
 
@@ -67,12 +76,19 @@ def sweep(space: Annotated[Path, typer.Option(
           json_out: JsonOpt = False) -> None:
     """Run simulations over a parameter box as Ray tasks that checkpoint and resume; every completed run lands in --db once."""
     from thrifty.md.campaign.sweep import SweepOptions, run_sweep
-    summary = run_sweep(SweepOptions(
+    options = SweepOptions(
         space, budget_runs, db, pool, address, campaign, sampler, seed, target_within_error, initial_runs, simulation,
         work_dir, lifetime_model, instance_type, job_hours, parse_duration_s(ckpt_cost, what="--ckpt-cost", bare_unit="s"),
         parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True),
         parse_duration_s(startup, what="--startup", bare_unit="s", allow_zero=True), time_scale, engine, replicas,
-        dtype, device, equilibrate, tolerance, relative_tolerance, cap_steps, box_nm, cutoff_nm, emulate_preemptions))
+        dtype, device, equilibrate, tolerance, relative_tolerance, cap_steps, box_nm, cutoff_nm, emulate_preemptions)
+    try:
+        summary = run_sweep(options)
+    except KeyboardInterrupt:
+        if not sigterm_received():  # run_app says "error: terminated" for a SIGTERM
+            stderr.print(f"interrupted: the campaign stopped; its stored runs stay in {db} and the same command "
+                         "continues it", soft_wrap=True)
+        raise
     if json_out:
         print_json(summary)
         return

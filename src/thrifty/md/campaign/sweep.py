@@ -17,6 +17,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -228,6 +229,23 @@ def init_ray(o: SweepOptions, emulated_address: str | None, nodes: int) -> None:
     address it binds here is 127.0.0.1."""
     from thrifty.md.campaign.pool import loopback_ray
     ray = loopback_ray()
+    # Ray's core worker installs its own SIGTERM handler in this process (a C++ crash dump, then an
+    # abort): the command's own (cli.common.stop_on_sigterm: stop as Ctrl-C does) is put back after
+    with _keeping_sigterm_handler():
+        _init(ray, o, emulated_address, nodes)
+
+
+@contextlib.contextmanager
+def _keeping_sigterm_handler() -> Iterator[None]:
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if callable(previous) or previous in (signal.SIG_DFL, signal.SIG_IGN):
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _init(ray: Any, o: SweepOptions, emulated_address: str | None, nodes: int) -> None:
     if emulated_address is not None:
         ray.init(address=emulated_address, _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
         log.info("Ray: joined the emulated %s pool at %s", o.pool, emulated_address)
@@ -317,6 +335,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")),
                                     o.seed) if o.emulate_preemptions else None
             began = time.time()
+            session_open = True
             with ray_output(emulated is not None):
                 ray = loopback_ray()
                 bar = None
@@ -325,6 +344,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
                         init_ray(o, None if emulated is None else emulated.start(), spec.nodes)
                     except Exception as exc:  # Ray's start-up errors share no type; the session ends unbilled
                         store.end_session(session, bill([], vms[0], time_scale, time.time()))
+                        session_open = False
                         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                         raise ThriftyError(f"Ray did not start: {reason}") from None
                     bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
@@ -338,16 +358,20 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
                     if o.sampler == "active":
                         outcome = active.outcome(report.runs, o.budget_runs).to_dict(o.target_within_error)
                 finally:
-                    if bar is not None:
-                        bar.close()
-                    ray.shutdown()
-                    if emulated is not None:
-                        emulated.shutdown()
-                        shutil.rmtree(emulated.shared_dir, ignore_errors=True)
-            lives = emulated.lives if emulated is not None else \
-                [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
-            billed = bill(lives, vms[0], time_scale, time.time())
-            store.end_session(session, billed)  # thrifty serve's campaign bill sums the sessions
+                    try:
+                        if bar is not None:
+                            bar.close(failed=sys.exc_info()[0] is not None)
+                        with _keeping_sigterm_handler():  # Ray's shutdown is no place for its crash dump either
+                            ray.shutdown()
+                        if emulated is not None:
+                            emulated.shutdown()
+                            shutil.rmtree(emulated.shared_dir, ignore_errors=True)
+                    finally:  # stopped too (Ctrl-C, SIGTERM, a failure, in the shutdown): the nodes ran, billed
+                        if session_open:
+                            lives = emulated.lives if emulated is not None else \
+                                [NodeLife(str(i), began, time.time()) for i in range(spec.nodes)]
+                            billed = bill(lives, vms[0], time_scale, time.time())
+                            store.end_session(session, billed)  # thrifty serve's campaign bill sums the sessions
     summary = {"campaign": o.campaign, "resumed": resumed, "already_finished": already_finished, "pool": o.pool,
                "instance_type": o.instance_type, "simulation": o.simulation,
                "engine": o.engine if o.simulation == "nanoconfinement" else None,  # the others run no engine
