@@ -2,7 +2,7 @@
 """Select VM types by cloud, region, accelerator, size and price."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from thrifty.catalog.vmtype import VMType
 from thrifty.errors import CatalogError
@@ -28,6 +28,8 @@ class CatalogFilter:
     min_memory_gib: float | None = None
     max_price_per_hour: float | None = None
     instance_types: Sequence[str] | None = None
+    # `accelerator` read once: (name in lower case, count or None)
+    _wanted_gpus: tuple[str, int | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Cloud and region names compare in lower case (AWS is aws, US-EAST-1 us-east-1), once."""
@@ -36,16 +38,16 @@ class CatalogFilter:
             if names is not None:
                 object.__setattr__(self, name, frozenset(n.strip().lower() for n in names))
         if self.accelerator is not None:
-            _, colon, count = self.accelerator.partition(":")
+            name, colon, count = self.accelerator.lower().partition(":")
             if colon and not (count.strip().isascii() and count.strip().isdecimal() and int(count) > 0):
                 raise CatalogError(f"--accelerator {self.accelerator!r}: give NAME or NAME:COUNT, e.g. A100 or T4:4")
+            object.__setattr__(self, "_wanted_gpus", (name.strip(), int(count) if colon else None))
 
     def _accelerator_matches(self, vm: VMType) -> bool:
-        if self.accelerator is None:
+        if self._wanted_gpus is None:
             return True
-        name, colon, count = self.accelerator.lower().partition(":")
-        return (_is_variant((vm.accelerator or "").lower(), name.strip())
-                and (not colon or vm.accelerator_count == int(count)))
+        name, count = self._wanted_gpus
+        return _is_variant((vm.accelerator or "").lower(), name) and (count is None or vm.accelerator_count == count)
 
     def accepts(self, vm: VMType) -> bool:
         checks = (

@@ -273,9 +273,10 @@ class Runner:
                     self._collect(attempt)  # a checkpoint written just before it stopped counts
                     # said, and its work since the last checkpoint counted lost: a restart after a
                     # kill from outside (the OOM killer, a person) had read as a clean run
-                    self._event("stopped", attempt=attempts, exit_code=code, how=_exit_text(code))
+                    how = _exit_text(code)
+                    self._event("stopped", attempt=attempts, exit_code=code, how=how)
                     log.warning("the job stopped (%s) without a notice from this runner; restarting it from its "
-                                "last checkpoint", _exit_text(code))
+                                "last checkpoint", how)
                     lost += self._lost_at_stop(attempt, began, stopped)
                     unproductive = unproductive + 1 if self._checkpoints == saved_before else 0
                     if unproductive >= MAX_UNPRODUCTIVE_RESTARTS:

@@ -241,7 +241,7 @@ def _keeping_sigterm_handler() -> Iterator[None]:
     try:
         yield
     finally:
-        if callable(previous) or previous in (signal.SIG_DFL, signal.SIG_IGN):
+        if previous is not None:  # None: a handler set outside Python, which cannot be put back
             signal.signal(signal.SIGTERM, previous)
 
 
