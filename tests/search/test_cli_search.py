@@ -127,7 +127,7 @@ def test_the_report_says_whether_the_deadline_was_met(run_cli, trace):
 def test_the_report_says_when_the_search_stayed_on_its_start(run_cli, trace):
     # a restart dearer than the job: the profile cannot recoup its moves (mutation caught: the
     # search staying with nothing said, a user's "0 moves" unexplained)
-    code, out, _ = run_cli(*args(trace, "--restart-cost", "5h"))
+    code, out, _ = run_cli(*args(trace, "--restart-cost", "5h", "--batch-change-cost", "5h"))
     assert code == 0 and "it stayed on the start: the profile's moves" in " ".join(out.split())
     code, out, _ = run_cli(*args(trace))
     assert code == 0 and "stayed on the start" not in " ".join(out.split())

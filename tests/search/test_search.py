@@ -10,10 +10,12 @@ import pytest
 from search_support import NOISE_SCALE, scenario
 
 from thrifty.search.belief import Measured
+from thrifty.search.config import batch_change_only
 from thrifty.search.harness import Scenario, default_start, oracle, run_strategy
 from thrifty.search.loop import Outcome, Search
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
+from thrifty.search.synthetic import VMSpec, synthetic_trace
 
 SEEDS = range(4)
 
@@ -54,18 +56,25 @@ def test_the_search_probes_few_configurations_and_beats_exhaustive_profiling(row
         0.5 * (np.median([r.time_s for r in exhaustive]) - best.time_s)
 
 
+def _restarts(start, probes) -> int:
+    """Moves among `probes` (from `start`) that needed a restart: not a batch change in place."""
+    path = [start, *(p.config for p in probes)]
+    return sum(a != b and not batch_change_only(a, b) for a, b in zip(path[:-1], path[1:], strict=True))
+
+
 def test_a_move_dearer_than_any_gain_is_never_probed(rows):
-    # mutation caught: ignore the move's cost in the probe's price (the profile's own recoup check
-    # is off here: test_a_profile_that_cannot_recoup_its_moves_is_skipped covers it)
+    # mutation caught: ignore the move's cost in the probe's price (the profile's and the probe's
+    # move budget are off here: test_a_profile_that_cannot_recoup_its_moves_is_skipped covers them);
+    # batch changes on the start's VMs stay cheap, in place, and may be probed
     sc = scenario(rows, "cost", restart_cost_s=5 * 3600)
-    settings = replace(sc.settings(), profile_budget=np.inf)
+    settings = replace(sc.settings(), move_budget=np.inf)
     search = Search(sc.backend(0), settings).run(default_start(rows))
-    assert len(search.probes) == 3  # the initial profile only
+    assert len(search.probes) >= 3 and _restarts(default_start(rows), search.probes) == 0
 
 
 def test_a_profile_that_cannot_recoup_its_moves_is_skipped(rows):
-    # mutation caught: the profile's recoup check removed (three windows, two 5-hour restarts)
-    sc = scenario(rows, "cost", restart_cost_s=5 * 3600)
+    # mutation caught: the profile's recoup check removed (three windows, two 5-hour pauses)
+    sc = scenario(rows, "cost", restart_cost_s=5 * 3600, batch_change_cost_s=5 * 3600)
     search = run_strategy(sc, "search", 0, default_start(rows))
     assert len(search.probes) == 1 and search.moves == 0
     assert search.final_config == default_start(rows)
@@ -81,18 +90,36 @@ def _short_job(rows, kind: str, settings=None):
 
 @pytest.mark.parametrize("kind", ["cost", "time"])
 def test_a_short_job_started_on_the_best_stays_there(rows, kind):
-    # mutation caught: the profile's recoup check removed (3-4 moves, +21% over the oracle)
+    # mutation caught: the profile's recoup check removed while batch changes cost as much as a
+    # restart (3-4 moves, +21% over the oracle); with them in place the profile is cheap and runs
     best, runs = _short_job(rows, kind)
-    assert np.median([r.moves for r in runs]) == 0
+    assert all(_restarts(best.final_config, r.probes) == 0 for r in runs)  # batch changes in place, if any
     value = [r.cost_usd / best.cost_usd if kind == "cost" else r.time_s / best.time_s for r in runs]
-    assert np.median(value) - 1 < 0.02
+    assert np.median(value) - 1 < 0.025
+    sc = Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, 1e6), Objective(kind), batch_change_cost_s=60.0)
+    runs = [Search(sc.backend(s), sc.settings()).run(best.final_config) for s in SEEDS]
+    assert np.median([r.moves for r in runs]) == 0  # a batch change as dear as a restart: no profile
+
+
+def test_a_probe_whose_round_trip_exceeds_the_move_budget_is_not_taken():
+    # a short time job (17 min at the oracle) on a cheap type, beside a type 4x its price that the
+    # price-parity prior takes for 4x faster and that is truly 0.9x: the probe there and back (a
+    # restart and a start-up, then a restart: 180 s) is 17% of the job. Mutation caught: the round
+    # trip's budget removed (the probe is taken: +23% over the oracle)
+    rows = synthetic_trace([VMSpec("here", 1.0, 1.0), VMSpec("dear", 4.0, 0.9)], [1, 2], [64, 128, 256, 512])
+    sc = Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, 3e5), Objective("time"))
+    best = oracle(sc)
+    assert best.final_config.instance_type == "here"
+    search = Search(sc.backend(0), sc.settings()).run(best.final_config)
+    assert _restarts(best.final_config, search.probes) == 0
+    assert search.time_s / best.time_s - 1 < 0.03
 
 
 def test_a_probe_must_expect_to_recoup_its_price_with_a_margin(rows):
     # mutation caught: the recoup factor removed (gain > price alone: a short job whose profile
     # ran goes on to probe, 6-8 moves instead of at most 4)
     sc = Scenario(rows, NoiseSchedule.constant(NOISE_SCALE, 1e6), Objective("cost"))
-    _, runs = _short_job(rows, "cost", replace(sc.settings(), profile_budget=np.inf))
+    _, runs = _short_job(rows, "cost", replace(sc.settings(), move_budget=np.inf))
     assert max(r.moves for r in runs) <= 4
 
 
@@ -205,7 +232,7 @@ def test_the_search_logs_each_move_and_a_profile_it_gave_up(rows, caplog):
     assert search.moves > 0 and len(moves) == search.moves
     assert moves[-1].split(" -> ")[1].startswith(search.final_config.label())
     caplog.clear()
-    far = scenario(rows, "cost", restart_cost_s=5 * 3600)
+    far = scenario(rows, "cost", restart_cost_s=5 * 3600, batch_change_cost_s=5 * 3600)
     with caplog.at_level(logging.INFO, logger="thrifty.search.loop"):
         stayed = run_strategy(far, "search", 0, default_start(rows))
     assert any("could not recoup its moves; staying on " + default_start(rows).label() in r.getMessage()

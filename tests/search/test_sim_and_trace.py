@@ -18,7 +18,7 @@ HEADER = "instance_type,num_nodes,num_workers,local_batch,step_time_s"
 
 def backend(**knobs):
     rows = [TraceRow(Config("a", 1, 1, 64), 0.5, None, 3.6), TraceRow(Config("a", 2, 2, 128), 0.5, 0.1, 7.2),
-            TraceRow(Config("b", 1, 1, 64), 0.25, None, 7.2)]
+            TraceRow(Config("b", 1, 1, 64), 0.25, None, 7.2), TraceRow(Config("a", 1, 1, 128), 0.9, None, 3.6)]
     return SimBackend(rows, NoiseSchedule.constant(64, 1e5), **knobs)
 
 
@@ -34,6 +34,20 @@ def test_billing_is_per_second_with_a_one_minute_minimum_and_moves_cost_time():
     sim.launch(Config("b", 1, 1, 64))  # another type: restart + start-up, billed on b
     assert sim.elapsed_s == pytest.approx(120)
     assert sim.cost_usd == pytest.approx(3.6 * 70 / 3600 + 7.2 * 60 / 3600)
+
+
+def test_a_change_of_the_batch_alone_is_taken_in_place():
+    # mutation caught: a batch change priced or run as a restart (search.config.batch_change_only
+    # ignored by the sim), or as a new VM's launch (its minimum billed again)
+    sim = backend(restart_cost_s=30, startup_cost_s=20, batch_change_cost_s=4, measurement_noise=0.0)
+    sim.launch(Config("a", 1, 1, 64))
+    sim.measure(10)  # 20 + 5 s
+    assert sim.move_cost_s(sim.current, Config("a", 1, 1, 128)) == 4
+    assert sim.move_cost_s(sim.current, Config("a", 2, 2, 128)) == 50  # more workers: a relaunch
+    sim.launch(Config("a", 1, 1, 128))
+    assert sim.elapsed_s == pytest.approx(29)
+    sim.measure(100)  # 90 s at 0.9: the VM's lifetime goes on, billed 119 s in all
+    assert sim.cost_usd == pytest.approx(3.6 * 119 / 3600)
 
 
 def test_a_window_measures_noisy_steps_around_the_trace_and_stops_at_the_target():

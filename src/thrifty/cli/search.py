@@ -121,6 +121,9 @@ def search(
     restart_cost: Annotated[str, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
                                                    "(a bare number is seconds; local measures its own)")] = "60s",
     startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s; a bare number is seconds (local: added, not waited)")] = "60s",
+    batch_change_cost: Annotated[str, typer.Option(help="sim: a change of the global batch alone, taken in place "
+                                                        "on the running VMs, e.g. 5s (a bare number is seconds; "
+                                                        "local measures its own)")] = "5s",
     seeds: Annotated[int, typer.Option(help="sim: independent searches", min=1, max=10_000)] = 1,
     seed: Annotated[int, typer.Option(help="First seed (0 or more)", min=0)] = 0,
     db: Annotated[Path | None, typer.Option(
@@ -168,6 +171,7 @@ def search(
     rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))
     restart_s = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
     startup_s = parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True)
+    batch_change_s = parse_duration_s(batch_change_cost, what="--batch-change-cost", bare_unit="s", allow_zero=True)
     sizes = [] if backend == "sim" else _local_batches(_given(workload, backend, "--workload"), batches, work_dir,
                                                        resume)
     job = None
@@ -180,7 +184,8 @@ def search(
     schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
                 else read_noise_trace(_given(noise_scale_trace, backend, "--noise-scale or --noise-scale-trace"),
                                       target_samples))
-    scenario = None if rows is None else Scenario(rows, schedule, goal, measurement_noise, restart_s, startup_s)
+    scenario = None if rows is None else Scenario(rows, schedule, goal, measurement_noise, restart_s, startup_s,
+                                                batch_change_s)
     best: Outcome | None
     with ExitStack() as stack:
         store = None if db is None else stack.enter_context(Store(db))
@@ -335,7 +340,7 @@ def _report(ran: list[Ran], best, first, goal, seed: int, prices: dict, schedule
     if stayed:
         from thrifty.search.loop import SearchSettings
         stdout.print(("it" if len(runs) == 1 else f"{stayed} of {len(runs)} seeds") + " stayed on the start: the "
-                     f"profile's moves (a restart each) would cost more than {SearchSettings.profile_budget:.0%} of "
+                     f"profile's moves (a restart or an in-place batch change each) would cost more than {SearchSettings.move_budget:.0%} of "
                      "the job left at the start's pace, counted as target / batch steps while B_noise is not yet "
                      "measured")
     if plot is not None:

@@ -34,6 +34,14 @@ class Config:
         return f"{self.instance_type} {shape} B={self.global_batch}{spot}"
 
 
+def batch_change_only(old: Config | None, new: Config) -> bool:
+    """The move changes the global batch alone, on the VMs and workers that run: the trainer takes
+    it in place at a step boundary (thrifty train's batch requests), with no restart."""
+    return (old is not None and old != new and old.global_batch != new.global_batch
+            and (old.instance_type, old.num_nodes, old.num_workers, old.spot)
+            == (new.instance_type, new.num_nodes, new.num_workers, new.spot))
+
+
 def needs_new_vms(old: Config | None, new: Config) -> bool:
     """A move needs new VMs when nothing runs yet, the type changes or it needs more nodes (with
     fewer nodes of the same type it keeps some of the VMs it has)."""

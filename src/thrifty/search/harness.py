@@ -18,7 +18,7 @@ from thrifty.search.config import Config
 from thrifty.search.loop import Outcome, Search, SearchSettings
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
-from thrifty.search.sim import SimBackend
+from thrifty.search.sim import BATCH_CHANGE_COST_S, SimBackend
 from thrifty.search.trace import TraceRow
 
 STRATEGIES = ("search", "exhaustive", "random", "plan_alone", "ernest", "defaults_most_workers",
@@ -35,10 +35,12 @@ class Scenario:
     measurement_noise: float = 0.03
     restart_cost_s: float = 60.0
     startup_cost_s: float = 60.0
+    batch_change_cost_s: float = BATCH_CHANGE_COST_S
 
     def backend(self, seed: int, *, draw_launches: bool = True) -> SimBackend:
         return SimBackend(self.rows, self.schedule, seed=seed, measurement_noise=self.measurement_noise,
                           restart_cost_s=self.restart_cost_s, startup_cost_s=self.startup_cost_s,
+                          batch_change_cost_s=self.batch_change_cost_s,
                           draw_launches=draw_launches)
 
     def settings(self) -> SearchSettings:

@@ -44,10 +44,16 @@ job stayed +53% over the oracle, declining a probe on its own VMs whose expected
 its price; at 3 and 2.5 every row's worst was within +8%, at 2 the cost rows rose to +11%). The
 check filters the candidates before the best is chosen (search.rule.pick_probe). The profile,
 before any model exists, goes on after the start only while its remaining moves (a restart each,
-and back to the start) cost at most `profile_budget` (5%) of the objective still to pay at the
-start's measured pace (steps left counted as (P - p) / B while B_noise is not yet known: a few
-measured steps of one rank put it anywhere); otherwise there is no model and the job trains where it started (a short
-job started on a good configuration stays there). A job that states no noise scale takes the
+or an in-place batch change on the start's VMs, and back to the start) cost at most `move_budget`
+(5%) of the objective still to pay at the start's measured pace (steps left counted as (P - p) / B
+while B_noise is not yet known: a few measured steps of one rank put it anywhere); otherwise there
+is no model and the job trains where it started (a short job started on a good configuration stays
+there). The same budget bounds each probe: its way there and back to the incumbent may cost at
+most `move_budget` of the objective the incumbent still has to pay. Without it a profile made
+cheap by in-place batch changes let a short job (17 minutes at the oracle) take a 4-node probe
+whose round trip was 17% of the job (bench_search_real: short time jobs started on the oracle
++0.0% before the batch changes went in place, +16-21% on four workloads with them, +0.7-3.0% with the
+bound). A job that states no noise scale takes the
 start's global batch as its prior B_noise (search.noise_estimate.with_prior): after the profile
 the pooled estimate rests on a handful of one-rank steps and had been 0 or infinite, which settled
 jobs on the largest batch for good; and a settled window never outlasts its segment (one of 3,200
@@ -74,7 +80,7 @@ import numpy as np
 from thrifty.errors import ThriftyError
 from thrifty.search.backend import Backend
 from thrifty.search.belief import Z90, BeliefSettings, Measured, step_time_belief, step_time_floor
-from thrifty.search.config import Config, needs_new_vms
+from thrifty.search.config import Config, batch_change_only, needs_new_vms
 from thrifty.search.events import Prediction, Probe, Settled, WindowDone
 from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_prior
 from thrifty.search.noise_schedule import NoiseSchedule, progress_per_step
@@ -100,7 +106,7 @@ class SearchSettings:
     max_settled_window_steps: int = 3200  # 8 x 400: one rank measures the noise every 8th step
     profile_configs: int = 3
     recoup_factor: float = 3.0  # a probe's expected gain, weighted by its chance of winning, must be this x its price
-    profile_budget: float = 0.05  # the profile's moves may cost at most this share of the remaining objective
+    move_budget: float = 0.05  # the profile's moves, or a probe's way there and back, may cost at most this share of the remaining objective
     explore: bool = True  # False: `thrifty plan` alone, the profile's model and no probes
     belief: BeliefSettings = BeliefSettings()
     noise_prior: NoiseSchedule | None = None  # a stated B_noise(progress): the prior (search.noise_estimate)
@@ -210,8 +216,9 @@ class Search:
     def launch(self, config: Config) -> None:
         if self.backend.current is not None and self.backend.current != config:
             self.moves += 1
-            log.info("move %d: %s -> %s at %.1f%% of the target", self.moves, self.backend.current.label(),
-                     config.label(), 100.0 * self.backend.progress / self.backend.target)
+            log.info("move %d: %s -> %s at %.1f%% of the target%s", self.moves, self.backend.current.label(),
+                     config.label(), 100.0 * self.backend.progress / self.backend.target,
+                     " (the batch alone, in place)" if batch_change_only(self.backend.current, config) else "")
         self.backend.launch(config)
 
     def drifted(self) -> bool:
@@ -388,7 +395,10 @@ class Search:
         price = probe_price(o, y, win, self.expected_window_steps(), progress_per_step(batches, noise_scale),
                             self.backend.target - self.backend.progress, move_s * o.rate,
                             back_s * o.rate[inc], home, move_in_s=move_s, billed_floor_s=np.where(new_vms, floor, 0.0))
-        chosen = pick_probe(gain, price, ~is_measured & recoups(gain, win, price, self.settings.recoup_factor))
+        # a probe's round trip (there, and back to the incumbent) within the move budget of what is left
+        round_trip = move_s * o.rate + back_s * o.rate[inc]
+        affordable = round_trip <= self.settings.move_budget * y
+        chosen = pick_probe(gain, price, ~is_measured & affordable & recoups(gain, win, price, self.settings.recoup_factor))
         shown = chosen if chosen is not None else int(np.argmax(np.where(is_measured, -np.inf, gain - price)))
         log.debug("%s probe %s: expected gain %.4g (chance %.2f) against its price %.4g (%s)",
                   "taking" if chosen is not None else "no probe recoups its price; the best declined:",
@@ -397,7 +407,7 @@ class Search:
 
     def profile_recoups(self, profile: list[Config]) -> bool:
         """Whether the rest of the profile's moves (one restart each, and back to the start) cost
-        at most `profile_budget` of the objective still to pay at the start's measured pace."""
+        at most `move_budget` of the objective still to pay at the start's measured pace."""
         start = profile[0]
         rate = float(self.settings.objective.rate(self.backend.price_per_hour(start)))
         # steps left >= (P - p) / B: B_noise counts only once known to its target (a few measured
@@ -409,7 +419,7 @@ class Search:
         rest = profile[len(self.probes):]
         sources: list[Config | None] = [self.backend.current, *rest]
         moves_s = sum(self.backend.move_cost_s(a, b) for a, b in zip(sources, [*rest, start], strict=True))
-        return bool(moves_s * rate <= self.settings.profile_budget * left)
+        return bool(moves_s * rate <= self.settings.move_budget * left)
 
     def best_measured(self) -> Config:
         """Where to settle: least remaining objective including the move there."""

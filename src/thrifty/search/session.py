@@ -47,6 +47,7 @@ def request_of(scenario: Scenario, start: Config, seed: int) -> dict:
             "noise_scale": s.schedule.noise_scale.tolist(), "objective": s.objective.kind,
             "deadline_s": s.objective.deadline_s, "measurement_noise": s.measurement_noise,
             "restart_cost_s": s.restart_cost_s, "startup_cost_s": s.startup_cost_s,
+            "batch_change_cost_s": s.batch_change_cost_s,
             "start": start.to_dict(), "seed": seed}
 
 

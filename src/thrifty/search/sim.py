@@ -4,7 +4,9 @@ progress follows the noise schedule (search.noise_schedule); time and money foll
 
 Billing per second with a one-minute minimum per VM lifetime (search.billing). A move costs
 `restart_cost_s` (checkpoint, relaunch, resume) and, when new VMs are needed (another type, or
-more nodes), `startup_cost_s` more; both are billed and make no progress. The first launch pays
+more nodes), `startup_cost_s` more; both are billed and make no progress. A move that changes the
+global batch alone (search.config.batch_change_only) is taken in place, as `thrifty train` takes a
+batch request: no restart, `batch_change_cost_s` (default BATCH_CHANGE_COST_S). The first launch pays
 the start-up cost. A configuration not in the trace cannot run. A configuration the trace measured
 on several launches (search.trace) runs, each time it is launched, as one of them drawn at random
 (`draw_launches`; without it, as their mean: the oracle's expectation)."""
@@ -15,11 +17,15 @@ from thrifty.errors import ThriftyError
 from thrifty.perf.noise import noise_due
 from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
-from thrifty.search.config import Config, needs_new_vms
+from thrifty.search.config import Config, batch_change_only, needs_new_vms
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.trace import Launch, TraceRow
 
 GRAD_SQ_SPREAD, TRACE_SPREAD = 3.9, 2.2  # per-step relative sd of the estimates (module docstring)
+# an in-place batch change on a GPU VM: the data loader's workers refill at the new batch and the
+# first steps at new shapes pay cuDNN's algorithm search and the allocator's growth (an assumption:
+# seconds, not the minute a relaunch takes; `thrifty search --backend local` measures its own)
+BATCH_CHANGE_COST_S = 5.0
 
 
 class SimBackend(ScheduledJob):
@@ -30,7 +36,8 @@ class SimBackend(ScheduledJob):
     def __init__(self, rows: list[TraceRow], schedule: NoiseSchedule, *, seed: int = 0,
                  measurement_noise: float = 0.03, grad_sq_spread: float = GRAD_SQ_SPREAD,
                  trace_spread: float = TRACE_SPREAD, restart_cost_s: float = 60.0,
-                 startup_cost_s: float = 60.0, draw_launches: bool = True) -> None:
+                 startup_cost_s: float = 60.0, batch_change_cost_s: float = BATCH_CHANGE_COST_S,
+                 draw_launches: bool = True) -> None:
         self.rows = {r.config: r for r in rows}
         self.draw_launches = draw_launches
         self.schedule = schedule
@@ -38,6 +45,7 @@ class SimBackend(ScheduledJob):
         self.measurement_noise = measurement_noise
         self.grad_sq_spread, self.trace_spread = grad_sq_spread, trace_spread
         self.restart_cost_s, self.startup_cost_s = restart_cost_s, startup_cost_s
+        self.batch_change_cost_s = batch_change_cost_s
         self._current: Config | None = None
         self._launch: Launch | None = None  # what the current configuration's launch landed on
         self._progress = self._elapsed_s = 0.0
@@ -55,6 +63,8 @@ class SimBackend(ScheduledJob):
             return self.startup_cost_s
         if old == config:
             return 0.0
+        if batch_change_only(old, config):
+            return self.batch_change_cost_s
         return self.restart_cost_s + (self.startup_cost_s if needs_new_vms(old, config) else 0.0)
 
     def launch(self, config: Config) -> None:
