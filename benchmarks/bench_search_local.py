@@ -5,13 +5,16 @@
    local_types.csv: 1-2 nodes, at most 2 ranks, global batch 32/64/128) runs as a real
    `thrifty train` launch (search.local) for WARMUP + MEASURE steps, for two workloads
    (builtin:digits, builtin:tabular); the mean step time and sync time of the measured steps
-   make a trace (benchmarks/results/local_trace_<workload>.csv). One move between two launches
-   measures the relaunch (checkpoint, exit, start, resume) this machine pays.
+   make a trace (benchmarks/results/local_trace_<workload>.csv). Two moves of the first launch
+   measure what this machine pays for each kind: a change of the global batch alone, taken in
+   place by the running launch (train.batch_requests), and a relaunch on another type
+   (checkpoint, exit, start, resume).
 2. On each measured trace, priced by two type tables (the bundled prices, and "flat": every type
    the same $/h per unit of speed), the search and the baselines run in the sim backend over SEEDS
    seeds for a long job (SIM_TARGET: the oracle trains for hours, the regime the search is for;
-   objectives cost and time; measurement noise 3%, restart = the relaunch measured here, VM
-   start-up 60 s), as bench_search.py does for synthetic traces.
+   objectives cost and time; measurement noise 3%, restart = the relaunch measured here, batch
+   change = the in-place change measured here, VM start-up 60 s), as bench_search.py does for
+   synthetic traces.
 3. End to end: one real `local` search of builtin:digits to its target (cost objective, from the
    configuration `thrifty search --backend local` starts on: the plan's recommendation from a
    fresh profile of the workload, search.start; the job's B_noise is the profile's, as the CLI's
@@ -36,7 +39,7 @@ from bench_search import SKIP_BO_HELP, bayes_wanted, overhead_bars, run_bo
 from common import RESULTS, save_figure, write_result
 from thrifty.pipeline import job_model
 from thrifty.progress import ProgressBar
-from thrifty.search.config import Config
+from thrifty.search.config import Config, batch_change_only
 from thrifty.search.harness import STRATEGIES, Scenario, cheapest_start, medians, oracle, run_strategy, with_overheads
 from thrifty.search.local import LocalBackend, LocalType, load_local_types, local_candidates, local_search_settings
 from thrifty.search.loop import Search
@@ -62,12 +65,12 @@ def flat_prices(types: list[LocalType]) -> list[LocalType]:
             for t in types]
 
 
-def measure_trace(workload: str, types: list[LocalType], out: Path) -> tuple[list[dict], float]:
-    """Mean step and sync time of every configuration, each from its own launch; and the
-    relaunch time of one move, measured."""
+def measure_trace(workload: str, types: list[LocalType], out: Path) -> tuple[list[dict], float, float]:
+    """Mean step and sync time of every configuration, each from its own launch; and the pause of
+    one batch change in place and of one relaunch, measured."""
     configs = local_candidates(types, BATCHES, max_nodes=2, max_ranks=2)
     schedule = NoiseSchedule.constant(WORKLOADS[workload], 1e12)  # a target never reached
-    rows, restart = [], float("nan")
+    rows, restart, batch_change = [], float("nan"), float("nan")
     bar = ProgressBar(f"measure {workload}", len(configs))
     for k, config in enumerate(configs):
         with tempfile.TemporaryDirectory(prefix="thrifty-trace-") as folder:
@@ -76,8 +79,11 @@ def measure_trace(workload: str, types: list[LocalType], out: Path) -> tuple[lis
                 backend.launch(config)
                 backend.measure(WARMUP)
                 window = backend.measure(MEASURE)
-                if k == 0:  # one move, to measure the relaunch
-                    backend.launch(configs[1])
+                if k == 0:  # one move of each kind: the batch alone (in place), then a relaunch
+                    backend.launch(next(c for c in configs if batch_change_only(config, c)))
+                    backend.measure(3)
+                    batch_change = backend.batch_changes_s[0]
+                    backend.launch(next(c for c in configs if c.instance_type != config.instance_type))
                     backend.measure(1)
                     restart = backend.restarts_s[0]
             finally:
@@ -93,7 +99,7 @@ def measure_trace(workload: str, types: list[LocalType], out: Path) -> tuple[lis
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    return rows, restart
+    return rows, restart, batch_change
 
 
 def trace_rows(measured: list[dict], types: list[LocalType]) -> list[TraceRow]:
@@ -103,13 +109,14 @@ def trace_rows(measured: list[dict], types: list[LocalType]) -> list[TraceRow]:
             for r in measured]
 
 
-def sim_on_trace(rows: list[TraceRow], noise_scale: float, target: float, restart_s: float, seeds: int,
-                 with_bo: bool = True) -> dict:
+def sim_on_trace(rows: list[TraceRow], noise_scale: float, target: float, restart_s: float, batch_change_s: float,
+                 seeds: int, with_bo: bool = True) -> dict:
     strategies = list(STRATEGIES) + (["bayes_opt"] if with_bo else [])
     start = cheapest_start({r.config: r.price_per_hour for r in rows})
     out = {}
     for goal in (Objective("cost"), Objective("time")):
-        scenario = Scenario(rows, NoiseSchedule.constant(noise_scale, target), goal, 0.03, restart_s, SIM_STARTUP_S)
+        scenario = Scenario(rows, NoiseSchedule.constant(noise_scale, target), goal, 0.03, restart_s, SIM_STARTUP_S,
+                            batch_change_s)
         best = oracle(scenario)
         row = {"oracle_config": best.final_config.to_dict(), "oracle_time_s": best.time_s,
                "oracle_cost_usd": best.cost_usd, "start": start.to_dict()}
@@ -173,24 +180,27 @@ def real_run(workload: str, types: list[LocalType], noise_scale: float, target: 
         backend.close()
     return {"time_s": backend.elapsed_s, "cost_usd": backend.cost_usd, "final_config": final.to_dict(),
             "moves": moves, "windows": len(probes), "probes": probes, "restarts_s": backend.restarts_s,
+            "batch_changes_s": backend.batch_changes_s,
             "wall_s": time.perf_counter() - wall, "launches": len(list(folder.glob("launch-*.log")))}
 
 
 def main(seeds: int = 20, reuse_traces: bool = False, with_bo: bool = True) -> dict:
     bundled = load_local_types()
     tables = {"bundled prices": bundled, "flat prices": flat_prices(bundled)}
-    measured, restarts, sims = {}, {}, {}
+    measured, restarts, batch_changes, sims = {}, {}, {}, {}
     previous = json.loads((RESULTS / "search_local.json").read_text()) if reuse_traces else None
     for workload in WORKLOADS:
         trace = RESULTS / f"local_trace_{workload.split(':')[1]}.csv"
         if previous is not None:  # the traces and relaunch times of the latest run, re-used
             measured[workload], restarts[workload] = read_trace(trace), previous["measured_restart_s"][workload]
+            batch_changes[workload] = previous["measured_batch_change_s"][workload]
         else:
-            measured[workload], restarts[workload] = measure_trace(workload, bundled, trace)
+            measured[workload], restarts[workload], batch_changes[workload] = measure_trace(workload, bundled, trace)
     for workload, noise in WORKLOADS.items():
         for table, types in tables.items():
             rows = trace_rows(measured[workload], types)
-            sims[f"{workload} | {table}"] = sim_on_trace(rows, noise, SIM_TARGET, restarts[workload], seeds, with_bo)
+            sims[f"{workload} | {table}"] = sim_on_trace(rows, noise, SIM_TARGET, restarts[workload],
+                                                         batch_changes[workload], seeds, with_bo)
             for goal, row in sims[f"{workload} | {table}"].items():
                 print(f"{workload:16s} {table:15s} {goal:5s} search {row['search']['overhead_' + goal]:+.1%} "
                       f"(p90 {row['search']['p90_overhead_' + goal]:+.1%}), exhaustive "
@@ -200,7 +210,8 @@ def main(seeds: int = 20, reuse_traces: bool = False, with_bo: bool = True) -> d
     with tempfile.TemporaryDirectory(prefix="thrifty-e2e-") as folder:
         start, planned, noise = planned_start("builtin:digits", bundled, Path(folder))
         oracle_config = oracle(Scenario(digits, NoiseSchedule.constant(noise, E2E_TARGET), Objective("cost"), 0.0,
-                                        restarts["builtin:digits"], STARTUP_S)).final_config
+                                        restarts["builtin:digits"], STARTUP_S,
+                                        batch_changes["builtin:digits"])).final_config
         searched = real_run("builtin:digits", bundled, noise, E2E_TARGET, start, None, Path(folder) / "search")
         best = real_run("builtin:digits", bundled, noise, E2E_TARGET, None, oracle_config, Path(folder) / "oracle")
     e2e = {"target_samples": E2E_TARGET, "noise_scale": noise, "start": start.to_dict(),
@@ -215,7 +226,7 @@ def main(seeds: int = 20, reuse_traces: bool = False, with_bo: bool = True) -> d
     plot(sims, e2e)
     data = {"seeds": seeds, "batches": BATCHES, "warmup_steps": WARMUP, "measured_steps": MEASURE,
             "startup_cost_s": STARTUP_S, "sim_startup_cost_s": SIM_STARTUP_S, "sim_target_samples": SIM_TARGET,
-            "measured_restart_s": restarts, "noise_scales": WORKLOADS,
+            "measured_restart_s": restarts, "measured_batch_change_s": batch_changes, "noise_scales": WORKLOADS,
             "types": {k: [t.__dict__ for t in v] for k, v in tables.items()},
             "bayes_opt": "optuna GPSampler" if with_bo else "skipped (--skip-bo)",
             "traces": measured, "sim": sims, "end_to_end": e2e}
@@ -247,7 +258,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--reuse-traces", action="store_true",
-                        help="the traces and relaunch times of the latest run instead of measuring them again")
+                        help="the traces, relaunch and batch-change times of the latest run instead of measuring "
+                             "them again")
     parser.add_argument("--skip-bo", action="store_true", help=SKIP_BO_HELP)
     arguments = parser.parse_args()
     main(arguments.seeds, arguments.reuse_traces, bayes_wanted(parser, arguments.skip_bo))

@@ -109,9 +109,10 @@ def search_synthetic_summary(data: dict) -> Lines:
 
 
 def search_local_summary(data: dict) -> Lines:
-    """The relaunch this machine pays per workload; per measured trace and objective the search's
+    """The relaunch and the in-place batch change this machine pays per workload; per measured trace and objective the search's
     median overhead against the best baseline's; and the one real end-to-end search."""
     restarts = ", ".join(f"{w} {t:.1f} s" for w, t in data["measured_restart_s"].items())
+    changes = ", ".join(f"{w} {t:.2f} s" for w, t in data.get("measured_batch_change_s", {}).items())
     rows = []
     for trace, objectives in data["sim"].items():
         for objective, v in objectives.items():
@@ -123,7 +124,7 @@ def search_local_summary(data: dict) -> Lines:
                          f"{best} {_signed_percent(others[best])}"])
     end = data["end_to_end"]
     return [f"From `search_local.json` ({data['seeds']} sim seeds on each measured trace): the relaunch measured "
-            f"here, {restarts};", "",
+            f"here, {restarts}" + (f"; a batch change in place, {changes}" if changes else "") + ";", "",
             *_table(["trace", "objective", "search, median", "moves", "best baseline"], rows),
             "", f"End to end, one real local search of digits: {end['search']['moves']} moves, "
             f"{_signed_percent(end['overhead_time'])} in time and {_signed_percent(end['overhead_cost'])} in cost "

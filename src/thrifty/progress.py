@@ -33,6 +33,11 @@ class ProgressBar:
         if completed >= self.total:
             self.close()
 
+    def retotal(self, total: float) -> None:
+        """The work grew or shrank: `total` from now on."""
+        self.total = total
+        self.bar.update(self.task, total=total)
+
     def close(self, failed: bool = False) -> None:
         """Stop the bar. Off a terminal (a log file, a pipe) the bar is printed once, here, and not
         after a failure: the error's one line is then all a failed command says on stderr."""

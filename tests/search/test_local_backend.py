@@ -157,3 +157,40 @@ def test_a_local_search_weighs_the_measured_noise_against_the_jobs_stated_schedu
     finally:
         backend.close()
     assert settings.noise_prior is schedule and settings.objective == Objective("cost")
+
+
+@pytest.mark.timeout(240)
+def test_a_change_of_the_batch_alone_is_taken_in_place_by_the_running_launch(tmp_path):
+    """One launch trains the whole job: the batch change is a request the ranks take after the same
+    step, at the new batch's learning rate, and the job ends on its target step. Mutations caught:
+    the backend relaunching for it (two step streams, a restart measured), the learning rate left
+    at the old batch's (base_lrs not moved: final_lr 0.0707, digits' lr at 64, not 0.05 at 32), the run's last step left
+    at the request's first guess (steps trained past the target), the ranks changing at different
+    steps (their parameter digests differ, or the run hangs in an all-reduce of unequal sizes)."""
+    schedule = NoiseSchedule.constant(NOISE_SCALE, TARGET)
+    backend = LocalBackend("builtin:digits", TYPES, schedule, tmp_path, global_batches=[32, 64])
+    try:
+        backend.launch(Config("fast", 1, 2, 64))
+        first = backend.measure(10)
+        assert backend.move_cost_s(backend.current, Config("fast", 1, 2, 32)) < backend.move_cost_s(
+            backend.current, Config("slow", 1, 1, 32))
+        backend.launch(Config("fast", 1, 2, 32))
+        second = backend.measure(10)
+        backend.finish()
+    finally:
+        backend.close()
+    assert len(list(tmp_path.glob("steps-*.jsonl"))) == 1 and backend.restarts_s == []
+    assert len(backend.batch_changes_s) == 1
+    rows = _streamed_steps(tmp_path)
+    assert [r["step"] for r in rows] == list(range(len(rows)))
+    batches = [r["global_batch"] for r in rows]
+    change = batches.index(32)
+    assert set(batches[:change]) == {64} and set(batches[change:]) == {32} and change >= 10
+    assert len(first.step_time_s) == len(second.step_time_s) == 10  # the second window: steps at 32 alone
+    # the job ends on the step that reaches its target, counted from where the batch changed
+    at_change = schedule.advance(0.0, change, 64)
+    assert len(rows) - change == int(np.ceil(schedule.steps(at_change, TARGET, 32) - 1e-9))
+    assert backend.done and backend.progress == pytest.approx(TARGET)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["global_batch"] == 32 and len(set(summary["parameter_digests"])) == 1
+    assert summary["final_lr"] == [pytest.approx(0.05)]

@@ -8,10 +8,14 @@ trainer's sleep emulation (a rank's compute takes 1/speed as long), with equal l
 (policy uniform). The launch streams one line per step (`--step-stream`). A move gives the
 launch the runner's preemption notice (SIGTERM: every rank checkpoints after the same step and
 the launch exits 75), then starts the new configuration with `--resume`: the checkpoint carries
-the model, the optimizer state and the sampler's position, so no training is lost.
+the model, the optimizer state and the sampler's position, so no training is lost. A move that
+changes the global batch alone (search.config.batch_change_only) is a batch request to the
+running launch instead (train.batch_requests: every rank changes after the same step, no restart);
+one the launch refuses falls back to the relaunch.
 
 Clocks and bills: the job's clock is the wall clock since its first launch, so a relaunch costs
-what it really costs here (process start, checkpoint, resume), plus an emulated VM start-up
+what it really costs here (process start, checkpoint, resume), and a batch change in place the
+pause between the last step at the old batch and the first at the new, beyond its step time, plus an emulated VM start-up
 (`startup_cost_s`, added to the clock and the bill, not waited for) whenever a move needs new
 VMs. Progress: every step trained counts at its global batch through the noise schedule
 (search.noise_schedule), as in `sim`. Gradient noise: the stream's steps carry their unbiased
@@ -41,16 +45,18 @@ from thrifty.io import read_csv
 from thrifty.processes import notice_when_parent_dies
 from thrifty.search.backend import NoiseSample, ScheduledJob, Window
 from thrifty.search.billing import MINIMUM_BILLED_S, Billing
-from thrifty.search.config import Config, needs_new_vms
+from thrifty.search.config import Config, batch_change_only, needs_new_vms
 from thrifty.search.loop import SearchSettings
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
+from thrifty.train.batch_requests import BatchRequest, read_reply, write_request
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file
 
 log = logging.getLogger(__name__)
 
 TYPE_COLUMNS = ("instance_type", "speed", "workers_per_node", "price_per_hour")
 FIRST_RESTART_GUESS_S = 5.0  # a relaunch here before one was measured: process start + resume
+FIRST_BATCH_CHANGE_GUESS_S = 0.5  # a batch change in place before one was measured
 POLL_S = 0.02
 
 
@@ -113,6 +119,10 @@ class LocalBackend(ScheduledJob):
         self.configs = local_candidates(types, global_batches, max_nodes=max_nodes, max_ranks=max_ranks)
         self.startup_cost_s, self.seed, self.timeout_s = startup_cost_s, seed, timeout_s
         self.restarts_s: list[float] = []  # measured pauses of relaunches (stop -> first step)
+        self.batch_changes_s: list[float] = []  # measured pauses of batch changes in place
+        self._batch_requests = 0  # batch requests sent (their ids)
+        self._changing_to: int | None = None  # the global batch a request just moved the launch to
+        self._last_row_at = 0.0  # monotonic time the latest step line was read
         self._current: Config | None = None
         self._progress = 0.0
         self._next_step = 0  # steps trained (and counted) so far
@@ -141,6 +151,8 @@ class LocalBackend(ScheduledJob):
         restart = float(np.mean(self.restarts_s)) if self.restarts_s else FIRST_RESTART_GUESS_S
         if old == config:
             return 0.0
+        if batch_change_only(old, config):
+            return float(np.mean(self.batch_changes_s)) if self.batch_changes_s else FIRST_BATCH_CHANGE_GUESS_S
         return restart + (self.startup_cost_s if needs_new_vms(old, config) else 0.0)
 
     def launch(self, config: Config) -> None:
@@ -151,6 +163,10 @@ class LocalBackend(ScheduledJob):
             return
         if self._clock_origin is None:
             self._clock_origin = time.monotonic()
+        old = self._current
+        if self._proc is not None and old is not None and batch_change_only(old, config) and \
+                self._change_batch(old, config):
+            return
         new_vms = needs_new_vms(self._current, config)
         self._stop()
         self._rows = []  # steps the old launch trained after its last window: counted, not measured
@@ -193,7 +209,8 @@ class LocalBackend(ScheduledJob):
         return {"current": None if self._current is None else self._current.to_dict(),
                 "progress": self._progress, "next_step": self._next_step, "elapsed_s": self.elapsed_s,
                 "emulated_s": self._emulated_s, "billing": self._billing.state(), "billed_until": self._billed_until,
-                "restarts_s": self.restarts_s, "launches": self._launches}
+                "restarts_s": self.restarts_s, "batch_changes_s": self.batch_changes_s,
+                "batch_requests": self._batch_requests, "launches": self._launches}
 
     def restore(self, state: dict) -> None:
         """Continue a killed search: the clock goes on from the stored time; the next window
@@ -202,6 +219,8 @@ class LocalBackend(ScheduledJob):
         self._current = None if state["current"] is None else Config(**state["current"])
         self._progress, self._next_step = state["progress"], state["next_step"]
         self._emulated_s, self.restarts_s = state["emulated_s"], list(state["restarts_s"])
+        self.batch_changes_s = list(state.get("batch_changes_s", []))  # absent: stored before batch changes
+        self._batch_requests = int(state.get("batch_requests", 0))
         self._billing.restore(state["billing"])
         self._billed_until = state["billed_until"]
         self._launches = state["launches"]
@@ -236,7 +255,6 @@ class LocalBackend(ScheduledJob):
         config = self._current
         if config is None:
             raise ThriftyError("no configuration launched: nothing to start")
-        remaining = int(np.ceil(self.schedule.steps(self._progress, self.target, config.global_batch) - 1e-9))
         self._launches += 1
         self.work_dir.mkdir(parents=True, exist_ok=True)
         checkpoints = self.work_dir / "checkpoints"
@@ -245,9 +263,9 @@ class LocalBackend(ScheduledJob):
         slowdown = 1.0 / self._type(config).speed
         command = [sys.executable, "-m", "thrifty.cli", "train", "--workload", self.workload,
                    "--nproc", str(config.num_workers), "--global-batch", str(config.global_batch),
-                   "--policy", "uniform", "--b-max", str(config.global_batch),
+                   "--policy", "uniform", "--b-max", str(max(c.global_batch for c in self.configs)),
                    "--slowdown", ",".join([f"{slowdown:g}"] * config.num_workers),
-                   "--steps", str(self._next_step + max(remaining, 1)), "--checkpoint-every", "0",
+                   "--steps", str(self._last_step(config.global_batch)), "--checkpoint-every", "0",
                    "--run-dir", str(self.work_dir / "run"), "--step-stream", str(self._stream),
                    "--db", str(self.work_dir / "train.db"), "--seed", str(self.seed), "--json"]
         if resume:
@@ -258,7 +276,7 @@ class LocalBackend(ScheduledJob):
         self._proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True, preexec_fn=notice_when_parent_dies)
         log.info("launch %d: %s, %d workers at %g of this machine's speed, up to step %d%s; log %s", self._launches,
-                 config.label(), config.num_workers, 1.0 / slowdown, self._next_step + max(remaining, 1),
+                 config.label(), config.num_workers, 1.0 / slowdown, self._last_step(config.global_batch),
                  ", resumed from its checkpoint" if resume else "", self._log.name)
         self._last_progress_at = time.monotonic()
 
@@ -292,11 +310,16 @@ class LocalBackend(ScheduledJob):
         return bool(rows)
 
     def _count(self, row: dict) -> None:
+        now = time.monotonic()
         if self._stopped_at is not None:  # the first step after a move ends its pause
-            self.restarts_s.append(max(time.monotonic() - self._stopped_at - row["step_time_s"], 0.0))
+            self.restarts_s.append(max(now - self._stopped_at - row["step_time_s"], 0.0))
             self._stopped_at = None
             log.debug("the relaunch paused training for %.1f s", self.restarts_s[-1])
-        self._last_progress_at = time.monotonic()
+        if self._changing_to is not None and row["global_batch"] == self._changing_to:
+            self.batch_changes_s.append(max(now - self._last_row_at - row["step_time_s"], 0.0))
+            self._changing_to = None
+            log.debug("the batch change paused training for %.2f s", self.batch_changes_s[-1])
+        self._last_progress_at = self._last_row_at = now
         if row["step"] < self._next_step:
             return  # retrained after a restored search's relaunch: already counted
         self._next_step = row["step"] + 1
@@ -315,10 +338,54 @@ class LocalBackend(ScheduledJob):
         if code == 0 and not self.done:  # the launch trained every step asked for: the target is reached
             self._progress = self.target
 
-    def _stop(self) -> None:
-        """Preemption notice to the running launch; waits until it checkpointed and exited."""
+    def _change_batch(self, old: Config, config: Config) -> bool:
+        """Ask the running launch (on `old`) to train on at `config`'s global batch, in place
+        (train.batch_requests); True once it did, False when it refused or ended first (the
+        caller relaunches). Steps trained meanwhile at the old batch count, unmeasured."""
+        reply = self._request(config.global_batch, self._last_step(config.global_batch))
+        if reply is None or not reply["applied"]:
+            why = "the launch ended first" if reply is None else reply["reason"]
+            log.warning("the batch change to %d was not taken in place (%s): relaunching", config.global_batch, why)
+            return False
+        log.info("global batch %d -> %d in place after step %d", old.global_batch, config.global_batch, reply["step"])
+        self._current, self._changing_to = config, config.global_batch
+        # the steps at the old batch while the request travelled: counted at the old batch, and the
+        # run's last step, set from the progress when it was asked, set again from the progress now
+        while self._next_step < reply["step"] and self._proc is not None:
+            self._poll()
+        self._rows = [r for r in self._rows if r["global_batch"] == config.global_batch]
+        last = self._last_step(config.global_batch)
+        if self._proc is not None and last != reply["steps"]:
+            self._request(config.global_batch, last)  # refused only when the launch is past it: it ends
+        return True
+
+    def _last_step(self, global_batch: int) -> int:
+        """The step after which the job reaches its target from here, at `global_batch`."""
+        remaining = int(np.ceil(self.schedule.steps(self._progress, self.target, global_batch) - 1e-9))
+        return self._next_step + max(remaining, 1)
+
+    def _request(self, global_batch: int, steps: int) -> dict | None:
+        """One batch request to the running launch and its reply; None when the launch ended first."""
+        proc = self._ready()
+        if proc is None:
+            return None
+        checkpoints = self.work_dir / "checkpoints"
+        self._batch_requests += 1
+        request = BatchRequest(self._batch_requests, global_batch, steps)
+        write_request(checkpoints, request)
+        proc.send_signal(signal.SIGUSR2)
+        while self._proc is not None:
+            reply = read_reply(checkpoints)
+            if reply is not None and reply.get("id") == request.id:
+                return reply
+            self._poll()
+        return None
+
+    def _ready(self) -> subprocess.Popen | None:
+        """The running launch once its signal handlers are in place (its ready file), or None when
+        it ended first."""
         if self._proc is None:
-            return
+            return None
         checkpoints = self.work_dir / "checkpoints"
         deadline = time.monotonic() + self.timeout_s
         while not ready_file(checkpoints, self._proc.pid).exists() and self._proc.poll() is None:
@@ -326,6 +393,12 @@ class LocalBackend(ScheduledJob):
                 self._kill()
                 raise ThriftyError("thrifty train never became ready for a checkpoint request")
             time.sleep(POLL_S)
+        return self._proc
+
+    def _stop(self) -> None:
+        """Preemption notice to the running launch; waits until it checkpointed and exited."""
+        if self._ready() is None or self._proc is None:
+            return
         noticed_at = time.monotonic()
         if self._proc.poll() is None:
             self._proc.send_signal(signal.SIGTERM)

@@ -223,14 +223,20 @@ def saved_offset(saved: dict) -> int:
     return saved["step_in_epoch"] * saved["global_batch"]
 
 
+def adopt_hyperparameters(optimizer: torch.optim.Optimizer, fresh_groups: list[dict]) -> None:
+    """Every param group takes the hyperparameters (all but its parameters) of `fresh_groups`,
+    another global batch's; the optimizer's state (moments, momentum buffers) stays."""
+    for group, fresh in zip(optimizer.param_groups, fresh_groups, strict=True):
+        group.update({k: v for k, v in fresh.items() if k != "params"})
+
+
 def load_optimizer(optimizer: torch.optim.Optimizer, saved_state: dict, moved: bool) -> None:
     """Load the saved optimizer state; after a move to another global batch keep the fresh
     optimizer's (the new B's) hyperparameters in every param group, the saved state otherwise."""
     fresh = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     optimizer.load_state_dict(saved_state)
     if moved:
-        for group, hyper in zip(optimizer.param_groups, fresh, strict=True):
-            group.update(hyper)
+        adopt_hyperparameters(optimizer, fresh)
 
 
 def restore(state: RankState, config: TrainConfig, rank: int, world: int, resume_from: Path | None) -> dict | None:

@@ -38,10 +38,12 @@ from torch import nn
 
 from thrifty.errors import ThriftyError
 from thrifty.train.aggregation import allreduce_mean_gradients
+from thrifty.train.batch_requests import BatchRequest, read_request
 from thrifty.train.launcher import act_as
 from thrifty.transient.protocol import JobCheckpoints
 
-REQUESTS, NOTICE = 0, 1  # slots of the shared memory: checkpoint requests so far, notice given
+# slots of the shared memory: checkpoint requests so far, notice given, batch requests signalled so far
+REQUESTS, NOTICE, BATCH_REQUESTS = 0, 1, 2
 
 
 class Preempted(ThriftyError):
@@ -56,16 +58,25 @@ class Preempted(ThriftyError):
 
 def shared_signals() -> Array:
     """The launcher's and workers' shared counters (passed to the forked workers by handle)."""
-    return mp.get_context("forkserver").RawArray("q", 2)
+    return mp.get_context("forkserver").RawArray("q", 3)
 
 
 class RelayedSignals(JobCheckpoints):
-    """The launcher's side: the runner's signals counted into `flags` as they arrive; the ready
-    file tells the runner that requests are heard from now on."""
+    """The launcher's side: the runner's signals counted into `flags` as they arrive (SIGUSR2: a
+    batch request, train.batch_requests); the ready file tells the runner that requests are heard
+    from now on."""
 
     def __init__(self, directory: Path, flags: Array) -> None:
         self.flags = flags
+        signal.signal(signal.SIGUSR2, self._on_batch_request)  # before the ready file (JobCheckpoints)
         super().__init__(directory)
+
+    def _on_batch_request(self, *_) -> None:
+        self.flags[BATCH_REQUESTS] += 1
+
+    def close(self) -> None:
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        super().close()
 
     def _on_request(self, *_) -> None:
         super()._on_request()
@@ -106,23 +117,50 @@ def notice_on_sigterm(flags: Array | None = None, *, second_stops: bool = False)
 class AgreedSignals:
     """A rank's side: what every rank agreed on after the last step's all-reduce. Requests are
     rank 0's count (local workers share one count: the others add zeros, else one request would
-    count once per rank as their reads fall on different steps); a notice is any rank's."""
+    count once per rank as their reads fall on different steps); a notice is any rank's. A batch
+    request (train.batch_requests) is rank 0's, read from `requests_dir` when the count of its
+    signals moves, and rides along once."""
 
-    def __init__(self, flags: Array | None, rank: int) -> None:
+    RIDING = 5  # checkpoint requests, notice, and a batch request's three numbers
+
+    def __init__(self, flags: Array | None, rank: int, requests_dir: Path | None = None) -> None:
         self.flags = flags
         self.rank = rank
+        self.requests_dir = requests_dir
         self.requests = self.handled = 0
         self.notice = False
+        self.batch_signals = 0  # rank 0: batch-request signals already read
+        self.batch_request: BatchRequest | None = None  # agreed, not yet taken
 
     def exchange(self, model: nn.Module, extras: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The gradient all-reduce with the counters riding along (train.step's Exchange)."""
-        mine = torch.zeros(2, dtype=extras.dtype)
+        mine = torch.zeros(self.RIDING, dtype=extras.dtype)
         if self.flags is not None:
             mine[0] = float(self.flags[REQUESTS]) if self.rank == 0 else 0.0
             mine[1] = float(self.flags[NOTICE])
+            request = self._new_batch_request()
+            if request is not None:
+                mine[2:] = torch.tensor(request.as_extras(), dtype=extras.dtype)
         averaged, summed = allreduce_mean_gradients(model, torch.cat([extras, mine]))
-        self.requests, self.notice = round(float(summed[-2])), float(summed[-1]) > 0
-        return averaged, summed[:-2]
+        riding = summed[-self.RIDING:].tolist()
+        self.requests, self.notice = round(riding[0]), riding[1] > 0
+        self.batch_request = BatchRequest.from_extras(riding[2:]) or self.batch_request
+        return averaged, summed[:-self.RIDING]
+
+    def _new_batch_request(self) -> BatchRequest | None:
+        """Rank 0: the request behind a batch-request signal not yet read."""
+        if self.rank != 0 or self.flags is None or self.requests_dir is None:
+            return None
+        signalled = int(self.flags[BATCH_REQUESTS])
+        if signalled <= self.batch_signals:
+            return None
+        self.batch_signals = signalled
+        return read_request(self.requests_dir)
+
+    def take_batch_request(self) -> BatchRequest | None:
+        """The batch request every rank agreed on, once."""
+        request, self.batch_request = self.batch_request, None
+        return request
 
     def checkpoint_due(self) -> bool:
         """A request not yet served, or a notice (save before stopping)."""

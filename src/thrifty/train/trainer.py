@@ -33,6 +33,8 @@ import torch.distributed as dist
 from thrifty.perf.noise import noise_due
 from thrifty.progress import ProgressBar
 from thrifty.records import EvalRow, StepRow
+from thrifty.train.batch_change import change_in_place, refusal
+from thrifty.train.batch_requests import BatchRequest, write_reply
 from thrifty.train.batches import batch_source
 from thrifty.train.checkpoint import (
     check_resumable,
@@ -143,7 +145,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     workload = load_workload(config.workload)
     state, saved = _setup(config, rank, world_size, workload, resume_from)
     resumed_at = state.step if resume_from is not None else None  # rank 0 writes the summary
-    agreed = AgreedSignals(signals, rank)
+    agreed = AgreedSignals(signals, rank, checkpoint_dir(config))
     store = checkpoint_store(config) if rank == 0 else None
     if store is not None:
         store.working()  # restored: under `thrifty run`, the restart's cost ends here
@@ -172,7 +174,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     stream = open(config.step_stream, "a", buffering=1) if rank == 0 and config.step_stream else None
 
     def on_step(rows: list[StepRow]) -> bool:
-        nonlocal finished
+        nonlocal finished, steps
         if rank == 0:
             state.log.steps.extend(rows)
         if stream is not None:
@@ -180,7 +182,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         if progress:
             progress.update(state.step, rate=f"{rows[0].samples_per_s:,.0f} samples/s",
                             split="split " + ",".join(map(str, state.policy.split)))
-        last = state.step == steps
+        last = state.step >= steps
         if state.step % eval_every == 0 or last:
             metric = _evaluate(state, workload, rank, world_size)
             state.last_metric = metric
@@ -195,13 +197,19 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
             save_checkpoint(state, config, rank, world_size, store)
             agreed.served()
         finished = last
+        request = agreed.take_batch_request()
+        if request is not None:
+            steps = _batch_request(state, workload, request, config, rank, steps if not last else state.step)
+            if progress:
+                progress.retotal(steps)
         return last or agreed.notice
 
     wall_start = time.perf_counter()
     failed = True
     try:
         if state.step < steps and met is None:  # a runner's restart of a run at its target trains no more
-            run_steps(state, workload, steps=steps, on_step=on_step, slowdown=slowdown,
+            # on_step ends the run at `steps`, which an in-place batch change moves
+            run_steps(state, workload, on_step=on_step, slowdown=slowdown,
                       exchange=agreed.exchange, measure_noise=noise_steps(config, world_size))
         failed = False
     finally:
@@ -236,6 +244,26 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     log.info("finished at step %d: %s %.4g, summary in %s", state.step, workload.metric_name,
              float(summary["final_metric"]), config.run_dir)
     return summary
+
+
+def _batch_request(state: RankState, workload, request: BatchRequest, config: TrainConfig, rank: int,
+                   last_step: int) -> int:
+    """Every rank takes or refuses the agreed batch request after the same step; rank 0 answers
+    in the checkpoint folder (train.batch_requests). The run's last step, moved or not."""
+    why = refusal(state, request, last_step)
+    old = state.policy.global_batch
+    if why is None:
+        last_step = change_in_place(state, workload, request, config.capacities)
+    if rank == 0:
+        if why is None:
+            log.info("step %d: global batch %d -> %d in place (request %d), on to step %d", state.step, old,
+                     state.policy.global_batch, request.id, last_step)
+        else:
+            log.warning("batch request %d (global batch %d) refused: %s", request.id, request.global_batch, why)
+        write_reply(checkpoint_dir(config), {"id": request.id, "applied": why is None, "step": state.step,
+                                             "global_batch": state.policy.global_batch, "steps": last_step,
+                                             "reason": why})
+    return last_step
 
 
 def noise_steps(config: TrainConfig, world_size: int):

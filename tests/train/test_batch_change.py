@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""Changing the global batch of a running `thrifty train` in place (train.batch_requests,
+train.batch_change): the request rides the gradient all-reduce once, a rank takes it or refuses it
+from its state alone, and a taken change continues the epoch's permutation at the new batch with
+the new batch's learning rate. The two-rank run through the search's local backend is in
+tests/search/test_local_backend.py."""
+
+import math
+
+import pytest
+import torch
+
+from thrifty.train.batch_change import change_in_place, refusal
+from thrifty.train.batch_requests import BatchRequest, read_reply, read_request, write_reply, write_request
+from thrifty.train.loop import fresh_state, run_steps
+from thrifty.train.policies import make_policy
+from thrifty.train.preemption import BATCH_REQUESTS, AgreedSignals, shared_signals
+from thrifty.train.split import even_split
+from thrifty.workloads import load_workload
+
+
+def _state(batch: int = 64, workers: int = 2, b_max: int = 64):
+    workload = load_workload("builtin:digits")
+    policy = make_policy("uniform", batch, workers, b_max=[b_max] * workers)
+    state = fresh_state(workload, even_split(batch, workers), policy=policy, total_samples=100 * batch)
+    return workload, state
+
+
+def test_a_request_rides_the_all_reduce_once_and_only_after_its_signal(tmp_path):
+    # mutations caught: the request read without a signal (an old file taken again), or kept after
+    # it was taken (applied twice), or rank 1 adding its own copy (the sum doubles the batch)
+    flags = shared_signals()
+    model = torch.nn.Linear(2, 1)
+    model(torch.ones(1, 2)).sum().backward()
+    write_request(tmp_path, BatchRequest(1, 32, 50))
+    ranks = [AgreedSignals(flags, 0, tmp_path), AgreedSignals(flags, 1, tmp_path)]
+    ranks[0].exchange(model, torch.zeros(0))
+    assert ranks[0].take_batch_request() is None  # no signal yet
+    flags[BATCH_REQUESTS] += 1
+    ranks[0].exchange(model, torch.zeros(0))
+    assert ranks[0].take_batch_request() == BatchRequest(1, 32, 50)
+    assert ranks[0].take_batch_request() is None
+    ranks[0].exchange(model, torch.zeros(0))  # the same signal count: nothing new
+    assert ranks[0].take_batch_request() is None
+    ranks[1].exchange(model, torch.zeros(0))  # rank 1 never reads the file (one process: no peers to hear from)
+    assert ranks[1].take_batch_request() is None
+
+
+def test_a_request_file_that_is_not_one_is_ignored_and_replies_round_trip(tmp_path, caplog):
+    (tmp_path / ".batch-request.json").write_text("{not json")
+    assert read_request(tmp_path) is None and "not one" in caplog.text
+    assert read_reply(tmp_path) is None
+    write_reply(tmp_path, {"id": 3, "applied": False, "reason": "why"})
+    assert read_reply(tmp_path) == {"id": 3, "applied": False, "reason": "why"}
+    assert BatchRequest.from_extras(BatchRequest(2, 48, None).as_extras()) == BatchRequest(2, 48, None)
+    assert BatchRequest.from_extras([0.0, 0.0, 0.0]) is None
+
+
+@pytest.mark.parametrize(("request_", "last_step", "says"), [
+    (BatchRequest(1, 256), 100, "does not fit"),  # 2 workers of b_max 64
+    (BatchRequest(1, 1), 100, "smaller than the 2 workers"),
+    (BatchRequest(1, 4096), 100, "exceeds the training set"),
+    (BatchRequest(1, 32, 5), 100, "not beyond the current step 10"),
+    (BatchRequest(1, 32), 10, "at its last step"),
+])
+def test_a_request_the_run_cannot_take_is_refused_in_one_line(request_, last_step, says):
+    # mutation caught: any of the checks removed (the change would fail inside make_policy, on
+    # every rank, mid-run, or train past the run's end)
+    _, state = _state()
+    state.step = 10
+    why = refusal(state, request_, last_step)
+    assert why is not None and says in why and "\n" not in why
+
+
+def test_a_change_continues_the_epoch_at_the_new_batch_with_its_learning_rate():
+    # mutations caught: the sampler restarted at the epoch's start (samples repeated), the base
+    # learning rate left at the old batch's, the schedule's horizon or the last step not moved
+    workload, state = _state(64)
+    run_steps(state, workload, steps=5)
+    offset, seen = state.sample_offset, state.samples_seen
+    order = state.batch_sampler().epoch_order(state.epoch)
+    steps = change_in_place(state, workload, BatchRequest(1, 32), capacities=None)
+    assert state.policy.global_batch == 32 and state.policy.split == [16, 16]
+    assert torch.equal(torch.cat([state.indices(0), state.indices(1)]), order[offset:offset + 32])
+    assert state.base_lrs == [pytest.approx(0.05)]  # digits: 0.1 x sqrt(B / 128)
+    # the samples still to train (95 steps of 64) in steps of 32
+    assert steps == 5 + math.ceil(95 * 64 / 32) and state.total_samples == seen + 190 * 32
+    run_steps(state, workload, steps=8)
+    assert state.optimizer.param_groups[0]["lr"] == pytest.approx(0.05)
+    # the same batch with a last step: the horizon alone moves, the policy (its statistics) stays
+    policy = state.policy
+    assert change_in_place(state, workload, BatchRequest(2, 32, 40), capacities=None) == 40
+    assert state.policy is policy and state.total_samples == state.samples_seen + 32 * 32
