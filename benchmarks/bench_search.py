@@ -43,7 +43,7 @@ from thrifty.search.harness import STRATEGIES, Scenario, default_start, medians,
 from thrifty.search.loop import Outcome, Search
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
-from thrifty.search.sim import GRAD_SQ_SPREAD, TRACE_SPREAD
+from thrifty.search.sim import BATCH_CHANGE_COST_S, GRAD_SQ_SPREAD, TRACE_SPREAD
 from thrifty.search.synthetic import Irregularities, VMSpec, synthetic_trace
 
 DEADLINE_CONSTRAINT = "constraints:deadline"  # where optuna 5's samplers read a trial's constraint (set_constraint)
@@ -183,7 +183,8 @@ def main(seeds: int = 20, only: list[str] | None = None, with_bo: bool = True) -
     plot(results, [name for name in every if any(name in row for row in results.values())])  # stored rows too
     data = {"seeds": seeds, "noise_scale": NOISE_SCALE, "drift": DRIFT, "target_samples": TARGET,
             "measurement_noise": 0.03, "grad_sq_spread": GRAD_SQ_SPREAD, "trace_spread": TRACE_SPREAD,
-            "restart_cost_s": 60.0, "startup_cost_s": 60.0, "types": [t.__dict__ for t in TYPES],
+            "restart_cost_s": 60.0, "startup_cost_s": 60.0, "batch_change_cost_s": BATCH_CHANGE_COST_S,
+            "types": [t.__dict__ for t in TYPES],
             "oracle": "the one configuration best for the whole job, trained there from the start (with a "
                       "drifting noise scale: the best fixed configuration, which a moving search can beat)",
             "bayes_opt": bayes,
