@@ -91,3 +91,17 @@ def test_a_change_continues_the_epoch_at_the_new_batch_with_its_learning_rate():
     policy = state.policy
     assert change_in_place(state, workload, BatchRequest(2, 32, 40), capacities=None) == 40
     assert state.policy is policy and state.total_samples == state.samples_seen + 32 * 32
+
+
+def test_rank_0_answers_and_a_run_that_stops_here_refuses(tmp_path):
+    # mutations caught: no reply written (the supervisor would wait for ever), or a request taken
+    # on the step the run stops at (a notice's checkpoint holds the old batch, the reply says the new)
+    from thrifty.train.trainer import TrainConfig, _batch_request
+    workload, state = _state(64)
+    config = TrainConfig(workers=2, global_batch=64, run_dir=tmp_path / "run", checkpoint_dir=tmp_path)
+    assert _batch_request(state, workload, BatchRequest(1, 32), config, 0, 100, "the run stops after this step") == 100
+    assert state.policy.global_batch == 64
+    assert read_reply(tmp_path) == {"id": 1, "applied": False, "step": 0, "global_batch": 64, "steps": 100,
+                                    "reason": "the run stops after this step"}
+    assert _batch_request(state, workload, BatchRequest(2, 32, 50), config, 0, 100, None) == 50
+    assert state.policy.global_batch == 32 and read_reply(tmp_path)["applied"] is True

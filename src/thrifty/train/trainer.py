@@ -199,7 +199,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
         finished = last
         request = agreed.take_batch_request()
         if request is not None:
-            steps = _batch_request(state, workload, request, config, rank, steps if not last else state.step)
+            stopping = "the run stops after this step" if last or agreed.notice else None
+            steps = _batch_request(state, workload, request, config, rank, steps, stopping)
             if progress:
                 progress.retotal(steps)
         return last or agreed.notice
@@ -247,10 +248,11 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
 
 
 def _batch_request(state: RankState, workload, request: BatchRequest, config: TrainConfig, rank: int,
-                   last_step: int) -> int:
-    """Every rank takes or refuses the agreed batch request after the same step; rank 0 answers
-    in the checkpoint folder (train.batch_requests). The run's last step, moved or not."""
-    why = refusal(state, request, last_step)
+                   last_step: int, stopping: str | None) -> int:
+    """Every rank takes or refuses the agreed batch request after the same step (refuses it when
+    `stopping` says why the run ends here); rank 0 answers in the checkpoint folder
+    (train.batch_requests). The run's last step, moved or not."""
+    why = stopping or refusal(state, request, last_step)
     old = state.policy.global_batch
     if why is None:
         last_step = change_in_place(state, workload, request, config.capacities)
