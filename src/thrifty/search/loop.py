@@ -52,8 +52,8 @@ there). The same budget bounds each probe: its way there and back to the incumbe
 most `move_budget` of the objective the incumbent still has to pay. Without it a profile made
 cheap by in-place batch changes let a short job (17 minutes at the oracle) take a 4-node probe
 whose round trip was 17% of the job (bench_search_real: short time jobs started on the oracle
-+0.0% before the batch changes went in place, +16-21% on four workloads with them, +0.7-3.0% with the
-bound). A job that states no noise scale takes the
++0.0% median before the batch changes went in place, +16-21% on four workloads with them, at
+most +4.1% with the bound). A job that states no noise scale takes the
 start's global batch as its prior B_noise (search.noise_estimate.with_prior): after the profile
 the pooled estimate rests on a handful of one-rank steps and had been 0 or infinite, which settled
 jobs on the largest batch for good; and a settled window never outlasts its segment (one of 3,200
