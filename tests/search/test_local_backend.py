@@ -160,37 +160,66 @@ def test_a_local_search_weighs_the_measured_noise_against_the_jobs_stated_schedu
 
 
 @pytest.mark.timeout(240)
-def test_a_change_of_the_batch_alone_is_taken_in_place_by_the_running_launch(tmp_path):
+@pytest.mark.parametrize(("old", "new"), [(64, 32), (32, 64)])
+def test_a_change_of_the_batch_alone_is_taken_in_place_by_the_running_launch(tmp_path, old, new):
     """One launch trains the whole job: the batch change is a request the ranks take after the same
     step, at the new batch's learning rate, and the job ends on its target step. Mutations caught:
     the backend relaunching for it (two step streams, a restart measured), the learning rate left
-    at the old batch's (base_lrs not moved: final_lr 0.0707, digits' lr at 64, not 0.05 at 32), the run's last step left
-    at the request's first guess (steps trained past the target), the ranks changing at different
-    steps (their parameter digests differ, or the run hangs in an all-reduce of unequal sizes)."""
+    at the old batch's (base_lrs not moved: final_lr 0.0707, digits' lr at 64, not 0.05 at 32),
+    the run's last step left at the request's first guess (steps trained past the target; that
+    the guess is an upper bound is the next test's), the ranks changing at different steps (their
+    parameter digests differ, or the run hangs in an all-reduce of unequal sizes), a stale reply
+    taken for the request's (steps trained past the target)."""
     schedule = NoiseSchedule.constant(NOISE_SCALE, TARGET)
     backend = LocalBackend("builtin:digits", TYPES, schedule, tmp_path, global_batches=[32, 64])
     try:
-        backend.launch(Config("fast", 1, 2, 64))
+        backend.launch(Config("fast", 1, 2, old))
         first = backend.measure(10)
-        assert backend.move_cost_s(backend.current, Config("fast", 1, 2, 32)) < backend.move_cost_s(
-            backend.current, Config("slow", 1, 1, 32))
-        backend.launch(Config("fast", 1, 2, 32))
+        assert backend.move_cost_s(backend.current, Config("fast", 1, 2, new)) < backend.move_cost_s(
+            backend.current, Config("slow", 1, 1, new))
+        # a stale answer with the id the next request takes (a restored search's) is not its answer
+        (tmp_path / "checkpoints" / ".batch-reply.json").write_text(
+            json.dumps({"id": 1, "applied": True, "step": 3, "global_batch": new, "steps": 90, "change_s": 0.0,
+                        "reason": None}))
+        backend.launch(Config("fast", 1, 2, new))
         second = backend.measure(10)
         backend.finish()
     finally:
         backend.close()
     assert len(list(tmp_path.glob("steps-*.jsonl"))) == 1 and backend.restarts_s == []
-    assert len(backend.batch_changes_s) == 1
+    assert len(backend.batch_changes_s) == 1 and 0 <= backend.batch_changes_s[0] < 60
     rows = _streamed_steps(tmp_path)
     assert [r["step"] for r in rows] == list(range(len(rows)))
     batches = [r["global_batch"] for r in rows]
-    change = batches.index(32)
-    assert set(batches[:change]) == {64} and set(batches[change:]) == {32} and change >= 10
-    assert len(first.step_time_s) == len(second.step_time_s) == 10  # the second window: steps at 32 alone
+    change = batches.index(new)
+    assert set(batches[:change]) == {old} and set(batches[change:]) == {new} and change >= 10
+    assert len(first.step_time_s) == len(second.step_time_s) == 10  # the second window: steps at the new batch alone
     # the job ends on the step that reaches its target, counted from where the batch changed
-    at_change = schedule.advance(0.0, change, 64)
-    assert len(rows) - change == int(np.ceil(schedule.steps(at_change, TARGET, 32) - 1e-9))
+    at_change = schedule.advance(0.0, change, old)
+    assert len(rows) - change == int(np.ceil(schedule.steps(at_change, TARGET, new) - 1e-9))
     assert backend.done and backend.progress == pytest.approx(TARGET)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["global_batch"] == 32 and len(set(summary["parameter_digests"])) == 1
-    assert summary["final_lr"] == [pytest.approx(0.05)]
+    assert summary["global_batch"] == new and len(set(summary["parameter_digests"])) == 1
+    assert summary["final_lr"] == [pytest.approx(0.1 * (new / 128) ** 0.5)]  # digits: 0.1 x sqrt(B / 128)
+
+
+def test_a_batch_request_first_asks_for_an_upper_bound_on_the_last_step(tmp_path, monkeypatch):
+    # the steps trained at the old batch while a request travels make at least the smaller batch's
+    # progress each, so the first last step asked for is counted at the smaller batch; the second
+    # sets it exactly. Mutation caught: the first counted at the new batch (32 -> 64: too few steps,
+    # and a launch that reaches them before the second request lands ends short of its target)
+    schedule = NoiseSchedule.constant(NOISE_SCALE, TARGET)
+    backend = LocalBackend("builtin:digits", TYPES, schedule, tmp_path, global_batches=[32, 64])
+    backend._current, backend._next_step, backend._progress = Config("fast", 1, 2, 32), 10, 500.0
+    backend._proc = object()  # a launch runs (never touched: _request is replaced)
+    asked = []
+
+    def answer(global_batch, steps):
+        asked.append(steps)
+        return {"id": len(asked), "applied": True, "step": 10, "global_batch": global_batch, "steps": steps,
+                "change_s": 0.0, "reason": None}
+    monkeypatch.setattr(backend, "_request", answer)
+    assert backend._change_batch(Config("fast", 1, 2, 32), Config("fast", 1, 2, 64))
+    at = {b: 10 + int(np.ceil(schedule.steps(500.0, TARGET, b) - 1e-9)) for b in (32, 64)}
+    assert asked == [at[32], at[64]] and at[32] > at[64]
+    assert backend.current == Config("fast", 1, 2, 64) and backend.batch_changes_s == [0.0]

@@ -6,6 +6,7 @@ the new batch's learning rate. The two-rank run through the search's local backe
 tests/search/test_local_backend.py."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -101,7 +102,45 @@ def test_rank_0_answers_and_a_run_that_stops_here_refuses(tmp_path):
     config = TrainConfig(workers=2, global_batch=64, run_dir=tmp_path / "run", checkpoint_dir=tmp_path)
     assert _batch_request(state, workload, BatchRequest(1, 32), config, 0, 100, "the run stops after this step") == 100
     assert state.policy.global_batch == 64
-    assert read_reply(tmp_path) == {"id": 1, "applied": False, "step": 0, "global_batch": 64, "steps": 100,
-                                    "reason": "the run stops after this step"}
+    reply = read_reply(tmp_path)
+    assert reply.pop("change_s") >= 0
+    assert reply == {"id": 1, "applied": False, "step": 0, "global_batch": 64, "steps": 100,
+                     "reason": "the run stops after this step"}
     assert _batch_request(state, workload, BatchRequest(2, 32, 50), config, 0, 100, None) == 50
     assert state.policy.global_batch == 32 and read_reply(tmp_path)["applied"] is True
+
+
+def test_a_change_near_the_epoch_end_starts_the_next_epoch_and_takes_the_new_batchs_momentum():
+    # mutations caught: the epoch's end not checked after the change (the next step asks for 128
+    # samples where 62 are left: "offset ... leaves no global batch"), the optimizer's other
+    # hyperparameters left at the old batch's (momentum 0.9, the old B's)
+    workload, state = _state(32, b_max=128)
+    workload = replace(workload, make_optimizer=lambda params, batch: torch.optim.SGD(
+        params, lr=0.05, momentum=0.9 if batch < 64 else 0.5))
+    state.optimizer = workload.make_optimizer(state.model.parameters(), 32)
+    steps_left_in_epoch = (workload.train_size - 62) // 32  # 1438 samples: 62 left unused after these
+    run_steps(state, workload, steps=steps_left_in_epoch)
+    assert (state.epoch, workload.train_size - state.sample_offset) == (0, 62)
+    change_in_place(state, workload, BatchRequest(1, 128), capacities=None)
+    assert (state.epoch, state.sample_offset) == (1, 0)
+    assert state.optimizer.param_groups[0]["momentum"] == 0.5
+    run_steps(state, workload, steps=state.step + 2)
+    assert state.sample_offset == 256
+
+
+def test_rank_0_refuses_a_request_its_all_reduce_would_round(tmp_path):
+    # mutation caught: the request sent whatever the gradients' dtype (bfloat16 carries batch 257
+    # as 256, float32 steps above 2^24 rounded: every rank would apply the rounded numbers)
+    assert BatchRequest(1, 256, 70_000).exact_in(torch.float32)
+    assert not BatchRequest(1, 257, 70_000).exact_in(torch.bfloat16)
+    assert not BatchRequest(1, 256, 2**24 + 1).exact_in(torch.float32)
+    flags = shared_signals()
+    model = torch.nn.Linear(2, 1).to(torch.bfloat16)
+    model(torch.ones(1, 2, dtype=torch.bfloat16)).sum().backward()
+    write_request(tmp_path, BatchRequest(4, 257, 70_001))
+    flags[BATCH_REQUESTS] += 1
+    rank0 = AgreedSignals(flags, 0, tmp_path)
+    rank0.exchange(model, torch.zeros(0, dtype=torch.bfloat16))
+    assert rank0.take_batch_request() is None
+    reply = read_reply(tmp_path)
+    assert reply["id"] == 4 and reply["applied"] is False and "bfloat16" in reply["reason"]

@@ -14,8 +14,8 @@ running launch instead (train.batch_requests: every rank changes after the same 
 one the launch refuses falls back to the relaunch.
 
 Clocks and bills: the job's clock is the wall clock since its first launch, so a relaunch costs
-what it really costs here (process start, checkpoint, resume), and a batch change in place the
-pause between the last step at the old batch and the first at the new, beyond its step time, plus an emulated VM start-up
+what it really costs here (process start, checkpoint, resume), and a batch change in place what
+the trainer reports it took (its first step at the new batch is measured as a step), plus an emulated VM start-up
 (`startup_cost_s`, added to the clock and the bill, not waited for) whenever a move needs new
 VMs. Progress: every step trained counts at its global batch through the noise schedule
 (search.noise_schedule), as in `sim`. Gradient noise: the stream's steps carry their unbiased
@@ -49,7 +49,7 @@ from thrifty.search.config import Config, batch_change_only, needs_new_vms
 from thrifty.search.loop import SearchSettings
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
-from thrifty.train.batch_requests import BatchRequest, read_reply, write_request
+from thrifty.train.batch_requests import REPLY_NAME, BatchRequest, read_reply, write_request
 from thrifty.transient.protocol import ENV_DIR, PREEMPTED_EXIT, ready_file
 
 log = logging.getLogger(__name__)
@@ -119,10 +119,8 @@ class LocalBackend(ScheduledJob):
         self.configs = local_candidates(types, global_batches, max_nodes=max_nodes, max_ranks=max_ranks)
         self.startup_cost_s, self.seed, self.timeout_s = startup_cost_s, seed, timeout_s
         self.restarts_s: list[float] = []  # measured pauses of relaunches (stop -> first step)
-        self.batch_changes_s: list[float] = []  # measured pauses of batch changes in place
+        self.batch_changes_s: list[float] = []  # batch changes in place: what each took (the trainer's reply)
         self._batch_requests = 0  # batch requests sent (their ids)
-        self._changing_to: int | None = None  # the global batch a request just moved the launch to
-        self._last_row_at = 0.0  # monotonic time the latest step line was read
         self._current: Config | None = None
         self._progress = 0.0
         self._next_step = 0  # steps trained (and counted) so far
@@ -310,16 +308,11 @@ class LocalBackend(ScheduledJob):
         return bool(rows)
 
     def _count(self, row: dict) -> None:
-        now = time.monotonic()
         if self._stopped_at is not None:  # the first step after a move ends its pause
-            self.restarts_s.append(max(now - self._stopped_at - row["step_time_s"], 0.0))
+            self.restarts_s.append(max(time.monotonic() - self._stopped_at - row["step_time_s"], 0.0))
             self._stopped_at = None
             log.debug("the relaunch paused training for %.1f s", self.restarts_s[-1])
-        if self._changing_to is not None and row["global_batch"] == self._changing_to:
-            self.batch_changes_s.append(max(now - self._last_row_at - row["step_time_s"], 0.0))
-            self._changing_to = None
-            log.debug("the batch change paused training for %.2f s", self.batch_changes_s[-1])
-        self._last_progress_at = self._last_row_at = now
+        self._last_progress_at = time.monotonic()
         if row["step"] < self._next_step:
             return  # retrained after a restored search's relaunch: already counted
         self._next_step = row["step"] + 1
@@ -341,14 +334,18 @@ class LocalBackend(ScheduledJob):
     def _change_batch(self, old: Config, config: Config) -> bool:
         """Ask the running launch (on `old`) to train on at `config`'s global batch, in place
         (train.batch_requests); True once it did, False when it refused or ended first (the
-        caller relaunches). Steps trained meanwhile at the old batch count, unmeasured."""
-        reply = self._request(config.global_batch, self._last_step(config.global_batch))
-        if reply is None or not reply["applied"]:
-            why = "the launch ended first" if reply is None else reply["reason"]
+        caller relaunches). Steps trained meanwhile at the old batch count, unmeasured. The first
+        last step asked for is an upper bound (the steps still to go at the smaller of the two
+        batches: the steps trained while the request travels make at least that much progress
+        each), so the launch cannot end short of the target; a second request sets it exactly."""
+        reply = self._request(config.global_batch, self._last_step(min(old.global_batch, config.global_batch)))
+        if reply is None or not reply["applied"] or reply["global_batch"] != config.global_batch:
+            why = "the launch ended first" if reply is None else reply["reason"] or f"it runs {reply['global_batch']}"
             log.warning("the batch change to %d was not taken in place (%s): relaunching", config.global_batch, why)
             return False
         log.info("global batch %d -> %d in place after step %d", old.global_batch, config.global_batch, reply["step"])
-        self._current, self._changing_to = config, config.global_batch
+        self.batch_changes_s.append(float(reply["change_s"]))
+        self._current = config
         # the steps at the old batch while the request travelled: counted at the old batch, and the
         # run's last step, set from the progress when it was asked, set again from the progress now
         while self._next_step < reply["step"] and self._proc is not None:
@@ -372,6 +369,7 @@ class LocalBackend(ScheduledJob):
         checkpoints = self.work_dir / "checkpoints"
         self._batch_requests += 1
         request = BatchRequest(self._batch_requests, global_batch, steps)
+        (checkpoints / REPLY_NAME).unlink(missing_ok=True)  # a restored search may reuse an id: no stale answer
         write_request(checkpoints, request)
         proc.send_signal(signal.SIGUSR2)
         while self._proc is not None:

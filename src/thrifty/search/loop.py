@@ -49,7 +49,8 @@ or an in-place batch change on the start's VMs, and back to the start) cost at m
 while B_noise is not yet known: a few measured steps of one rank put it anywhere); otherwise there
 is no model and the job trains where it started (a short job started on a good configuration stays
 there). The same budget bounds each probe: its way there and back to the incumbent may cost at
-most `move_budget` of the objective the incumbent still has to pay. Without it a profile made
+most `move_budget` of the objective the incumbent still has to pay (beyond the move to the
+incumbent that staying costs anyway, where the job is not on it). Without it a profile made
 cheap by in-place batch changes let a short job (17 minutes at the oracle) take a 4-node probe
 whose round trip was 17% of the job (bench_search_real: short time jobs started on the oracle
 +0.0% median before the batch changes went in place, +16-21% on four workloads with them, at
@@ -395,13 +396,16 @@ class Search:
         price = probe_price(o, y, win, self.expected_window_steps(), progress_per_step(batches, noise_scale),
                             self.backend.target - self.backend.progress, move_s * o.rate,
                             back_s * o.rate[inc], home, move_in_s=move_s, billed_floor_s=np.where(new_vms, floor, 0.0))
-        # a probe's round trip (there, and back to the incumbent) within the move budget of what is left
-        round_trip = move_s * o.rate + back_s * o.rate[inc]
-        affordable = round_trip <= self.settings.move_budget * y
-        chosen = pick_probe(gain, price, ~is_measured & affordable & recoups(gain, win, price, self.settings.recoup_factor))
+        # a probe's round trip (there, and back to the incumbent) beyond the move home that staying
+        # costs anyway, within the move budget of what the incumbent still has to pay
+        affordable = move_s * o.rate + back_s * o.rate[inc] - home <= self.settings.move_budget * y
+        recouping = recoups(gain, win, price, self.settings.recoup_factor)
+        chosen = pick_probe(gain, price, ~is_measured & affordable & recouping)
         shown = chosen if chosen is not None else int(np.argmax(np.where(is_measured, -np.inf, gain - price)))
+        declined = ("no probe recoups its price" if not (~is_measured & recouping).any()
+                    else "no probe that recoups its price fits the move budget")
         log.debug("%s probe %s: expected gain %.4g (chance %.2f) against its price %.4g (%s)",
-                  "taking" if chosen is not None else "no probe recoups its price; the best declined:",
+                  "taking" if chosen is not None else f"{declined}; the best declined:",
                   self.candidates[shown].label(), gain[shown], win[shown], price[shown], objective.kind)
         return None if chosen is None else self.candidates[chosen]
 

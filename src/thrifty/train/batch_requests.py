@@ -22,16 +22,26 @@ same request, and every rank changes after the same step (train.batch_change):
 A request the run cannot take (B below the workers or above their b_max or the data set, S not
 beyond the current step, or the run at its last step) is refused and the run goes on at its batch.
 Rank 0 answers either way in `.batch-reply.json` (`{"id", "applied", "step", "global_batch",
-"reason"}`), written atomically. Heard by the local launcher under a runner (THRIFTY_CHECKPOINT_DIR
-set, as the search's local backend and `thrifty run` start it); not under torchrun.
+"steps", "change_s", "reason"}`: change_s the time the change took), written atomically; a request
+whose numbers the all-reduce cannot carry exactly (it runs in the gradients' dtype: above 2^24 in
+float32, most numbers in bfloat16) is refused by rank 0 before it rides. Heard by the local
+launcher under a runner (THRIFTY_CHECKPOINT_DIR set, as the search's local backend and `thrifty
+run` start it); not under torchrun. The checkpoint keeps the new batch but not the moved last step:
+a restart goes on with its command line's `--steps` (and its `--global-batch`, if it gives one),
+so under `thrifty run` a change lasts until the next preemption (the search's local backend
+relaunches with both set from the job's progress).
 """
 
 import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from thrifty.io import write_text_atomic
+
+if TYPE_CHECKING:
+    import torch
 
 REQUEST_NAME, REPLY_NAME = ".batch-request.json", ".batch-reply.json"
 log = logging.getLogger(__name__)
@@ -49,6 +59,12 @@ class BatchRequest:
     def as_extras(self) -> list[float]:
         """Three floats for the all-reduce (rank 0's; the other ranks add zeros)."""
         return [float(self.id), float(self.global_batch), float(-1 if self.steps is None else self.steps)]
+
+    def exact_in(self, dtype: "torch.dtype") -> bool:
+        """Whether the all-reduce, which runs in the gradients' dtype (train.aggregation), carries
+        the three numbers exactly: float32 up to 2^24, bfloat16 not even batch 257."""
+        import torch
+        return all(torch.tensor(v, dtype=dtype).item() == v for v in self.as_extras())
 
     @classmethod
     def from_extras(cls, values: list[float]) -> "BatchRequest | None":

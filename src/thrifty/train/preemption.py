@@ -25,6 +25,7 @@ nothing saved since the last periodic checkpoint. A second SIGTERM to the launch
 """
 
 import contextlib
+import logging
 import multiprocessing as mp
 import signal
 import threading
@@ -38,12 +39,13 @@ from torch import nn
 
 from thrifty.errors import ThriftyError
 from thrifty.train.aggregation import allreduce_mean_gradients
-from thrifty.train.batch_requests import BatchRequest, read_request
+from thrifty.train.batch_requests import BatchRequest, read_request, write_reply
 from thrifty.train.launcher import act_as
 from thrifty.transient.protocol import JobCheckpoints
 
 # slots of the shared memory: checkpoint requests so far, notice given, batch requests signalled so far
 REQUESTS, NOTICE, BATCH_REQUESTS = 0, 1, 2
+log = logging.getLogger(__name__)
 
 
 class Preempted(ThriftyError):
@@ -138,7 +140,7 @@ class AgreedSignals:
         if self.flags is not None:
             mine[0] = float(self.flags[REQUESTS]) if self.rank == 0 else 0.0
             mine[1] = float(self.flags[NOTICE])
-            request = self._new_batch_request()
+            request = self._new_batch_request(model)
             if request is not None:
                 mine[2:] = torch.tensor(request.as_extras(), dtype=extras.dtype)
         averaged, summed = allreduce_mean_gradients(model, torch.cat([extras, mine]))
@@ -147,15 +149,24 @@ class AgreedSignals:
         self.batch_request = BatchRequest.from_extras(riding[2:]) or self.batch_request
         return averaged, summed[:-self.RIDING]
 
-    def _new_batch_request(self) -> BatchRequest | None:
-        """Rank 0: the request behind a batch-request signal not yet read."""
+    def _new_batch_request(self, model: nn.Module) -> BatchRequest | None:
+        """Rank 0: the request behind a batch-request signal not yet read, if the all-reduce can
+        carry it exactly (refused here otherwise: no rank would know it had been rounded)."""
         if self.rank != 0 or self.flags is None or self.requests_dir is None:
             return None
         signalled = int(self.flags[BATCH_REQUESTS])
         if signalled <= self.batch_signals:
             return None
         self.batch_signals = signalled
-        return read_request(self.requests_dir)
+        request = read_request(self.requests_dir)
+        dtype = next((p.dtype for p in model.parameters() if p.requires_grad), torch.float64)
+        if request is not None and not request.exact_in(dtype):
+            why = f"its numbers ({request.global_batch}, {request.steps}) do not ride a {dtype} all-reduce exactly"
+            log.warning("batch request %d refused: %s", request.id, why)
+            write_reply(self.requests_dir, {"id": request.id, "applied": False, "step": None, "global_batch": None,
+                                            "steps": None, "change_s": 0.0, "reason": why})
+            return None
+        return request
 
     def take_batch_request(self) -> BatchRequest | None:
         """The batch request every rank agreed on, once."""

@@ -253,9 +253,10 @@ def _batch_request(state: RankState, workload, request: BatchRequest, config: Tr
     `stopping` says why the run ends here); rank 0 answers in the checkpoint folder
     (train.batch_requests). The run's last step, moved or not."""
     why = stopping or refusal(state, request, last_step)
-    old = state.policy.global_batch
+    old, started = state.policy.global_batch, time.perf_counter()
     if why is None:
         last_step = change_in_place(state, workload, request, config.capacities)
+    change_s = time.perf_counter() - started
     if rank == 0:
         if why is None:
             log.info("step %d: global batch %d -> %d in place (request %d), on to step %d", state.step, old,
@@ -264,7 +265,7 @@ def _batch_request(state: RankState, workload, request: BatchRequest, config: Tr
             log.warning("batch request %d (global batch %d) refused: %s", request.id, request.global_batch, why)
         write_reply(checkpoint_dir(config), {"id": request.id, "applied": why is None, "step": state.step,
                                              "global_batch": state.policy.global_batch, "steps": last_step,
-                                             "reason": why})
+                                             "change_s": change_s, "reason": why})
     return last_step
 
 
