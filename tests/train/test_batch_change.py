@@ -54,7 +54,7 @@ def test_a_request_file_that_is_not_one_is_ignored_and_replies_round_trip(tmp_pa
     write_reply(tmp_path, {"id": 3, "applied": False, "reason": "why"})
     assert read_reply(tmp_path) == {"id": 3, "applied": False, "reason": "why"}
     assert BatchRequest.from_extras(BatchRequest(2, 48, None).as_extras()) == BatchRequest(2, 48, None)
-    assert BatchRequest.from_extras([0.0, 0.0, 0.0]) is None
+    assert BatchRequest.from_extras([0.0, 0.0, 0.0, 0.0]) is None
 
 
 @pytest.mark.parametrize(("request_", "last_step", "says"), [
@@ -129,11 +129,13 @@ def test_a_change_near_the_epoch_end_starts_the_next_epoch_and_takes_the_new_bat
 
 
 def test_rank_0_refuses_a_request_its_all_reduce_would_round(tmp_path):
-    # mutation caught: the request sent whatever the gradients' dtype (bfloat16 carries batch 257
-    # as 256, float32 steps above 2^24 rounded: every rank would apply the rounded numbers)
-    assert BatchRequest(1, 256, 70_000).exact_in(torch.float32)
+    # mutations caught: the request sent whatever the gradients' dtype (bfloat16 carries batch 257
+    # as 256: every rank would apply the rounded numbers), or the last step in one float (a job of
+    # 3.6e10 steps, as the local benchmark's never-ending one, rounded in float32)
+    assert BatchRequest(1, 256, 36_250_000_001).exact_in(torch.float32)
+    assert BatchRequest.from_extras(BatchRequest(1, 256, 36_250_000_001).as_extras()).steps == 36_250_000_001
+    assert not BatchRequest(1, 2**24 + 1, 10).exact_in(torch.float32)
     assert not BatchRequest(1, 257, 70_000).exact_in(torch.bfloat16)
-    assert not BatchRequest(1, 256, 2**24 + 1).exact_in(torch.float32)
     flags = shared_signals()
     model = torch.nn.Linear(2, 1).to(torch.bfloat16)
     model(torch.ones(1, 2, dtype=torch.bfloat16)).sum().backward()

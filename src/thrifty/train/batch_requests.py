@@ -23,8 +23,9 @@ A request the run cannot take (B below the workers or above their b_max or the d
 beyond the current step, or the run at its last step) is refused and the run goes on at its batch.
 Rank 0 answers either way in `.batch-reply.json` (`{"id", "applied", "step", "global_batch",
 "steps", "change_s", "reason"}`: change_s the time the change took), written atomically; a request
-whose numbers the all-reduce cannot carry exactly (it runs in the gradients' dtype: above 2^24 in
-float32, most numbers in bfloat16) is refused by rank 0 before it rides. Heard by the local
+whose numbers the all-reduce cannot carry exactly (it runs in the gradients' dtype: a batch above
+2^24 in float32, most numbers in bfloat16; the last step rides in two parts, so any fits float32)
+is refused by rank 0 before it rides. Heard by the local
 launcher under a runner (THRIFTY_CHECKPOINT_DIR set, as the search's local backend and `thrifty
 run` start it); not under torchrun. The checkpoint keeps the new batch but not the moved last step:
 a restart goes on with its command line's `--steps` (and its `--global-batch`, if it gives one),
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     import torch
 
 REQUEST_NAME, REPLY_NAME = ".batch-request.json", ".batch-reply.json"
+STEPS_SPLIT = 2**24  # the last step rides as two floats, each exact in float32 (a job's steps can exceed 2^24)
 log = logging.getLogger(__name__)
 
 
@@ -57,19 +59,21 @@ class BatchRequest:
     steps: int | None = None
 
     def as_extras(self) -> list[float]:
-        """Three floats for the all-reduce (rank 0's; the other ranks add zeros)."""
-        return [float(self.id), float(self.global_batch), float(-1 if self.steps is None else self.steps)]
+        """Four floats for the all-reduce (rank 0's; the other ranks add zeros): id, batch, and
+        the last step in two parts (-1, 0 for None)."""
+        high, low = (-1, 0) if self.steps is None else divmod(self.steps, STEPS_SPLIT)
+        return [float(self.id), float(self.global_batch), float(high), float(low)]
 
     def exact_in(self, dtype: "torch.dtype") -> bool:
         """Whether the all-reduce, which runs in the gradients' dtype (train.aggregation), carries
-        the three numbers exactly: float32 up to 2^24, bfloat16 not even batch 257."""
+        the numbers exactly: float32 a batch up to 2^24, bfloat16 not even batch 257."""
         import torch
         return all(torch.tensor(v, dtype=dtype).item() == v for v in self.as_extras())
 
     @classmethod
     def from_extras(cls, values: list[float]) -> "BatchRequest | None":
-        request_id, batch, steps = (round(v) for v in values)
-        return None if request_id <= 0 else cls(request_id, batch, None if steps < 0 else steps)
+        request_id, batch, high, low = (round(v) for v in values)
+        return None if request_id <= 0 else cls(request_id, batch, None if high < 0 else high * STEPS_SPLIT + low)
 
 
 def write_request(directory: Path, request: BatchRequest) -> None:

@@ -123,7 +123,7 @@ class AgreedSignals:
     request (train.batch_requests) is rank 0's, read from `requests_dir` when the count of its
     signals moves, and rides along once."""
 
-    RIDING = 5  # checkpoint requests, notice, and a batch request's three numbers
+    RIDING = 6  # checkpoint requests, notice, and a batch request's four numbers
 
     def __init__(self, flags: Array | None, rank: int, requests_dir: Path | None = None) -> None:
         self.flags = flags
