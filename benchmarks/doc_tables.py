@@ -112,7 +112,7 @@ def search_local_summary(data: dict) -> Lines:
     """The relaunch and the in-place batch change this machine pays per workload; per measured trace and objective the search's
     median overhead against the best baseline's; and the one real end-to-end search."""
     restarts = ", ".join(f"{w} {t:.1f} s" for w, t in data["measured_restart_s"].items())
-    changes = ", ".join(f"{w} {t:.2f} s" for w, t in data.get("measured_batch_change_s", {}).items())
+    changes = ", ".join(f"{w} {t * 1000:.2f} ms" for w, t in data.get("measured_batch_change_s", {}).items())
     rows = []
     for trace, objectives in data["sim"].items():
         for objective, v in objectives.items():
