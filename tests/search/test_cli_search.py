@@ -7,7 +7,7 @@ import pytest
 from search_support import NOISE_SCALE, TARGET
 
 KEYS = {"time_s", "cost_usd", "oracle_time_s", "oracle_cost_usd", "overhead_time", "overhead_cost",
-        "final_config", "probes", "moves"}
+        "final_config", "probes", "moves", "moves_in_place"}
 
 
 def args(trace, *more):
@@ -131,6 +131,19 @@ def test_the_report_says_when_the_search_stayed_on_its_start(run_cli, trace):
     assert code == 0 and "it stayed on the start: the profile's moves" in " ".join(out.split())
     code, out, _ = run_cli(*args(trace))
     assert code == 0 and "stayed on the start" not in " ".join(out.split())
+
+
+def test_the_report_says_how_many_moves_changed_the_batch_alone_in_place(run_cli, trace):
+    # mutation caught: the in-place moves not counted (a user reads "5 moves" as five restarts)
+    code, out, _ = run_cli(*args(trace, "--json"))
+    result = json.loads(out)
+    path = [result["start_config"], *(p["config"] for p in result["probes"])]
+    changed = [(a, b) for a, b in zip(path[:-1], path[1:], strict=True) if a != b]
+    batch_alone = sum(a["global_batch"] != b["global_batch"] and {k: v for k, v in a.items() if k != "global_batch"}
+                      == {k: v for k, v in b.items() if k != "global_batch"} for a, b in changed)
+    assert code == 0 and result["moves_in_place"] >= batch_alone >= 2  # the profile's two, at least
+    code, out, _ = run_cli(*args(trace))
+    assert code == 0 and "of them the batch alone, in place" in " ".join(out.split())
 
 
 def test_counts_read_as_counts():

@@ -122,17 +122,20 @@ class Outcome:
     moves: int = 0
     stayed: bool = False  # the profile could not recoup its moves: the job trained where it started
     settled: list[Settled] = field(default_factory=list)  # the rest of the time and cost, where it went
+    moves_in_place: int = 0  # of the moves, those that changed the global batch alone (no restart)
 
     def to_dict(self) -> dict:
         return {"time_s": self.time_s, "cost_usd": self.cost_usd, "final_config": self.final_config.to_dict(),
-                "probes": [p.to_dict() for p in self.probes], "moves": self.moves, "stayed": self.stayed,
+                "probes": [p.to_dict() for p in self.probes], "moves": self.moves,
+                "moves_in_place": self.moves_in_place, "stayed": self.stayed,
                 "settled_segments": [s.to_dict() for s in self.settled]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Outcome":
         return cls(data["time_s"], data["cost_usd"], Config(**data["final_config"]),
                    [Probe.from_dict(p) for p in data["probes"]], data["moves"], bool(data.get("stayed", False)),
-                   [Settled.from_dict(s) for s in data.get("settled_segments", [])])  # none stored before
+                   [Settled.from_dict(s) for s in data.get("settled_segments", [])],  # none stored before
+                   int(data.get("moves_in_place", 0)))  # stored before batch changes went in place: none
 
 
 class Search:
@@ -149,7 +152,7 @@ class Search:
         self.noise = NoiseEstimator(settings.noise_memory * backend.target)
         self.probes: list[Probe] = []
         self.settled_spend: list[Settled] = []
-        self.moves = 0
+        self.moves = self.moves_in_place = 0
         self.settled = False  # once no probe was worth its price
         self.noise_decided = (float("nan"), float("inf"))  # B_noise and its rel. SE at the latest decision
         self.prediction: Prediction | None = None  # from the latest decision, for observers
@@ -185,7 +188,7 @@ class Search:
                 self.settled_segment(decide)
             probed = choice is not None
         return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.running(), self.probes, self.moves,
-                       self.stay, self.settled_spend)
+                       self.stay, self.settled_spend, self.moves_in_place)
 
     def running(self) -> Config:
         """The configuration the job trains on (there is one once the first window launched)."""
@@ -216,10 +219,12 @@ class Search:
 
     def launch(self, config: Config) -> None:
         if self.backend.current is not None and self.backend.current != config:
+            in_place = batch_change_only(self.backend.current, config)
             self.moves += 1
+            self.moves_in_place += in_place
             log.info("move %d: %s -> %s at %.1f%% of the target%s", self.moves, self.backend.current.label(),
                      config.label(), 100.0 * self.backend.progress / self.backend.target,
-                     " (the batch alone, in place)" if batch_change_only(self.backend.current, config) else "")
+                     " (the batch alone, in place)" if in_place else "")
         self.backend.launch(config)
 
     def drifted(self) -> bool:

@@ -20,7 +20,7 @@ def search_state(search: Search) -> dict:
             "syncs": [[c.to_dict(), s] for c, s in search.syncs.items()],
             "noise": search.noise.state(), "probes": [p.to_dict() for p in search.probes],
             "settled_spend": [s.to_dict() for s in search.settled_spend],
-            "moves": search.moves, "settled": search.settled,
+            "moves": search.moves, "moves_in_place": search.moves_in_place, "settled": search.settled,
             "noise_decided": search.noise_decided, "backend": search.backend.state()}
 
 
@@ -32,5 +32,6 @@ def restore_search(search: Search, state: dict) -> None:
     search.probes = [Probe.from_dict(p) for p in state["probes"]]
     search.settled_spend = [Settled.from_dict(s) for s in state.get("settled_spend", [])]  # none in older states
     search.moves, search.settled = state["moves"], state["settled"]
+    search.moves_in_place = state.get("moves_in_place", 0)  # none in older states
     search.noise_decided = tuple(state["noise_decided"])
     search.backend.restore(state["backend"])
