@@ -330,7 +330,7 @@ def _report(ran: list[Ran], best, first, goal, seed: int, prices: dict, schedule
         stdout.print(f"search ended on {type(first)(**json.loads(top)).label()} on {count} of {len(runs)} seeds{p90}")
     versus = "" if best is None else f" ({versus_oracle(result['overhead_time'], result['overhead_cost'])})"
     windows = result["probes"] if len(runs) > 1 else len(result["probes"])
-    in_place = result.get("moves_in_place", 0)
+    in_place = result["moves_in_place"]
     stdout.print(f"search {median}{fmt_duration(result['time_s'])}, {fmt_usd(result['cost_usd'])}{versus}, "
                  f"{counted(windows, 'window')}, {counted(result['moves'], 'move')}"
                  + (f" ({in_place:g} of them the batch alone, in place)" if in_place else ""))

@@ -37,7 +37,7 @@ class Config:
 def batch_change_only(old: Config | None, new: Config) -> bool:
     """The move changes the global batch alone, on the VMs and workers that run: the trainer takes
     it in place at a step boundary (thrifty train's batch requests), with no restart."""
-    return (old is not None and old != new and old.global_batch != new.global_batch
+    return (old is not None and old.global_batch != new.global_batch
             and (old.instance_type, old.num_nodes, old.num_workers, old.spot)
             == (new.instance_type, new.num_nodes, new.num_workers, new.spot))
 

@@ -93,7 +93,7 @@ def medians(per_seed: list[dict]) -> dict:
     out = {k: float(np.median([r[k] for r in per_seed])) for k in keys}
     out["probes"] = float(np.median([len(r["probes"]) for r in per_seed]))
     out["moves"] = float(np.median([r["moves"] for r in per_seed]))
-    out["moves_in_place"] = float(np.median([r.get("moves_in_place", 0) for r in per_seed]))
+    out["moves_in_place"] = float(np.median([r["moves_in_place"] for r in per_seed]))
     out["exploration_cost_usd"] = float(np.median([sum(p["cost_usd"] for p in r["probes"]) for r in per_seed]))
     for k in ("overhead_time", "overhead_cost"):
         out[f"p90_{k}"] = float(np.percentile([r[k] for r in per_seed], 90))

@@ -395,11 +395,12 @@ class LocalBackend(ScheduledJob):
 
     def _stop(self) -> None:
         """Preemption notice to the running launch; waits until it checkpointed and exited."""
-        if self._ready() is None or self._proc is None:
+        proc = self._ready()
+        if proc is None:
             return
         noticed_at = time.monotonic()
-        if self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
         while self._proc is not None:
             self._poll()
         self._frozen_elapsed = None

@@ -95,6 +95,13 @@ def read_request(directory: Path) -> BatchRequest | None:
     return request
 
 
+def reply_to(request: BatchRequest, reason: str | None, *, step: int | None = None, global_batch: int | None = None,
+             steps: int | None = None, change_s: float = 0.0) -> dict:
+    """Rank 0's answer: taken (`reason` None) or refused, and where the run then stands."""
+    return {"id": request.id, "applied": reason is None, "step": step, "global_batch": global_batch, "steps": steps,
+            "change_s": change_s, "reason": reason}
+
+
 def write_reply(directory: Path, reply: dict) -> None:
     write_text_atomic(Path(directory) / REPLY_NAME, json.dumps(reply))
 

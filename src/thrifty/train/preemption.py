@@ -39,7 +39,7 @@ from torch import nn
 
 from thrifty.errors import ThriftyError
 from thrifty.train.aggregation import allreduce_mean_gradients
-from thrifty.train.batch_requests import BatchRequest, read_request, write_reply
+from thrifty.train.batch_requests import BatchRequest, read_request, reply_to, write_reply
 from thrifty.train.launcher import act_as
 from thrifty.transient.protocol import JobCheckpoints
 
@@ -163,8 +163,7 @@ class AgreedSignals:
         if request is not None and not request.exact_in(dtype):
             why = f"its numbers ({request.global_batch}, {request.steps}) do not ride a {dtype} all-reduce exactly"
             log.warning("batch request %d refused: %s", request.id, why)
-            write_reply(self.requests_dir, {"id": request.id, "applied": False, "step": None, "global_batch": None,
-                                            "steps": None, "change_s": 0.0, "reason": why})
+            write_reply(self.requests_dir, reply_to(request, why))
             return None
         return request
 

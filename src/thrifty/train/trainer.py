@@ -34,7 +34,7 @@ from thrifty.perf.noise import noise_due
 from thrifty.progress import ProgressBar
 from thrifty.records import EvalRow, StepRow
 from thrifty.train.batch_change import change_in_place, refusal
-from thrifty.train.batch_requests import BatchRequest, write_reply
+from thrifty.train.batch_requests import BatchRequest, reply_to, write_reply
 from thrifty.train.batches import batch_source
 from thrifty.train.checkpoint import (
     check_resumable,
@@ -263,9 +263,8 @@ def _batch_request(state: RankState, workload, request: BatchRequest, config: Tr
                      state.policy.global_batch, request.id, last_step)
         else:
             log.warning("batch request %d (global batch %d) refused: %s", request.id, request.global_batch, why)
-        write_reply(checkpoint_dir(config), {"id": request.id, "applied": why is None, "step": state.step,
-                                             "global_batch": state.policy.global_batch, "steps": last_step,
-                                             "change_s": change_s, "reason": why})
+        write_reply(checkpoint_dir(config), reply_to(request, why, step=state.step, global_batch=state.policy.global_batch,
+                                                     steps=last_step, change_s=change_s))
     return last_step
 
 
