@@ -22,7 +22,7 @@ from thrifty.transient.adaptive import AdaptiveSchedule
 from thrifty.transient.lifetimes import Exponential
 from thrifty.transient.protocol import PREEMPTED_EXIT, REPORTS, JobCheckpoints, checkpoint_files
 from thrifty.transient.registry import load_model
-from thrifty.transient.runner import LOCK_NAME, Runner, RunnerError
+from thrifty.transient.runner import LOCK_NAME, Runner, RunnerError, shell_exit_code
 from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
 
 COUNTER_JOB = textwrap.dedent("""
@@ -134,10 +134,17 @@ def test_a_notice_to_the_runner_checkpoints_within_the_notice(tmp_path, job):
     assert report.checkpoints == 1 and len(checkpoint_files(tmp_path / "ck")) == 1
 
 
-def test_a_job_that_fails_on_its_own_stops_the_runner(tmp_path):
-    runner = Runner([sys.executable, "-c", "import sys; sys.exit(3)"], tmp_path / "ck")
-    with pytest.raises(RunnerError, match="exit code 3"):
-        runner.run()
+def test_a_job_that_fails_on_its_own_stops_the_runner_with_its_exit_code(tmp_path):
+    # mutations caught: the failure restarted (as a stop from outside), or raised as the runner's own
+    # error (the CLI's exit 2: a wrapper hiding the job's code and its run's summary)
+    report = Runner([sys.executable, "-c", "import sys; sys.exit(3)"], tmp_path / "ck").run()
+    assert (report.exit_code, report.attempts, report.failure) == (3, 1, "the job failed on its own (exit code 3)")
+    report = Runner([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+                    tmp_path / "ck2").run()
+    assert (report.exit_code, report.failure) == (139, "the job failed on its own (killed by SIGSEGV)")
+    assert shell_exit_code(-9) == 137 and shell_exit_code(0) == 0
+    events = [json.loads(line)["event"] for line in (tmp_path / "ck" / "events.jsonl").read_text().splitlines()]
+    assert events[-1] == "failed"
 
 
 def test_a_job_stopping_itself_again_and_again_without_a_checkpoint_is_failing(tmp_path):
@@ -196,8 +203,11 @@ def test_run_cli_errors(tmp_path, run_cli):
     # mutation caught: --kill accepted without --inject, where nothing is preempted (silently ignored)
     code, _, err = run_cli("run", "--checkpoint-dir", tmp_path, "--kill", "sigterm", "--", sys.executable, "-c", "pass")
     assert code == 2 and "--kill sigterm chooses how injected preemptions end a VM: give --inject" in err
-    code, _, err = run_cli("run", "--checkpoint-dir", tmp_path, "--", sys.executable, "-c", "import sys; sys.exit(5)")
-    assert code == 2 and "exit code 5" in err
+    # the job's own failure: its exit code, the summary (valid JSON) and one line of why on stderr
+    code, out, err = run_cli("run", "--checkpoint-dir", tmp_path, "--json", "--", sys.executable, "-c",
+                             "import sys; sys.exit(5)")
+    assert code == 5 and json.loads(out)["failure"] == "the job failed on its own (exit code 5)"
+    assert err.strip().splitlines()[-1] == f"error: the job failed on its own (exit code 5); see {tmp_path / 'events.jsonl'}"
     code, _, err = run_cli("md", "run", "--system", "water", "--out", tmp_path)
     assert code == 2 and "unknown MD system" in err
     # mutation caught: a folder of other files taken (events.jsonl and checkpoints written among them)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from thrifty.cli.common import JsonOpt, parse_duration_s, positive, print_json, stdout
+from thrifty.cli.common import JsonOpt, error_line, parse_duration_s, positive, print_json, stdout
 from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
 from thrifty.errors import ThriftyError
 
@@ -62,5 +62,7 @@ def run(ctx: typer.Context,
                      + f"{report.checkpoints} checkpoint(s), "
                      f"{report.lost_work_s:.1f} s of work lost{costs}; events in {checkpoint_dir / 'events.jsonl'}",
                      soft_wrap=True)  # one line in a pipe too (a script reads it)
+    if report.failure is not None:  # the summary above, then why, and the job's own exit code
+        error_line(f"{report.failure}; see {checkpoint_dir / 'events.jsonl'}")
     if report.exit_code:
         raise typer.Exit(report.exit_code)

@@ -77,8 +77,14 @@ def _exit_text(code: int | None) -> str:
     return f"exit code {code}"
 
 
+def shell_exit_code(code: int) -> int:
+    """A process's status as a shell reports it: its exit code, or 128 + N when signal N ended it
+    (a job killed by SIGSEGV reads 139, as in bash and POSIX sh)."""
+    return 128 - code if code < 0 else code
+
+
 class RunnerError(ThriftyError):
-    """A job that fails on its own (not by preemption) or a runner that cannot start it."""
+    """A runner that cannot start the job, or a job that keeps stopping itself."""
 
 
 @dataclass
@@ -93,6 +99,7 @@ class RunReport:
     checkpoint_costs_s: list[float] = field(default_factory=list)  # as the job measured them
     restart_costs_s: list[float] = field(default_factory=list)  # start to "working", per attempt
     events: list[dict] = field(default_factory=list)
+    failure: str | None = None  # why the job failed on its own (exit_code is then its exit code); None: it did not
 
     @property
     def stops(self) -> int:
@@ -258,8 +265,11 @@ class Runner:
                     self._event("finished", attempt=attempts)
                     return self._report(0, attempts, preemptions, notices, lost)
                 if kind == "exit" and code not in (PREEMPTED_EXIT, -signal.SIGKILL, -signal.SIGTERM):
+                    # the job's own failure: reported with the run's counts, and its exit code passed
+                    # on (a wrapper that turned it into its own usage error, 2, hid what the job said)
                     self._event("failed", attempt=attempts, exit_code=code)
-                    raise RunnerError(f"the job failed on its own with exit code {code}; see {self._log_path}")
+                    return self._report(shell_exit_code(code), attempts, preemptions, notices, lost,
+                                        failure=f"the job failed on its own ({_exit_text(code)})")
                 if kind == "notice":  # this machine is going away: let the job save, then stop
                     notices += 1
                     self._event("preemption_notice", attempt=attempts)
@@ -415,8 +425,9 @@ class Runner:
         return {"checkpoint_cost_s": schedule.checkpoint_cost_s, "restart_cost_s": schedule.restart_cost_s,
                 "intervals_s": schedule.intervals_s}
 
-    def _report(self, code: int, attempts: int, preemptions: int, notices: int, lost: float) -> RunReport:
+    def _report(self, code: int, attempts: int, preemptions: int, notices: int, lost: float,
+                failure: str | None = None) -> RunReport:
         lost += 0.0 if self._reports_working else self._unreported_s
         return RunReport(code, time.monotonic() - self._start, attempts, preemptions, notices,
                          self._checkpoints, lost, list(self._checkpoint_costs), list(self._restart_costs),
-                         list(self._events))
+                         list(self._events), failure)
