@@ -264,7 +264,7 @@ class Runner:
                 if kind == "exit" and code == 0:
                     self._event("finished", attempt=attempts)
                     return self._report(0, attempts, preemptions, notices, lost)
-                if kind == "exit" and code not in (PREEMPTED_EXIT, -signal.SIGKILL, -signal.SIGTERM):
+                if kind == "exit" and code is not None and code not in (PREEMPTED_EXIT, -signal.SIGKILL, -signal.SIGTERM):
                     # the job's own failure: reported with the run's counts, and its exit code passed
                     # on (a wrapper that turned it into its own usage error, 2, hid what the job said)
                     self._event("failed", attempt=attempts, exit_code=code)
