@@ -203,11 +203,21 @@ def test_run_cli_errors(tmp_path, run_cli):
     # mutation caught: --kill accepted without --inject, where nothing is preempted (silently ignored)
     code, _, err = run_cli("run", "--checkpoint-dir", tmp_path, "--kill", "sigterm", "--", sys.executable, "-c", "pass")
     assert code == 2 and "--kill sigterm chooses how injected preemptions end a VM: give --inject" in err
+    # mutations caught: options after the command's first word read as the runner's (`--seed 3` taken
+    # as the injection seed), and an unknown runner option taken for the command
+    argv = tmp_path / "argv.json"
+    code, out, _ = run_cli("run", "--checkpoint-dir", tmp_path / "argv", sys.executable, "-c",
+                           f"import json, sys; open({str(argv)!r}, 'w').write(json.dumps(sys.argv[1:]))",
+                           "--seed", "3", "--json")
+    assert code == 0 and json.loads(argv.read_text()) == ["--seed", "3", "--json"] and out.startswith("exit 0")
+    code, _, err = run_cli("run", "--chekpoint-dir", tmp_path, "--", sys.executable, "-c", "pass")
+    assert code == 2 and "No such option: --chekpoint-dir" in err
     # the job's own failure: its exit code, the summary (valid JSON) and one line of why on stderr
-    code, out, err = run_cli("run", "--checkpoint-dir", tmp_path, "--json", "--", sys.executable, "-c",
+    code, out, err = run_cli("run", "--checkpoint-dir", tmp_path / "fails", "--json", "--", sys.executable, "-c",
                              "import sys; sys.exit(5)")
     assert code == 5 and json.loads(out)["failure"] == "the job failed on its own (exit code 5)"
-    assert err.strip().splitlines()[-1] == f"error: the job failed on its own (exit code 5); see {tmp_path / 'events.jsonl'}"
+    assert err.strip().splitlines()[-1] == \
+        f"error: the job failed on its own (exit code 5); see {tmp_path / 'fails' / 'events.jsonl'}"
     code, _, err = run_cli("md", "run", "--system", "water", "--out", tmp_path)
     assert code == 2 and "unknown MD system" in err
     # mutation caught: a folder of other files taken (events.jsonl and checkpoints written among them)
@@ -216,6 +226,26 @@ def test_run_cli_errors(tmp_path, run_cli):
     code, _, err = run_cli("run", "--checkpoint-dir", tmp_path / "project", "--", sys.executable, "-c", "pass")
     assert code == 2 and "holds files that are not checkpoints (notes.txt)" in err
     assert sorted(p.name for p in (tmp_path / "project").iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.timeout(120)
+def test_a_sigterm_to_the_whole_process_group_is_a_notice_not_a_stop_from_outside(tmp_path):
+    # `timeout -s TERM`, docker stop and systemd signal the runner and the job together. Mutation
+    # caught: the job's SIGTERM death read first as a stop from outside (restarted once, then the
+    # runner's notice: 2 attempts and a "stopped" event)
+    runner = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(tmp_path / "ck"),
+                               "--json", "--", sys.executable, "-c", "import time; time.sleep(60)"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    events = tmp_path / "ck" / "events.jsonl"
+    deadline = time.monotonic() + 60
+    while not (events.exists() and '"start"' in events.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    os.killpg(runner.pid, signal.SIGTERM)
+    out, err = runner.communicate(timeout=60)
+    summary = json.loads(out)
+    assert runner.returncode == PREEMPTED_EXIT, err
+    assert (summary["attempts"], summary["stops"], summary["notices"]) == (1, 0, 1)
 
 
 @pytest.mark.timeout(120)

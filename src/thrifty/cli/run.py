@@ -10,8 +10,9 @@ from thrifty.cli.common import JsonOpt, error_line, parse_duration_s, positive, 
 from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
 from thrifty.errors import ThriftyError
 
-# `thrifty run -- CMD ...`: everything after the options is the command
-RUN_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+# `thrifty run [OPTIONS] [--] CMD ...`: the command starts at its first word, so its own options
+# (`--seed 3`) are never read as the runner's; an unknown option before it is refused
+RUN_CONTEXT = {"allow_extra_args": True, "allow_interspersed_args": False}
 
 
 def run(ctx: typer.Context,

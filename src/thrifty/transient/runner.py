@@ -264,6 +264,11 @@ class Runner:
                 if kind == "exit" and code == 0:
                     self._event("finished", attempt=attempts)
                     return self._report(0, attempts, preemptions, notices, lost)
+                if kind == "exit" and self._notice_received:
+                    # the runner's notice reached the job first: one SIGTERM to the whole process
+                    # group (timeout, docker stop, systemd) ends both, and the job's stop is that
+                    # notice, not a stop from outside to restart from (it had been restarted once)
+                    kind = "notice"
                 if kind == "exit" and code is not None and code not in (PREEMPTED_EXIT, -signal.SIGKILL, -signal.SIGTERM):
                     # the job's own failure: reported with the run's counts, and its exit code passed
                     # on (a wrapper that turned it into its own usage error, 2, hid what the job said)
