@@ -49,6 +49,7 @@ INPUT_FILES: dict[str, bytes | str] = {
     "lifetimes_text.csv": "lifetime_s,event\nlong,1\n",
     "lifetimes_negative.csv": "lifetime_s,event\n-5,preempted\n100,preempted\n200,stopped\n",
     "lifetimes_nan.csv": "lifetime_s,event\nnan,preempted\n100,preempted\n200,stopped\n",
+    "lifetimes_huge.csv": "lifetime_s,event\n1e15,preempted\n100,preempted\n200,stopped\n",
     "lifetimes_event.csv": "lifetime_s,event\n100,7\n200,preempted\n300,stopped\n",
     "lifetimes_two.csv": "lifetime_s,event\n100,preempted\n200,preempted\n",
     "lifetimes_censored.csv": "lifetime_s,event\n100,stopped\n200,stopped\n300,stopped\n400,stopped\n",
@@ -410,10 +411,10 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
 
     # preempt
     for name, path in {**BAD_CSV, "text": "{in}/lifetimes_text.csv", "negative": "{in}/lifetimes_negative.csv",
-                       "nan": "{in}/lifetimes_nan.csv", "event": "{in}/lifetimes_event.csv",
+                       "nan": "{in}/lifetimes_nan.csv", "huge": "{in}/lifetimes_huge.csv", "event": "{in}/lifetimes_event.csv",
                        "censored_only": "{in}/lifetimes_censored.csv"}.items():
         reason = {**CSV_REASONS, "text": "is not a number", "negative": "must be a positive", "nan": "must be a positive",
-                  "event": "unknown event", "censored_only": "need at least 4 preemptions"}[name]
+                  "huge": "lifetime_s 1e15 is over 10 years: are they in seconds?", "event": "unknown event", "censored_only": "need at least 4 preemptions"}[name]
         add(f"preempt fit {name}", f"preempt fit {path}", reason)
     add("preempt fit --family", "preempt fit {in}/lifetimes_ok.csv --family gamma", "unknown lifetime model 'gamma'")
     add("preempt fit --method", "preempt fit {in}/lifetimes_ok.csv --method guess", "unknown fit method 'guess'")
@@ -557,7 +558,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     surrogate = "md train-surrogate --out {w}/model"
     add("md train-surrogate --runs missing", f"{surrogate} --runs {{w}}/none", "runs folder not found")
     add("md train-surrogate --runs empty", f"{surrogate} --runs {{in}}/adir", "no completed runs")
-    add("md train-surrogate --runs a file", f"{surrogate} --runs {{in}}/afile", "runs folder not found")
+    add("md train-surrogate --runs a file", f"{surrogate} --runs {{in}}/afile", "afile is a file, not a runs folder")
     numbers("md train-surrogate", "--members", ("1", "0", "abc"), "--runs {in}/adir --out {w}/model",
             lambda v: None if v == "abc" else "must be 2 or more")
     for name, path in UNWRITABLE_DIRS.items():

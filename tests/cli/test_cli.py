@@ -360,3 +360,20 @@ def test_catalog_list_takes_the_accelerator_as_the_plan_writes_it(run_cli):
     assert code == 0, err
     rows = json.loads(out)
     assert rows and all(r["accelerator"] == "T4" and r["accelerator_count"] == 1 for r in rows)
+
+
+def test_model_project_takes_allow_busy_for_the_profile_it_runs(run_cli, monkeypatch, tmp_path):
+    # the busy refusal of the profile model project runs tells the user to pass --allow-busy, which
+    # it did not take (mutation caught: the flag not passed on to the profile's settings)
+    import thrifty.pipeline as pipeline
+    from thrifty.errors import ThriftyError
+    seen = []
+
+    def no_profile(store, workload, *, settings, **kwargs):
+        seen.append(settings.allow_busy)
+        raise ThriftyError("stop here")
+    monkeypatch.setattr(pipeline, "job_model", no_profile)
+    for extra in ((), ("--allow-busy",)):
+        code, _, err = run_cli("model", "project", "--instance-type", "n2-standard-4", "--db", tmp_path / "p.db", *extra)
+        assert code == 2 and "stop here" in err
+    assert seen == [False, True]

@@ -56,6 +56,9 @@ def test_a_bad_space_file_is_one_line_and_exit_2(tmp_path, capsys, text, reason)
     # ray.init retried a dead head for minutes (mutation caught: check_reachable not called)
     (["--address", "127.0.0.1:1"], "--address 127.0.0.1:1: no Ray head accepts connections there"),
     (["--tolerance", "0.1"], "apply to --simulation nanoconfinement only, not standin"),
+    # checked by the active sampler alone before (mutation caught: the check left to it)
+    (["--target-within-error", "1.5"], "--target-within-error must be in (0, 1], got 1.5"),
+    (["--target-within-error", "nan"], "--target-within-error must be in (0, 1], got nan"),
 ])
 def test_bad_sweep_options_are_one_line_and_exit_2_before_ray_starts(tmp_path, capsys, extra, reason):
     space = tmp_path / "space.toml"
@@ -145,7 +148,9 @@ def test_a_database_or_work_folder_that_cannot_serve_is_one_line_before_ray_star
     with sqlite3.connect(tmp_path / "other.db") as other:
         other.execute("CREATE TABLE foo (x)")
     (tmp_path / "afile").write_text("x")
-    for extra, reason in ((["--db", tmp_path / "empty.db"], "it is an empty file"),
+    for extra, reason in ((["--db", tmp_path], "it is a folder"),
+                          (["--db", "/"], "it is a folder"),  # no name to put the runs beside (had been a traceback)
+                          (["--db", tmp_path / "empty.db"], "it is an empty file"),
                           (["--db", tmp_path / "other.db"], "another program's SQLite database (tables foo)"),
                           (["--work-dir", tmp_path / "afile" / "w"], "--work-dir")):
         code = main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"),
@@ -155,6 +160,50 @@ def test_a_database_or_work_folder_that_cannot_serve_is_one_line_before_ray_star
     assert not (tmp_path / "c.db").exists()
     with sqlite3.connect(tmp_path / "other.db") as other:
         assert [r[0] for r in other.execute("SELECT name FROM sqlite_master")] == ["foo"]
+
+
+def test_each_campaign_has_its_own_work_folder_and_another_campaigns_is_refused(tmp_path, capsys):
+    # mutations caught: the run folders keyed by the point alone in one folder for every campaign of
+    # a database (a second campaign rewrote the first one's runs, which its store still counted);
+    # a --work-dir holding another campaign's runs taken
+    space, db = tmp_path / "space.toml", tmp_path / "c.db"
+    space.write_text(SPACE)
+    sweep = ["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(db), "--simulation", "standin",
+             "--pool", "on-demand:1", "--json"]
+    assert main(sweep) == 0 and main([*sweep, "--campaign", "B", "--seed", "1", "--pool", "on-demand:3"]) == 0
+    # a pool beyond the runs is said (mutation caught: spot:100000 for 2 runs billed $106 in silence)
+    err = capsys.readouterr().err
+    assert "--pool on-demand:3 has more nodes than the campaign has runs (2)" in err
+    assert err.count("more nodes than") == 1
+    first, second = tmp_path / "c.runs", tmp_path / "c.B.runs"
+    assert json.loads((first / ".campaign.json").read_text()) == {"db": str(db.resolve()), "campaign": "default"}
+    assert json.loads((second / ".campaign.json").read_text())["campaign"] == "B"
+    summaries = {p: p.read_bytes() for p in first.glob("*/profiles.csv")}
+    assert len(summaries) == 2 and len(list(second.glob("*/profiles.csv"))) == 2
+    code = main([*sweep, "--campaign", "C", "--work-dir", str(first)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"{first} holds the runs of campaign 'default' of {db.resolve()}: give campaign 'C' its own --work-dir" in err
+    assert {p: p.read_bytes() for p in first.glob("*/profiles.csv")} == summaries
+    with CampaignStore(db, "C") as store:  # the refusal came before the store was written
+        assert store.completed() == [] and store.sessions() == []
+
+
+def test_a_campaign_is_run_by_one_driver_at_a_time(tmp_path):
+    # mutation caught: the work folder not held (two drivers of one campaign ran every run twice and
+    # billed two pools); a claim that is let go is taken again, and a campaign name that is no file
+    # name gets a folder of its own
+    from thrifty.errors import ThriftyError
+    from thrifty.md.campaign.work_dir import claim, default_work_dir
+    db = tmp_path / "c.db"
+    work = default_work_dir(db, "default")
+    held = claim(work, db, "default")
+    with pytest.raises(ThriftyError, match=r"campaign 'default' is being run by another md sweep \(pid \d+\)"):
+        claim(work, db, "default")
+    held.close()
+    claim(work, db, "default").close()
+    assert default_work_dir(db, "x/../y").parent == tmp_path
+    assert default_work_dir(db, "x/../y") != default_work_dir(db, "y") != work
 
 
 @pytest.mark.parametrize("text, extra, reason", [

@@ -76,10 +76,13 @@ def test_md_run_records_its_parameters_and_shows_progress(run_cli, tmp_path):
 
 
 def test_a_finished_out_is_refused_unless_forced(run_cli, tmp_path):
-    # mutations caught: a finished --out overwritten silently; --force not honoured
+    # mutations caught: a finished --out overwritten silently; --force not honoured; the same command
+    # repeated refused (outside `thrifty run` too it has nothing to do: exit 0, the stored summary)
     out = tmp_path / "run"
     assert run_cli(*SMALL_RUN, "--seed", "3", "--out", out)[0] == 0
     first = (out / "summary.json").read_text()
+    code, stdout, err = run_cli(*SMALL_RUN, "--seed", "3", "--out", out)
+    assert code == 0 and json.loads(stdout) == json.loads(first) and "nothing to do" in err, err
     code, _, err = run_cli(*SMALL_RUN, "--seed", "4", "--out", out)
     _one_line_error(code, err, f"--out {out} holds a finished run (summary.json): give --force")
     assert (out / "summary.json").read_text() == first

@@ -34,24 +34,22 @@ def _holds(stored: object, wanted: object) -> bool:
 
 
 def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
-    """A finished run in --out (its summary.json) is refused unless --force (whose run removes,
-    once it has finished, what the old one left that it did not write: _remove_stale_outputs).
-    (With --force the checkpoint folder is used as always: a checkpoint of another run is
-    refused.) Under `thrifty run` a finished run of this same job (`this_run`'s keys equal in
-    its summary) is returned instead: a VM taken back after the job ended restarts it, and the
-    job is done, not failed."""
+    """A finished run of this same job in --out (`this_run`'s keys equal in its summary.json) is
+    returned: the command repeated has nothing to do (and under `thrifty run`, a VM taken back after
+    the job ended restarts it: the job is done, not failed). Another finished run there is refused
+    unless --force (whose run removes, once it has finished, what the old one left that it did not
+    write: _remove_stale_outputs; the checkpoint folder is used as always: a checkpoint of another
+    run is refused)."""
     from thrifty.md.runs import SUMMARY_FILE
     path = out / SUMMARY_FILE
     if not path.exists() or force:
         return None
-    from thrifty.transient.protocol import under_runner
-    if under_runner():
-        try:
-            summary = json.loads(path.read_text())
-        except (OSError, ValueError):
-            summary = None
-        if _holds(summary, this_run):
-            return summary
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        summary = None
+    if _holds(summary, this_run):
+        return summary
     raise ThriftyError(f"--out {out} holds a finished run ({SUMMARY_FILE}): give --force to replace it, or another --out")
 
 

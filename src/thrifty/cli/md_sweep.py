@@ -41,7 +41,7 @@ def sweep(space: Annotated[Path, typer.Option(
                                                     "stand-in that ignores the model's parameters) or "
                                                     "package.module:function")] = "nanoconfinement",
           work_dir: Annotated[Path | None, typer.Option(
-              help="Run folders and checkpoints, on storage every node reaches (default: DB.runs beside --db)")] = None,
+              help="Run folders and checkpoints, on storage every node reaches (default: DB.runs beside --db, DB.NAME.runs for --campaign NAME); one campaign's alone")] = None,
           lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
           instance_type: Annotated[str, typer.Option(help="GCP VM type of the pool (its catalog prices)")] = "n1-standard-4",
           job_hours: Annotated[float, typer.Option(help="Expected length of one run, model hours", callback=positive)] = 3.0,
@@ -95,7 +95,7 @@ def sweep(space: Annotated[Path, typer.Option(
     # the stored runs' totals are the campaign's; preemptions and the bill are this session's
     if summary["already_finished"]:
         stdout.print(f"campaign {summary['campaign']!r} had finished already: nothing ran, no pool started")
-    stdout.print(f"campaign: {summary['completed']} runs stored ({summary['stored_now']} now, {summary['duplicates']} "
+    stdout.print(f"campaign: {summary['completed']} run{'' if summary['completed'] == 1 else 's'} stored ({summary['stored_now']} now, {summary['duplicates']} "
                  f"duplicates), {summary['converged']} converged, {summary['steps']:,} steps, "
                  f"{summary['lost_work_s']:.2f} s of work redone (wall clock); this session: "
                  f"{summary['preemptions']} node preemptions (VMs lost), {summary['node_hours_model']:.2f} node-hours"

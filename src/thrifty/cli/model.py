@@ -184,14 +184,17 @@ def project(
     network: NetworkOpt = None,
     gpus: GpusOpt = None,
     db: DbOpt = DEFAULT_DB,
+    allow_busy: Annotated[bool, typer.Option(
+        "--allow-busy", help="When it profiles (no stored profile of the workload): even on a busy machine")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Predicted step time and its 90% interval of a workload on a VM type."""
+    """Predicted step time and its 90% interval of a workload on a VM type (profiling the workload on this
+    machine first when the store has no profile of it)."""
     import numpy as np
 
     from thrifty.catalog import Hardware, load_catalog
     from thrifty.catalog.names import accelerator_label, find_type, one_hardware
-    from thrifty.pipeline import job_model
+    from thrifty.pipeline import ProfileSettings, job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.candidates import max_local_batch, predict_step_times
     from thrifty.plan.request import MAX_PLAN_WORKERS
@@ -217,7 +220,7 @@ def project(
                            "use amp")
     vmx = VMArrays.build([vm], hw)
     with Store(db) as store:
-        job, _ = job_model(store, workload, step_time_only=True)
+        job, _ = job_model(store, workload, step_time_only=True, settings=ProfileSettings(allow_busy=allow_busy))
     fits = int(max_local_batch(vmx, job, precision)[0])
     if max(batches) > fits:
         raise ThriftyError(f"local batch {max(batches)} does not fit in the memory of one "

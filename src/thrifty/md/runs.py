@@ -100,7 +100,7 @@ def read_runs(folder: Path) -> list[Run]:
     """Every completed run in `folder` (the folder itself, or its sub-folders), in name order."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise ThriftyError(f"runs folder not found: {folder}")
+        raise ThriftyError(f"{folder} is a file, not a runs folder" if folder.exists() else f"runs folder not found: {folder}")
     if (folder / PROFILES_FILE).exists():
         return [read_run(folder)]
     runs = [read_run(sub) for sub in sorted(folder.iterdir()) if (sub / PROFILES_FILE).is_file()]

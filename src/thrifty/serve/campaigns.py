@@ -23,6 +23,7 @@ import numpy as np
 
 from thrifty.errors import ThriftyError
 from thrifty.md.campaign.store import CampaignStore
+from thrifty.md.campaign.work_dir import default_work_dir
 from thrifty.serve.readonly import has_table, read_transaction
 
 CAMPAIGN_TABLES = ("md_campaigns", "md_campaign_runs")
@@ -80,7 +81,7 @@ class CampaignDb:
         # the run folders: the newest session's --work-dir (stored since it was), else md sweep's default
         # (a stored one that is gone: the database and its runs were moved together)
         stored = [Path(s["work_dir"]) for s in sessions if s["work_dir"]]
-        work = stored[-1] if stored and stored[-1].is_dir() else self.path.with_suffix(".runs")
+        work = stored[-1] if stored and stored[-1].is_dir() else default_work_dir(self.path, name)
         return {"id": f"{self.index}-{name}", "name": name, "created_at": created, "request": request,
                 "runs": len(runs), "converged": converged, "preemptions": preemptions, "lost_work_s": redone,
                 "batches": len(batches), "progress": progress, "bill": bill,

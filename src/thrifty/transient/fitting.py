@@ -53,6 +53,9 @@ class Lifetimes:
         return chosen
 
 
+MAX_LIFETIME_S = 10 * 365.25 * 86400  # no VM lifetime a cloud reports reaches 10 years: another unit
+
+
 def read_lifetimes(path: Path) -> Lifetimes:
     """CSV with `lifetime_s` and optional `event` (preempted|stopped) and `machine_type`."""
     rows = read_csv(path, LifetimeDataError, "lifetime file", required=("lifetime_s",))
@@ -65,6 +68,8 @@ def read_lifetimes(path: Path) -> Lifetimes:
             raise LifetimeDataError(f"{path}:{line}: lifetime_s {text!r} is not a number") from None
         if not math.isfinite(value) or value <= 0:
             raise LifetimeDataError(f"{path}:{line}: lifetime_s must be a positive number, got {text!r}")
+        if value > MAX_LIFETIME_S:  # 1e15 had been fitted: "mean lifetime 5.58e+11 h"
+            raise LifetimeDataError(f"{path}:{line}: lifetime_s {text} is over 10 years: are they in seconds?")
         event = (row.get("event") or "preempted").strip().lower()
         if event not in EVENTS:
             raise LifetimeDataError(f"{path}:{line}: unknown event {event!r}; use preempted or stopped")

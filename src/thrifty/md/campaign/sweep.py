@@ -30,6 +30,7 @@ from typing import Any
 from thrifty.errors import ThriftyError
 from thrifty.io import check_writable_dir
 from thrifty.md.campaign.simulations import BatchSimulation
+from thrifty.md.campaign.work_dir import check_owner, claim, default_work_dir
 from thrifty.md.engines.choices import ENGINES
 from thrifty.md.engines.single_run import check_dtype_and_device
 
@@ -273,6 +274,10 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     from thrifty.transient.registry import load_model
     if o.budget_runs < 1:
         raise ThriftyError(f"--budget-runs must be a positive integer, got {o.budget_runs}")
+    if not 0 < o.target_within_error <= 1:  # checked whatever the sampler (NaN too): a bad value is a mistake in any campaign
+        raise ThriftyError(f"--target-within-error must be in (0, 1], got {o.target_within_error:g}")
+    if not o.db.name or o.db.is_dir():  # before the work folder beside it is derived from its name
+        raise ThriftyError(f"cannot open the database {o.db}: it is a folder")
     if o.sampler not in SAMPLERS:
         raise ThriftyError(f"unknown sampler {o.sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if o.address and o.emulate_preemptions:
@@ -301,7 +306,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     plan = CheckpointPlan(lifetime, o.job_hours * 3600, o.checkpoint_cost_s, o.restart_cost_s, time_scale)
     plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
     simulation = choose_simulation(o, given)
-    work = Path(o.work_dir or o.db.with_suffix(".runs"))
+    work = Path(o.work_dir or default_work_dir(o.db, o.campaign))
     # before the store and Ray: a bad one had failed the first run
     check_writable_dir(work, "--work-dir" if o.work_dir else "the default --work-dir (beside --db)")
     if o.sampler == "grid":  # after every refusal: a warning, then one line (it had ended at 6/8 in silence)
@@ -310,7 +315,9 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             log.warning("the grid has %d point%s: the campaign ends there, short of --budget-runs %d",
                         points, "" if points == 1 else "s", o.budget_runs)
     outcome = None
-    with CampaignStore(o.db, o.campaign) as store:
+    check_owner(work, o.db, o.campaign)  # another campaign's run folders: refused before anything is written
+    # held while the campaign runs: a second driver of it is refused (it had run every run again)
+    with CampaignStore(o.db, o.campaign) as store, contextlib.closing(claim(work, o.db, o.campaign)):
         resumed = store.begin(request(o, parameter_space.to_dict(), given))
         chosen: Sampler
         if o.sampler == "active":
@@ -331,6 +338,9 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             if o.sampler == "active":
                 outcome = so_far.to_dict(o.target_within_error)
         else:
+            if spec.nodes > o.budget_runs:  # said, not refused: spare nodes may take over preempted runs
+                log.warning("--pool %s has more nodes than the campaign has runs (%d): a run takes one node at a "
+                            "time, and the nodes left idle are billed too", o.pool, o.budget_runs)
             session = store.begin_session(o.pool, o.instance_type, work)
             emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")),
                                     o.seed) if o.emulate_preemptions else None
