@@ -2,8 +2,11 @@
 """The CLI end to end: plan reuses stored profiles, and every bad input is one line with exit code 2."""
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -377,3 +380,14 @@ def test_model_project_takes_allow_busy_for_the_profile_it_runs(run_cli, monkeyp
         code, _, err = run_cli("model", "project", "--instance-type", "n2-standard-4", "--db", tmp_path / "p.db", *extra)
         assert code == 2 and "stop here" in err
     assert seen == [False, True]
+
+
+def test_help_to_a_pipe_prints_option_names_whole():
+    # mutation caught: the help left at rich's 80 columns off a terminal (`thrifty train --help | cat`
+    # showed --slowdown-sche…, --checkpoint-ev…)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERMINAL_WIDTH")}
+    for command, option in ((["train"], "--slowdown-schedule"), (["search"], "--noise-scale-trace"),
+                            (["md", "sweep"], "--target-within-error")):
+        done = subprocess.run([sys.executable, "-m", "thrifty.cli", *command, "--help"], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert done.returncode == 0 and "…" not in done.stdout and option in done.stdout, done.stdout

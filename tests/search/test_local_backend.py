@@ -80,6 +80,46 @@ def test_a_job_moved_between_types_trains_every_step_once_to_its_target_and_meas
         in launches[1]
 
 
+@pytest.mark.timeout(240)
+def test_a_search_that_stops_or_ends_leaves_its_launch_checkpointed(tmp_path, short_tmp, monkeypatch):
+    # mutations caught: close() killing the running launch: a search stopped half-way (an error,
+    # Ctrl-C) lost every step since its launch began (launches checkpoint on notices only), and one
+    # whose target came inside a window left no trained model (and the launcher's temporary folder)
+    monkeypatch.setenv("TMPDIR", str(short_tmp))
+    stopped = LocalBackend("builtin:digits", TYPES, NoiseSchedule.constant(NOISE_SCALE, TARGET), tmp_path / "stopped",
+                           global_batches=[64])
+    try:
+        stopped.launch(Config("fast", 1, 2, 64))
+        stopped.measure(10)
+    finally:
+        stopped.close()
+    assert not stopped.done and len(list((tmp_path / "stopped" / "checkpoints").glob("ckpt-*.bin"))) == 1
+    # restored from the state stored before the stop, it counts the steps the checkpoint holds beyond
+    # it (mutation caught: they were skipped, the search's progress short by them until the end)
+    schedule = NoiseSchedule.constant(NOISE_SCALE, TARGET)
+    resumed = LocalBackend("builtin:digits", TYPES, schedule, tmp_path / "stopped", global_batches=[64])
+    resumed.restore(stopped.state() | {"next_step": 4, "progress": schedule.advance(0.0, 4, 64)})
+    try:
+        resumed.measure(5)
+    finally:
+        resumed.close()
+    last = sorted((tmp_path / "stopped").glob("steps-*.jsonl"))[-1]  # the resumed launch's stream
+    first_resumed = json.loads(last.read_text().splitlines()[0])["step"]
+    counted = resumed.state()["next_step"]  # every step up to it counted, those before the checkpoint too
+    assert first_resumed > 10 and counted >= first_resumed + 5
+    assert resumed.progress == pytest.approx(schedule.advance(0.0, counted, 64))
+    short = NoiseSchedule.constant(NOISE_SCALE, 1000.0)
+    ended = LocalBackend("builtin:digits", TYPES, short, tmp_path / "ended", global_batches=[64])
+    try:
+        ended.launch(Config("fast", 1, 2, 64))
+        ended.measure(int(np.ceil(short.steps(0, 1000.0, 64) - 1e-9)))  # the last step streamed, the launch not ended
+        assert ended.done
+    finally:
+        ended.close()
+    assert json.loads((tmp_path / "ended" / "run" / "summary.json").read_text())["steps"] > 0
+    assert list(short_tmp.glob("thrifty-ranks-*")) == []
+
+
 def test_a_configuration_of_an_unknown_type_is_refused(tmp_path):
     backend = LocalBackend("builtin:digits", TYPES, NoiseSchedule.constant(NOISE_SCALE, TARGET), tmp_path,
                            global_batches=[64])

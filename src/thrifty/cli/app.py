@@ -49,6 +49,18 @@ app.command()(serve.serve)
 STOP_ON_SIGTERM = ("plan", "profile", "model", "catalog", "preempt")
 
 
+HELP_WIDTH_OFF_TERMINAL = 120  # columns: `--help | cat` had cut --slowdown-sche… at rich's default 80
+
+
+def widen_help_off_terminal() -> None:
+    """Help printed to a pipe or a file (no terminal width to fit) is laid out HELP_WIDTH_OFF_TERMINAL
+    wide, so option names and defaults print whole; a terminal's own width, COLUMNS or typer's
+    TERMINAL_WIDTH win."""
+    import typer.rich_utils
+    if typer.rich_utils.MAX_WIDTH is None and "COLUMNS" not in os.environ and not sys.stdout.isatty():
+        typer.rich_utils.MAX_WIDTH = HELP_WIDTH_OFF_TERMINAL
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning ThriftyError into one line on stderr and exit code 2.
     As this process's own command (argv None), `thrifty train` ends without the interpreter's
@@ -57,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     command = words[0] if words else None
     if argv is None and (command in STOP_ON_SIGTERM or words[:2] == ["md", "sweep"]):
         stop_on_sigterm()
+    widen_help_off_terminal()
     code = run_app(app, argv)
     if argv is None and command == "train":
         # multiprocessing's own part of a normal exit: its finalizers remove the temporary folder

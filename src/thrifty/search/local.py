@@ -315,6 +315,9 @@ class LocalBackend(ScheduledJob):
         self._last_progress_at = time.monotonic()
         if row["step"] < self._next_step:
             return  # retrained after a restored search's relaunch: already counted
+        if row["step"] > self._next_step:  # a restored search's launch resumed from a checkpoint taken after
+            # its stored state (a search stopped half-way checkpoints: close): those steps trained, at this batch
+            self._progress = self.schedule.advance(self._progress, row["step"] - self._next_step, row["global_batch"])
         self._next_step = row["step"] + 1
         self._progress = self.schedule.advance(self._progress, 1, row["global_batch"])
         self._rows.append(row)
@@ -415,8 +418,23 @@ class LocalBackend(ScheduledJob):
         self._proc = None
 
     def close(self) -> None:
-        """Stop a launch that still runs (a search that failed half-way)."""
-        self._kill()
+        """End a launch that still runs when the search ends. One whose job reached its target trains
+        to its last step: its final checkpoint and summary are the trained model (killed, it had
+        left none when the target came inside the first window). Any other (a search stopped
+        half-way: an error, Ctrl-C) gets the runner's notice and checkpoints, so `--resume` loses
+        nothing (killed, it had lost every step since the launch began: launches checkpoint on
+        notices only). Killed only when it does not end within the timeout, or a second Ctrl-C."""
+        proc = self._proc
+        try:
+            if proc is not None and proc.poll() is None:
+                if not self.done and ready_file(self.work_dir / "checkpoints", proc.pid).exists():
+                    log.warning("stopping the launch: it checkpoints first (up to %.0f s)", self.timeout_s)
+                    proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning("the launch did not end within %.0f s: killed", self.timeout_s)
+        finally:
+            self._kill()
 
     def _type(self, config: Config) -> LocalType:
         try:
