@@ -67,7 +67,9 @@ def test_search_prints_a_short_report(run_cli, trace):
     (("--start", "mid:x"), "TYPE:NODES:WORKERS:GLOBAL_BATCH"),
     (("--deadline", "1h"), "no configuration of the trace meets the deadline"),
     (("--objective", "speed"), "objective must be one of"),
-    (("--backend", "cloud"), "not available yet"),
+    (("--backend", "Sim"), "unknown backend 'Sim': use sim or local"),
+    # mutation caught: no bound (1e300 went through, numpy's overflow warnings printed)
+    (("--noise-scale", "1e300"), "is not a positive number up to 1e+12"),
     (("--backend", "local"), "--backend local needs --workload"),
     (("--workload", "builtin:digits"), "--workload is for --backend local"),
     (("--backend", "local", "--seeds", "2"), "--seeds is for --backend sim"),

@@ -45,8 +45,12 @@ T = TypeVar("T")
 # Some 3,000 times the largest training runs published (GPT-3: 3e11 tokens): beyond it a typo, and
 # 1e300 printed costs hundreds of digits long.
 MAX_TARGET_SAMPLES = 1e15
+MAX_NOISE_SCALE = 1e12
 target_samples_check = number_check(lambda v: 0 < v <= MAX_TARGET_SAMPLES,
                                     f"a positive number up to {MAX_TARGET_SAMPLES:g}")
+# B_noise is a batch size in samples: the largest models' critical batches are some 1e7 tokens
+# (McCandlish et al. 2018); 1e300 had overflowed numpy in the noise estimate
+noise_scale_check = number_check(lambda v: 0 < v <= MAX_NOISE_SCALE, f"a positive number up to {MAX_NOISE_SCALE:g}")
 
 
 def _given(value: T | None, backend: str, option: str) -> T:
@@ -106,7 +110,7 @@ def search(
         ".thrifty/search-local"),
     noise_scale: Annotated[float | None, typer.Option(
         help="Gradient noise scale B_noise (constant), the job's (local: default the workload's job model's); "
-             "the search measures its own estimate", callback=positive)] = None,
+             "the search measures its own estimate", callback=noise_scale_check)] = None,
     noise_scale_trace: Annotated[Path | None, typer.Option(
         help="CSV with columns progress, noise_scale (progress: fraction of the target)")] = None,
     objective: Annotated[str, typer.Option(help="cost or time")] = "cost",
@@ -148,7 +152,7 @@ def search(
     from thrifty.store import Store
 
     if backend not in BACKENDS:
-        raise ThriftyError(f"backend {backend!r} is not available yet: use {', '.join(BACKENDS)}")
+        raise ThriftyError(f"unknown backend {backend!r}: use {' or '.join(BACKENDS)}")
     if noise_scale is not None and noise_scale_trace is not None:
         raise ThriftyError("give one of --noise-scale or --noise-scale-trace")
     if backend == "sim" and (target_samples is None or (noise_scale is None and noise_scale_trace is None)):
