@@ -28,7 +28,6 @@ from thrifty.cli.common import (
     int_list,
     number_check,
     parse_duration_s,
-    positive,
     print_json,
     stdout,
 )
