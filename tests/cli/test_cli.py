@@ -391,3 +391,16 @@ def test_help_to_a_pipe_prints_option_names_whole():
         done = subprocess.run([sys.executable, "-m", "thrifty.cli", *command, "--help"], capture_output=True,
                               text=True, env=env, timeout=120)
         assert done.returncode == 0 and "…" not in done.stdout and option in done.stdout, done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_a_training_run_is_stored_with_its_absolute_run_directory(run_cli, tmp_path, monkeypatch):
+    # mutation caught: --run-dir stored as given (`.thrifty/runs/train` from several folders: serve
+    # and later readers could not find the run)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("train", "--workload", "builtin:digits", "--steps", "2", "--run-dir", "rel",
+                             "--db", tmp_path / "t.db", "--json")
+    assert code == 0, err
+    assert json.loads(out)["run_dir"] == str(tmp_path / "rel")
+    with sqlite3.connect(tmp_path / "t.db") as conn:
+        assert conn.execute("SELECT run_dir FROM train_runs").fetchall() == [(str(tmp_path / "rel"),)]

@@ -17,6 +17,7 @@ import threading
 import time
 import warnings
 from dataclasses import astuple, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -254,7 +255,7 @@ def _server_report(config: TrainConfig) -> dict:
         "staleness_histogram": counts.astype(int).tolist(),
         "updates_per_worker": np.bincount([u.worker for u in ps.updates], minlength=ps.workers).tolist(),
         "evals": [[e.step, e.train_time_s, e.metric] for e in ps.log.evals],
-        "run_dir": str(config.run_dir),
+        "run_dir": str(Path(config.run_dir).resolve()),  # absolute: serve and the store find it from anywhere
     }
 
 

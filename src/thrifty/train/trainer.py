@@ -232,7 +232,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
                         workload=workload.name, metric_name=workload.metric_name,
                         train_size=state.batch_sampler().dataset_size,
                         higher_is_better=workload.higher_is_better)
-    summary["run_dir"] = str(config.run_dir)
+    summary["run_dir"] = str(Path(config.run_dir).resolve())  # absolute: serve and the store find it from anywhere
     summary["device"] = str(state.runtime.device)
     summary["precision"] = state.runtime.precision
     summary["threads_per_rank"] = torch.get_num_threads()  # rank 0's intra-op threads (OMP_NUM_THREADS under torchrun; 1 per rank under --nproc)
