@@ -165,18 +165,21 @@ def test_a_database_or_work_folder_that_cannot_serve_is_one_line_before_ray_star
 def test_each_campaign_has_its_own_work_folder_and_another_campaigns_is_refused(tmp_path, capsys):
     # mutations caught: the run folders keyed by the point alone in one folder for every campaign of
     # a database (a second campaign rewrote the first one's runs, which its store still counted);
-    # a --work-dir holding another campaign's runs taken
+    # a --work-dir holding another campaign's runs taken, or refused only after the store took the
+    # campaign's request
+    import sqlite3
     space, db = tmp_path / "space.toml", tmp_path / "c.db"
     space.write_text(SPACE)
     sweep = ["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(db), "--simulation", "standin",
              "--pool", "on-demand:1", "--json"]
     assert main(sweep) == 0 and main([*sweep, "--campaign", "B", "--seed", "1", "--pool", "on-demand:3"]) == 0
-    # a pool beyond the runs is said (mutation caught: spot:100000 for 2 runs billed $106 in silence)
+    # a pool beyond the tasks is said (mutation caught: spot:100000 for 2 runs billed $106 in silence)
     err = capsys.readouterr().err
-    assert "--pool on-demand:3 has more nodes than the campaign has runs (2)" in err
+    assert "--pool on-demand:3 has more nodes than the campaign has tasks left (2)" in err
     assert err.count("more nodes than") == 1
-    first, second = tmp_path / "c.runs", tmp_path / "c.B.runs"
-    assert json.loads((first / ".campaign.json").read_text()) == {"db": str(db.resolve()), "campaign": "default"}
+    first, second = tmp_path / "c.runs", tmp_path / "c.runs-B"
+    owner = json.loads((first / ".campaign.json").read_text())
+    assert owner == {"db_name": "c.db", "campaign": "default", "db": str(db.resolve())}
     assert json.loads((second / ".campaign.json").read_text())["campaign"] == "B"
     summaries = {p: p.read_bytes() for p in first.glob("*/profiles.csv")}
     assert len(summaries) == 2 and len(list(second.glob("*/profiles.csv"))) == 2
@@ -185,8 +188,45 @@ def test_each_campaign_has_its_own_work_folder_and_another_campaigns_is_refused(
     assert code == 2 and len(err.splitlines()) == 1, err
     assert f"{first} holds the runs of campaign 'default' of {db.resolve()}: give campaign 'C' its own --work-dir" in err
     assert {p: p.read_bytes() for p in first.glob("*/profiles.csv")} == summaries
-    with CampaignStore(db, "C") as store:  # the refusal came before the store was written
-        assert store.completed() == [] and store.sessions() == []
+    with sqlite3.connect(db) as conn:  # refused before the store took C's request
+        assert conn.execute("SELECT name FROM md_campaigns ORDER BY name").fetchall() == [("B",), ("default",)]
+
+
+def test_a_campaign_goes_on_where_its_sessions_ran_and_its_database_may_move(tmp_path, capsys):
+    # mutations caught: a campaign whose stored sessions used a folder (one from before folders were
+    # per campaign: DB.runs shared with the default campaign) restarted in a new empty one (its
+    # checkpoints lost; the active sampler's reads of its runs failed); a database moved with its
+    # runs refused as another campaign's owner (the marker keyed on the absolute path)
+    import shutil
+    space, db = tmp_path / "space.toml", tmp_path / "c.db"
+    space.write_text(SPACE)
+    sweep = ["md", "sweep", "--space", str(space), "--db", str(db), "--simulation", "standin", "--pool", "on-demand:1",
+             "--json"]
+    assert main([*sweep, "--budget-runs", "2"]) == 0
+    assert main([*sweep, "--budget-runs", "2", "--campaign", "B", "--seed", "1", "--work-dir", str(tmp_path / "c.runs")]) \
+        == 2  # a new campaign is refused the default one's folder
+    with CampaignStore(db, "B") as store:  # as a store from before per-campaign folders holds B: its session ran in c.runs
+        store.begin(json.loads(json.dumps(_request_of(space, db))))
+        store.end_session(store.begin_session("on-demand:1", "n1-standard-4", tmp_path / "c.runs"), {})
+    capsys.readouterr()
+    assert main([*sweep, "--budget-runs", "3", "--campaign", "B", "--seed", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["completed"] == 3
+    assert len(list((tmp_path / "c.runs").glob("*/profiles.csv"))) >= 3 and not (tmp_path / "c.runs-B").exists()
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.move(db, moved / "c.db")
+    shutil.move(tmp_path / "c.runs", moved / "c.runs")
+    moved_sweep = [moved / "c.db" if a == str(db) else a for a in sweep]
+    assert main([*map(str, moved_sweep), "--budget-runs", "3"]) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["completed"] == 3
+
+
+def _request_of(space, db) -> dict:
+    """Campaign B's request as md sweep stores it (seed 1, the stand-in)."""
+    from thrifty.md.campaign import sweep
+    from thrifty.md.space import load_space
+    options = SweepOptions(space, 3, db=db, campaign="B", seed=1, simulation="standin", pool="on-demand:1")
+    return sweep.request(options, load_space(space).to_dict(), sweep.run_settings(options))
 
 
 def test_a_campaign_is_run_by_one_driver_at_a_time(tmp_path):
@@ -198,12 +238,13 @@ def test_a_campaign_is_run_by_one_driver_at_a_time(tmp_path):
     db = tmp_path / "c.db"
     work = default_work_dir(db, "default")
     held = claim(work, db, "default")
-    with pytest.raises(ThriftyError, match=r"campaign 'default' is being run by another md sweep \(pid \d+\)"):
+    with pytest.raises(ThriftyError, match=r"is in use by another md sweep \(pid \d+\)"):
         claim(work, db, "default")
     held.close()
     claim(work, db, "default").close()
     assert default_work_dir(db, "x/../y").parent == tmp_path
     assert default_work_dir(db, "x/../y") != default_work_dir(db, "y") != work
+    assert default_work_dir(db, "x") != default_work_dir(tmp_path / "c.x.db", "default")  # c.runs-x, c.x.runs
 
 
 @pytest.mark.parametrize("text, extra, reason", [

@@ -83,6 +83,9 @@ def test_a_finished_out_is_refused_unless_forced(run_cli, tmp_path):
     first = (out / "summary.json").read_text()
     code, stdout, err = run_cli(*SMALL_RUN, "--seed", "3", "--out", out)
     assert code == 0 and json.loads(stdout) == json.loads(first) and "nothing to do" in err, err
+    # on another platform it is another run (mutation caught: the platform left out of the comparison)
+    code, _, err = run_cli(*SMALL_RUN, "--seed", "3", "--out", out, "--platform", "CPU")
+    _one_line_error(code, err, f"--out {out} holds a finished run (summary.json): give --force")
     code, _, err = run_cli(*SMALL_RUN, "--seed", "4", "--out", out)
     _one_line_error(code, err, f"--out {out} holds a finished run (summary.json): give --force")
     assert (out / "summary.json").read_text() == first

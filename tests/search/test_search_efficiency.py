@@ -30,7 +30,8 @@ def test_steps_and_advance_are_inverse_for_a_constant_and_a_drifting_noise_scale
 
 
 @pytest.mark.parametrize("text", ["progress,noise_scale\n0,100\n0.5,-1\n", "progress,noise_scale\n0.5,1\n0.2,1\n",
-                                  "progress,noise_scale\n0,1\n2,1\n", "progress\n0\n"])
+                                  "progress,noise_scale\n0,1\n2,1\n", "progress\n0\n",
+                                  "progress,noise_scale\n0,100\n0.5,1e300\n"])  # a bound, as --noise-scale's
 def test_a_bad_noise_trace_is_one_error(tmp_path, text):
     path = tmp_path / "noise.csv"
     path.write_text(text)

@@ -154,7 +154,10 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
     check_checkpoint_folder(checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints"))
-    this_run = {"system": system, "seed": seed, "engine": engine, "sampling": asdict(settings)}
+    this_run = {"system": system, "seed": seed, "engine": engine, "sampling": asdict(settings),
+                # as the engine's describe() writes them: another platform or precision is another run
+                **({"platform": options.platform} if engine == "openmm" else
+                   {"platform": f"torch-{options.device.split(':')[0]}", "dtype": options.dtype})}
     if model is not None:
         this_run["parameters"] = {**asdict(model), "box_nm": model.side_nm}  # the default side, resolved
     summary = _finished_here(out, force, this_run)

@@ -41,7 +41,7 @@ def sweep(space: Annotated[Path, typer.Option(
                                                     "stand-in that ignores the model's parameters) or "
                                                     "package.module:function")] = "nanoconfinement",
           work_dir: Annotated[Path | None, typer.Option(
-              help="Run folders and checkpoints, on storage every node reaches (default: DB.runs beside --db, DB.NAME.runs for --campaign NAME); one campaign's alone")] = None,
+              help="Run folders and checkpoints, on storage every node reaches (default: DB.runs beside --db, DB.runs-NAME for a new --campaign NAME; a campaign goes on where its sessions ran); one campaign's alone")] = None,
           lifetime_model: LifetimeModelOpt = "gcp-2019", old_model: OldLifetimeModelOpt = None,
           instance_type: Annotated[str, typer.Option(help="GCP VM type of the pool (its catalog prices)")] = "n1-standard-4",
           job_hours: Annotated[float, typer.Option(help="Expected length of one run, model hours", callback=positive)] = 3.0,

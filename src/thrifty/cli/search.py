@@ -44,12 +44,15 @@ T = TypeVar("T")
 # Some 3,000 times the largest training runs published (GPT-3: 3e11 tokens): beyond it a typo, and
 # 1e300 printed costs hundreds of digits long.
 MAX_TARGET_SAMPLES = 1e15
-MAX_NOISE_SCALE = 1e12
 target_samples_check = number_check(lambda v: 0 < v <= MAX_TARGET_SAMPLES,
                                     f"a positive number up to {MAX_TARGET_SAMPLES:g}")
-# B_noise is a batch size in samples: the largest models' critical batches are some 1e7 tokens
-# (McCandlish et al. 2018); 1e300 had overflowed numpy in the noise estimate
-noise_scale_check = number_check(lambda v: 0 < v <= MAX_NOISE_SCALE, f"a positive number up to {MAX_NOISE_SCALE:g}")
+
+
+def noise_scale_check(value: float | None) -> float | None:
+    """--noise-scale: a finite positive batch size up to noise_schedule.MAX_NOISE_SCALE (imported
+    when given: thrifty.search brings numpy)."""
+    from thrifty.search.noise_schedule import MAX_NOISE_SCALE
+    return number_check(lambda v: 0 < v <= MAX_NOISE_SCALE, f"a positive number up to {MAX_NOISE_SCALE:g}")(value)
 
 
 def _given(value: T | None, backend: str, option: str) -> T:

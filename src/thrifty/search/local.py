@@ -423,13 +423,18 @@ class LocalBackend(ScheduledJob):
         left none when the target came inside the first window). Any other (a search stopped
         half-way: an error, Ctrl-C) gets the runner's notice and checkpoints, so `--resume` loses
         nothing (killed, it had lost every step since the launch began: launches checkpoint on
-        notices only). Killed only when it does not end within the timeout, or a second Ctrl-C."""
+        notices only). One still starting (no ready file: no step trained) is killed at once, as is one
+        that does not end within the timeout (or on a second Ctrl-C)."""
         proc = self._proc
         try:
             if proc is not None and proc.poll() is None:
-                if not self.done and ready_file(self.work_dir / "checkpoints", proc.pid).exists():
+                if self.done:
+                    log.info("the job reached its target: waiting for its launch to end (up to %.0f s)", self.timeout_s)
+                elif ready_file(self.work_dir / "checkpoints", proc.pid).exists():
                     log.warning("stopping the launch: it checkpoints first (up to %.0f s)", self.timeout_s)
                     proc.send_signal(signal.SIGTERM)
+                else:  # still starting: no step trained since its checkpoint, nothing to save (it would train on)
+                    return
                 proc.wait(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
             log.warning("the launch did not end within %.0f s: killed", self.timeout_s)

@@ -68,6 +68,11 @@ class NoiseSchedule:
         return float(np.interp(start + steps, total, self.progress))
 
 
+# B_noise is a batch size in samples: the largest models' critical batches are some 1e7 tokens
+# (McCandlish et al. 2018); 1e300 had overflowed numpy in the noise estimate
+MAX_NOISE_SCALE = 1e12
+
+
 def read_noise_trace(path: Path, target_samples: float) -> NoiseSchedule:
     """A CSV `progress,noise_scale`: progress as a fraction of the target in [0, 1], increasing."""
     rows = read_csv(path, ThriftyError, "noise-scale trace", required=("progress", "noise_scale"))
@@ -76,8 +81,8 @@ def read_noise_trace(path: Path, target_samples: float) -> NoiseSchedule:
         values = np.array([float(r["noise_scale"]) for r in rows])
     except ValueError as exc:
         raise ThriftyError(f"noise-scale trace {path}: not a number ({exc})") from None
-    if not (np.all(np.isfinite(values)) and np.all(values > 0)):
-        raise ThriftyError(f"noise-scale trace {path}: noise_scale must be positive numbers")
+    if not (np.all(np.isfinite(values)) and np.all(values > 0) and np.all(values <= MAX_NOISE_SCALE)):
+        raise ThriftyError(f"noise-scale trace {path}: noise_scale must be positive numbers up to {MAX_NOISE_SCALE:g}")
     if np.any((fraction < 0) | (fraction > 1)) or np.any(np.diff(fraction) <= 0):
         raise ThriftyError(f"noise-scale trace {path}: progress must increase within [0, 1] "
                            "(a fraction of the target)")

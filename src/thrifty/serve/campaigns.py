@@ -81,7 +81,9 @@ class CampaignDb:
         # the run folders: the newest session's --work-dir (stored since it was), else md sweep's default
         # (a stored one that is gone: the database and its runs were moved together)
         stored = [Path(s["work_dir"]) for s in sessions if s["work_dir"]]
-        work = stored[-1] if stored and stored[-1].is_dir() else default_work_dir(self.path, name)
+        default = default_work_dir(self.path, name)  # a campaign from before per-campaign folders: DB.runs
+        work = stored[-1] if stored and stored[-1].is_dir() else default if default.is_dir() else \
+            self.path.with_suffix(".runs")
         return {"id": f"{self.index}-{name}", "name": name, "created_at": created, "request": request,
                 "runs": len(runs), "converged": converged, "preemptions": preemptions, "lost_work_s": redone,
                 "batches": len(batches), "progress": progress, "bill": bill,

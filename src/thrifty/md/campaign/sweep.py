@@ -30,7 +30,7 @@ from typing import Any
 from thrifty.errors import ThriftyError
 from thrifty.io import check_writable_dir
 from thrifty.md.campaign.simulations import BatchSimulation
-from thrifty.md.campaign.work_dir import check_owner, claim, default_work_dir
+from thrifty.md.campaign.work_dir import campaign_work_dir, check_owner, claim
 from thrifty.md.engines.choices import ENGINES
 from thrifty.md.engines.single_run import check_dtype_and_device
 
@@ -306,7 +306,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     plan = CheckpointPlan(lifetime, o.job_hours * 3600, o.checkpoint_cost_s, o.restart_cost_s, time_scale)
     plan.intervals_wall_s(0.0)  # a job the schedule cannot take fails here, in one line
     simulation = choose_simulation(o, given)
-    work = Path(o.work_dir or default_work_dir(o.db, o.campaign))
+    work, ran_here = campaign_work_dir(o.db, o.campaign, o.work_dir)
     # before the store and Ray: a bad one had failed the first run
     check_writable_dir(work, "--work-dir" if o.work_dir else "the default --work-dir (beside --db)")
     if o.sampler == "grid":  # after every refusal: a warning, then one line (it had ended at 6/8 in silence)
@@ -315,10 +315,13 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             log.warning("the grid has %d point%s: the campaign ends there, short of --budget-runs %d",
                         points, "" if points == 1 else "s", o.budget_runs)
     outcome = None
-    check_owner(work, o.db, o.campaign)  # another campaign's run folders: refused before anything is written
-    # held while the campaign runs: a second driver of it is refused (it had run every run again)
-    with CampaignStore(o.db, o.campaign) as store, contextlib.closing(claim(work, o.db, o.campaign)):
+    if not ran_here:  # another campaign's run folders: refused before anything is written
+        check_owner(work, o.db, o.campaign)
+    with CampaignStore(o.db, o.campaign) as store, contextlib.ExitStack() as held:
         resumed = store.begin(request(o, parameter_space.to_dict(), given))
+        # held while the campaign runs (a second driver on the folder is refused: it had run every run
+        # again); claimed once the store took the request, so a refused request leaves no folder
+        held.enter_context(contextlib.closing(claim(work, o.db, o.campaign, ran_here=ran_here)))
         chosen: Sampler
         if o.sampler == "active":
             from thrifty.md.surrogate.active_sweep import ActiveSampler
@@ -338,9 +341,10 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             if o.sampler == "active":
                 outcome = so_far.to_dict(o.target_within_error)
         else:
-            if spec.nodes > o.budget_runs:  # said, not refused: spare nodes may take over preempted runs
-                log.warning("--pool %s has more nodes than the campaign has runs (%d): a run takes one node at a "
-                            "time, and the nodes left idle are billed too", o.pool, o.budget_runs)
+            tasks = math.ceil((o.budget_runs - len(completed)) / o.replicas)  # a task: up to --replicas runs, one node
+            if spec.nodes > tasks:  # said, not refused: spare nodes may take over preempted tasks
+                log.warning("--pool %s has more nodes than the campaign has tasks left (%d): a task takes one node at "
+                            "a time, and the nodes left idle are billed too", o.pool, tasks)
             session = store.begin_session(o.pool, o.instance_type, work)
             emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")),
                                     o.seed) if o.emulate_preemptions else None
