@@ -341,10 +341,6 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
             if o.sampler == "active":
                 outcome = so_far.to_dict(o.target_within_error)
         else:
-            tasks = math.ceil((o.budget_runs - len(completed)) / o.replicas)  # a task: up to --replicas runs, one node
-            if spec.nodes > tasks:  # said, not refused: spare nodes may take over preempted tasks
-                log.warning("--pool %s has more nodes than the campaign has tasks left (%d): a task takes one node at "
-                            "a time, and the nodes left idle are billed too", o.pool, tasks)
             session = store.begin_session(o.pool, o.instance_type, work)
             emulated = EmulatedPool(spec, lifetime, time_scale, Path(tempfile.mkdtemp(prefix="thrifty-pool-")),
                                     o.seed) if o.emulate_preemptions else None
@@ -361,6 +357,10 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
                         session_open = False
                         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                         raise ThriftyError(f"Ray did not start: {reason}") from None
+                    tasks = math.ceil((o.budget_runs - len(completed)) / o.replicas)  # up to --replicas runs a task
+                    if spec.nodes > tasks:  # said once the pool runs, not refused: spare nodes take over preempted tasks
+                        log.warning("--pool %s has more nodes than the campaign has tasks left (%d): a task takes one "
+                                    "node at a time, and the nodes left idle are billed too", o.pool, tasks)
                     bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
                     placement = None if emulated is None else Placement.solve(
                         lifetime, plan.job_s, o.checkpoint_cost_s, o.restart_cost_s, o.startup_s)
