@@ -141,3 +141,22 @@ def test_under_thrifty_run_a_restart_after_the_job_finished_is_done_not_failed(r
     for other in (("--seed", "4"), ("--seed", "3", "--c", "0.7")):
         code, _, err = run_cli(*SMALL_RUN, *other, "--out", out)
         _one_line_error(code, err, f"--out {out} holds a finished run (summary.json): give --force")
+
+
+@pytest.mark.timeout(300)
+def test_a_first_ctrl_c_checkpoints_and_stops(tmp_path):
+    # alone, `md run` checkpoints on notices only: Ctrl-C had ended a run with nothing saved.
+    # Mutation caught: the first Ctrl-C not taken as the notice (exit 130, no checkpoint)
+    import signal
+    import time
+    out = tmp_path / "run"
+    run = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "md", "run", "--system", "lj", "--steps", "1000000",
+                            "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not ((out / "thermo.csv").exists() and len((out / "thermo.csv").read_text().splitlines()) > 2):
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.1)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 75 and "interrupted: checkpointing after this chunk" in err, err
+    assert len(list((out / "checkpoints").glob("ckpt-*.bin"))) == 1

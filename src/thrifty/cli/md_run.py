@@ -6,6 +6,7 @@ sampling and runs the job (md.engines.job_loop)."""
 import json
 import logging
 import os
+import signal
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -65,11 +66,25 @@ def _remove_stale_outputs(out: Path, started_ns: int) -> None:
             path.unlink()
 
 
+def _checkpoint_on_first_ctrl_c(checkpoints) -> None:
+    """Alone (not under `thrifty run`), a first Ctrl-C is the notice: the run checkpoints after its
+    chunk and exits 75, and the same command resumes; a second one stops it at once. (A run alone
+    checkpoints on notices only, so Ctrl-C had ended it with nothing saved.)"""
+    def first(signum: int, frame: object) -> None:
+        log.warning("interrupted: checkpointing after this chunk, then stopping (Ctrl-C again: stop at once, "
+                    "nothing saved)")
+        checkpoints.take_notice()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, first)
+
+
 def _run(options, model, settings, out: Path, checkpoint_dir: Path | None, system: str) -> dict:
     from thrifty.progress import ProgressBar
-    from thrifty.transient.protocol import JobCheckpoints
+    from thrifty.transient.protocol import JobCheckpoints, under_runner
     checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
         JobCheckpoints.from_environment(default=out / "checkpoints")
+    if not under_runner():
+        _checkpoint_on_first_ctrl_c(checkpoints)
     bar: list[ProgressBar] = []  # started at the first chunk: after every check, so errors come first
 
     def on_chunk(step: int) -> None:

@@ -119,6 +119,10 @@ class JobCheckpoints:
     def _on_notice(self, *_) -> None:
         self.requested = self.notice = True
 
+    def take_notice(self) -> None:
+        """The notice from the job itself (md run's first Ctrl-C): checkpoint at the next chance, then stop."""
+        self._on_notice()
+
     def close(self) -> None:
         """Done: ignore further requests (Python resets handlers to the default, fatal for SIGUSR1,
         while the interpreter shuts down) and tell the runner to stop sending them."""
