@@ -88,7 +88,7 @@ INPUT_FILES: dict[str, bytes | str] = {
                           "    def evaluate(model, data):\n        if len(data) > 4:\n"
                           "            raise ValueError('evaluate broke on the full set')\n"
                           "        return base(model, data)\n    w.evaluate = evaluate\n    return w\n",
-    "model_no_cov.json": '{"kind": "thrifty.steptime", "theta": [0.01, 0.001, 0.0001, 0.0, 0.0]}\n',
+    "model_no_cov.json": '{"kind": "thrifty.steptime", "version": 3, "theta": [0.01, 0.001, 0.0001, 0.0, 0.0]}\n',
     "schedule_bad.json": '{"steps": "many"}\n',
     "schedule_step.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": 2.7, "slowdown": [1, 2]}]\n',
     "schedule_nan.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": NaN, "slowdown": [1, 2]}]\n',

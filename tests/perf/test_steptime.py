@@ -80,7 +80,7 @@ def test_json_roundtrip_and_corrupt_files(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ModelError, match="not valid JSON"):
         StepTimeModel.load(path)
-    path.write_text(json.dumps({"kind": "thrifty.steptime", "params": {"a_compute_s": 1}}))
+    path.write_text(json.dumps({"kind": "thrifty.steptime", "version": 3, "params": {"a_compute_s": 1}}))
     with pytest.raises(ModelError, match="incomplete"):
         StepTimeModel.load(path)
     with pytest.raises(ModelError, match="not found"):
@@ -112,6 +112,19 @@ def test_older_model_files_are_refused_since_their_intervals_would_be_too_narrow
     path = tmp_path / "old.json"
     path.write_text(json.dumps(data))
     with pytest.raises(ModelError, match=f"version {version} .*fit it again"):
+        StepTimeModel.load(path)
+
+
+@pytest.mark.parametrize("version", [99, None, "3"])
+def test_a_model_file_of_a_version_this_thrifty_does_not_write_is_refused(tmp_path, version):
+    # mutation caught: any version but 1 and 2 read as this one's (a newer thrifty's file, or one
+    # without a version, had been taken as it was)
+    n, w, b = _grid()
+    data = fit_step_time(n, w, b, predict_step_time(TRUE, n, w, b)).to_dict()
+    data["version"] = version
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ModelError, match=f"version {version!r}: this thrifty reads version 3; fit it again"):
         StepTimeModel.load(path)
 
 

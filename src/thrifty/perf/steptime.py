@@ -186,6 +186,9 @@ class StepTimeModel:
         if data.get("version") in (1, 2):
             raise ModelError(f"step-time model version {data['version']} (an older thrifty): without its "
                              "profiled configurations and launch spread its interval would be too narrow; fit it again")
+        if data.get("version") != MODEL_VERSION:  # a newer thrifty's, or none: its fields may mean other things
+            raise ModelError(f"step-time model version {data.get('version')!r}: this thrifty reads version "
+                             f"{MODEL_VERSION}; fit it again")
         try:
             params = np.array([float(data["params"][name]) for name in PARAM_NAMES])
             cov = data["covariance"]  # required: without it the interval would be silently narrower
