@@ -315,11 +315,10 @@ class LocalBackend(ScheduledJob):
         self._last_progress_at = time.monotonic()
         if row["step"] < self._next_step:
             return  # retrained after a restored search's relaunch: already counted
-        if row["step"] > self._next_step:  # a restored search's launch resumed from a checkpoint taken after
-            # its stored state (a search stopped half-way checkpoints: close): those steps trained, at this batch
-            self._progress = self.schedule.advance(self._progress, row["step"] - self._next_step, row["global_batch"])
+        # this step, and any before it past the stored state that a restored search's launch resumed
+        # beyond (a search stopped half-way checkpoints: close): they trained, at this batch
+        self._progress = self.schedule.advance(self._progress, row["step"] + 1 - self._next_step, row["global_batch"])
         self._next_step = row["step"] + 1
-        self._progress = self.schedule.advance(self._progress, 1, row["global_batch"])
         self._rows.append(row)
 
     def _ended(self, code: int) -> None:

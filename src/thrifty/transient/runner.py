@@ -266,7 +266,7 @@ class Runner:
                     return self._report(0, attempts, preemptions, notices, lost)
                 if kind == "exit" and self._notice_received:
                     # the runner's notice reached the job first: one SIGTERM to the whole process
-                    # group (timeout, docker stop, systemd) ends both, and the job's stop is that
+                    # group (timeout, kill -TERM -PGID, systemd) ends both, and the job's stop is that
                     # notice, not a stop from outside to restart from (it had been restarted once)
                     kind = "notice"
                 if kind == "exit" and code is not None and code not in (PREEMPTED_EXIT, -signal.SIGKILL, -signal.SIGTERM):
