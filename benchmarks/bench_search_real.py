@@ -14,8 +14,9 @@ own way (pollux_shaped.placed_trace; the sim lands each launch on one of them, t
 their mean), each under the cost and the time objective: a 3-hour job (the target sized so the objective's
 oracle trains 3 h) started where a user would start (the cheapest $/h configuration at the middle
 global batch), and a short job (1e7 samples) started on the oracle's configuration. The sim: 3%
-per-step noise, 60 s restart, 60 s start-up for new VMs. "after": the defaults
-(search.loop.SearchSettings); "before": the same row's "after" in the previous JSON, when it has
+per-step noise, 60 s restart, 60 s start-up for new VMs. "after": the settings `thrifty search
+--backend sim` runs with (search.harness.Scenario.settings: the defaults, and the job's stated noise
+scale as the prior of the measured one); "before": the same row's "after" in the previous JSON, when it has
 the row. Overheads are objective / oracle's - 1 over
 SEEDS sim seeds: median and worst; settle_gap_median: the median overhead of training the whole
 job, from the start, on the configuration the search ended on (what a better final choice would
@@ -35,7 +36,7 @@ from common import RESULTS, save_figure, write_result
 from irregular_traces import FRESH_SEEDS, HELD_OUT_SEEDS, TUNE_SEEDS, irregular_trace
 from pollux_shaped import ONE_TYPE, SEARCH_SEEDS, placed_trace, search_trace
 from thrifty.search.harness import Scenario, default_start, fixed, oracle, with_overheads
-from thrifty.search.loop import Search, SearchSettings
+from thrifty.search.loop import Search
 from thrifty.search.noise_schedule import NoiseSchedule
 from thrifty.search.rule import Objective
 from thrifty.search.trace import TraceRow
@@ -87,7 +88,7 @@ def run_row(scenario: Scenario, start, seeds: int) -> dict:
     row = {"oracle_config": best.final_config.to_dict(), "oracle_time_s": best.time_s,
            "oracle_cost_usd": best.cost_usd, "start": start.to_dict()}
     for name, knobs in VARIANTS.items():
-        settings = replace(SearchSettings(objective=scenario.objective), **knobs)
+        settings = replace(scenario.settings(), **knobs)
         outcomes = [Search(scenario.backend(s), settings).run(start) for s in range(seeds)]
         runs = [with_overheads(o, best) for o in outcomes]
         overheads = [r[metric] for r in runs]

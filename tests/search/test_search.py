@@ -195,13 +195,25 @@ def test_a_job_without_a_stated_noise_scale_takes_the_start_batch_as_its_prior(r
     # mutation caught: the pooled estimate alone (after a one-rank profile it rests on a handful
     # of measured steps, 0 or infinite: the job settled on the largest batch for good)
     sc = scenario(rows, "cost")
-    search = Search(sc.backend(0), sc.settings())
+    search = Search(sc.backend(0), replace(sc.settings(), noise_prior=None))
     start = default_start(rows)
     search.start_batch = start.global_batch
     for config in search.profile_configs(start):
         search.window(config, cut=False, noise_precision=False)
     assert search.noise.steps < 50
     assert search.noise_scale() == start.global_batch
+
+
+def test_a_sim_job_decides_on_its_stated_noise_scale_until_the_measurement_weighs_in(rows):
+    # mutation caught: the sim's settings without the job's noise schedule as the prior (the
+    # search then took the start's batch, 256, for a job whose stated B_noise is 500)
+    sc = scenario(rows, "cost")
+    search = Search(sc.backend(0), sc.settings())
+    search.start_batch = default_start(rows).global_batch
+    for config in search.profile_configs(default_start(rows)):
+        search.window(config, cut=False, noise_precision=False)
+    assert search.noise.steps < 50
+    assert search.noise_scale() == sc.schedule.at(search.backend.progress) != search.start_batch
 
 
 def test_a_settled_window_never_outlasts_its_segment(rows):

@@ -112,7 +112,7 @@ def search(
         ".thrifty/search-local"),
     noise_scale: Annotated[float | None, typer.Option(
         help="Gradient noise scale B_noise (constant), the job's (local: default the workload's job model's); "
-             "the search measures its own estimate", callback=noise_scale_check)] = None,
+             "the search's prior, weighed against its own measured estimate (sim: also the simulated job's)", callback=noise_scale_check)] = None,
     noise_scale_trace: Annotated[Path | None, typer.Option(
         help="CSV with columns progress, noise_scale (progress: fraction of the target)")] = None,
     objective: Annotated[str, typer.Option(help="cost or time")] = "cost",

@@ -44,7 +44,9 @@ class Scenario:
                           draw_launches=draw_launches)
 
     def settings(self) -> SearchSettings:
-        return SearchSettings(objective=self.objective)
+        """The search's settings: the objective, and the job's stated noise schedule as the prior its
+        measured B_noise is weighed against (search.noise_estimate), as the local backend's is."""
+        return SearchSettings(objective=self.objective, noise_prior=self.schedule)
 
 
 def oracle(scenario: Scenario) -> Outcome:
