@@ -7,13 +7,15 @@ from collections.abc import Callable
 
 
 def fmt_duration(seconds: float, digits: int = 3) -> str:
-    """`digits` significant digits in ms, s, min or h, the unit chosen after rounding (0.9996 s is 1 s)."""
+    """`digits` significant digits in ms, s, min or h, the unit chosen after rounding (0.9996 s is 1 s);
+    hours past 10^digits in whole hours with thousands separators, never in exponent form."""
     if not math.isfinite(seconds):
         return "-"
     for limit, scale, unit in ((1, 1e3, "ms"), (120, 1, "s"), (7200, 1 / 60, "min")):
         if float(f"{seconds:.3g}") < limit:
             return f"{seconds * scale:.{digits}g} {unit}"
-    return f"{seconds / 3600:.{digits}g} h"
+    hours = float(f"{seconds / 3600:.{digits}g}")
+    return f"{hours:,.0f} h" if hours >= 10**digits else f"{seconds / 3600:.{digits}g} h"  # 2,870 h, not 2.87e+03 h
 
 
 def told_apart(fmt: Callable[..., str], asked: float, reached: float) -> tuple[str, str]:
@@ -41,8 +43,20 @@ def fmt_usd(dollars: float, digits: int = 2) -> str:
     return f"{sign}${rounded:.{decimals}f}"
 
 
+def _outward(dollars: float, up: bool, digits: int = 2) -> float:
+    """`dollars` rounded down (or up) to what fmt_usd prints: cents from a dollar up, else `digits`
+    significant digits (the product is rounded to 9 decimals first: 0.07 x 100 is 7.000000000000001)."""
+    if dollars <= 0 or not math.isfinite(dollars):
+        return dollars
+    scale = 100.0 if dollars >= 1 else 10.0 ** (digits - 1 - math.floor(math.log10(dollars)))
+    return (math.ceil if up else math.floor)(round(dollars * scale, 9)) / scale
+
+
 def fmt_usd_range(low: float, high: float) -> str:
-    """'$0.07-0.16': one dollar sign for both ends; '>= $1.20' when the top is unbounded."""
+    """'$0.07-0.16': one dollar sign for both ends, rounded outward (low down, high up) so that the
+    printed interval holds every value it holds, the point estimate printed beside it to more
+    digits included ($0.00124 in $0.0012-0.0013, not '$0.0012-0.0012'); '>= $1.20' when the top
+    is unbounded."""
     if not math.isfinite(high):
-        return f">= {fmt_usd(low)}"
-    return f"{fmt_usd(low)}-{fmt_usd(high).lstrip('$')}"
+        return f">= {fmt_usd(_outward(low, up=False))}"
+    return f"{fmt_usd(_outward(low, up=False))}-{fmt_usd(_outward(high, up=True)).lstrip('$')}"

@@ -265,6 +265,27 @@ def test_a_gpu_the_bundled_specs_lack_is_given_with_gpus_wherever_it_is_asked_fo
     assert code == 0, err
 
 
+@pytest.mark.parametrize("t4_row, fragment", [
+    ("T4,T4,nan,,65,320,16,128,40,585,1590,70", "fp32_tflops must be a finite positive number"),
+    ("T4,T4,-8.1,,65,320,16,128,40,585,1590,70", "fp32_tflops must be a finite positive number"),
+    ("T4,T4,8.1,,65,inf,16,128,40,585,1590,70", "mem_bw_gbs must be a finite positive number"),
+    ("T4,T4,8.1,,65,320,0,128,40,585,1590,70", "memory_gib must be a finite positive number"),
+    ("T4,T4,8.1,,nan,320,16,128,40,585,1590,70", "fp16_tensor_tflops must be a finite positive number or blank"),
+    ("T4,T4,8.1,,65,320,16,128,40,,1590,70", "base_mhz must be a finite positive number, got ''"),
+    ("T4,T4,8.1,,65,320,16,128,40.5,585,1590,70", "sm_count must be a whole number"),
+])
+def test_a_gpu_spec_that_is_not_a_finite_positive_number_is_refused_naming_gpu_and_column(run_cli, tmp_path,
+                                                                                          t4_row, fragment):
+    # mutation caught: only sm_count, the clocks and tdp_w checked (a T4 at nan TFLOPS dropped out of
+    # every plan in silence; at -8.1 it was projected 2.7x faster than at 8.1)
+    from thrifty.data import data_path
+    gpus = tmp_path / "g.csv"
+    lines = data_path("gpus.csv").read_text().splitlines()
+    gpus.write_text("\n".join(t4_row if line.startswith("T4,") else line for line in lines) + "\n")
+    for command in (("plan",), ("model", "project", "-w", "builtin:resnet18-cifar10", "--instance-type", "g4dn.xlarge")):
+        _one_line_error(*run_cli(*command, "--gpus", gpus), "T4: " + fragment)
+
+
 def test_catalog_commands(run_cli):
     code, out, _ = run_cli("catalog", "list", "--cloud", "gcp", "--accelerator", "H100", "--json")
     rows = json.loads(out)

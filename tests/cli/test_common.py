@@ -50,6 +50,22 @@ def test_a_money_range_has_one_dollar_sign():
     assert fmt_usd_range(1.2, math.inf) == ">= $1.20"
 
 
+def test_a_money_range_is_rounded_outward_and_holds_the_point_printed_beside_it():
+    # a new user's pass: the plan printed "$0.00124  $0.0012-0.0012" (JSON: [0.0012395, 0.0012444]).
+    # Mutation caught: each end rounded to nearest
+    assert fmt_usd_range(0.0012395, 0.0012444) == "$0.0012-0.0013"
+    assert fmt_usd_range(12.104, 15.391) == "$12.10-15.40"
+    assert fmt_usd_range(0.0995, 0.1004) == "$0.099-0.11"
+    assert fmt_usd_range(0.0, 0.0) == "$0.00-0.00"
+
+
+def test_a_long_duration_prints_whole_hours_not_an_exponent():
+    # a new user's pass: "2.87e+03 h (90%: 1.13e+03 h - 7.27e+03 h)". Mutation caught: the `g` format alone
+    assert fmt_duration(2.8704e3 * 3600) == "2,870 h"
+    assert fmt_duration(123456 * 3600) == "123,000 h"
+    assert fmt_duration(999 * 3600) == "999 h"
+
+
 @pytest.mark.parametrize("text, bare_unit, seconds", [("90m", "h", 5400), ("2.5h", "s", 9000), ("1d", "s", 86400),
                                                       ("60", "s", 60), ("12", "h", 43200), ("0", "s", 0),
                                                       ("100ms", "h", 0.1)])

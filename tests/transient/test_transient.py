@@ -351,6 +351,10 @@ def test_cli_fit_show_schedule(run_cli, tmp_path, monkeypatch):
     assert code == 0, err
     chosen = json.loads(out)["chosen"]
     assert chosen["params"]["a"] == pytest.approx(0.414, rel=0.05)
+    # the file is strict JSON (a new user's pass: "log_likelihood": -Infinity, which strict parsers
+    # refuse; mutation caught: json.dumps without json_safe)
+    written = json.loads((tmp_path / "m.json").read_text(), parse_constant=lambda name: pytest.fail(name))
+    assert written["aic"] == chosen["aic"]
     code, out, err = run_cli("preempt", "schedule", "--job-hours", "5", "--ckpt-cost", "60s",
                              "--lifetime-model", tmp_path / "m.json", "--json")
     assert code == 0, err

@@ -48,8 +48,21 @@ class GPUSpec:
         return min(1.0, self.base_mhz * power_fraction ** (-1.0 / 3.0) / self.boost_mhz)
 
 
-def _float(text: str) -> float:
-    return float(text) if text.strip() else math.nan
+def _rate(row: dict[str, str], column: str, name: str, *, optional: bool = False) -> float:
+    """A finite positive number from `column`; with `optional`, a blank cell is NaN (the GPU has
+    no such unit). A written NaN, an infinity, zero or a negative value is refused: a nonsense spec
+    would otherwise come out as a GPU faster than any real one, or drop out of every plan."""
+    text = (row.get(column) or "").strip()
+    if optional and not text:
+        return math.nan
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name}: {column} must be a finite positive number"
+                         f"{' or blank' if optional else ''}, got {text!r}")
+    return value
 
 
 GPU_SPEC_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", "mem_bw_gbs", "memory_gib",
@@ -57,12 +70,17 @@ GPU_SPEC_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", 
 
 
 def gpu_spec(row: dict[str, str], name: str, interconnect_gbps: float) -> GPUSpec:
-    """A GPUSpec from a CSV row with the columns of data/gpus.csv (or data/gpu/gpu_specs.csv)."""
-    spec = GPUSpec(name, _float(row["fp32_tflops"]), _float(row["tf32_tflops"]), _float(row["fp16_tensor_tflops"]),
-                   _float(row["mem_bw_gbs"]), _float(row["memory_gib"]), interconnect_gbps,
-                   int(row["sm_count"]), float(row["base_mhz"]), float(row["boost_mhz"]), float(row["tdp_w"]))
-    if not (spec.sm_count > 0 and 0 < spec.base_mhz <= spec.boost_mhz and spec.tdp_w > 0):
-        raise ValueError(f"{name}: sm_count, base_mhz <= boost_mhz and tdp_w must be positive")
+    """A GPUSpec from a CSV row with the columns of data/gpus.csv (or data/gpu/gpu_specs.csv);
+    ValueError naming the GPU and the column where a value is not a finite positive number."""
+    sm_count = _rate(row, "sm_count", name)
+    if sm_count != int(sm_count):
+        raise ValueError(f"{name}: sm_count must be a whole number, got {row['sm_count'].strip()!r}")
+    spec = GPUSpec(name, _rate(row, "fp32_tflops", name), _rate(row, "tf32_tflops", name, optional=True),
+                   _rate(row, "fp16_tensor_tflops", name, optional=True), _rate(row, "mem_bw_gbs", name),
+                   _rate(row, "memory_gib", name), interconnect_gbps, int(sm_count), _rate(row, "base_mhz", name),
+                   _rate(row, "boost_mhz", name), _rate(row, "tdp_w", name))
+    if spec.base_mhz > spec.boost_mhz:
+        raise ValueError(f"{name}: base_mhz must be at most boost_mhz")
     return spec
 
 
@@ -71,6 +89,7 @@ def read_gpu_specs(path: Path | None = None) -> dict[str, GPUSpec]:
     path = Path(path) if path else data_path("gpus.csv")
     rows = read_csv(path, CatalogError, "GPU specs", required=GPU_SPEC_COLUMNS)
     try:
-        return {r["name"].lower(): gpu_spec(r, r["name"], _float(r["interconnect_gbps"])) for r in rows}
+        return {r["name"].lower(): gpu_spec(r, r["name"], _rate(r, "interconnect_gbps", r["name"], optional=True))
+                for r in rows}
     except ValueError as exc:
         raise CatalogError(f"cannot read GPU specs {path}: {exc}") from None

@@ -79,8 +79,9 @@ def load_published(data_dir: Path | None = None, *, for_calibration: bool = True
     work_json = json.loads((folder / "published_work.json").read_text())
     works = {k: StepWork.from_dict(v["step_work"]) for k, v in work_json["models"].items()}
     key_of = {(v["csv_model"], v["csv_input"]): k for k, v in work_json["models"].items()}
+    # a GPU whose peak rates no source gives (A10G: its row's note) has no row to calibrate on
     specs = {r["gpu"]: gpu_spec(r, r["gpu"], _interconnect_gbps(r["gpu"]))
-             for r in read_csv(folder / "gpu_specs.csv", ModelError, "published GPU specs")}
+             for r in read_csv(folder / "gpu_specs.csv", ModelError, "published GPU specs") if r["fp32_tflops"].strip()}
     excluded = work_json.get("excluded", {})
     rows: list[PublishedRow] = []
     left_out: dict[str, int] = {}
