@@ -252,6 +252,29 @@ def test_profile_rejects_an_unknown_instance_type(run_cli, tmp_path):
         assert code == 2 and "--workers" in err and "not in the catalog" not in err
 
 
+def test_a_profile_as_a_vm_with_other_than_this_machines_cpu_count_is_refused(run_cli, tmp_path, monkeypatch):
+    # a new user's pass: profiled on 2 cores as c5.2xlarge (8 vCPUs), the plan priced that VM as
+    # "measured" at 2 cores' speed and would launch it with 1 thread a rank. Mutation caught: no check
+    import thrifty.train.busy as busy
+    mine = tmp_path / "mine.csv"
+    mine.write_text(HEADER + "aws,my-box,8,32,,,0.4,,us-east-1,\n")
+    monkeypatch.setattr(busy, "cores", lambda: 2)
+    code, _, err = run_cli("profile", "--instance-type", "my-box", "--catalog", mine, "--steps", "2",
+                           "--db", tmp_path / "db")
+    assert code == 2 and "my-box has 8 vCPUs and this machine has 2 usable CPUs" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "db").exists()
+    # the same VM type on a machine of its size passes the check, on to the profile
+    import thrifty.pipeline
+    from thrifty.errors import ThriftyError
+
+    def profiled(store, workload, settings, report):
+        raise ThriftyError(f"profiling as {settings.instance_type}")
+    monkeypatch.setattr(busy, "cores", lambda: 8)
+    monkeypatch.setattr(thrifty.pipeline, "profile_and_store", profiled)
+    code, _, err = run_cli("profile", "--instance-type", "my-box", "--catalog", mine, "--db", tmp_path / "db")
+    assert code == 2 and "profiling as my-box" in err
+
+
 SKYPILOT_AWS = ("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,"
                 "AvailabilityZone\n"
                 "p3.2xlarge,V100,1,8,61,,3.06,0.95,us-east-1,use1-az1\n"

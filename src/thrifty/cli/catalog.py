@@ -140,24 +140,33 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
         stdout.print(table)
 
 
-def check_instance_type(instance_type: str, catalogs: list[Path]) -> str:
-    """`local`, or a type (TYPE or CLOUD:TYPE) of the bundled catalog or a --catalog file, as the
-    bare instance type; anything else is a typo."""
+def check_instance_type(instance_type: str, catalogs: list[Path]) -> tuple[str, float | None]:
+    """(`local`, None), or a CPU type (TYPE or CLOUD:TYPE) of the bundled catalog or a --catalog
+    file, as the bare instance type, with its vCPUs; anything else is a typo."""
     if instance_type == "local" and not catalogs:
-        return instance_type
+        return instance_type, None
     from thrifty.catalog import load_catalog
     from thrifty.catalog.names import find_type
     vms = load_catalog(catalogs)  # a --catalog given is read (and refused when it cannot be) with `local` too
     if instance_type == "local":
-        return instance_type
+        return instance_type, None
     found = find_type(vms, instance_type)
     if found and all(vm.is_gpu for vm in found):  # train.profiler.PROFILED_DEVICE; plan.candidates measures CPU types only
         raise ThriftyError(f"--instance-type {instance_type!r} is a GPU VM, and a profile measures this machine's "
                            "CPUs (GPU VMs are projected from the model's counted work): give 'local' or a CPU VM type")
     if found:
-        return found[0].instance_type
+        return found[0].instance_type, found[0].vcpus
     import difflib
     close = difflib.get_close_matches(instance_type, sorted({vm.instance_type for vm in vms}), n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise ThriftyError(f"--instance-type {instance_type!r} is not in the catalog{hint}; give "
                        f"'local', a type from `thrifty catalog list`, or add --catalog FILE")
+
+
+def check_this_machine_is(instance_type: str, vcpus: float | None, cores: int) -> None:
+    """A profile stored as `instance_type`'s measurement must run on as many CPUs as that VM has:
+    taken on 2 cores as an 8-vCPU VM's, the plan would price that VM at 2 cores' speed and launch
+    it with the profile's threads (a new user's pass)."""
+    if vcpus is not None and round(vcpus) != cores:
+        raise ThriftyError(f"--instance-type {instance_type} has {vcpus:g} vCPUs and this machine has {cores} "
+                           "usable CPUs: give 'local' (plan projects the VM from this profile), or profile on that VM")

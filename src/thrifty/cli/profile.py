@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from thrifty.cli.catalog import check_instance_type
+from thrifty.cli.catalog import check_instance_type, check_this_machine_is
 from thrifty.cli.common import (
     DEFAULT_DB,
     DEFAULT_WORKLOAD,
@@ -35,15 +35,17 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
                                      "also THRIFTY_ALLOW_BUSY=1")] = False,
             catalog: CatalogOpt = None, db: DbOpt = DEFAULT_DB, json_out: JsonOpt = False) -> None:
     """Measure a workload on local worker processes and store the samples."""
-    instance_type = check_instance_type(instance_type, catalog or [])
+    instance_type, vcpus = check_instance_type(instance_type, catalog or [])
     from thrifty.pipeline import ProfileSettings, profile_and_store
     from thrifty.progress import spinner
     from thrifty.store import Store
+    from thrifty.train.busy import cores
     from thrifty.workloads.names import workload_key
     settings = ProfileSettings(workers=int_list(workers, "--workers"),
                                local_batches=None if batch is None else int_list(batch, "--batch"),
                                steps=steps,
                                calibrate=calibrate, instance_type=instance_type, allow_busy=allow_busy)
+    check_this_machine_is(instance_type, vcpus, cores())
     with Store(db) as store, spinner() as bar:
         task = bar.add_task(f"profiling {workload}", total=None)
         profile_id = profile_and_store(store, workload, settings,
