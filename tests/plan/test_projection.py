@@ -454,6 +454,34 @@ def test_model_project_prints_the_documented_json(profiled_db, run_cli):
     assert code == 2 and "unknown instance type" in err
 
 
+def test_a_gpu_rank_with_half_a_vcpu_dispatches_and_loads_at_half_a_cores_rate(profiled_db, run_cli):
+    # a new user's pass: GCP's n1-standard-2 with 4 T4s (half a vCPU a rank) projected exactly as
+    # n1-standard-16 with 4 T4s, and the plan recommended it. Mutations caught: the launch floor not
+    # stretched by the host share; the input pipeline given one vCPU where the rank has half
+    def step(vm: str) -> float:
+        code, out, err = run_cli("model", "project", "--db", profiled_db, "--workload", "builtin:digits",
+                                 "--instance-type", f"gcp:{vm}", "--accelerator", "T4:4", "--local-batch", "32",
+                                 "--json")
+        assert code == 0, err
+        return json.loads(out)[0]["step_time_s"]
+    half, one, eight = step("n1-standard-2"), step("n1-highcpu-4"), step("n1-standard-32")
+    assert half > 1.5 * one and one == eight  # digits at batch 32 is all launches
+    # a job whose inputs take longer than its kernels: half a vCPU makes them twice as long
+    from thrifty.pipeline import job_model
+    from thrifty.plan import PlanRequest, VMArrays
+    from thrifty.plan.candidates import predict_step_times
+    from thrifty.store import Store
+    with Store(profiled_db) as store:
+        job, _ = job_model(store, "builtin:digits")
+    job = dataclasses.replace(job, input_s_per_sample=1e-3)
+    vms = [vm for vm in load_catalog() if vm.cloud == "gcp" and vm.accelerator == "T4" and vm.accelerator_count == 4
+           and vm.instance_type in ("n1-standard-2", "n1-highcpu-4")]
+    vmx = VMArrays.build(vms, Hardware.load())
+    steps = predict_step_times(vmx, job, np.arange(2), np.ones(2), np.ones(2), np.full(2, 32.0), PlanRequest())[0]
+    by_type = dict(zip((vm.instance_type for vm in vms), steps, strict=True))
+    assert by_type["n1-standard-2"] == pytest.approx(2 * by_type["n1-highcpu-4"], rel=1e-9)
+
+
 def test_model_project_needs_no_calibration_run_and_the_plan_still_does(profiled_db, run_cli, tmp_path):
     """`thrifty profile --no-calibrate` stores no steps to target: projecting step times needs none
     (it failed asking for them), planning a job still does and says how to give them."""

@@ -22,7 +22,7 @@ projection's calibrated error, and the bounds on steps.
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import ndtri
@@ -174,17 +174,22 @@ def enumerate_candidates(vmx: VMArrays, job: JobModel, request: PlanRequest) -> 
 
 def _gpu_compute_s(vmx: VMArrays, job: JobModel, v: np.ndarray, local: np.ndarray, precision: str,
                    params: RooflineParams) -> np.ndarray:
-    """Roofline compute time per candidate, evaluated once per distinct (GPU type, local batch)."""
+    """Roofline compute time per candidate, evaluated once per distinct (GPU type, host share, local
+    batch). Each kernel's launch floor is the rank's host thread dispatching it (perf.roofline), so
+    a rank with less than one vCPU (GCP's n1-standard-2 with 4 T4s: half a vCPU a rank) dispatches
+    at that share of a core's rate: the floor over min(vCPUs per rank, 1)."""
     out = np.full(v.shape, np.nan)
     gpu = vmx.gpu_index[v]
+    host_share = np.minimum(vmx.vcpus_per_rank[v], 1.0)
     if job.work is None:
         raise PlanError("the stored profile has no counted work for GPU projection: run "
                         "`thrifty plan --reprofile`")
     for g, spec in enumerate(vmx.gpu_specs):
-        rows = np.flatnonzero(gpu == g)
-        if rows.size:
+        for share in np.unique(host_share[gpu == g]):
+            rows = np.flatnonzero((gpu == g) & (host_share == share))
             batches, inverse = np.unique(local[rows], return_inverse=True)
-            out[rows] = gpu_compute_time_s(job.work, spec, batches, precision, params)[inverse]
+            dispatch = replace(params, launch_s=params.launch_s / float(share))
+            out[rows] = gpu_compute_time_s(job.work, spec, batches, precision, dispatch)[inverse]
     return out
 
 
@@ -225,8 +230,9 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
             vmx.vcpus_per_rank[v][cpu]) / vmx.cpu_factor[v][cpu]
     if np.any(is_gpu):
         # the input pipeline runs on the host's vCPUs beside the GPU (DataLoader-style workers
-        # prefetching), so a step takes the longer of the two; cost per sample measured here
-        inputs = job.input_s_per_sample * local[is_gpu] / np.maximum(vmx.vcpus_per_rank[v][is_gpu], 1.0)
+        # prefetching), so a step takes the longer of the two; cost per sample measured here, on
+        # the rank's share of the vCPUs (half a vCPU a rank makes inputs at half a core's rate)
+        inputs = job.input_s_per_sample * local[is_gpu] / vmx.vcpus_per_rank[v][is_gpu]
         compute[is_gpu] = np.maximum(
             _gpu_compute_s(vmx, job, v[is_gpu], local[is_gpu], request.precision, params), inputs)
     bandwidth = np.where(nodes > 1, vmx.inter_gbps[v],
