@@ -399,6 +399,14 @@ def test_pareto_and_knee():
     assert knee_index(t[:4], c[:4]) == 1
 
 
+def test_a_two_point_front_goes_to_the_faster_only_where_it_saves_more_than_it_adds():
+    # a new user's pass: 3.01 min at $0.00155 against 4.01 min at $0.000621 went to the faster.
+    # Mutation caught: index 0 for every front of two
+    assert knee_index(np.array([3.01, 4.01]), np.array([0.00155, 0.000621])) == 1
+    assert knee_index(np.array([1.0, 4.0]), np.array([1.2, 1.0])) == 0
+    assert knee_index(np.array([1.0]), np.array([1.0])) == 0
+
+
 def test_a_cpu_projection_interval_holds_the_serial_fractions_sd_and_the_launch_spread():
     # mutations caught: "serial sd not propagated", "launch spread left out of CPU projections"
     import dataclasses

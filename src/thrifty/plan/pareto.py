@@ -19,8 +19,14 @@ def pareto_front(time_s: np.ndarray, cost_usd: np.ndarray, by_cost: np.ndarray |
 
 def knee_index(time_s: np.ndarray, cost_usd: np.ndarray) -> int:
     """Knee of a front given fastest first: the point farthest below the chord joining its ends,
-    in log-normalised coordinates (Satopaa et al. 2011, "Kneedle", applied to a convex front)."""
-    if len(time_s) <= 2:
+    in log-normalised coordinates (Satopaa et al. 2011, "Kneedle", applied to a convex front).
+    Two points have no knee: the faster where it saves more in log time than it adds in log cost
+    (an elasticity above one), else the cheaper (a new user's pass: 25% less time for 2.5x the
+    cost had gone to the faster, silently)."""
+    if len(time_s) == 2:
+        saved, added = np.log(time_s[1] / time_s[0]), np.log(cost_usd[0] / cost_usd[1])
+        return 0 if saved > added else 1
+    if len(time_s) < 2:
         return 0
     x, y = np.log(time_s), np.log(cost_usd)
     x = (x - x.min()) / max(np.ptp(x), 1e-12)
