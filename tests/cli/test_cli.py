@@ -286,6 +286,30 @@ def test_a_gpu_spec_that_is_not_a_finite_positive_number_is_refused_naming_gpu_a
         _one_line_error(*run_cli(*command, "--gpus", gpus), "T4: " + fragment)
 
 
+def test_plan_leaves_out_gpus_without_specs_with_a_warning_and_precision_asks_for_gpus(run_cli, profiled_db,
+                                                                                        tmp_path):
+    # a new user's pass: a SkyPilot file listing one K80 type refused the whole plan ("no specs for
+    # accelerator 'K80'"); --precision amp recommended a CPU VM in fp32 without a word. Mutations
+    # caught: the refusal kept; the CPU VMs kept under --precision amp
+    catalog = tmp_path / "c.csv"
+    catalog.write_text(HEADER + "acme,old.gpu,4,61,K80,1,0.9,,us-x-1,us-x-1a\n"
+                       "acme,new.gpu,8,32,T4,1,0.5,,us-x-1,us-x-1a\n"
+                       "acme,cpu.big,8,32,,,0.3,,us-x-1,us-x-1a\n")
+    code, out, err = run_cli("plan", "--db", profiled_db, "--catalog", catalog, "--cloud", "acme", "--json")
+    assert code == 0, err
+    assert "warning: left out 1 VM types whose GPUs have no specs (K80)" in err and "--gpus" in err
+    chosen = json.loads(out)
+    types = {row["instance_type"] for row in chosen["top"]}
+    assert "old.gpu" not in types and types
+    code, out, err = run_cli("plan", "--db", profiled_db, "--catalog", catalog, "--cloud", "acme",
+                             "--precision", "amp", "--json")
+    assert code == 0, err
+    assert {row["instance_type"] for row in json.loads(out)["top"]} == {"new.gpu"}
+    catalog.write_text(HEADER + "acme,old.gpu,4,61,K80,1,0.9,,us-x-1,us-x-1a\n")  # nothing else left: refused
+    _one_line_error(*run_cli("plan", "--db", profiled_db, "--catalog", catalog, "--cloud", "acme"),
+                    "no specs for accelerator 'K80'", "--gpus")
+
+
 def test_catalog_commands(run_cli):
     code, out, _ = run_cli("catalog", "list", "--cloud", "gcp", "--accelerator", "H100", "--json")
     rows = json.loads(out)

@@ -2,7 +2,7 @@
 """`thrifty plan`: profile (or reuse a profile), evaluate every candidate, show and store the choice."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -36,9 +36,13 @@ from thrifty.cli.common import (
     parse_money_usd,
     positive,
     print_json,
+    stderr,
     stdout,
 )
 from thrifty.errors import ThriftyError
+
+if TYPE_CHECKING:
+    from thrifty.catalog import Hardware, VMType
 
 # More epochs than any published recipe by far (ImageNet: 90, CIFAR: 200-300); a larger number is a typo.
 MAX_EPOCHS = 10_000
@@ -77,6 +81,20 @@ def _table(result, indices, merged, title: str) -> Table:
     return table
 
 
+def _with_gpu_specs(vms: list["VMType"], hw: "Hardware") -> list["VMType"]:
+    """The VMs whose GPUs (if any) have specs; the others are left out with one warning naming their
+    GPUs (a SkyPilot catalog lists K80s, Inferentia and more), or refused when that leaves none."""
+    known = [vm for vm in vms if not vm.is_gpu or (vm.accelerator or "").lower() in hw.gpus]
+    unknown = sorted({vm.accelerator for vm in vms if vm not in known})
+    if unknown and known:
+        stderr.print(f"[yellow]warning:[/] left out {len(vms) - len(known)} VM types whose GPUs have no specs "
+                     f"({', '.join(unknown)}): add rows to a GPU specs file (columns of data/gpus.csv) and pass "
+                     "it with --gpus", soft_wrap=True)
+    if unknown and not known:
+        hw.gpu(next(vm for vm in vms if vm.is_gpu))  # refuses, naming the accelerator and --gpus
+    return known
+
+
 INTERVAL_CELL_WIDTH = 11  # '$0.12-0.25', '$12.10-15.40': the widths that fit at 80 columns
 
 
@@ -111,7 +129,8 @@ def plan(
         callback=epochs_check)] = None,
     batch: Annotated[str | None, typer.Option(
         help="Global batch sizes to consider, e.g. 128,256 (default: powers of two the job allows)")] = None,
-    precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32, amp or bf16 (GPU projection; bf16 on Ampere and later only)")] = "fp32",
+    precision: Annotated[str, typer.Option(help="fp32 (PyTorch default), tf32, amp or bf16 (GPU projection; bf16 on Ampere and later only); "
+             "other than fp32 plans GPU VMs only")] = "fp32",
     startup: Annotated[str | None, typer.Option(
         help="VM start-up + setup time before training, e.g. 3m; a bare number is seconds (default: per cloud)")] = None,
     bucket: Annotated[str | None, typer.Option(
@@ -150,8 +169,11 @@ def plan(
         check_png_path(plot, "the plot")
     if cpu and precision != "fp32":
         raise ThriftyError(f"--precision {precision} is for GPUs: CPU VMs train in fp32 (drop --cpu or --precision)")
-    vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)
-    vmx = VMArrays.build(vms, Hardware.load(hardware, network, gpus))
+    # a precision other than fp32 asks for GPUs (CPU VMs train in fp32: a CPU plan would not be in it)
+    vms = filtered_vms(catalog, cloud, region, True if precision != "fp32" else gpu_filter(gpu, cpu),
+                       max_price=max_price)
+    hw = Hardware.load(hardware, network, gpus)
+    vmx = VMArrays.build(_with_gpu_specs(vms, hw), hw)
     with Store(db) as store:
         job, reused = workload_job_model(store, workload, reprofile=reprofile, epochs_to_target=epochs,
                                          allow_busy=allow_busy)
