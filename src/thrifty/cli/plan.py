@@ -85,7 +85,7 @@ def _with_gpu_specs(vms: list["VMType"], hw: "Hardware") -> list["VMType"]:
     """The VMs whose GPUs (if any) have specs; the others are left out with one warning naming their
     GPUs (a SkyPilot catalog lists K80s, Inferentia and more), or refused when that leaves none."""
     known = [vm for vm in vms if not vm.is_gpu or (vm.accelerator or "").lower() in hw.gpus]
-    unknown = sorted({vm.accelerator for vm in vms if vm not in known})
+    unknown = sorted({vm.accelerator or "" for vm in vms if vm not in known})
     if unknown and known:
         stderr.print(f"[yellow]warning:[/] left out {len(vms) - len(known)} VM types whose GPUs have no specs "
                      f"({', '.join(unknown)}): add rows to a GPU specs file (columns of data/gpus.csv) and pass "
