@@ -367,7 +367,9 @@ def test_every_command_taking_an_instance_type_takes_cloud_type(run_cli, tmp_pat
     code, _, err = run_cli("profile", "--instance-type", "aws:c5.4xlarge", "--workers", "x", "--db", tmp_path / "db")
     assert code == 2 and "--workers" in err and "not in the catalog" not in err
     code, _, err = run_cli("catalog", "show", "gcp:p3.2xlarge")
-    assert code == 2 and "not in the catalog" in err
+    assert code == 2 and "not in the catalog of gcp (it is aws's)" in err  # mutation caught: no hint
+    code, _, err = run_cli("catalog", "show", "p3.2xlarge", "--cloud", "gcp")
+    assert code == 2 and "not in the catalog of gcp (it is aws's)" in err
     assert not (tmp_path / "db").exists()
 
 
