@@ -198,7 +198,7 @@ def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in ho
     for rule in rules:
         ranges = ", ".join(f"{a / 3600:.2f}-{b / 3600:.2f} h" if b < float("inf") else f"{a / 3600:.2f} h on"
                            for a, b in rule.fresh_ranges_s) or "never"
-        table.add_row(f"{rule.job_s / 3600:g} h", ranges)
+        table.add_row(f"{rule.job_s / 3600:.4g} h", ranges)  # on the model grid: 24.8 h reads 24.83 h
     stdout.print(table)
 
 

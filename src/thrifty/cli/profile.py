@@ -75,7 +75,8 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
         table.add_column(col, justify="right")
     for row in summary["configs"]:
         table.add_row(str(row["num_workers"]), str(row["local_batch"]), fmt_duration(row["step_time_s"]),
-                      fmt_duration(row["compute_time_s"]), fmt_duration(row["sync_time_s"]),
+                      fmt_duration(row["compute_time_s"]),
+                      fmt_duration(row["sync_time_s"]) if row["num_workers"] > 1 else "-",  # one rank: no all-reduce
                       f"{row['samples_per_s']:.0f}")
     stdout.print(table)
     from thrifty.perf.uncertainty import LAUNCH_SIGMA_LOG_FLOOR, readings_busy
