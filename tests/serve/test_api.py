@@ -188,6 +188,14 @@ def test_writes_need_allow_writes_and_the_token(stores, caplog):
     assert listed[0]["id"] == done.json()["id"] and listed[0]["request"]["objective"] == "time"
     assert open_app.post("/api/plans", json={"profile": "0-999"},
                          headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
+    # a new user's pass: an infinite deadline was stored as none, a misspelt field ignored.
+    # Mutations caught: infinities allowed; extra fields ignored
+    for bad in ({"deadline_s": float("inf")}, {"budget_usd": float("inf")}, {"deadline": 3600}):
+        refused = open_app.post("/api/plans", content=json.dumps({**ask, **bad}),  # Infinity as Python writes it
+                                headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+        assert refused.status_code == 422, bad
+    with Store(stores["db"]) as store:
+        assert store.count("decisions") == before + 1
     said = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("thrifty.serve")]
     assert ("thrifty.serve.app", "WARNING", "a write without the right token was refused (no Authorization header)") \
         in said

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -35,10 +35,12 @@ log = logging.getLogger(__name__)
 
 
 class PlanAsk(BaseModel):
+    # a misspelt field is refused (422), not ignored; an infinite deadline or budget is not "none"
+    model_config = ConfigDict(extra="forbid")
     profile: str = Field(description="A stored profile's id, as /api/profiles gives it")
     objective: str = "cost"
-    deadline_s: float | None = Field(None, gt=0)
-    budget_usd: float | None = Field(None, gt=0)
+    deadline_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    budget_usd: float | None = Field(None, gt=0, allow_inf_nan=False)
     max_workers: int = Field(32, ge=1, le=4096)
     spot: str = "both"
     epochs: float | None = Field(None, gt=0, le=10_000, description="Epochs to the target at the workload's default "
