@@ -308,6 +308,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         add(f"plan --batch {value or 'empty'}", f"{plan} --batch {shlex.quote(value)}", "--batch", _int_list_reason(value))
     for value in ("abc", "-1", "nan"):
         add(f"plan --startup {value}", f"{plan} --startup {value}", "cannot read --startup", "use a number with ms, s")
+    for value in ("100d", "90000"):  # a new user's pass: 100d was planned (mutation caught: no upper bound)
+        add(f"plan --startup {value}", f"{plan} --startup {value}", "is over a day")
     add("plan --spot", f"{plan} --spot sometimes", "unknown spot choice")
     add("plan --precision", f"{plan} --precision fp7", "unknown precision")
     for value in ("My_Ckpts", "ab", "a--b"):

@@ -81,6 +81,17 @@ def _table(result, indices, merged, title: str) -> Table:
     return table
 
 
+MAX_STARTUP_S = 86_400.0  # a VM's boot and set-up take minutes; a day or more is a typo (100d was planned)
+
+
+def _startup_s(text: str) -> float:
+    seconds = parse_duration_s(text, what="--startup", bare_unit="s", allow_zero=True)
+    if seconds > MAX_STARTUP_S:
+        raise ThriftyError(f"--startup {text!r} is over a day: a VM's start-up and set-up take minutes "
+                           "(a bare number is seconds)")
+    return seconds
+
+
 def _with_gpu_specs(vms: list["VMType"], hw: "Hardware") -> list["VMType"]:
     """The VMs whose GPUs (if any) have specs; the others are left out with one warning naming their
     GPUs (a SkyPilot catalog lists K80s, Inferentia and more), or refused when that leaves none."""
@@ -158,8 +169,7 @@ def plan(
     request = PlanRequest(
         objective=objective, max_workers=max_workers, spot=spot, top_k=top, precision=precision,
         batches=None if batch is None else tuple(int_list(batch, "--batch")),
-        startup_s=None if startup is None else parse_duration_s(startup, what="--startup", bare_unit="s",
-                                                                allow_zero=True),
+        startup_s=None if startup is None else _startup_s(startup),
         deadline_s=None if deadline is None else parse_duration_s(deadline, what="deadline", bare_unit="h"),
         budget_usd=None if budget is None else parse_money_usd(budget, what="budget"))
     if bucket is not None:
