@@ -52,11 +52,16 @@ def _outward(dollars: float, up: bool, digits: int = 2) -> float:
     return (math.ceil if up else math.floor)(round(dollars * scale, 9)) / scale
 
 
+def fmt_usd_bound(dollars: float, up: bool) -> str:
+    """One end of an interval as fmt_usd prints it, rounded outward: a low end down, a high end up."""
+    return fmt_usd(_outward(dollars, up))
+
+
 def fmt_usd_range(low: float, high: float) -> str:
     """'$0.07-0.16': one dollar sign for both ends, rounded outward (low down, high up) so that the
     printed interval holds every value it holds, the point estimate printed beside it to more
     digits included ($0.00124 in $0.0012-0.0013, not '$0.0012-0.0012'); '>= $1.20' when the top
     is unbounded."""
     if not math.isfinite(high):
-        return f">= {fmt_usd(_outward(low, up=False))}"
-    return f"{fmt_usd(_outward(low, up=False))}-{fmt_usd(_outward(high, up=True)).lstrip('$')}"
+        return f">= {fmt_usd_bound(low, up=False)}"
+    return f"{fmt_usd_bound(low, up=False)}-{fmt_usd_bound(high, up=True).lstrip('$')}"

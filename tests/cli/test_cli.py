@@ -293,11 +293,12 @@ def test_plan_leaves_out_gpus_without_specs_with_a_warning_and_precision_asks_fo
     # caught: the refusal kept; the CPU VMs kept under --precision amp
     catalog = tmp_path / "c.csv"
     catalog.write_text(HEADER + "acme,old.gpu,4,61,K80,1,0.9,,us-x-1,us-x-1a\n"
+                       "acme,old.gpu,4,61,K80,1,0.9,,us-x-2,us-x-2a\n"
                        "acme,new.gpu,8,32,T4,1,0.5,,us-x-1,us-x-1a\n"
                        "acme,cpu.big,8,32,,,0.3,,us-x-1,us-x-1a\n")
     code, out, err = run_cli("plan", "--db", profiled_db, "--catalog", catalog, "--cloud", "acme", "--json")
     assert code == 0, err
-    assert "warning: left out 1 VM types whose GPUs have no specs (K80)" in err and "--gpus" in err
+    assert "warning: left out 1 VM types whose GPUs have no specs (K80)" in err and "--gpus" in err  # 1: two zones
     chosen = json.loads(out)
     types = {row["instance_type"] for row in chosen["top"]}
     assert "old.gpu" not in types and types
@@ -305,6 +306,9 @@ def test_plan_leaves_out_gpus_without_specs_with_a_warning_and_precision_asks_fo
                              "--precision", "amp", "--json")
     assert code == 0, err
     assert {row["instance_type"] for row in json.loads(out)["top"]} == {"new.gpu"}
+    catalog.write_text(HEADER + "acme,cpu.big,8,32,,,0.3,,us-x-1,us-x-1a\n")  # no GPU to plan AMP on
+    _one_line_error(*run_cli("plan", "--db", profiled_db, "--catalog", catalog, "--cloud", "acme",
+                             "--precision", "amp"), "--precision amp is for GPUs")
     catalog.write_text(HEADER + "acme,old.gpu,4,61,K80,1,0.9,,us-x-1,us-x-1a\n")  # nothing else left: refused
     _one_line_error(*run_cli("plan", "--db", profiled_db, "--catalog", catalog, "--cloud", "acme"),
                     "no specs for accelerator 'K80'", "--gpus")

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from thrifty.cli.common import fmt_duration, fmt_usd, fmt_usd_range, parse_duration_s, parse_money_usd
+from thrifty.cli.common import fmt_duration, fmt_usd, fmt_usd_bound, fmt_usd_range, parse_duration_s, parse_money_usd
 from thrifty.errors import ThriftyError
 from thrifty.quantities import told_apart
 
@@ -57,6 +57,8 @@ def test_a_money_range_is_rounded_outward_and_holds_the_point_printed_beside_it(
     assert fmt_usd_range(12.104, 15.391) == "$12.10-15.40"
     assert fmt_usd_range(0.0995, 0.1004) == "$0.099-0.11"
     assert fmt_usd_range(0.0, 0.0) == "$0.00-0.00"
+    # the plan's "recommended" panel prints its ends one by one, outward too (a review)
+    assert (fmt_usd_bound(0.0012395, up=False), fmt_usd_bound(0.0012444, up=True)) == ("$0.0012", "$0.0013")
 
 
 def test_a_long_duration_prints_whole_hours_not_an_exponent():

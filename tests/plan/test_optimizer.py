@@ -405,6 +405,9 @@ def test_a_two_point_front_goes_to_the_faster_only_where_it_saves_more_than_it_a
     assert knee_index(np.array([3.01, 4.01]), np.array([0.00155, 0.000621])) == 1
     assert knee_index(np.array([1.0, 4.0]), np.array([1.2, 1.0])) == 0
     assert knee_index(np.array([1.0]), np.array([1.0])) == 0
+    # a review: a middle point above the chord (nearly as dear as the fastest) is no knee; the ends
+    # decide as for two points (mutation caught: the largest distance on either side of the chord)
+    assert knee_index(np.array([3.01, 3.1, 4.01]), np.array([0.00155, 0.0015, 0.000621])) == 2
 
 
 def test_a_cpu_projection_interval_holds_the_serial_fractions_sd_and_the_launch_spread():

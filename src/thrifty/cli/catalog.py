@@ -114,7 +114,7 @@ def catalog_show(instance_type: str, catalog: CatalogOpt = None, cloud: CloudOpt
     clouds: list[str | None] = list(cloud) if cloud else [None]
     vms = [vm for c in clouds for vm in find_type(all_vms, instance_type, c)]
     if not vms:
-        asked = list(cloud or []) + instance_type.split(":")[:-1]  # --cloud, or the CLOUD: of CLOUD:TYPE
+        asked = sorted({c.strip().lower() for c in list(cloud or []) + instance_type.split(":")[:-1]})  # --cloud, CLOUD:
         elsewhere = sorted({vm.cloud for vm in find_type(all_vms, instance_type.split(":")[-1])})
         where = f" of {'/'.join(asked)} (it is {'/'.join(elsewhere)}'s)" if asked and elsewhere else ""
         raise ThriftyError(f"instance type {instance_type!r} is not in the catalog{where}")

@@ -19,13 +19,13 @@ from rich.markup import escape
 from thrifty.errors import ThriftyError
 from thrifty.extras import missing_extra
 from thrifty.io import json_safe
-from thrifty.quantities import fmt_duration, fmt_usd, fmt_usd_range
+from thrifty.quantities import fmt_duration, fmt_usd, fmt_usd_bound, fmt_usd_range
 from thrifty.store import DEFAULT_DB
 from thrifty.workloads.names import DEFAULT_WORKLOAD
 
 __all__ = ["CatalogOpt", "CloudOpt", "CpuOpt", "DEFAULT_DB", "DEFAULT_WORKLOAD", "DbOpt", "GpuOpt", "JsonOpt",
            "RegionOpt", "WorkloadOpt", "error_line", "finite", "float_list", "fmt_duration", "fmt_usd",
-           "fmt_usd_range", "gpu_filter", "int_list", "non_negative", "number_check", "parse_duration_s",
+           "fmt_usd_bound", "fmt_usd_range", "gpu_filter", "int_list", "non_negative", "number_check", "parse_duration_s",
            "parse_money_usd", "positive", "print_json", "renamed", "run_app", "stderr", "stdout"]
 
 stdout = Console(highlight=False, emoji=False)  # ":100:" in a message is text, not an emoji

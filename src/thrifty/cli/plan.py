@@ -28,6 +28,7 @@ from thrifty.cli.common import (
     default_plot,
     fmt_duration,
     fmt_usd,
+    fmt_usd_bound,
     fmt_usd_range,
     gpu_filter,
     int_list,
@@ -95,10 +96,13 @@ def _startup_s(text: str) -> float:
 def _with_gpu_specs(vms: list["VMType"], hw: "Hardware") -> list["VMType"]:
     """The VMs whose GPUs (if any) have specs; the others are left out with one warning naming their
     GPUs (a SkyPilot catalog lists K80s, Inferentia and more), or refused when that leaves none."""
-    known = [vm for vm in vms if not vm.is_gpu or (vm.accelerator or "").lower() in hw.gpus]
-    unknown = sorted({vm.accelerator or "" for vm in vms if vm not in known})
+    specified = [not vm.is_gpu or (vm.accelerator or "").lower() in hw.gpus for vm in vms]
+    known = [vm for vm, ok in zip(vms, specified, strict=True) if ok]
+    left_out = {(vm.cloud, vm.instance_type, vm.accelerator or "") for vm, ok in zip(vms, specified, strict=True)
+                if not ok}  # types, not their rows in each region
+    unknown = sorted({accelerator for _, _, accelerator in left_out})
     if unknown and known:
-        stderr.print(f"[yellow]warning:[/] left out {len(vms) - len(known)} VM types whose GPUs have no specs "
+        stderr.print(f"[yellow]warning:[/] left out {len(left_out)} VM types whose GPUs have no specs "
                      f"({', '.join(unknown)}): add rows to a GPU specs file (columns of data/gpus.csv) and pass "
                      "it with --gpus", soft_wrap=True)
     if unknown and not known:
@@ -180,8 +184,12 @@ def plan(
     if cpu and precision != "fp32":
         raise ThriftyError(f"--precision {precision} is for GPUs: CPU VMs train in fp32 (drop --cpu or --precision)")
     # a precision other than fp32 asks for GPUs (CPU VMs train in fp32: a CPU plan would not be in it)
-    vms = filtered_vms(catalog, cloud, region, True if precision != "fp32" else gpu_filter(gpu, cpu),
-                       max_price=max_price)
+    vms = filtered_vms(catalog, cloud, region, gpu_filter(gpu, cpu), max_price=max_price)
+    if precision != "fp32":
+        vms = [vm for vm in vms if vm.is_gpu]
+        if not vms:
+            raise ThriftyError(f"--precision {precision} is for GPUs and the chosen catalog rows have none: "
+                               "give --precision fp32 for CPU VMs, or widen --cloud, --region or --max-price")
     hw = Hardware.load(hardware, network, gpus)
     vmx = VMArrays.build(_with_gpu_specs(vms, hw), hw)
     with Store(db) as store:
@@ -248,8 +256,9 @@ def plan(
         f"{_count(best['workers'], 'worker')}, global batch {best['global_batch']}, "
         f"{'spot' if best['spot'] else 'on-demand'}\n"
         f"time {fmt_duration(best['predicted_time_s'])} (90%: {fmt_duration(lo)} - {fmt_duration(hi)}{startup_note}), "
-        f"cost {fmt_usd(best['predicted_cost_usd'], digits=3)} (90%: {fmt_usd(best['predicted_cost_interval_usd'][0])} - "
-        f"{fmt_usd(best['predicted_cost_interval_usd'][1])}); {best['prediction']} prediction"
+        f"cost {fmt_usd(best['predicted_cost_usd'], digits=3)} "
+        f"(90%: {fmt_usd_bound(best['predicted_cost_interval_usd'][0], up=False)} - "
+        f"{fmt_usd_bound(best['predicted_cost_interval_usd'][1], up=True)}); {best['prediction']} prediction"
         f"{' (search windows)' if best['source'] == 'search' else ''}",
         title="recommended"))
     if result.constraints_at_risk:

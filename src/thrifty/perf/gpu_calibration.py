@@ -97,6 +97,8 @@ def load_published(data_dir: Path | None = None, *, for_calibration: bool = True
             reason = why
         elif not r["batch_per_gpu"].strip():
             reason = "batch per GPU not published"
+        elif SPEC_ALIASES.get(r["gpu"], r["gpu"]) not in specs:
+            reason = "GPU without published peak rates"
         if reason:
             left_out[reason] = left_out.get(reason, 0) + 1
             continue
