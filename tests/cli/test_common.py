@@ -86,3 +86,24 @@ def test_money():
     for bad in ("free", "-1", "nan", "0"):
         with pytest.raises(ThriftyError):
             parse_money_usd(bad)
+
+
+def test_ctrl_c_ends_in_one_line_the_commands_own_where_it_has_one(capsys):
+    # mutations caught: a silent 130; md sweep's note printed beside the generic line (two lines),
+    # or an earlier command's note said for the next one
+    import typer
+
+    from thrifty.cli.common import run_app, say_on_interrupt
+    app = typer.Typer()
+
+    @app.command()
+    def work(note: bool = False) -> None:
+        if note:
+            say_on_interrupt("interrupted: the stored runs stay")
+        raise KeyboardInterrupt
+
+    assert run_app(app, ["--note"]) == 130
+    assert capsys.readouterr().err.strip() == "error: interrupted: the stored runs stay"
+    assert run_app(app, []) == 130
+    assert capsys.readouterr().err.strip() == "error: interrupted"
+

@@ -30,7 +30,8 @@ def test_an_interrupted_search_resumes_from_its_database_to_the_same_json(run_cl
         if len(told) == 4:
             raise KeyboardInterrupt
     monkeypatch.setattr(Search, "_tell", interrupted)
-    assert run_cli(*args(trace, "--seed", 1, "--db", db, "--json"))[0] == 130
+    code, _, err = run_cli(*args(trace, "--seed", 1, "--db", db, "--json"))
+    assert code == 130 and err.strip() == "error: interrupted"  # one line (mutation caught: a silent 130)
     monkeypatch.setattr(Search, "_tell", tell)
     code, resumed, _ = run_cli(*args(trace, "--seed", 1, "--db", db, "--resume", "--json"))
     assert code == 0 and json.loads(resumed) == json.loads(whole)

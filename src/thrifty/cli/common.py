@@ -26,7 +26,7 @@ from thrifty.workloads.names import DEFAULT_WORKLOAD
 __all__ = ["CatalogOpt", "CloudOpt", "CpuOpt", "DEFAULT_DB", "DEFAULT_WORKLOAD", "DbOpt", "GpuOpt", "JsonOpt",
            "RegionOpt", "WorkloadOpt", "error_line", "finite", "float_list", "fmt_duration", "fmt_usd",
            "fmt_usd_bound", "fmt_usd_range", "gpu_filter", "int_list", "non_negative", "number_check", "parse_duration_s",
-           "parse_money_usd", "positive", "print_json", "renamed", "run_app", "stderr", "stdout"]
+           "parse_money_usd", "positive", "print_json", "renamed", "run_app", "say_on_interrupt", "stderr", "stdout"]
 
 stdout = Console(highlight=False, emoji=False)  # ":100:" in a message is text, not an emoji
 stderr = Console(stderr=True, highlight=False, emoji=False)
@@ -190,6 +190,14 @@ class Terminated(KeyboardInterrupt):
 _terminated: list[int] = []  # the SIGTERMs received (typer turns the exception into a plain exit code 130)
 
 
+_interrupt_notes: list[str] = []  # what a command says on Ctrl-C in place of "interrupted" (say_on_interrupt)
+
+
+def say_on_interrupt(note: str) -> None:
+    """The one line run_app prints when this command ends on Ctrl-C (where its work stays, how to go on)."""
+    _interrupt_notes.append(note)
+
+
 def sigterm_received() -> bool:
     """Whether stop_on_sigterm's handler ran: what it raised may arrive as a plain KeyboardInterrupt
     (Ray re-raises one of its own from a `get` it interrupts)."""
@@ -210,6 +218,7 @@ def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty"
     a package of an extra that is not installed, an OSError that escaped a command (a path that
     cannot be read or written), a file that is not UTF-8 text. Bugs still show their traceback."""
     click_error, no_args_help = _usage_error_types()
+    _interrupt_notes.clear()  # an earlier command's, in this process (tests run many)
     try:
         result = app(args=argv, prog_name=prog_name, standalone_mode=False)
     except ThriftyError as exc:
@@ -242,6 +251,8 @@ def run_app(app: typer.Typer, argv: list[str] | None, prog_name: str = "thrifty"
     if _terminated:  # after its cleanups ran, as Ctrl-C's do
         error_line("terminated")
         return 128 + signal.SIGTERM
+    if result == 130:  # Ctrl-C (typer's plain exit code for it): said in one line, as a SIGTERM is
+        error_line(_interrupt_notes[-1] if _interrupt_notes else "interrupted")
     if isinstance(result, int):  # typer.Exit(code) inside a command (130: Ctrl-C)
         return result
     return 0

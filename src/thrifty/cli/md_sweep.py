@@ -13,8 +13,7 @@ from thrifty.cli.common import (
     parse_duration_s,
     positive,
     print_json,
-    sigterm_received,
-    stderr,
+    say_on_interrupt,
     stdout,
 )
 from thrifty.cli.preempt import LifetimeModelOpt, OldLifetimeModelOpt
@@ -82,13 +81,9 @@ def sweep(space: Annotated[Path, typer.Option(
         parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True),
         parse_duration_s(startup, what="--startup", bare_unit="s", allow_zero=True), time_scale, engine, replicas,
         dtype, device, equilibrate, tolerance, relative_tolerance, cap_steps, box_nm, cutoff_nm, emulate_preemptions)
-    try:
-        summary = run_sweep(options)
-    except KeyboardInterrupt:
-        if not sigterm_received():  # run_app says "error: terminated" for a SIGTERM
-            stderr.print(f"interrupted: the campaign stopped; its stored runs stay in {db} and the same command "
-                         "continues it", soft_wrap=True)
-        raise
+    # run_app says it on Ctrl-C ("error: terminated" for a SIGTERM)
+    say_on_interrupt(f"interrupted: the campaign stopped; its stored runs stay in {db} and the same command continues it")
+    summary = run_sweep(options)
     if json_out:
         print_json(summary)
         return
