@@ -400,6 +400,13 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("train --device tpu", f"{train} --device xla", "thrifty trains on cpu or cuda")
     add("train --device cuda:99", f"{train} --device cuda:99", "no cuda device on this machine")
     add("train --precision bf16 asp", f"{train} --precision bf16 --mode asp", "--mode asp")
+    # a new user's pass: asp trained past its target and wrote no stream, silently (mutation caught: no check)
+    add("train --until-target asp", f"{train} --until-target --mode asp", "--until-target and --step-stream are for --mode bsp")
+    add("train --step-stream asp", f"{train} --step-stream {{w}}/s.jsonl --mode asp",
+        "--until-target and --step-stream are for --mode bsp")
+    for name, path in UNWRITABLE_DIRS.items():  # refused before any rank starts (it was rank 0's traceback line)
+        add(f"train --step-stream {name}", f"{train} --step-stream {path}/s.jsonl", "cannot write to --step-stream",
+            UNWRITABLE_DIR_REASONS[name])
     numbers("train", "--loader-workers", ("-1", "abc"), "--steps 2 --db {w}/t.db --run-dir {w}/run",
             lambda v: None if v == "abc" else "must be at least 0")
     for name, path in UNWRITABLE_DIRS.items():

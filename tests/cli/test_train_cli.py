@@ -199,7 +199,7 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
     import sys
     import time
     env = {**os.environ, "TMPDIR": str(short_tmp), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
-    stream, run = tmp_path / "steps.jsonl", tmp_path / "run"
+    stream, run = tmp_path / "streams" / "steps.jsonl", tmp_path / "run"  # a folder the run makes (mutation: none)
     base = [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--checkpoint-every", "0",
             "--run-dir", str(run), "--db", str(tmp_path / "t.db"), "--step-stream", str(stream)]
     proc = subprocess.Popen([*base, "--steps", "100000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -252,3 +252,7 @@ def test_amp_on_the_cpu_runs_and_says_it_is_slow_there(run_cli, tmp_path):
     code, _, err = run_cli("train", "--precision", "bf16", "--steps", "2", "--run-dir", tmp_path / "bf16",
                            "--db", tmp_path / "t.db", "--json")
     assert code == 0 and "autocast slowly" not in err, err
+    # tf32 is a CUDA matmul mode: on the CPU, fp32's result, said (a new user's pass: same digest, unsaid)
+    code, _, err = run_cli("train", "--precision", "tf32", "--steps", "2", "--run-dir", tmp_path / "tf32",
+                           "--db", tmp_path / "t.db", "--json")
+    assert code == 0 and "--precision tf32 on the CPU trains in plain fp32" in " ".join(err.split()), err

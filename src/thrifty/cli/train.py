@@ -136,6 +136,12 @@ def train(
         raise ThriftyError("give --resume (continue the run) or --force (start over), not both")
     if mode == "asp" and (precision != "fp32" or device not in (None, "cpu")):
         raise ThriftyError("--mode asp trains in fp32 on the CPU; --device and --precision are for --mode bsp")
+    if mode == "asp" and (until_target or step_stream is not None):  # a new user's pass: both were ignored
+        raise ThriftyError("--until-target and --step-stream are for --mode bsp (asp trains its --steps or --epochs "
+                           "and streams no steps)")
+    if step_stream is not None:
+        from thrifty.io import check_writable_file
+        check_writable_file(step_stream, "--step-stream")  # before any rank starts, not from rank 0 after
     from thrifty.io import removed_on_failure
     from thrifty.store import Store
     from thrifty.train.launcher import launched_by_torchrun, start_worker_server
@@ -154,6 +160,9 @@ def train(
     if runtime.precision == "amp" and runtime.device.type == "cpu":  # a short digits run took 8x the wall time, unsaid
         stderr.print("[yellow]warning:[/] --precision amp on the CPU runs float16 autocast slowly (several times "
                      "fp32's step time): it is there to try the mixed-precision path; a GPU runs it fast", soft_wrap=True)
+    if runtime.precision == "tf32" and runtime.device.type == "cpu":  # TF32 is a CUDA matmul mode: fp32's result
+        stderr.print("[yellow]warning:[/] --precision tf32 on the CPU trains in plain fp32 (TF32 is an Ampere GPU "
+                     "matmul mode)", soft_wrap=True)
     if launched_by_torchrun():  # a broken workload: one line, now
         dry_run(loaded, runtime)
     else:  # in a rank's process, where torch._dynamo is imported already (train.dryrun)
