@@ -58,7 +58,8 @@ def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
                        worth_keeping: Callable[[Path], bool] = lambda folder: False,
                        own_names: tuple[str, ...] = ()) -> Iterator[None]:
     """The folder `path` and the parents the block creates for it are removed again if the block
-    raises an Exception (not one of `keep`) and left nothing `worth_keeping` (a checkpoint to
+    raises an Exception or is interrupted (Ctrl-C, or a SIGTERM raised as cli.common.Terminated),
+    not by one of `keep`, and left nothing `worth_keeping` (a checkpoint to
     resume from) in it: a failed command leaves no half-made run behind. A folder that existed
     empty is emptied again (what the block wrote in it goes). In one that held anything before,
     only the `own_names` the block added go (a run's lock file): anything else there may be the
@@ -69,7 +70,7 @@ def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
     before = set(folder.iterdir()) if top is None and folder.is_dir() else None
     try:
         yield
-    except Exception as exc:
+    except (Exception, KeyboardInterrupt) as exc:
         if not isinstance(exc, keep) and not (Path(path).is_dir() and worth_keeping(Path(path))):
             if top is not None:
                 shutil.rmtree(top, ignore_errors=True)

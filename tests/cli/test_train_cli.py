@@ -242,6 +242,33 @@ def test_a_second_sigterm_ends_a_launcher_that_took_the_first_as_a_notice(tmp_pa
 
 
 @pytest.mark.timeout(300)
+def test_a_sigterm_to_an_asp_run_stops_it_in_one_line_and_removes_its_folder(tmp_path, short_tmp):
+    """ASP keeps no checkpoints, so a SIGTERM is no notice: the run stops as on Ctrl-C. A new user's
+    pass: a silent 143 that left the run directory with its lock. Mutations caught: no SIGTERM
+    handler for asp (killed by the signal, the folder left); the folder not removed on an interrupt."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    env = {**os.environ, "TMPDIR": str(short_tmp), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+    run = tmp_path / "made" / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "train", "--mode", "asp", "--steps", "100000",
+                             "--run-dir", str(run), "--db", str(tmp_path / "t.db")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not (run / ".lock").exists() and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    time.sleep(2.0)  # the workers and the server started
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == ["error: terminated"], err
+    assert not (tmp_path / "made").exists()
+
+
+@pytest.mark.timeout(300)
 def test_amp_on_the_cpu_runs_and_says_it_is_slow_there(run_cli, tmp_path):
     """Mutation caught: the warning left out (a short digits run took 8x fp32's wall time without a
     word); bf16, fast on CPUs that have it, says nothing."""

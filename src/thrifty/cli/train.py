@@ -194,7 +194,11 @@ def train(
         if summary is None:
             exit_without_teardown(0)
     elif mode == "asp":
+        from thrifty.cli.common import stop_on_sigterm
         from thrifty.train.asp import run_asp
+        # no checkpoint to take on a notice: a SIGTERM stops the run as Ctrl-C does, its folder removed
+        # and one line said (a new user's pass: a silent 143 that left the folder with its lock)
+        stop_on_sigterm()
         # a failed run leaves no run directory behind; one refused for another run's leaves it alone
         with removed_on_failure(run_dir, keep=(RunDirectoryBusy,), own_names=(LOCK_NAME,)):
             summary = run_asp(config, max_workers=max_local_workers())
