@@ -92,6 +92,7 @@ INPUT_FILES: dict[str, bytes | str] = {
     "schedule_bad.json": '{"steps": "many"}\n',
     "schedule_step.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": 2.7, "slowdown": [1, 2]}]\n',
     "schedule_nan.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": NaN, "slowdown": [1, 2]}]\n',
+    "schedule_order.json": '[{"step": 20, "slowdown": [1, 1]}, {"step": 10, "slowdown": [1, 2]}]\n',
     "hardware_inf.csv": "name,speed_per_vcpu\nn1-*,inf\n",
     "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
     "exit_at_import.py": "import sys\nsys.exit(0)\n",
@@ -354,13 +355,16 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for value in ("abc", "0", "-1", "nan"):
         add(f"train --capacities {value}", f"{train} --policy static --capacities {value}", "--capacities",
             "must be comma-separated numbers" if value == "abc" else "must be positive numbers")
-    for name in ("missing", "not_json", "schedule_bad", "schedule_step", "schedule_nan", "bad_utf8"):
+    for name in ("missing", "not_json", "schedule_bad", "schedule_step", "schedule_nan", "schedule_order", "bad_utf8"):
         path = {"missing": "{in}/missing.json", "not_json": "{in}/not_json.json",
                 "schedule_bad": "{in}/schedule_bad.json", "schedule_step": "{in}/schedule_step.json",
-                "schedule_nan": "{in}/schedule_nan.json", "bad_utf8": "{in}/bad_utf8.csv"}[name]
+                "schedule_nan": "{in}/schedule_nan.json", "schedule_order": "{in}/schedule_order.json",
+                "bad_utf8": "{in}/bad_utf8.csv"}[name]
         reason = {"missing": "not found", "not_json": "is not valid json", "schedule_bad": "must be a non-empty json list",
                   # mutation caught: int() on the step (2.7 ran as step 2)
                   "schedule_step": "step must be an integer", "schedule_nan": "step must be an integer",
+                  # a new user's pass: "must start at step 0" for entries out of order (mutation: that order of checks)
+                  "schedule_order": "slowdown schedule steps must be strictly increasing, got 20, 10",
                   "bad_utf8": "'utf-8' codec can't decode"}[name]
         add(f"train --slowdown-schedule {name}", f"{train} --slowdown-schedule {path}", "slowdown schedule", reason)
     add("train two slowdowns", f"{train} --slowdown 1,2 --hetero-profile HL2", "at most one of")

@@ -47,6 +47,9 @@ class SlowdownSchedule:
     segments: tuple[tuple[int, tuple[float, ...]], ...]
 
     def __post_init__(self) -> None:
+        steps = [s for s, _ in self.segments]
+        if steps != sorted(set(steps)):  # said before the first entry's step: [20, 10] is out of order, not late
+            raise HeteroError(f"slowdown schedule steps must be strictly increasing, got {', '.join(map(str, steps))}")
         if not self.segments or self.segments[0][0] != 0:
             raise HeteroError("a slowdown schedule must start at step 0")
         widths = {len(f) for _, f in self.segments}
@@ -62,9 +65,6 @@ class SlowdownSchedule:
                 if f > MAX_SLOWDOWN:
                     raise HeteroError(f"slowdown factors above {MAX_SLOWDOWN:g} are not emulated, got {f:g} (each "
                                       f"step would wait {f - 1:g} times its compute)")
-        steps = [s for s, _ in self.segments]
-        if steps != sorted(set(steps)):
-            raise HeteroError("schedule steps must be strictly increasing")
 
     @property
     def workers(self) -> int:
