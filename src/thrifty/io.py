@@ -53,6 +53,12 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(Path(path), text.encode("utf-8"))
 
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """`data` as strict JSON (NaN and infinities as null: json_safe; numpy scalars as floats),
+    indented, written atomically: what strict parsers and other languages read."""
+    write_text_atomic(path, json.dumps(json_safe(data), indent=2, default=float, allow_nan=False))
+
 @contextlib.contextmanager
 def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
                        worth_keeping: Callable[[Path], bool] = lambda folder: False,

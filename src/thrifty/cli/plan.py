@@ -106,7 +106,7 @@ def _with_gpu_specs(vms: list["VMType"], hw: "Hardware") -> list["VMType"]:
                      f"({', '.join(unknown)}): add rows to a GPU specs file (columns of data/gpus.csv) and pass "
                      "it with --gpus", soft_wrap=True)
     if unknown and not known:
-        hw.gpu(next(vm for vm in vms if vm.is_gpu))  # refuses, naming the accelerator and --gpus
+        hw.gpu(vms[0])  # every VM left is a GPU one without specs: refused, naming its accelerator and --gpus
     return known
 
 

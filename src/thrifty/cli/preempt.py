@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: MIT
 """`thrifty preempt`: lifetime models of preemptible VMs, checkpoint schedules, VM reuse, spot."""
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,7 +59,7 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
                 out: Annotated[Path | None, typer.Option(help="Write the chosen model as JSON")] = None,
                 json_out: JsonOpt = False) -> None:
     """Fit a lifetime model (censored MLE or the paper's least squares) and compare with the others."""
-    from thrifty.io import check_writable_file, json_safe, write_text_atomic
+    from thrifty.io import check_writable_file, write_json_atomic
     from thrifty.transient.fitting import fit, fit_each, lowest_aic, read_lifetimes
     if out is not None:
         check_writable_file(out, "the model JSON")
@@ -74,7 +73,7 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
     if chosen.model.name == "bathtub" and lifetimes.preempted.sum() >= 4:
         others["bathtub (lsq)"] = fit(lifetimes, "bathtub", "lsq")
     if out is not None:
-        write_text_atomic(out, json.dumps(json_safe(chosen.to_dict()), indent=2, default=float, allow_nan=False))
+        write_json_atomic(out, chosen.to_dict())
     if json_out:
         print_json({"chosen": chosen.to_dict(), "mean_lifetime_s": chosen.model.mean(),
                     "compared": {k: v.to_dict() for k, v in others.items()}, "not_fitted": not_fitted})

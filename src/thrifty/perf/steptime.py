@@ -35,7 +35,6 @@ Prediction interval, in log step time, a sum of variances (perf.uncertainty give
             a configuration whose kind of network (ranks in one node, several nodes) no sample showed
 """
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from thrifty.errors import ModelError
-from thrifty.io import json_safe, read_json, write_text_atomic
+from thrifty.io import read_json, write_json_atomic
 from thrifty.perf.uncertainty import (
     EXACT_FIT_SIGMA_LOG,
     EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
@@ -221,7 +220,7 @@ class StepTimeModel:
 
     def save(self, path: Path) -> None:
         # JSON has no NaN (an exact fit's train_mdape): null, which from_dict reads back as NaN
-        write_text_atomic(Path(path), json.dumps(json_safe(self.to_dict()), indent=2, allow_nan=False))
+        write_json_atomic(Path(path), self.to_dict())
 
     @classmethod
     def load(cls, path: Path) -> "StepTimeModel":

@@ -171,9 +171,10 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
                  world_size, state.runtime.device, state.runtime.precision, state.policy.global_batch, state.step,
                  steps, config.policy)
 
+    stream = None
     if rank == 0 and config.step_stream:  # its folder made as --run-dir's is (the CLI checked it can be)
         Path(config.step_stream).parent.mkdir(parents=True, exist_ok=True)
-    stream = open(config.step_stream, "a", buffering=1) if rank == 0 and config.step_stream else None
+        stream = open(config.step_stream, "a", buffering=1)
 
     def on_step(rows: list[StepRow]) -> bool:
         nonlocal finished, steps

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from thrifty.data import data_path
-from thrifty.io import json_safe, read_json, write_text_atomic
+from thrifty.io import read_json, write_json_atomic
 from thrifty.transient.fitting import Lifetimes, fit, read_lifetimes
 from thrifty.transient.lifetimes import LifetimeModel, LifetimeModelError, model_from_dict
 
@@ -52,8 +52,7 @@ def build_bundle(data: Lifetimes) -> dict[str, dict]:
 def write_bundle(path: Path | None = None) -> Path:
     """Fit every bundled model again and write them (the package's models.json by default)."""
     path = path or bundle_file()
-    write_text_atomic(path, json.dumps(json_safe(build_bundle(read_lifetimes(data_file()))), indent=2, default=float,
-                                       allow_nan=False))  # strict JSON: a fit's -inf log-likelihood is null
+    write_json_atomic(path, build_bundle(read_lifetimes(data_file())))  # a fit's -inf log-likelihood: null
     return path
 
 
