@@ -101,3 +101,33 @@ def test_one_published_row_three_times_off_barely_moves_the_fit():
     others = [r for i, r in enumerate(rows) if i != off]
     shift = np.abs(predict_throughput(others, works, moved) / predict_throughput(others, works, params) - 1)
     assert float(np.median(shift)) <= 0.015
+
+
+def test_the_unshared_parts_of_the_held_out_error_are_deviations_about_each_groups_mean():
+    """plan.ties tells two GPU projections apart by what their errors do not share: the pooled
+    deviation of log(predicted / published) about each (model, GPU, precision) mean, and about each
+    (model, precision) mean across GPUs, the larger of the two held-out fits. Mutations caught: the
+    deviation about zero (the whole error), n instead of n - groups degrees of freedom, the GPU
+    left out of the same-GPU key."""
+    from types import SimpleNamespace
+
+    from thrifty.perf.gpu_calibration import Calibration
+
+    def row(model, gpu):
+        return SimpleNamespace(model_key=model, spec=SimpleNamespace(name=gpu), precision="amp")
+    rows = [row("m", "A100"), row("m", "A100"), row("m", "V100"), row("m", "V100"), row("n", "A100")]
+    observed = np.ones(5)
+    # log residuals: A100 +0.3 +- 0.1, V100 -0.1 +- 0.05, the lone n row anything
+    by_model = {"predicted": np.exp([0.4, 0.2, -0.05, -0.15, 0.7]).tolist()}
+    by_gpu = {"predicted": np.exp([0.35, 0.25, -0.1, -0.1, 0.0]).tolist()}
+    cal = Calibration(rows=rows, works={}, left_out={}, params=None, fit_sigma_log=0.0, fitted=observed,
+                      observed=observed, by_model=by_model, by_gpu=by_gpu)
+    assert cal.same_gpu_sigma_log == pytest.approx(np.sqrt((2 * 0.1**2 + 2 * 0.05**2) / (5 - 3)))
+    across = np.array([0.4, 0.2, -0.05, -0.15]) - 0.1  # about m's mean, both GPUs
+    assert cal.other_gpu_sigma_log == pytest.approx(np.sqrt(np.sum(across**2) / (5 - 2)))
+    assert cal.same_gpu_sigma_log < cal.other_gpu_sigma_log < cal.held_out_sigma_log
+
+
+def test_the_bundled_unshared_errors_are_parts_of_the_whole():
+    bundled = json.loads(data_path("gpu", "roofline_params.json").read_text())
+    assert 0 < bundled["same_gpu_sigma_log"] < bundled["other_gpu_sigma_log"] < bundled["held_out_sigma_log"]

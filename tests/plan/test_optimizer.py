@@ -262,10 +262,34 @@ def _step_shares(d):
     return min(training / d["predicted_time_s"], 1.0), min(training / max(d["predicted_time_s"], 60.0), 1.0)
 
 
+def _grouped_sigmas(request: PlanRequest, key: tuple, d: dict, noise: float) -> dict:
+    """plan.candidates / plan.ties: a GPU projection's (time, cost) resolutions against a projection
+    onto another GPU and onto its own, from its step interval less the calibrated error they share
+    (+-1.645 x other_gpu_sigma_log, same_gpu_sigma_log about the point: the job's steps here are
+    exact), through the wall time (start-up, spot restarts) and the billed minute."""
+    calibration = load_params()[1]
+    vm = next(vm for vm in VMS if vm.instance_type == key[0])
+    startup = request.startup_s if request.startup_s is not None else DEFAULT_STARTUP_S[vm.cloud]
+    nodes, spot = key[1], key[3]
+    price = vm.spot_price_per_hour if spot else vm.price_per_hour
+    in_time, in_cost = _step_shares(d)
+    out = {}
+    for name in ("other_gpu", "same_gpu"):
+        times = []
+        for sign in (-1, 1):
+            work = d["steps"] * d["step_time_s"] * math.exp(sign * 1.6448536269514722 * calibration[f"{name}_sigma_log"])
+            times.append(startup + work * (1 + (_spot_overhead(work, nodes) if spot else 0.0)))
+        costs = [max(t, 60.0) * nodes * price / 3600 for t in times]
+        out[name] = (_sigma(*times, noise * in_time), _sigma(*costs, noise * in_cost))
+    return out
+
+
 @pytest.mark.parametrize("request_", REQUESTS)
 def test_best_choice_and_pareto_front_match_brute_force(request_):
     """The pick and the front, recomputed from the brute-force points with the tie rule written out
-    (the resolutions from the planner's own intervals)."""
+    (the resolutions from the planner's own intervals, and for two GPU projections from the part
+    of their error they do not share). Mutation caught: the grouped resolutions ignored (the
+    GPU projections' whole calibrated error between two A100 or two T4 plans)."""
     result = plan(VMArrays.build(VMS, Hardware.load()), _job(), request_)
     noise = _job().step_time.sigma_log
     described = {(d["instance_type"], d["nodes"], d["global_batch"], d["spot"]): d
@@ -277,21 +301,28 @@ def test_best_choice_and_pareto_front_match_brute_force(request_):
         if r["feasible"]:
             d = described[key]
             in_time, in_cost = _step_shares(d)
+            gpu = d["accelerator"] if d["prediction"] == "projected" else None
             rows.append((*key, r["time_s"], r["cost_usd"], _sigma(*d["predicted_time_interval_s"], noise * in_time),
-                         _sigma(*d["predicted_cost_interval_usd"], noise * in_cost)))
+                         _sigma(*d["predicted_cost_interval_usd"], noise * in_cost), gpu,
+                         _grouped_sigmas(request_, key, d, noise) if gpu else None))
+
+    def resolution(a, b, measure):  # a's resolution against b in time (0) or cost (1)
+        if a[8] is None or b[8] is None:
+            return a[6 + measure]
+        return a[9]["same_gpu" if a[8] == b[8] else "other_gpu"][measure]
     # every row of the table by the tie rule: the leader of what is left, or the best by the other
     # measure among those it does not beat by its resolution; then what neither beats nor is
     # beaten by that row in time and cost merges into it
-    primary, secondary, sigma = (5, 4, 7) if request_.objective == "cost" else (4, 5, 6)
+    primary, secondary, measure = (5, 4, 1) if request_.objective == "cost" else (4, 5, 0)
     left, table = list(rows), []
     while left and len(table) < 40:
         leader = min(left, key=lambda r: (r[primary], r[secondary]))
-        tied = [r for r in left if math.log(r[primary] / leader[primary]) <= leader[sigma]]
+        tied = [r for r in left if math.log(r[primary] / leader[primary]) <= resolution(leader, r, measure)]
         row = min(tied, key=lambda r: (r[secondary], r[primary]))
         table.append(row)
         left = [o for o in left if o is not row and (
-            -math.log(o[4] / row[4]) > o[6] or math.log(o[4] / row[4]) > row[6]
-            or -math.log(o[5] / row[5]) > o[7] or math.log(o[5] / row[5]) > row[7])]
+            -math.log(o[4] / row[4]) > resolution(o, row, 0) or math.log(o[4] / row[4]) > resolution(row, o, 0)
+            or -math.log(o[5] / row[5]) > resolution(o, row, 1) or math.log(o[5] / row[5]) > resolution(row, o, 1))]
     expected = table[0]
     best = result.describe(result.best)
     assert (best["instance_type"], best["nodes"], best["global_batch"], best["spot"]) == expected[:4]
@@ -304,15 +335,15 @@ def test_best_choice_and_pareto_front_match_brute_force(request_):
     # the chosen plan stands for its group, and its neighbours are judged against it
     # (a point resolvably cheaper, or faster, than the chosen plan is never merged into it)
     for r in reversed(front):  # cheapest first: stays if faster beyond its resolution
-        if groups and not math.log(groups[-1][0][4] / r[4]) > r[6] and not (
-                r == expected and math.log(r[5] / groups[-1][0][5]) > groups[-1][0][7]):
+        if groups and not math.log(groups[-1][0][4] / r[4]) > resolution(r, groups[-1][0], 0) and not (
+                r == expected and math.log(r[5] / groups[-1][0][5]) > resolution(groups[-1][0], r, 1)):
             groups[-1].insert(0 if r == expected else len(groups[-1]), r)
         else:
             groups.append([r])
     collapsed: list[list] = []
     for g in reversed(groups):  # fastest first: stays if cheaper beyond its resolution
-        if collapsed and not math.log(collapsed[-1][0][5] / g[0][5]) > g[0][7] and not (
-                g[0] == expected and math.log(g[0][4] / collapsed[-1][0][4]) > collapsed[-1][0][6]):
+        if collapsed and not math.log(collapsed[-1][0][5] / g[0][5]) > resolution(g[0], collapsed[-1][0], 1) and not (
+                g[0] == expected and math.log(g[0][4] / collapsed[-1][0][4]) > resolution(collapsed[-1][0], g[0], 0)):
             collapsed[-1] = g + collapsed[-1] if g[0] == expected else collapsed[-1] + g
         else:
             collapsed.append(list(g))

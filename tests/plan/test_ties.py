@@ -153,3 +153,34 @@ def test_start_up_dominated_plans_within_a_printed_digit_tie():
     assert list(rows)[:1] == [32] and merged[0] == 0  # its cost sets it apart from the rest...
     front, members = r.collapse_front(np.arange(33))
     assert len(front) < 33
+
+
+def _grouped(cost_usd, group, time_step=0.1) -> Resolved:
+    """GPU-style plans at 0.31 (whole calibrated error), 0.21 against another GPU's projection,
+    0.16 against one on the same GPU; times `time_step` apart (faster first: 10% is within every
+    resolution)."""
+    n = len(cost_usd)
+    return Resolved(1.0 + time_step * np.arange(n), np.array(cost_usd, float), np.full(n, 0.31), np.full(n, 0.31),
+                    group=np.array(group), time_sigma_grouped=np.tile([0.21, 0.16], (n, 1)),
+                    cost_sigma_grouped=np.tile([0.21, 0.16], (n, 1)))
+
+
+def test_plans_that_share_an_error_are_told_apart_by_the_part_they_do_not_share():
+    """resnet50-imagenet on A100s: 4 x 8 at $15.75 against 1 x 1 at $12.81 (0.21 in log) was a cost
+    tie under the projection's whole error, and --objective cost recommended the dearer plan. On
+    the same GPU only 0.16 of it differs between them; on another GPU 0.21; an unrelated (measured,
+    CPU) plan keeps the whole 0.31. Mutations caught: the groups ignored (the dearer plan picked);
+    two GPUs taken as one group (the other GPU's plan resolved and the same GPU's cheapest kept)."""
+    assert _grouped([15.75, 12.81], [0, 0]).best(np.arange(2), "cost") == 1  # 0.207 > 0.16: apart
+    assert Resolved(np.array([1.0, 2.0]), np.array([15.75, 12.81]), np.full(2, 0.31),
+                    np.full(2, 0.31)).best(np.arange(2), "cost") == 0  # without groups: the old tie
+    assert _grouped([15.75, 12.81], [1, 0]).best(np.arange(2), "cost") == 0  # 0.207 < 0.21: a tie
+    assert _grouped([16.5, 12.81], [1, 0]).best(np.arange(2), "cost") == 1  # 0.253 > 0.21: apart ...
+    assert _grouped([16.5, 12.81], [-1, 0]).best(np.arange(2), "cost") == 0  # ... but not from an unrelated plan
+    # the same in the table's merging and the front's collapse: same GPU apart, other GPU merged
+    rows, merged = _grouped([15.75, 12.81], [0, 0]).tie_rows(np.array([1, 0]), "cost", 5)
+    assert list(rows) == [1, 0] and list(merged) == [0, 0]
+    rows, merged = _grouped([15.75, 12.81], [1, 0]).tie_rows(np.array([1, 0]), "cost", 5)
+    assert list(rows) == [0] and list(merged) == [1]
+    assert len(_grouped([15.75, 12.81], [0, 0], time_step=1.0).collapse_front(np.arange(2))[0]) == 2
+    assert len(_grouped([15.75, 12.81], [1, 0], time_step=1.0).collapse_front(np.arange(2))[0]) == 1

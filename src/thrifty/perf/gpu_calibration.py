@@ -15,7 +15,7 @@ The bundled calibration data/gpu/roofline_params.json is package data: refit it 
 """
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,11 +232,40 @@ class Calibration:
         return max(float(np.sqrt(np.mean(np.log(np.array(h["predicted"]) / self.observed) ** 2)))
                    for h in (self.by_model, self.by_gpu))
 
+    def unshared_sigma_log(self, shared_by: Callable[[PublishedRow], tuple]) -> float:
+        """The part of the held-out error that differs between rows with one `shared_by` key: the
+        pooled deviation of log(predicted / published) about each key's mean (rows less keys
+        degrees of freedom; one-way analysis of variance, Montgomery, "Design and Analysis of
+        Experiments", 3.3), the larger of the two held-out predictions. Each key's mean is shared by
+        its rows, so it blurs no difference between them (plan.ties)."""
+        groups: dict[tuple, list[int]] = {}
+        for i, row in enumerate(self.rows):
+            groups.setdefault(shared_by(row), []).append(i)
+        deviations = []
+        for held in (self.by_model, self.by_gpu):
+            residual = np.log(np.array(held["predicted"]) / self.observed)
+            squares = sum(float(np.sum((residual[i] - residual[i].mean()) ** 2)) for i in map(np.array, groups.values()))
+            deviations.append(float(np.sqrt(squares / (len(self.rows) - len(groups)))))
+        return max(deviations)
+
+    @property
+    def same_gpu_sigma_log(self) -> float:
+        """What differs between two configurations (batch per GPU, GPU count) of one model at one
+        precision on one GPU: the deviation about each (model, GPU, precision)'s mean."""
+        return self.unshared_sigma_log(lambda row: (row.model_key, row.spec.name, row.precision))
+
+    @property
+    def other_gpu_sigma_log(self) -> float:
+        """What differs between configurations of one model at one precision on two GPUs: the
+        deviation about each (model, precision)'s mean."""
+        return self.unshared_sigma_log(lambda row: (row.model_key, row.precision))
+
     def record(self) -> dict:
         """What data/gpu/roofline_params.json holds (perf.roofline reads params and the sigmas)."""
         return {
             "params": self.params.to_dict(), "fit_sigma_log": self.fit_sigma_log,
             "held_out_sigma_log": self.held_out_sigma_log,
+            "same_gpu_sigma_log": self.same_gpu_sigma_log, "other_gpu_sigma_log": self.other_gpu_sigma_log,
             "rows_used": len(self.rows), "rows_left_out": self.left_out,
             "median_ape_percent": {"in_sample": float(np.median(np.abs(self.fitted - self.observed)
                                                                     / self.observed) * 100),

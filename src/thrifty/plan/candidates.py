@@ -94,6 +94,16 @@ class VMArrays:
                                         else vm.spot_price_per_hour for vm in vms], float))
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """90% intervals of time and cost, one entry per candidate."""
+
+    time_low_s: np.ndarray
+    time_high_s: np.ndarray
+    cost_low_usd: np.ndarray
+    cost_high_usd: np.ndarray
+
+
 @dataclass
 class Candidates:
     """Parallel arrays, one entry per candidate configuration."""
@@ -116,10 +126,16 @@ class Candidates:
     cost_usd: np.ndarray
     cost_low_usd: np.ndarray
     cost_high_usd: np.ndarray
-    # the low ends without the widening that every CPU VM of a contended profile shares (perf.cpu):
-    # shared, it blurs no difference between them, so the tie resolution (plan.ties) leaves it out
-    time_low_unshared_s: np.ndarray
-    cost_low_unshared_usd: np.ndarray
+    # What the tie resolution (plan.ties) reads: the intervals less what candidates share, which
+    # blurs no difference between them. `unshared`: without the low-end widening that every CPU VM
+    # of a contended profile shares (perf.cpu). GPU projections share the calibrated error of the
+    # job's mean on every GPU and of each GPU's mean (perf.gpu_calibration): their error group (the
+    # GPU's index; -1 for the rest) and the intervals against a projection onto another GPU and onto
+    # the same one (the unshared intervals for the rest)
+    unshared: Bounds
+    error_group: np.ndarray
+    against_other_gpu: Bounds
+    against_same_gpu: Bounds
 
     def __len__(self) -> int:
         return int(self.vm_index.size)
@@ -356,6 +372,7 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     searched = apply_search_probes(vmx, probes, v, nodes, workers, batch, step, step_low, step_high, measured)
     measured = measured | searched
     step_low_unshared = step_low / contended_low_factor(vmx, job, v, local, measured)
+    error_group = np.where(vmx.is_gpu[v] & ~measured, vmx.gpu_index[v], -1)
     steps = job.steps(batch)
     steps_low, steps_high = job.steps_interval(batch)
 
@@ -369,18 +386,29 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     price = np.where(spot, vmx.spot_price[v], vmx.price[v])
     time_s = wall_time(steps * step)
     time_low, time_high = wall_time(steps_low * step_low), wall_time(steps_high * step_high)
-    time_low_unshared = wall_time(steps_low * step_low_unshared)
     dollars_per_s = nodes * price / 3600.0
 
     def billed(seconds):
         return np.maximum(seconds, MINIMUM_BILLED_S) * dollars_per_s
+
+    def bounds(low, high):
+        time_low, time_high = wall_time(steps_low * low), wall_time(steps_high * high)
+        return Bounds(time_low, time_high, billed(time_low), billed(time_high))
+
+    def against_gpu(name):
+        """Bounds with a GPU projection's step interval less the error shared with `name`."""
+        half = float(load_params()[1][name]) * float(ndtri(0.95))
+        projected = error_group >= 0
+        return bounds(np.where(projected, step * np.exp(-half), step_low_unshared),
+                      np.where(projected, step * np.exp(half), step_high))
     return Candidates(vm_index=v, nodes=nodes, workers=workers, global_batch=batch, local_batch=local,
                       spot=spot, price_per_hour=price, measured=measured, searched=searched,
                       threads_per_rank=threads,
                       step_time_s=step, steps=steps, time_s=time_s, time_low_s=time_low,
                       time_high_s=time_high, cost_usd=billed(time_s), cost_low_usd=billed(time_low),
-                      cost_high_usd=billed(time_high), time_low_unshared_s=time_low_unshared,
-                      cost_low_unshared_usd=billed(time_low_unshared))
+                      cost_high_usd=billed(time_high), unshared=bounds(step_low_unshared, step_high),
+                      error_group=error_group, against_other_gpu=against_gpu("other_gpu_sigma_log"),
+                      against_same_gpu=against_gpu("same_gpu_sigma_log"))
 
 
 def refusals(c: Candidates, request: PlanRequest) -> dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ import numpy as np
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S
 from thrifty.errors import PlanError
 from thrifty.perf.jobmodel import JobModel
-from thrifty.plan.candidates import Candidates, VMArrays, evaluate, refusals, require_any
+from thrifty.plan.candidates import Bounds, Candidates, VMArrays, evaluate, refusals, require_any
 from thrifty.plan.pareto import knee_index, pareto_front
 from thrifty.plan.request import PlanRequest
 from thrifty.plan.ties import Resolved, plan_resolution_log
@@ -164,11 +164,18 @@ def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[di
     # the profile's measurement noise (plan.ties) scatters the steps, not the start-up nor the billed minute
     training_s = candidates.steps * candidates.step_time_s
     noise = job.step_time.sigma_log
-    resolved = Resolved(candidates.time_s, candidates.cost_usd,
-                        plan_resolution_log(candidates.time_low_unshared_s, candidates.time_high_s, noise,
-                                            training_s / candidates.time_s),
-                        plan_resolution_log(candidates.cost_low_unshared_usd, candidates.cost_high_usd, noise,
-                                            training_s / np.maximum(candidates.time_s, MINIMUM_BILLED_S)))
+    time_share = training_s / candidates.time_s
+    billed_share = training_s / np.maximum(candidates.time_s, MINIMUM_BILLED_S)
+
+    def resolutions(b: Bounds) -> tuple[np.ndarray, np.ndarray]:
+        return (plan_resolution_log(b.time_low_s, b.time_high_s, noise, time_share),
+                plan_resolution_log(b.cost_low_usd, b.cost_high_usd, noise, billed_share))
+    (time_sigma, cost_sigma), other_gpu, same_gpu = map(resolutions, (
+        candidates.unshared, candidates.against_other_gpu, candidates.against_same_gpu))
+    resolved = Resolved(candidates.time_s, candidates.cost_usd, time_sigma, cost_sigma,
+                        group=candidates.error_group,
+                        time_sigma_grouped=np.column_stack([other_gpu[0], same_gpu[0]]),
+                        cost_sigma_grouped=np.column_stack([other_gpu[1], same_gpu[1]]))
     pareto = index[pareto_front(time_s, cost_usd, order)]
     ranked = _rank(resolved, index, request.objective, pareto, index[order])
     # the choice stands for the front points it ties with, and the front is collapsed around it (it

@@ -15,8 +15,14 @@ A prediction's resolution is one standard error, the larger of two of its own un
   tie, and the slower, cheaper plan ranked above the faster under --objective time);
 - and at least PRINTED_LOG: times and costs print with 2-3 significant digits, so values within 1%
   can print alike and are never told apart (start-up-dominated plans: 33 rows at "3.01 min").
-Candidate a beats b on a measure only when a's value is below b's by more than a's resolution:
-ln(b / a) > sigma_a. Within it the other measure decides, the one-standard-error rule of model
+Predictions that share part of their error are resolved against each other by the part they do
+not share (plan.candidates): GPU projections of one job share the calibrated error of the job's
+mean on every GPU, and those onto one GPU type that of the job's mean on that GPU
+(perf.gpu_calibration: of a held-out log error of 0.31, 0.21 differs between GPUs and 0.16 between
+configurations on one GPU). With the whole error, 4 x 8 A100 at $15.75 and 1 x 1 A100 at $12.81
+were a cost tie and the plan recommended the dearer one.
+Candidate a beats b on a measure only when a's value is below b's by more than a's resolution
+against b: ln(b / a) > sigma_a (less what a and b share). Within it the other measure decides, the one-standard-error rule of model
 selection (Breiman et al. 1984, "Classification and Regression Trees", 3.4.3; Hastie, Tibshirani &
 Friedman, "The Elements of Statistical Learning", 7.10): of the configurations whose time is within
 one standard error of the fastest, the cheapest; of those whose cost is within one of the cheapest,
@@ -57,14 +63,36 @@ class Resolved:
     cost_usd: np.ndarray
     time_sigma: np.ndarray  # resolution_log of each candidate's time interval
     cost_sigma: np.ndarray  # resolution_log of each candidate's cost interval
+    # candidates of error groups (id >= 0) share part of their error with every other grouped one,
+    # and more with their own group's; -1: none shared. A grouped candidate's resolution against
+    # one of another group (column 0) and of its own (column 1): its intervals less the shared part
+    group: np.ndarray | None = None
+    time_sigma_grouped: np.ndarray | None = None
+    cost_sigma_grouped: np.ndarray | None = None
+
+    def _level(self, a: int, others: np.ndarray) -> np.ndarray:
+        """What a shares with each of `others`: -1 nothing, 0 another group's, 1 its own group's."""
+        others = np.asarray(others, int)
+        if self.group is None or self.group[a] < 0:
+            return np.full(others.shape, -1)
+        return np.where(self.group[others] < 0, -1, (self.group[others] == self.group[a]).astype(int))
+
+    @staticmethod
+    def _of(sigma: np.ndarray, grouped: np.ndarray | None, who: np.ndarray | int, level: np.ndarray) -> np.ndarray:
+        """The resolutions of `who` against candidates it shares `level` with (Resolved._level)."""
+        if grouped is None:
+            return np.broadcast_to(sigma[who], np.shape(level))
+        return np.where(level < 0, sigma[who], grouped[who, np.maximum(level, 0)])
 
     def beats_in_time(self, a: int, b: int) -> bool:
-        """a is faster than b by more than a's resolution."""
-        return bool(np.log(self.time_s[b] / self.time_s[a]) > self.time_sigma[a])
+        """a is faster than b by more than a's resolution against b."""
+        level = self._level(a, np.array(b))
+        return bool(np.log(self.time_s[b] / self.time_s[a]) > self._of(self.time_sigma, self.time_sigma_grouped, a, level))
 
     def beats_in_cost(self, a: int, b: int) -> bool:
-        """a is cheaper than b by more than a's resolution."""
-        return bool(np.log(self.cost_usd[b] / self.cost_usd[a]) > self.cost_sigma[a])
+        """a is cheaper than b by more than a's resolution against b."""
+        level = self._level(a, np.array(b))
+        return bool(np.log(self.cost_usd[b] / self.cost_usd[a]) > self._of(self.cost_sigma, self.cost_sigma_grouped, a, level))
 
     def best(self, index: np.ndarray, objective: str) -> int:
         """The candidate of `index` the objective picks ('time' or 'cost'): the best one by it, or,
@@ -75,27 +103,31 @@ class Resolved:
         """`best` of candidates already in the objective's order (`ordered`): no sort."""
         return int(ordered[self._pick(ordered, objective, np.ones(len(ordered), bool))])
 
-    def _measures(self, objective: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(the objective's values, the other measure's, the objective's resolutions)."""
-        return ((self.time_s, self.cost_usd, self.time_sigma) if objective == "time"
-                else (self.cost_usd, self.time_s, self.cost_sigma))
+    def _measures(self, objective: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(the objective's values, the other measure's, the objective's resolutions, grouped ones)."""
+        return ((self.time_s, self.cost_usd, self.time_sigma, self.time_sigma_grouped) if objective == "time"
+                else (self.cost_usd, self.time_s, self.cost_sigma, self.cost_sigma_grouped))
 
     def ordered(self, index: np.ndarray, objective: str) -> np.ndarray:
         """`index` by the objective, the other measure breaking exact ties."""
-        primary, secondary, _ = self._measures(objective)
+        primary, secondary, _, _ = self._measures(objective)
         index = np.asarray(index, int)
         return index[np.lexsort((secondary[index], primary[index]))]
 
     def _pick(self, ordered: np.ndarray, objective: str, left: np.ndarray) -> int:
         """The tie rule's place in `ordered` (the objective's order) among those `left`: the leader
         by the objective, or, of those it does not beat by its resolution, the best by the other
-        measure (ties of that: the leader's order). One pass over the leader's window."""
-        primary, secondary, sigma = self._measures(objective)
+        measure (ties of that: the leader's order). One pass over the window of the leader's widest
+        resolution."""
+        primary, secondary, sigma, grouped = self._measures(objective)
         start = int(np.argmax(left))
         leader = ordered[start]
-        end = int(np.searchsorted(primary[ordered], primary[leader] * np.exp(sigma[leader]), side="right"))
+        widest = sigma[leader] if grouped is None else max(sigma[leader], grouped[leader].max())
+        end = int(np.searchsorted(primary[ordered], primary[leader] * np.exp(widest), side="right"))
         window = ordered[start:end]
-        return start + int(np.argmin(np.where(left[start:end], secondary[window], np.inf)))
+        tied = left[start:end] & (np.log(primary[window] / primary[leader])
+                                  <= self._of(sigma, grouped, leader, self._level(leader, window)))
+        return start + int(np.argmin(np.where(tied, secondary[window], np.inf)))
 
     def tie_rows(self, ordered: np.ndarray, objective: str, limit: int,
                  first: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -117,8 +149,11 @@ class Resolved:
             rest = np.flatnonzero(left)
             others = ordered[rest]
             t, c = np.log(self.time_s[others] / self.time_s[r]), np.log(self.cost_usd[others] / self.cost_usd[r])
-            apart = ((-t > self.time_sigma[others]) | (t > self.time_sigma[r])
-                     | (-c > self.cost_sigma[others]) | (c > self.cost_sigma[r]))
+            level = self._level(r, others)  # symmetric: what r shares with each is what each shares with r
+            apart = ((-t > self._of(self.time_sigma, self.time_sigma_grouped, others, level))
+                     | (t > self._of(self.time_sigma, self.time_sigma_grouped, r, level))
+                     | (-c > self._of(self.cost_sigma, self.cost_sigma_grouped, others, level))
+                     | (c > self._of(self.cost_sigma, self.cost_sigma_grouped, r, level)))
             left[rest[~apart]] = False
             rows.append(r)
             counts.append(int(np.sum(~apart)))
