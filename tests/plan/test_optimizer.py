@@ -103,8 +103,10 @@ def _ring_allreduce_s(workers: int, bandwidth_gbps: float, latency_s: float) -> 
 
 def _step_time_s(hw: Hardware, vm: VMType, nodes: int, workers: int, local: int) -> float:
     a_c, b_c, p, a_i, b_i, a_x, b_x, k, g = PARAMS
-    if vm.instance_type == PROFILED:  # the fitted model (perf.steptime), one rank per CPU VM
-        compute = (a_c + b_c * local**p) * (1 + k * (workers / nodes - 1))
+    if vm.instance_type == PROFILED:  # the fitted model (perf.steptime), one rank per CPU VM, its
+        # compute (measured at 1 thread) at the VM's vCPUs by the measured Amdahl slowdown (perf.cpu)
+        serial = float(np.interp(math.log(local), np.log(SCALING.local_batch), SCALING.serial_fraction))
+        compute = (a_c + b_c * local**p) * (1 + k * (workers / nodes - 1)) * (serial + (1 - serial) / vm.vcpus)
         extra = max(workers - 2, 0)
         network = 0.0 if workers == 1 else (a_x + b_x * extra if nodes > 1 else a_i + b_i * extra)
         return (compute**g + network**g) ** (1 / g)
@@ -477,16 +479,18 @@ def test_a_busy_profiles_cpu_projection_reaches_perfect_scaling_below_and_keeps_
 
 
 @pytest.mark.parametrize("objective", ["cost", "time"])
-def test_a_busy_profiles_shared_widening_changes_no_pick(objective):
+@pytest.mark.parametrize("profiled", [PROFILED, "c5.2xlarge"])
+def test_a_busy_profiles_shared_widening_changes_no_pick(objective, profiled):
     # every CPU VM of a contended profile shares its widened low end, so it tells none of them
     # apart less well: counted in the tie resolution, it made a new user's busy-profile plan pick
-    # a $57.70 row for --objective cost over $16.60 rows in its own table. Mutation caught: the
-    # resolution taken from the widened intervals (time_low_s instead of time_low_unshared_s).
+    # a $57.70 row for --objective cost over $16.60 rows in its own table. Mutations caught: the
+    # resolution taken from the widened intervals (time_low_s instead of the unshared low end);
+    # the profiled machine's widening (at its VM's threads) left in it.
     import dataclasses
     scaling = ThreadScaling(np.array([16.0, 64.0]), np.array([1.0, 1.0]), np.array([0.02, 0.02]), np.ones(2, bool))
-    quiet = dataclasses.replace(_job(), thread_scaling=scaling)
+    quiet = dataclasses.replace(_job(), thread_scaling=scaling, profiled_instance_type=profiled)
     busy = dataclasses.replace(quiet, thread_scaling=dataclasses.replace(scaling, contended=True))
-    vmx = VMArrays.build(VMS[:2], Hardware.load())  # projected CPU VMs only
+    vmx = VMArrays.build(VMS[:2], Hardware.load())  # CPU VMs only (c5.2xlarge: the profiled one)
     request = PlanRequest(max_workers=8, objective=objective, spot="both")
     picks = [plan(vmx, job, request) for job in (quiet, busy)]
     assert picks[1].candidates.time_low_s.min() < picks[0].candidates.time_low_s.min()  # it is widened
@@ -519,3 +523,35 @@ def test_a_cpu_projection_widens_beyond_the_profiled_local_batches():
     np.testing.assert_allclose(profiled[:2], unprofiled[:2])
     extra = profiled - unprofiled
     assert 0 < extra[2] < extra[3]
+
+
+def test_the_profiled_machine_runs_on_every_vcpu_of_its_type():
+    """A profile measures one thread a rank; on the profiled VM type (here an 8-vCPU c5.2xlarge) the
+    plan used to run one thread and leave seven vCPUs idle (OMP_NUM_THREADS=1 in its launch line).
+    Now the fit's compute is stretched by the measured T(8) / T(1), the interval widened by the
+    serial fraction's sd and, for a contended profile, its low end moved to perfect scaling.
+    Mutations caught: the profile's threads kept; the stretch left out; the serial sd left out;
+    the contended low end left as measured."""
+    import dataclasses
+
+    from thrifty.plan.launch import torchrun_command
+    job = dataclasses.replace(_job(), profiled_instance_type="c5.2xlarge")
+    vmx = VMArrays.build(VMS[:1], Hardware.load())
+    result = plan(vmx, job, PlanRequest(max_workers=1, spot="never", startup_s=0.0))
+    i = int(np.flatnonzero(result.candidates.global_batch == 16)[0])
+    d = result.describe(i)
+    assert d["prediction"] == "measured" and d["threads_per_rank"] == 8
+    assert "OMP_NUM_THREADS=8 " in torchrun_command(d, "builtin:digits")
+    serial = 0.3  # SCALING at b = 16
+    fitted = float(job.step_time.predict(1, 1, 16.0))
+    assert d["step_time_s"] == pytest.approx(float(job.step_time.predict(1, 1, 16.0, compute_slowdown=serial + (1 - serial) / 8)))
+    assert d["step_time_s"] < 0.5 * fitted
+    high = float(job.step_time.interval(1, 1, 16.0)[1])
+    sd = (1 - 1 / 8) / (serial + (1 - serial) / 8) * 0.02  # d log T / ds x the serial fraction's sd
+    z = 1.6448536269514722
+    step_high = result.candidates.time_high_s[i] / result.candidates.steps[i]
+    assert step_high / d["step_time_s"] == pytest.approx(np.exp(np.hypot(np.log(high / fitted), z * sd)))
+    busy = dataclasses.replace(job, thread_scaling=dataclasses.replace(job.thread_scaling, contended=True))
+    busy_result = plan(vmx, busy, PlanRequest(max_workers=1, spot="never", startup_s=0.0))
+    ratio = busy_result.candidates.time_low_s[i] / result.candidates.time_low_s[i]
+    assert ratio == pytest.approx(1 / (8 * (serial + (1 - serial) / 8)))  # T(8; 0) / T(8; s)

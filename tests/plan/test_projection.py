@@ -382,12 +382,15 @@ def test_only_the_profiled_cpu_type_is_measured_not_its_gpu_variants(profiled_db
     vms = [vm for vm in load_catalog() if vm.instance_type == "n1-standard-4"]
     assert any(vm.is_gpu for vm in vms) and any(not vm.is_gpu for vm in vms)
     count = len(vms)
-    step, _, _, measured, _ = predict_step_times(
+    step, _, _, measured, threads = predict_step_times(
         VMArrays.build(vms, Hardware.load()), job, np.arange(count), np.ones(count), np.ones(count),
         np.full(count, 32.0), PlanRequest())
     assert list(measured) == [not vm.is_gpu for vm in vms]
     cpu = [i for i, vm in enumerate(vms) if not vm.is_gpu][0]
-    assert step[cpu] == pytest.approx(float(job.step_time.predict(1, 1, 32.0)))
+    # the fit (one thread a rank) at the VM's 4 vCPUs: compute x the measured T(4) / T(1)
+    assert threads[cpu] == 4 and job.threads_per_rank == 1
+    stretch = float(job.thread_scaling.slowdown(32.0, 4))
+    assert step[cpu] == pytest.approx(float(job.step_time.predict(1, 1, 32.0, compute_slowdown=stretch)))
 
 
 @pytest.mark.timeout(600)  # the first to use builtins_db profiles two workloads: 50-120 s loaded

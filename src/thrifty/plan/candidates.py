@@ -212,8 +212,9 @@ def _gpu_compute_s(vmx: VMArrays, job: JobModel, v: np.ndarray, local: np.ndarra
 def contended_low_factor(vmx: VMArrays, job: JobModel, v: np.ndarray, local: np.ndarray,
                          exempt: np.ndarray) -> np.ndarray:
     """Per candidate, what the low end of its step-time interval is multiplied by: a contended
-    profile's T(p; 0) / T(p; s) on projected CPU VMs (its serial fraction is an upper bound, perf.cpu),
-    1 elsewhere and where `exempt` (GPUs, measured configurations)."""
+    profile's T(p; 0) / T(p; s) on CPU VMs at p threads a rank (its serial fraction is an upper
+    bound, perf.cpu; 1 at the profile's one thread), 1 elsewhere and where `exempt` (GPUs, measured
+    configurations)."""
     factor = np.ones(v.shape)
     cpu = ~vmx.is_gpu[v] & ~exempt
     if np.any(cpu) and job.thread_scaling is not None:
@@ -230,8 +231,11 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
                          for vm in vmx.vms])[v]
     params, calibration = load_params()
     is_gpu = vmx.is_gpu[v]
-    # OMP threads per rank: the profile's on the profiled machine, else the VM's vCPUs per rank
-    threads = np.where(measured, job.threads_per_rank, np.maximum(np.floor(vmx.vcpus_per_rank[v]), 1.0))
+    # OMP threads per rank: the VM's vCPUs per rank (on the profiled machine too, its fit stretched
+    # below; a profile without thread scaling keeps the profile's threads there)
+    threads = np.maximum(np.floor(vmx.vcpus_per_rank[v]), 1.0)
+    if job.thread_scaling is None:
+        threads = np.where(measured, job.threads_per_rank, threads)
     compute = np.zeros(v.shape)  # the measured machine's entries use the fitted model instead
     cpu = ~is_gpu & ~measured
     if np.any(cpu):
@@ -276,9 +280,30 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     low = projected * np.exp(-z * sigma) * contended_low_factor(vmx, job, v, local, ~cpu)
     on = np.flatnonzero(measured)  # the profiled machine: the fitted model and its own interval
     if on.size:
-        step[on] = model.predict(nodes[on], workers[on], local[on])
-        low[on], high[on] = model.interval(nodes[on], workers[on], local[on])
+        step[on], low[on], high[on] = profiled_machine_step(job, nodes[on], workers[on], local[on], threads[on])
     return step, np.minimum(low, step), np.maximum(high, step), measured, threads
+
+
+def profiled_machine_step(job: JobModel, nodes: np.ndarray, workers: np.ndarray, local: np.ndarray,
+                          threads: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(step time, low, high) on the profiled machine: the fitted model and its interval, measured
+    at the profile's threads per rank, at `threads` (all the VM's vCPUs: a plan that ran one thread
+    a rank on an 8-vCPU profiled VM left seven idle). The compute is stretched by the measured
+    thread scaling T(p) / T(p_profile) (perf.cpu), the interval widened by the serial fraction's sd
+    (delta method) and, for a contended profile, its low end moved as on every projected CPU VM
+    (perf.cpu.ThreadScaling.low_end_factor)."""
+    model, scaling = job.step_time, job.thread_scaling
+    fitted = model.predict(nodes, workers, local)
+    low, high = model.interval(nodes, workers, local)
+    if scaling is None:
+        return fitted, low, high
+    more = threads > job.threads_per_rank
+    step = model.predict(nodes, workers, local, compute_slowdown=scaling.slowdown(local, threads)
+                         / scaling.slowdown(local, job.threads_per_rank))
+    serial = float(ndtri(0.95)) * scaling.slowdown_sd_log(local, threads) * more
+    low = step * np.exp(-np.hypot(np.log(fitted / low), serial)) * np.where(
+        more, scaling.low_end_factor(local, threads), 1.0)
+    return step, low, step * np.exp(np.hypot(np.log(high / fitted), serial))
 
 
 @dataclass(frozen=True)
@@ -371,7 +396,7 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     step, step_low, step_high, measured, threads = predict_step_times(vmx, job, v, nodes, workers, local, request)
     searched = apply_search_probes(vmx, probes, v, nodes, workers, batch, step, step_low, step_high, measured)
     measured = measured | searched
-    step_low_unshared = step_low / contended_low_factor(vmx, job, v, local, measured)
+    step_low_unshared = step_low / contended_low_factor(vmx, job, v, local, searched)
     error_group = np.where(vmx.is_gpu[v] & ~measured, vmx.gpu_index[v], -1)
     steps = job.steps(batch)
     steps_low, steps_high = job.steps_interval(batch)
