@@ -22,6 +22,9 @@ import pytest
     (["--b-max", "10", "--nproc", "2"], "does not fit"),
     (["--capacities", "1,x", "--policy", "static"], "--capacities must be comma-separated numbers"),
     (["--slowdown", "1,2", "--hetero-profile", "HL2"], "at most one of"),
+    # a percentage for a fraction trained to the epoch cap (mutation caught: the range check removed)
+    (["--until-target", "--target", "95"], "--target 95 can never be met: builtin:digits's accuracy is a fraction in "
+                                           "[0, 1] (did you mean 0.95?)"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(run_cli, tmp_path, args, message):
     code, out, err = run_cli("train", *args, "--db", tmp_path / "t.db", "--run-dir", tmp_path / "run")
@@ -202,8 +205,8 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
     stream, run = tmp_path / "streams" / "steps.jsonl", tmp_path / "run"  # a folder the run makes (mutation: none)
     base = [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--checkpoint-every", "0",
             "--run-dir", str(run), "--db", str(tmp_path / "t.db"), "--step-stream", str(stream)]
-    proc = subprocess.Popen([*base, "--steps", "100000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen([*base, "--steps", "100000", "--json"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 240
     while not (stream.exists() and len(stream.read_text().splitlines()) >= 5) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
@@ -211,10 +214,13 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
     # to every process of the run, as a VM's shutdown or `timeout` sends it (mutation caught too: the
     # ranks left to die of it, "rank 1 died (killed by SIGTERM)", exit 2, nothing saved)
     os.killpg(proc.pid, signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 75, err
     assert "checkpoint saved; the same command with --resume goes on" in err
     saved = len(stream.read_text().splitlines())
+    # --json says so on stdout too (it printed nothing; mutation caught: the JSON line dropped)
+    said = json.loads(out)
+    assert said["preempted"] is True and said["step"] == saved and said["run_dir"] == str(run)
     assert [p.name for p in run.glob("ckpt-*.bin")] == ["ckpt-000001.bin"]
     done = subprocess.run([*base, "--resume", "--steps", str(saved + 3)], env=env, capture_output=True, text=True,
                           timeout=240)

@@ -58,6 +58,13 @@ def test_schedule_file(tmp_path):
         load_schedule(path)
     with pytest.raises(HeteroError, match="not found"):
         load_schedule(tmp_path / "missing.json")
+    # a misspelt key beside a valid one had been ignored (mutation caught: the key check removed)
+    path.write_text(json.dumps([{"step": 0, "profile": "HL1", "slowdwn": [1, 4, 1, 1]}]))
+    with pytest.raises(HeteroError, match="unknown key 'slowdwn'"):
+        load_schedule(path)
+    path.write_text(json.dumps([{"step": 0, "profile": "HL1", "slowdown": [1, 4, 1, 1]}]))
+    with pytest.raises(HeteroError, match="not both"):
+        load_schedule(path)
 
 
 def test_sleep_emulation_stretches_compute_by_the_factor(monkeypatch):

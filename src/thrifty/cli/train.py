@@ -154,6 +154,8 @@ def train(
     if not launched_by_torchrun():
         start_worker_server()  # its imports overlap the dry run
     loaded = load_workload(workload)
+    if target is not None and (why := loaded.unreachable(target, workload)):
+        raise ThriftyError(why)
     from thrifty.train.dryrun import dry_run, dry_run_in_worker
     from thrifty.train.runtime import Runtime
     runtime = Runtime.for_rank(device, precision)  # a --device this machine lacks: one line, before any rank
@@ -189,7 +191,7 @@ def train(
             summary = train_torchrun_rank(config)
         except Preempted as notice:  # rank 0 after a SIGTERM: saved; a SkyPilot managed job restarts it
             from thrifty.transient.protocol import PREEMPTED_EXIT
-            stderr.print(str(notice), soft_wrap=True)
+            _say_preempted(notice, run_dir, json_out)
             exit_without_teardown(PREEMPTED_EXIT)
         if summary is None:
             exit_without_teardown(0)
@@ -210,7 +212,7 @@ def train(
                                     worth_keeping=lambda d: bool(checkpoint_files(d))):
                 summary = run_training(config, max_workers=max_local_workers())
         except Preempted as notice:  # `thrifty run` restarts a job that exits with PREEMPTED_EXIT
-            stderr.print(str(notice), soft_wrap=True)
+            _say_preempted(notice, run_dir, json_out)
             raise typer.Exit(PREEMPTED_EXIT) from None
         except ThriftyError as failure:
             from thrifty.train.checkpoint import EarlierRunCheckpoints
@@ -227,6 +229,14 @@ def train(
         _show(summary)
     if launched_by_torchrun():
         exit_without_teardown(0)
+
+
+def _say_preempted(notice, run_dir: Path, json_out: bool) -> None:
+    """The notice's line on stderr and, under --json, what a script needs on stdout (it had printed
+    nothing there): the step saved and where."""
+    stderr.print(str(notice), soft_wrap=True)
+    if json_out:
+        print_json({"preempted": True, "step": notice.step, "run_dir": str(run_dir), "message": str(notice)})
 
 
 def _store(db: Path, summary: dict, config, mode: str) -> None:

@@ -122,6 +122,11 @@ def load_schedule(path: Path) -> SlowdownSchedule:
     for entry in entries:
         if not isinstance(entry, dict) or "step" not in entry:
             raise HeteroError(f"schedule entry {entry!r} needs a 'step'")
+        unknown = sorted(set(entry) - {"step", "slowdown", "profile"})
+        if unknown:  # a misspelt "slowdwn" beside "profile" had been ignored
+            raise HeteroError(f"schedule entry {entry!r}: unknown key {unknown[0]!r} (keys: step, and slowdown or profile)")
+        if "profile" in entry and "slowdown" in entry:
+            raise HeteroError(f"schedule entry {entry!r}: give 'slowdown' or 'profile', not both")
         if "profile" in entry:
             factors = profile_slowdowns(str(entry["profile"]))
         elif isinstance(entry.get("slowdown"), list):

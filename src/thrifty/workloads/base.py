@@ -71,6 +71,15 @@ class Workload:
         """Whether `metric` meets `target` in this workload's direction."""
         return metric >= target if self.higher_is_better else metric <= target
 
+    def unreachable(self, target: float, label: str) -> str | None:
+        """Why `target` can never be met, where the metric's range is known: thrifty's own accuracy
+        (classification_accuracy) is a fraction in [0, 1] (`--target 95` trained to its epoch cap).
+        `label`: the workload as the user named it."""
+        if self.evaluate is not classification_accuracy or 0.0 <= target <= 1.0:
+            return None
+        hint = f" (did you mean {target / 100:g}?)" if 1.0 < target <= 100.0 else ""
+        return f"--target {target:g} can never be met: {label}'s accuracy is a fraction in [0, 1]{hint}"
+
     def batch(self, indices: torch.Tensor, device: torch.device | None = None) -> Batch:
         """Gather one batch; TensorDatasets are sliced directly, others collated item by item.
         Data sets that make whole batches (synthetic tensors) make them on `device`."""
