@@ -181,7 +181,7 @@ def gpu_projection_per_model_and_gpu(data: dict) -> Lines:
             f"Fitted on all rows (`{data['made_by']}`); in-sample median APE "
             f"{data['median_ape_percent']['in_sample']:.1f}%, held-out error of log throughput "
             f"{data['held_out_sigma_log']:.2f}, of which {data['other_gpu_sigma_log']:.2f} differs between GPUs and "
-            f"{data['same_gpu_sigma_log']:.2f} between configurations on one GPU (the rest is shared, and `plan` "
+            f"{data['same_gpu_sigma_log']:.2f} between configurations on one GPU die (the rest is shared, and `plan` "
             "tells such projections apart by these: `plan/ties.py`):", "",
             *_table(["parameter", "fitted"], [[name, show(data["params"][key])] for key, name, show in GPU_PARAMS])]
 

@@ -114,7 +114,7 @@ def test_the_unshared_parts_of_the_held_out_error_are_deviations_about_each_grou
     from thrifty.perf.gpu_calibration import Calibration
 
     def row(model, gpu):
-        return SimpleNamespace(model_key=model, spec=SimpleNamespace(name=gpu), precision="amp")
+        return SimpleNamespace(model_key=model, spec=SimpleNamespace(name=gpu, die=(gpu,)), precision="amp")
     rows = [row("m", "A100"), row("m", "A100"), row("m", "V100"), row("m", "V100"), row("n", "A100")]
     observed = np.ones(5)
     # log residuals: A100 +0.3 +- 0.1, V100 -0.1 +- 0.05, the lone n row anything

@@ -555,3 +555,36 @@ def test_the_profiled_machine_runs_on_every_vcpu_of_its_type():
     busy_result = plan(vmx, busy, PlanRequest(max_workers=1, spot="never", startup_s=0.0))
     ratio = busy_result.candidates.time_low_s[i] / result.candidates.time_low_s[i]
     assert ratio == pytest.approx(1 / (8 * (serial + (1 - serial) / 8)))  # T(8; 0) / T(8; s)
+
+
+def test_spot_clusters_too_large_to_finish_are_refused_not_fatal():
+    """A new user's pass: --max-workers 2048 on spot ended every plan in "no segment of this job can
+    finish on a fresh VM" (the checkpoint DP for 2048 VMs finds none). Such candidates now have no
+    finite time and are refused; the rest are planned. Mutation caught: the solver's error let through."""
+    import dataclasses
+    vmx = VMArrays.build(VMS[:1], Hardware.load())
+    job = dataclasses.replace(_job(), train_size=10**6, s_min=1e6)  # hours of steps
+    result = plan(vmx, job, PlanRequest(max_workers=2048, spot="only", startup_s=0.0, batches=(4096.0,)))
+    c = result.candidates
+    huge = c.nodes == 2048
+    assert huge.any() and not np.isfinite(c.time_s[huge]).all()
+    assert not result.feasible_mask[huge & ~np.isfinite(c.time_s)].any()
+    assert np.isfinite(c.time_s[result.best])
+
+
+def test_gpus_of_one_die_are_one_error_group():
+    """A100 40 GB and 80 GB, H100 and H100-MEGA are one die each: their projections share the
+    calibrated error of one GPU (a new user's pass: as two GPUs, the looser
+    0.21 resolution let a 40 GB plan tie the cheapest 80 GB one and win --objective cost while an
+    80 GB plan was faster and cheaper than it). Mutation caught: the group keyed on the GPU's name."""
+    vms = [VMType("gcp", "a2-highgpu-1g", "us-central1", "", 12, 85, "A100", 1, 3.67, 1.10),
+           VMType("gcp", "a2-ultragpu-1g", "us-central1", "", 12, 170, "A100-80GB", 1, 5.07, 1.6),
+           VMType("aws", "g4dn.xlarge", "us-east-1", "", 4, 16, "T4", 1, 0.526, 0.2132),
+           VMType("aws", "p5.48xlarge", "us-east-1", "", 192, 2048, "H100", 8, 98.32, 30.0),
+           VMType("gcp", "a3-megagpu-8g", "us-central1", "", 208, 1872, "H100-MEGA", 8, 90.0, 30.0),
+           VMS[0]]
+    result = plan(VMArrays.build(vms, Hardware.load()), _job(), PlanRequest(max_workers=8, spot="never"))
+    c = result.candidates
+    group = {vms[int(v)].accelerator: int(g) for v, g in zip(c.vm_index, c.error_group, strict=True)}
+    assert group["A100"] == group["A100-80GB"] and group["H100"] == group["H100-MEGA"]
+    assert len({group["A100"], group["T4"], group["H100"]}) == 3 and group[None] == -1

@@ -42,6 +42,14 @@ class GPUSpec:
         """Whether the GPU has tensor cores (an FP16 tensor rate): Volta and later."""
         return math.isfinite(self.fp16_tensor_tflops)
 
+    @property
+    def die(self) -> tuple[float | None, ...]:
+        """The chip at its peak rates: FP32, TF32 and FP16 tensor rates, SMs and boost clock (None
+        where the GPU has no such unit). GPUs of one die (A100 PCIe and SXM4, 40 and 80 GB) differ
+        in memory, base clock and power limit only."""
+        rates = (self.fp32_tflops, self.tf32_tflops, self.fp16_tensor_tflops, float(self.sm_count), self.boost_mhz)
+        return tuple(None if math.isnan(rate) else rate for rate in rates)
+
     def sustained_clock_fraction(self, power_fraction: float) -> float:
         """Sustained SM clock / boost clock under a load drawing `power_fraction` of the power of
         the load that defines the base clock (cube law of dynamic power: perf.roofline)."""

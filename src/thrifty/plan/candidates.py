@@ -68,6 +68,7 @@ class VMArrays:
     cpu_factor: np.ndarray
     gpu_specs: list[GPUSpec]  # distinct GPU types
     gpu_index: np.ndarray  # into gpu_specs, -1 for CPU VMs
+    gpu_die: np.ndarray  # one id per GPU die (catalog.gpus.GPUSpec.die), -1 for CPU VMs
     memory_bytes: np.ndarray
     inter_gbps: np.ndarray
     intra_gbps: np.ndarray
@@ -86,12 +87,19 @@ class VMArrays:
                    gpu_specs=[specs[n] for n in names],
                    gpu_index=np.array([names.index((vm.accelerator or "").lower()) if vm.is_gpu else -1
                                        for vm in vms], int),
+                   gpu_die=_die_ids([specs[(vm.accelerator or "").lower()] if vm.is_gpu else None for vm in vms]),
                    memory_bytes=np.array([hardware.rank_memory_gib(vm) * GIB for vm in vms], float),
                    inter_gbps=np.array([hardware.network_gbps(vm) for vm in vms], float),
                    intra_gbps=np.array([hardware.intra_node_gbps(vm) for vm in vms], float),
                    price=np.array([vm.price_per_hour for vm in vms], float),
                    spot_price=np.array([np.nan if vm.spot_price_per_hour is None
                                         else vm.spot_price_per_hour for vm in vms], float))
+
+
+def _die_ids(specs: Sequence[GPUSpec | None]) -> np.ndarray:
+    """One id per distinct GPU die (GPUSpec.die) in order of appearance, -1 for None."""
+    ids: dict[tuple, int] = {}
+    return np.array([-1 if spec is None else ids.setdefault(spec.die, len(ids)) for spec in specs], int)
 
 
 @dataclass(frozen=True)
@@ -130,8 +138,8 @@ class Candidates:
     # blurs no difference between them. `unshared`: without the low-end widening that every CPU VM
     # of a contended profile shares (perf.cpu). GPU projections share the calibrated error of the
     # job's mean on every GPU and of each GPU's mean (perf.gpu_calibration): their error group (the
-    # GPU's index; -1 for the rest) and the intervals against a projection onto another GPU and onto
-    # the same one (the unshared intervals for the rest)
+    # GPU's die, VMArrays.gpu_die; -1 for the rest) and the intervals against a projection
+    # onto another GPU and onto the same one (the unshared intervals for the rest)
     unshared: Bounds
     error_group: np.ndarray
     against_other_gpu: Bounds
@@ -271,8 +279,11 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
         # the profiled one-rank compute extrapolated in local batch: as the fit's own interval widens
         # (perf.uncertainty, per doubling away from the nearest profiled local batch)
         batches = None if model.profiled is None else np.asarray(model.profiled, float)[:, 2]
-        away = 0.0 if batches is None else doublings_away(
-            np.column_stack([np.ones_like(batches), np.ones_like(batches), batches]), 1.0, 1.0, local[cpu])
+        away: float | np.ndarray = 0.0
+        if batches is not None:  # a few distinct local batches among many candidates: each once
+            distinct, inverse = np.unique(local[cpu], return_inverse=True)
+            away = doublings_away(np.column_stack([np.ones_like(batches), np.ones_like(batches), batches]),
+                                  1.0, 1.0, distinct)[inverse]
         sigma[cpu] = np.sqrt(CPU_PROJECTION_SIGMA_LOG**2 + model.launch_sigma_log**2 + serial**2
                              + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2)
     z = float(ndtri(0.95))
@@ -397,41 +408,48 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     searched = apply_search_probes(vmx, probes, v, nodes, workers, batch, step, step_low, step_high, measured)
     measured = measured | searched
     step_low_unshared = step_low / contended_low_factor(vmx, job, v, local, searched)
-    error_group = np.where(vmx.is_gpu[v] & ~measured, vmx.gpu_index[v], -1)
+    error_group = np.where(vmx.is_gpu[v] & ~measured, vmx.gpu_die[v], -1)
     steps = job.steps(batch)
     steps_low, steps_high = job.steps_interval(batch)
 
     lifetime = spot_model if spot_model is not None else load_model()[1]
     startup = np.array([request.startup_s_for(vm.cloud) for vm in vmx.vms])[v]
 
-    def wall_time(work):
-        out = np.array(work, float)
-        out[spot] = work[spot] * (1.0 + expected_overhead_fraction(lifetime, work[spot], nodes[spot]))
-        return startup + out
+    def wall_time(work, rows=slice(None)):
+        """Start-up, work and, on spot, the expected restarts of `work` (the candidates at `rows`)."""
+        out, on_spot = np.array(work, float), spot[rows]
+        out[on_spot] = work[on_spot] * (1.0 + expected_overhead_fraction(lifetime, work[on_spot], nodes[rows][on_spot]))
+        return startup[rows] + out
     price = np.where(spot, vmx.spot_price[v], vmx.price[v])
     time_s = wall_time(steps * step)
     time_low, time_high = wall_time(steps_low * step_low), wall_time(steps_high * step_high)
     dollars_per_s = nodes * price / 3600.0
 
-    def billed(seconds):
-        return np.maximum(seconds, MINIMUM_BILLED_S) * dollars_per_s
+    def billed(seconds, rows=slice(None)):
+        return np.maximum(seconds, MINIMUM_BILLED_S) * dollars_per_s[rows]
 
-    def bounds(low, high):
-        time_low, time_high = wall_time(steps_low * low), wall_time(steps_high * high)
-        return Bounds(time_low, time_high, billed(time_low), billed(time_high))
+    def bounds(base: Bounds, rows: np.ndarray, low: np.ndarray, high: np.ndarray) -> Bounds:
+        """`base` with the step interval (low, high) at `rows` (the rest as in `base`: only they change)."""
+        out = Bounds(*(np.array(a) for a in (base.time_low_s, base.time_high_s, base.cost_low_usd, base.cost_high_usd)))
+        out.time_low_s[rows] = wall_time(steps_low[rows] * low[rows], rows)
+        out.time_high_s[rows] = wall_time(steps_high[rows] * high[rows], rows)
+        out.cost_low_usd[rows], out.cost_high_usd[rows] = billed(out.time_low_s[rows], rows), billed(out.time_high_s[rows], rows)
+        return out
+    full = Bounds(time_low, time_high, billed(time_low), billed(time_high))
+    unshared = bounds(full, step_low_unshared != step_low, step_low_unshared, step_high)
+
+    projected = error_group >= 0
 
     def against_gpu(name):
         """Bounds with a GPU projection's step interval less the error shared with `name`."""
         half = float(load_params()[1][name]) * float(ndtri(0.95))
-        projected = error_group >= 0
-        return bounds(np.where(projected, step * np.exp(-half), step_low_unshared),
-                      np.where(projected, step * np.exp(half), step_high))
+        return bounds(unshared, projected, step * np.exp(-half), step * np.exp(half))
     return Candidates(vm_index=v, nodes=nodes, workers=workers, global_batch=batch, local_batch=local,
                       spot=spot, price_per_hour=price, measured=measured, searched=searched,
                       threads_per_rank=threads,
                       step_time_s=step, steps=steps, time_s=time_s, time_low_s=time_low,
-                      time_high_s=time_high, cost_usd=billed(time_s), cost_low_usd=billed(time_low),
-                      cost_high_usd=billed(time_high), unshared=bounds(step_low_unshared, step_high),
+                      time_high_s=time_high, cost_usd=billed(time_s), cost_low_usd=full.cost_low_usd,
+                      cost_high_usd=full.cost_high_usd, unshared=unshared,
                       error_group=error_group, against_other_gpu=against_gpu("other_gpu_sigma_log"),
                       against_same_gpu=against_gpu("same_gpu_sigma_log"))
 

@@ -17,9 +17,9 @@ A prediction's resolution is one standard error, the larger of two of its own un
   can print alike and are never told apart (start-up-dominated plans: 33 rows at "3.01 min").
 Predictions that share part of their error are resolved against each other by the part they do
 not share (plan.candidates): GPU projections of one job share the calibrated error of the job's
-mean on every GPU, and those onto one GPU type that of the job's mean on that GPU
-(perf.gpu_calibration: of a held-out log error of 0.31, 0.21 differs between GPUs and 0.16 between
-configurations on one GPU). With the whole error, 4 x 8 A100 at $15.75 and 1 x 1 A100 at $12.81
+mean on every GPU, and those onto one GPU die (A100 40 and 80 GB are one) that of the job's mean on
+that die (perf.gpu_calibration: of a held-out log error of 0.31, 0.21 differs between GPUs and 0.16
+between configurations on one die). With the whole error, 4 x 8 A100 at $15.75 and 1 x 1 A100 at $12.81
 were a cost tie and the plan recommended the dearer one.
 Candidate a beats b on a measure only when a's value is below b's by more than a's resolution
 against b: ln(b / a) > sigma_a (less what a and b share). Within it the other measure decides, the one-standard-error rule of model

@@ -30,7 +30,7 @@ import numpy as np
 from thrifty.data import data_path
 from thrifty.io import write_text_atomic
 from thrifty.transient.lifetimes import LifetimeModel
-from thrifty.transient.schedule import ClusterLifetime, Job, Solver
+from thrifty.transient.schedule import ClusterLifetime, Job, ScheduleError, Solver
 
 PLANNER_CHECKPOINT_COST_S = 60.0
 PLANNER_RESTART_COST_S = 60.0
@@ -63,7 +63,11 @@ def solve_table(model: LifetimeModel, nodes: int, checkpoint_cost_s: float, rest
                 max_work_s: float, grid_s: float) -> OverheadTable:
     cluster = model if nodes == 1 else ClusterLifetime(model, nodes)
     solver = Solver(cluster, Job(max_work_s, checkpoint_cost_s, restart_cost_s), grid_s=grid_s, start_age_s=0.0)
-    value, _ = solver.solve()
+    try:
+        value, _ = solver.solve()
+    except ScheduleError:  # so many VMs that no segment finishes before one of them goes: no finite
+        value = np.full((solver.steps + 1, 1), np.inf)  # time (the planner refuses such candidates;
+        # --max-workers 2048 on spot had ended the whole plan in this error)
     work = np.arange(1, solver.steps + 1) * solver.grid_s
     # below one grid step: S exactly, I by the trapezoid rule on the table's own fine points
     edges = np.linspace(0.0, solver.grid_s, SHORT_POINTS + 1)
@@ -112,7 +116,7 @@ def expected_overhead_fraction(model: LifetimeModel, work_s, nodes, *,
     low, high = np.floor(level), np.ceil(level)
     weight = level - low
     out = np.zeros(work.shape)
-    for exponent in np.unique(np.concatenate([low.ravel(), high.ravel()])):
+    for exponent in np.flatnonzero(np.bincount(np.concatenate([low.ravel(), high.ravel()]).astype(int))):  # O(n)
         table = overhead_table(model, int(2 ** exponent), checkpoint_cost_s, restart_cost_s, max_work_s, grid_s)
         share = np.where(low == exponent, 1 - weight, 0.0) + np.where(high == exponent, weight, 0.0)
         rows = share > 0  # weight is 0 when low == high, so an integer level takes its own table once
