@@ -249,6 +249,29 @@ def test_a_sigterm_to_the_whole_process_group_is_a_notice_not_a_stop_from_outsid
 
 
 @pytest.mark.timeout(120)
+def test_a_ctrl_c_is_a_notice_the_job_saves_on(tmp_path, job):
+    """A terminal's Ctrl-C (SIGINT to the foreground process group) used to end the runner at once
+    ("error: interrupted", exit 130) and kill the job: its work since the last checkpoint, up to a
+    whole interval, was lost. Now the job (in its own process group) gets one notice, saves, and the
+    run exits 75. Mutations caught: no SIGINT handler (exit 130, nothing saved); the job left in
+    the runner's group (the Ctrl-C kills it before it saves)."""
+    ck = tmp_path / "ck"
+    runner = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(ck), "--json",
+                               "--", sys.executable, str(job), "100000", str(tmp_path / "out.txt")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not list(ck.glob(".ready-*")) and time.monotonic() < deadline:
+        assert runner.poll() is None, runner.communicate()
+        time.sleep(0.05)
+    os.killpg(runner.pid, signal.SIGINT)  # as a terminal sends it
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == PREEMPTED_EXIT, err
+    summary = json.loads(out)
+    assert (summary["attempts"], summary["notices"], summary["checkpoints"]) == (1, 1, 1)
+    assert len(checkpoint_files(ck)) == 1 and not list(ck.glob(".ready-*"))
+
+
+@pytest.mark.timeout(120)
 def test_the_runner_plans_again_with_the_checkpoint_and_restart_costs_the_job_measured(tmp_path):
     """A job that takes 0.6 s to start and 0.05 s per checkpoint, against an assumed 5 s checkpoint
     and 0.1 s restart: on the assumed costs the DP asks for no checkpoint in the 8 s job (a

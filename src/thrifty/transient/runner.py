@@ -2,8 +2,8 @@
 """`thrifty run`: keep a job going through preemptions.
 
 The runner starts the job (THRIFTY_CHECKPOINT_DIR set, transient.protocol), asks for a checkpoint
-(SIGUSR1) on a schedule, treats its own SIGTERM as a preemption notice (forwarded; the job has
-`notice_s` to checkpoint, then it is killed), restarts the job whenever it dies from a
+(SIGUSR1) on a schedule, treats its own SIGTERM and a first Ctrl-C as a preemption notice
+(forwarded; the job, in a process group of its own, has `notice_s` to checkpoint, then it is killed), restarts the job whenever it dies from a
 preemption, and logs every event with its time to `events.jsonl` in the checkpoint directory.
 A job that exits 0 has finished, whenever it does so: during a notice's window (the runner's own, or
 an injected one) or at the instant its VM ends, that is success, never a preemption. The job's
@@ -171,6 +171,13 @@ class Runner:
     def _on_sigterm(self, *_) -> None:
         self._notice_received = True
 
+    def _on_sigint(self, *_) -> None:
+        """A first Ctrl-C is a notice, as a SIGTERM (the job saves and the run exits 75; the same
+        command goes on): it had killed the job at once, losing its work since the last checkpoint.
+        A second one stops at once."""
+        self._notice_received = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def run(self) -> RunReport:
         """Run the job to its end, holding the checkpoint folder (one runner a folder: two jobs in
         one had overwritten each other's checkpoints and would resume from the other's)."""
@@ -200,6 +207,7 @@ class Runner:
     def _run_holding(self) -> RunReport:
         rng = np.random.default_rng(self.seed)
         previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        previous_int = signal.signal(signal.SIGINT, self._on_sigint)
         env = {**os.environ, ENV_DIR: str(self.checkpoint_dir)}
         self._seen = {p.name for p in checkpoint_files(self.checkpoint_dir)}
         self._checkpoints = 0
@@ -225,7 +233,10 @@ class Runner:
                         if self.lifetimes is not None else float("inf"))
                 # a runner killed outright (kill -9) sends its job the notice: it checkpoints and stops
                 # instead of running on beside the next runner of this folder
-                proc = subprocess.Popen(self.command, env=env, stdout=STDERR_FD, preexec_fn=notice_when_parent_dies)
+                # in a process group of its own: a terminal's Ctrl-C reaches the runner alone, which
+                # gives the job one notice (with the Ctrl-C too, a job that stops at a second signal did)
+                proc = subprocess.Popen(self.command, env=env, stdout=STDERR_FD, preexec_fn=notice_when_parent_dies,
+                                        process_group=0)
                 saved_before = self._checkpoints
                 attempt = _Attempt(attempts, time.monotonic())
                 began = self._last_save = attempt.began
@@ -316,6 +327,7 @@ class Runner:
                 self._event("restart", attempt=attempts + 1)
         finally:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
             self._planner.shutdown(wait=False, cancel_futures=True)
             if proc is not None and proc.poll() is None:  # the runner failed: no job left behind
                 proc.kill()
