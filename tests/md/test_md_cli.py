@@ -144,7 +144,7 @@ def test_under_thrifty_run_a_restart_after_the_job_finished_is_done_not_failed(r
 
 
 @pytest.mark.timeout(300)
-def test_a_first_ctrl_c_checkpoints_and_stops(tmp_path):
+def test_a_first_ctrl_c_checkpoints_and_stops(tmp_path, run_cli):
     # alone, `md run` checkpoints on notices only: Ctrl-C had ended a run with nothing saved.
     # Mutation caught: the first Ctrl-C not taken as the notice (exit 130, no checkpoint)
     import signal
@@ -160,3 +160,12 @@ def test_a_first_ctrl_c_checkpoints_and_stops(tmp_path):
     _, err = run.communicate(timeout=120)
     assert run.returncode == 75 and "interrupted: checkpointing after this chunk" in err, err
     assert len(list((out / "checkpoints").glob("ckpt-*.bin"))) == 1
+    # finished from there, the run keeps that checkpoint; --force over it starts afresh (a new
+    # user's pass: refused as "the checkpoint ... is at step N, beyond --steps"). Mutation caught:
+    # the finished run's checkpoints resumed from under --force
+    import re
+    saved = int(re.search(r"checkpointed at step (\d+)", " ".join(err.split())).group(1))
+    assert run_cli("md", "run", "--system", "lj", "--steps", saved + 100, "--out", out)[0] == 0
+    code, _, err = run_cli("md", "run", "--system", "lj", "--steps", 200, "--out", out, "--force", "--json")
+    assert code == 0, err
+    assert json.loads((out / "summary.json").read_text())["steps"] == 200

@@ -613,3 +613,14 @@ def test_a_job_longer_than_the_grid_holds_is_refused_with_the_reason_and_the_run
     capped = plan_schedule(model, Job(horizon, 60.0, 60.0, restart_ages_vm=True), "dp")
     assert runner.intervals_s[:-2] == capped.intervals_s[:-1]
     assert max(runner.intervals_s) < model.t_end
+
+
+def test_a_reuse_rule_names_the_job_as_asked_and_the_length_it_was_solved_at(run_cli):
+    """A new user's pass: `--job-hours 0.1` printed as 0.08333 h (its 5-minute grid length), with no
+    word of the rounding. Mutations caught: the grid length in job_hours; the table without it."""
+    code, out, _ = run_cli("preempt", "reuse", "--job-hours", "0.1,1", "--json")
+    rules = json.loads(out)["rules"]
+    assert code == 0 and [r["job_hours"] for r in rules] == [0.1, 1.0]
+    assert rules[0]["solved_job_hours"] == pytest.approx(5 / 60) and rules[1]["solved_job_hours"] == 1.0
+    code, out, _ = run_cli("preempt", "reuse", "--job-hours", "0.1,1")
+    assert "│ 0.1 h (as 5 min) │" in out and "│ 1 h              │" in out and "5-minute grid" in out

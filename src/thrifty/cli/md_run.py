@@ -66,6 +66,22 @@ def _remove_stale_outputs(out: Path, started_ns: int) -> None:
             path.unlink()
 
 
+def _drop_finished_runs_checkpoints(out: Path, checkpoints: Path) -> None:
+    """--force over a finished run: the checkpoints written before its summary are the finished
+    run's (one left by a notice on its way): a fresh run must not resume from them (`--force` over
+    a run that was once interrupted was refused: "the checkpoint ... is at step 7,500, beyond
+    --steps 5,000"). Newer ones are an unfinished --force run's own, which the same command resumes."""
+    from thrifty.md.runs import SUMMARY_FILE
+    from thrifty.transient.protocol import checkpoint_files
+    summary = out / SUMMARY_FILE
+    if not summary.exists():
+        return
+    finished_ns = summary.stat().st_mtime_ns
+    for path in checkpoint_files(checkpoints):
+        if path.stat().st_mtime_ns <= finished_ns:
+            path.unlink(missing_ok=True)
+
+
 def _checkpoint_on_first_ctrl_c(checkpoints) -> None:
     """Alone (not under `thrifty run`), a first Ctrl-C is the notice: the run checkpoints after its
     chunk and exits 75, and the same command resumes; a second one stops it at once. (A run alone
@@ -176,6 +192,8 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
     if model is not None:
         this_run["parameters"] = {**asdict(model), "box_nm": model.side_nm}  # the default side, resolved
     summary = _finished_here(out, force, this_run)
+    if force:
+        _drop_finished_runs_checkpoints(out, checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints"))
     if summary is not None:
         log.warning("--out %s holds this job's finished run: nothing to do", out)
     else:

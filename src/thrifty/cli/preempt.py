@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """`thrifty preempt`: lifetime models of preemptible VMs, checkpoint schedules, VM reuse, spot."""
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -197,7 +198,12 @@ def reuse_command(job_hours: Annotated[str, typer.Option(help="Job lengths in ho
     for rule in rules:
         ranges = ", ".join(f"{a / 3600:.2f}-{b / 3600:.2f} h" if b < float("inf") else f"{a / 3600:.2f} h on"
                            for a, b in rule.fresh_ranges_s) or "never"
-        table.add_row(f"{rule.job_s / 3600:.4g} h", ranges)  # on the model grid: 24.8 h reads 24.83 h
+        # the job as asked (a new user's pass: 0.1 h printed as 0.08333 h, its grid length), and
+        # the grid's length where the DP solved another
+        rounded = not math.isclose(rule.solved_s, rule.job_s)
+        if rounded:
+            table.caption = "(as T): the length the DP solved, on its 5-minute grid"
+        table.add_row(f"{rule.job_s / 3600:g} h" + (f" (as {fmt_duration(rule.solved_s)})" if rounded else ""), ranges)
     stdout.print(table)
 
 

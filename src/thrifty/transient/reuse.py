@@ -26,14 +26,16 @@ MAX_REUSE_GRID_STEPS = 2400
 
 @dataclass(frozen=True)
 class ReuseRule:
-    """Per job length: reuse the VM unless its age falls in one of `fresh_ranges_s`."""
+    """Per job length: reuse the VM unless its age falls in one of `fresh_ranges_s`. `job_s` is the
+    job as asked; `solved_s` the nearest length on the DP's grid, which the ranges are for."""
 
     job_s: float
     fresh_ranges_s: list[tuple[float, float]]
+    solved_s: float
 
     def to_dict(self) -> dict:
         """Ages in hours; a range with no end (a model without a longest lifetime) ends at inf."""
-        return {"job_hours": self.job_s / HOUR,
+        return {"job_hours": self.job_s / HOUR, "solved_job_hours": self.solved_s / HOUR,
                 "fresh_vm_better_at_ages_h": [[a / HOUR, b / HOUR] for a, b in self.fresh_ranges_s]}
 
 
@@ -73,7 +75,8 @@ def solve_reuse(model: LifetimeModel, job_hours: list[float], checkpoint_cost_s:
     for hours in job_hours:
         j = int(round(hours * HOUR / solver.grid_s))
         fresh_better = value[j] > value[j, 0] + startup_s
-        rules.append(ReuseRule(j * solver.grid_s, _ranges(solver.ages[alive], fresh_better[alive], solver.grid_s, last)))
+        rules.append(ReuseRule(hours * HOUR, _ranges(solver.ages[alive], fresh_better[alive], solver.grid_s, last),
+                               j * solver.grid_s))
     return solver, value, choice, rules
 
 

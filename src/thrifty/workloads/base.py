@@ -8,6 +8,7 @@ A batch is either a pair (inputs, targets) or a mapping (a Hugging Face-style di
   them) and the loss is loss_fn(outputs, batch), e.g. `lambda out, batch: out.loss`.
 """
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,8 +76,8 @@ class Workload:
         """Why `target` can never be met, where the metric's range is known: thrifty's own accuracy
         (classification_accuracy) is a fraction in [0, 1] (`--target 95` trained to its epoch cap).
         `label`: the workload as the user named it."""
-        if self.evaluate is not classification_accuracy or 0.0 <= target <= 1.0:
-            return None
+        if self.evaluate is not classification_accuracy or not math.isfinite(target) or 0.0 <= target <= 1.0:
+            return None  # a NaN or infinite one is train.config's to refuse
         hint = f" (did you mean {target / 100:g}?)" if 1.0 < target <= 100.0 else ""
         return f"--target {target:g} can never be met: {label}'s accuracy is a fraction in [0, 1]{hint}"
 
