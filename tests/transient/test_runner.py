@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from thrifty.checkpoint_file import decode, encode
@@ -101,7 +102,7 @@ def test_runner_survives_injected_preemptions(tmp_path, job, kill, caplog):
     assert report.preemptions >= 2 and report.checkpoints >= 2 and report.attempts == report.preemptions + 1
     kinds = [json.loads(line)["event"] for line in (tmp_path / "ck" / "events.jsonl").read_text().splitlines()]
     assert {"start", "checkpoint_request", "checkpoint", "preemption", "restart", "finished"} <= set(kinds)
-    said = [r.getMessage().split()[0] for r in caplog.records]
+    said = [r.getMessage().split()[0] for r in caplog.records if r.levelno == logging.INFO]
     assert said == [k for k in kinds if k in {"start", "preemption_notice", "preemption", "restart", "finished"}]
     if kill == "mixed":
         assert report.notices >= 1
@@ -526,3 +527,32 @@ def test_work_lost_counts_from_the_end_of_the_restart_not_the_start(tmp_path, sc
     assert (starting, "working") not in events and (working, "working") in events
     in_work = events[(working, "preemption")] - events[(working, "working")]
     assert report.lost_work_s == pytest.approx(in_work, abs=0.2)
+
+
+class _FixedLives:
+    """Every VM lives `life_s` (model seconds)."""
+
+    def __init__(self, life_s: float) -> None:
+        self.life_s = life_s
+
+    def sample(self, rng, size, age=0.0):
+        return np.full(size, self.life_s)
+
+
+@pytest.mark.timeout(120)
+def test_a_notice_longer_than_the_vms_life_waits_for_the_jobs_handlers(tmp_path, job, caplog):
+    """A new user's pass: on a compressed clock whose VMs live less than the notice, the notice went
+    out as each attempt started, before the job's handlers were in: every attempt died at once, 24
+    attempts in 199 s with no checkpoint. The notice now waits for the job's ready file (half the
+    VM's life at most for a job not known to write one), so each attempt saves, and the mismatch is
+    said up front. Mutations caught: the notice at its time whatever the job (the run gives up);
+    the warning dropped."""
+    import logging
+    caplog.set_level(logging.WARNING, logger="thrifty.transient.runner")
+    out = tmp_path / "result.txt"
+    report = Runner([sys.executable, str(job), "4", str(out)], tmp_path / "ck", notice_s=30.0,
+                    lifetimes=_FixedLives(2.0), kill="sigterm", max_restarts=12, intervals_s=[1000.0],
+                    timeout_s=100).run()
+    assert report.exit_code == 0 and out.read_text() == _expected(4)
+    assert report.checkpoints >= 1 and report.notices >= 1
+    assert any("is at least half the median VM life" in r.getMessage() for r in caplog.records)

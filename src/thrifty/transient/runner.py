@@ -23,6 +23,7 @@ its VM idle until the end. Lost work is the running time since the last checkpoi
 attempt's start) until the job stopped, at each preemption.
 """
 
+import copy
 import json
 import logging
 import os
@@ -159,6 +160,7 @@ class Runner:
         self._events: list[dict] = []
         self._start = time.monotonic()
         self._notice_received = False
+        self._job_signals_ready = False  # the job has written a ready file (transient.protocol)
 
     def _event(self, kind: str, **detail) -> None:
         event = {"t_s": round(time.monotonic() - self._start, 6), "wall_time": time.time(), "event": kind, **detail}
@@ -221,6 +223,7 @@ class Runner:
         self._planner = ThreadPoolExecutor(1, thread_name_prefix="thrifty-plan")
         if self.schedule is not None:
             self._event("plan", **self._plan_detail(self.schedule))
+        self._warn_of_a_notice_longer_than_lives()
         attempts = preemptions = notices = unproductive = 0
         lost = 0.0
         proc = None
@@ -251,6 +254,8 @@ class Runner:
                     time.sleep(POLL_S)
                     now = time.monotonic()
                     self._collect(attempt)
+                    ready = ready_file(self.checkpoint_dir, proc.pid).exists()  # its handlers are in
+                    self._job_signals_ready |= ready
                     code = proc.poll()
                     if code is not None:
                         outcome = ("exit", code)
@@ -258,12 +263,17 @@ class Runner:
                         outcome = ("notice", None)
                     elif now - began >= life:
                         outcome = ("preempt", None)
-                    elif now >= notice_at and not warned:
+                    elif now >= notice_at and not warned and (
+                            ready or not self._job_signals_ready and now >= began + life / 2):
+                        # the notice waits for the job's handlers (transient.protocol's ready file; a job
+                        # not known to write one, half the VM's life at most): sent before, on a
+                        # compressed clock whose VM lives are shorter than the notice, it killed every
+                        # attempt at its start and the run never moved
                         warned = True
                         notices += 1
                         proc.send_signal(signal.SIGTERM)
                         self._event("preemption_notice", attempt=attempts, vm_left_s=began + life - now)
-                    elif now >= self._next_request(attempt) and ready_file(self.checkpoint_dir, proc.pid).exists():
+                    elif now >= self._next_request(attempt) and ready:
                         attempt.last_request, attempt.requests = now, attempt.requests + 1
                         proc.send_signal(signal.SIGUSR1)
                         self._event("checkpoint_request", attempt=attempts)
@@ -332,6 +342,20 @@ class Runner:
             if proc is not None and proc.poll() is None:  # the runner failed: no job left behind
                 proc.kill()
                 proc.wait()
+
+    def _warn_of_a_notice_longer_than_lives(self) -> None:
+        """On a compressed clock a VM may live less than the notice: its notice then comes as its
+        job starts, and the job does little work a VM (a new user's pass: 24 attempts in 199 s, 0
+        checkpoints, with the default 30 s notice at --time-scale 7200). Said once, up front."""
+        if self.lifetimes is None or self.kill == "sigkill":
+            return
+        # drawn from a copy: a sampler may keep state (a script of lifetimes) that the run's draws need
+        draws = copy.deepcopy(self.lifetimes).sample(np.random.default_rng(0), 1001)
+        median_s = float(np.median(draws)) / self.time_scale
+        if median_s <= 2 * self.notice_s:
+            log.warning("the notice (%.3g s) is at least half the median VM life on this clock (%.3g s at "
+                        "--time-scale %g): most injected preemptions warn as the job starts; give a shorter "
+                        "--notice or a smaller --time-scale", self.notice_s, median_s, self.time_scale)
 
     def _lost_at_stop(self, attempt: _Attempt, began: float, stopped: float) -> float:
         """The work an attempt stopped at `stopped` lost since its last checkpoint; for a job that
