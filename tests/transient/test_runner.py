@@ -227,6 +227,13 @@ def test_run_cli_errors(tmp_path, run_cli):
     code, _, err = run_cli("run", "--checkpoint-dir", tmp_path / "project", "--", sys.executable, "-c", "pass")
     assert code == 2 and "holds files that are not checkpoints (notes.txt)" in err
     assert sorted(p.name for p in (tmp_path / "project").iterdir()) == ["notes.txt"]
+    # a job that keeps its own state in the folder: the same command again is its restart (a new
+    # user's pass: refused for its state.json). Mutation caught: the earlier run's folder not told apart
+    own = [sys.executable, "-c", "import os, pathlib; "
+           "pathlib.Path(os.environ['THRIFTY_CHECKPOINT_DIR'], 'state.json').write_text('{}')"]
+    for _ in range(2):
+        code, _, err = run_cli("run", "--checkpoint-dir", tmp_path / "own", "--", *own)
+        assert code == 0, err
 
 
 @pytest.mark.timeout(120)

@@ -67,9 +67,11 @@ def newest_intact(directory: Path) -> tuple[Path, bytes] | None:
     return None
 
 
-def check_checkpoint_folder(directory: Path, what: str = "--checkpoint-dir") -> None:
-    """Refuse a folder a job would silently misread: files that are not a job's checkpoints, or
-    checkpoints none of which is intact (resuming would quietly start over and delete them)."""
+def check_checkpoint_folder(directory: Path, what: str = "--checkpoint-dir", *, job_files_allowed: bool = False) -> None:
+    """Refuse a folder a job would silently misread: files that are not a job's checkpoints (unless
+    `job_files_allowed`: a folder an earlier `thrifty run` of the job used, whose other files are
+    the job's own), or checkpoints none of which is intact (resuming would quietly start over and
+    delete them)."""
     directory = Path(directory)
     if not directory.is_dir():
         return
@@ -80,7 +82,7 @@ def check_checkpoint_folder(directory: Path, what: str = "--checkpoint-dir") -> 
             p.name.startswith("ckpt-") and p.suffix == ".bin" or p.name in ours or p.name.startswith(".")))
     except OSError as exc:
         raise CheckpointError(f"cannot read {what} {directory}: {exc.strerror or exc}") from None
-    if foreign:
+    if foreign and not job_files_allowed:
         raise CheckpointError(f"{what} {directory} holds files that are not checkpoints ({', '.join(foreign[:3])}): "
                            f"give an empty or new folder")
     files = checkpoint_files(directory)

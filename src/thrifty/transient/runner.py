@@ -197,7 +197,9 @@ class Runner:
             # checked once held: a folder in use would read as another job's files or checkpoints
             # being pruned ("none is intact") instead of "in use"
             try:
-                check_checkpoint_folder(self.checkpoint_dir)
+                # a folder this runner's events.jsonl marks was an earlier run's of the job: what else
+                # is in it is the job's own (a script that saved state.json in it had its restart refused)
+                check_checkpoint_folder(self.checkpoint_dir, job_files_allowed=self._log_path.exists())
             except ThriftyError:
                 if ours:  # a refused folder is left as it was
                     lock_path.unlink(missing_ok=True)
