@@ -86,6 +86,15 @@ def test_a_budget_beyond_the_grid_is_said(tmp_path, caplog):
     assert "the grid has" not in caplog.text
 
 
+def test_the_progress_bar_counts_to_the_runs_the_campaign_does():
+    # a new user's pass: 6 runs asked of a 4-point grid ended the bar at 4/6 (mutation caught: the
+    # budget as the total whatever the sampler)
+    from thrifty.md.campaign.sweep import runs_the_campaign_does
+    space = parse_space(SPACE)  # 2 x 3 points
+    assert runs_the_campaign_does("grid", space, 8) == 6 and runs_the_campaign_does("grid", space, 4) == 4
+    assert runs_the_campaign_does("random", space, 8) == 8
+
+
 def test_a_ray_that_does_not_start_is_one_line_and_ends_its_session(tmp_path, capsys, monkeypatch):
     """Mutation caught: Ray's start-up error let through (a traceback, exit 1, and a session left
     open that thrifty serve shows as running)."""

@@ -258,6 +258,13 @@ def _init(ray: Any, o: SweepOptions, emulated_address: str | None, nodes: int) -
                  log_to_driver=False, logging_level="ERROR")
         log.info("Ray: started here on 127.0.0.1 with %d CPU(s)", nodes)
 
+def runs_the_campaign_does(sampler: str, parameter_space, budget_runs: int) -> int:
+    """The runs a campaign ends at: its budget, or a smaller grid's points (the progress bar's
+    total: it ended at 4/6 right after saying the grid has 4 points)."""
+    if sampler != "grid":
+        return budget_runs
+    return min(math.prod(len(p.grid()) for p in parameter_space.parameters), budget_runs)
+
 
 def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     """Check the options, run the campaign and return its report (one JSON document's worth)."""
@@ -309,8 +316,9 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     work, ran_here = campaign_work_dir(o.db, o.campaign, o.work_dir)
     # before the store and Ray: a bad one had failed the first run
     check_writable_dir(work, "--work-dir" if o.work_dir else "the default --work-dir (beside --db)")
+    runs_to_do = runs_the_campaign_does(o.sampler, parameter_space, o.budget_runs)  # the progress bar's total
     if o.sampler == "grid":  # after every refusal: a warning, then one line (it had ended at 6/8 in silence)
-        points = math.prod(len(p.grid()) for p in parameter_space.parameters)
+        points = runs_to_do
         if points < o.budget_runs:
             log.warning("the grid has %d point%s: the campaign ends there, short of --budget-runs %d",
                         points, "" if points == 1 else "s", o.budget_runs)
@@ -361,14 +369,14 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
                     if spec.nodes > tasks:  # said once the pool runs, not refused: spare nodes take over preempted tasks
                         log.warning("--pool %s has more nodes than the campaign has tasks left (%d): a task takes one "
                                     "node at a time, and the nodes left idle are billed too", o.pool, tasks)
-                    bar = ProgressBar("md sweep", o.budget_runs) if show_progress else None
+                    bar = ProgressBar("md sweep", runs_to_do) if show_progress else None
                     placement = None if emulated is None else Placement.solve(
                         lifetime, plan.job_s, o.checkpoint_cost_s, o.restart_cost_s, o.startup_s)
                     report = run_campaign(CampaignConfig(o.budget_runs, work, plan, spec.nodes, replicas=o.replicas,
                                                          gpus_per_task=1 if o.device == "cuda" else 0),
                                           chosen, simulation, store, emulated, placement,
                                           on_stored=None if bar is None else
-                                          lambda runs: bar.update(min(runs, o.budget_runs)))
+                                          lambda runs: bar.update(min(runs, runs_to_do)))
                     if o.sampler == "active":
                         outcome = active.outcome(report.runs, o.budget_runs).to_dict(o.target_within_error)
                 finally:
