@@ -624,3 +624,14 @@ def test_a_reuse_rule_names_the_job_as_asked_and_the_length_it_was_solved_at(run
     assert rules[0]["solved_job_hours"] == pytest.approx(5 / 60) and rules[1]["solved_job_hours"] == 1.0
     code, out, _ = run_cli("preempt", "reuse", "--job-hours", "0.1,1")
     assert "│ 0.1 h (as 5 min) │" in out and "│ 1 h              │" in out and "5-minute grid" in out
+
+
+def test_an_impossible_fit_says_why_its_likelihood_is_minus_infinity(run_cli):
+    """The bundled data: the paper's least-squares bathtub ends at 24.7 h, before the longest VM
+    seen (24.8 h), so its log L is -inf and its AIC inf; the table said so with no word (a new
+    user's pass). Mutation caught: the note dropped."""
+    code, out, _ = run_cli("preempt", "fit", data_file())
+    text = " ".join(out.split())
+    assert code == 0 and "-inf" in text
+    assert ("log L -inf (bathtub (lsq)): the curve gives some lifetime seen here no chance (its VMs all end by "
+            "24.7 h, before the longest seen, 24.8 h), so AIC is inf") in text

@@ -87,7 +87,15 @@ def fit_command(data: Annotated[Path, typer.Argument(help="CSV with lifetime_s [
         table.add_row(*_fit_row(name, fitted))
     for name, why in not_fitted.items():
         table.add_row(f"{name} (mle)", "-", f"not fitted: {why}", "", "", "")
+    table.caption = "KS: the largest gap between the fitted and the data's distribution (Kaplan-Meier)"
     stdout.print(table)
+    impossible = [name for name, f in others.items() if f.log_likelihood == -math.inf]
+    if impossible:  # a new user's pass: -inf and inf with no word why
+        longest, end = float(lifetimes.lifetime_s.max()), min(others[n].model.t_end for n in impossible)
+        where = (f" (its VMs all end by {fmt_duration(end)}, before the longest seen, {fmt_duration(longest)})"
+                 if end < longest else "")
+        stdout.print(f"log L -inf ({', '.join(impossible)}): the curve gives some lifetime seen here no chance"
+                     f"{where}, so AIC is inf", soft_wrap=True)
     by_likelihood = max(others, key=lambda k: others[k].log_likelihood)
     how = ("lowest AIC (log L less a parameter's cost; a bathtub whose tau2 is on its lower bound, a spike, "
            "left out)" if method == "mle" and family == "auto" else f"--family {family} --method {method}")
