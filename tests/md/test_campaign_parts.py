@@ -479,3 +479,22 @@ def test_ray_output_keeps_stdout_for_the_report_and_sends_the_emulated_pools_dea
     assert out == "" and "(raylet) node 2 is dead" in printed
     assert not any(line.startswith(("\x1b[33m(raylet)", "(raylet) node 1", "no newline")) for line in printed), printed
     assert "ray: (raylet) node 1 is dead" in caplog.text and "ray: no newline" in caplog.text
+
+
+@pytest.mark.parametrize("scale, said", [
+    (3600.0, "1.16 s of work redone (wall clock; 69.6 min of model time at this session's --time-scale 3600)"),
+    (1.0, "1.16 s of work redone; this session"),
+])
+def test_the_work_redone_is_said_on_the_node_hours_clock_too(tmp_path, capsys, monkeypatch, scale, said):
+    # a new user's pass: "1.16 s of work redone (wall clock) ... 46.94 node-hours (model time)" read
+    # as nothing lost, while it was 70 model minutes (mutation caught: wall clock alone)
+    from thrifty.md.campaign import sweep
+    summary = {"campaign": "default", "already_finished": False, "completed": 8, "stored_now": 8, "duplicates": 0,
+               "converged": 8, "steps": 1000, "lost_work_s": 1.16, "preemptions": 3, "node_hours_model": 46.94,
+               "time_scale": scale, "cost_at_spot_usd": 1.0, "cost_at_on_demand_usd": 3.0}
+    monkeypatch.setattr(sweep, "run_sweep", lambda options: summary)
+    space = tmp_path / "space.toml"
+    space.write_text(SPACE)
+    assert main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"),
+                 "--simulation", "standin"]) == 0
+    assert said in " ".join(capsys.readouterr().out.split())
