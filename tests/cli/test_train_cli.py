@@ -25,6 +25,8 @@ import pytest
     # a percentage for a fraction trained to the epoch cap (mutation caught: the range check removed)
     (["--until-target", "--target", "95"], "--target 95 can never be met: builtin:digits's accuracy is a fraction in "
                                            "[0, 1] (did you mean 0.95?)"),
+    (["--until-target", "--target", "-0.5"], "--target -0.5 is met by any model: builtin:digits's accuracy is a "
+                                             "fraction in [0, 1]"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(run_cli, tmp_path, args, message):
     code, out, err = run_cli("train", *args, "--db", tmp_path / "t.db", "--run-dir", tmp_path / "run")
@@ -221,6 +223,7 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
     # --json says so on stdout too (it printed nothing; mutation caught: the JSON line dropped)
     said = json.loads(out)
     assert said["preempted"] is True and said["step"] == saved and said["run_dir"] == str(run)
+    assert said["checkpoint_dir"] == str(run)  # alone; under `thrifty run`, its folder
     assert [p.name for p in run.glob("ckpt-*.bin")] == ["ckpt-000001.bin"]
     done = subprocess.run([*base, "--resume", "--steps", str(saved + 3)], env=env, capture_output=True, text=True,
                           timeout=240)

@@ -258,11 +258,11 @@ def test_a_sigterm_to_the_whole_process_group_is_a_notice_not_a_stop_from_outsid
 
 @pytest.mark.timeout(120)
 def test_a_ctrl_c_is_a_notice_the_job_saves_on(tmp_path, job):
-    """A terminal's Ctrl-C (SIGINT to the foreground process group) used to end the runner at once
-    ("error: interrupted", exit 130) and kill the job: its work since the last checkpoint, up to a
-    whole interval, was lost. Now the job (in its own process group) gets one notice, saves, and the
-    run exits 75. Mutations caught: no SIGINT handler (exit 130, nothing saved); the job left in
-    the runner's group (the Ctrl-C kills it before it saves)."""
+    """A terminal's Ctrl-C (SIGINT to the foreground process group: the runner and its job) used to
+    end the runner at once ("error: interrupted", exit 130) and kill the job: its work since the last
+    checkpoint, up to a whole interval, was lost. Now both take it as the notice: the job saves and
+    the run exits 75. Mutations caught: no SIGINT handler in the runner (exit 130, nothing saved);
+    none in JobCheckpoints (the Ctrl-C kills the job before it saves)."""
     ck = tmp_path / "ck"
     runner = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(ck), "--json",
                                "--", sys.executable, str(job), "100000", str(tmp_path / "out.txt")],
@@ -277,6 +277,20 @@ def test_a_ctrl_c_is_a_notice_the_job_saves_on(tmp_path, job):
     summary = json.loads(out)
     assert (summary["attempts"], summary["notices"], summary["checkpoints"]) == (1, 1, 1)
     assert len(checkpoint_files(ck)) == 1 and not list(ck.glob(".ready-*"))
+
+
+@pytest.mark.timeout(120)
+def test_a_notice_while_a_vm_lives_out_its_life_starts_no_new_attempt(tmp_path, job, scripted_lifetimes):
+    """The job stops on its injected notice at 2 s and its VM lives to 3 s; a SIGTERM to the runner
+    at 2.5 s is the run's end: it had started a new attempt only to stop it before its handlers
+    were in (a review). Mutation caught: the notice not checked before a start (2 attempts)."""
+    timer = threading.Timer(2.5, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    report = Runner([sys.executable, str(job), "100000", str(tmp_path / "out.txt")], tmp_path / "ck",
+                    intervals_s=[1000.0], notice_s=1.0, lifetimes=scripted_lifetimes([3.0, float("inf")]),
+                    kill="sigterm", timeout_s=100).run()
+    timer.cancel()
+    assert report.exit_code == PREEMPTED_EXIT and report.attempts == 1 and report.checkpoints == 1
 
 
 @pytest.mark.timeout(120)

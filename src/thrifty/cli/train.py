@@ -235,8 +235,10 @@ def _say_preempted(notice, run_dir: Path, json_out: bool) -> None:
     """The notice's line on stderr and, under --json, what a script needs on stdout (it had printed
     nothing there): the step saved and where."""
     stderr.print(str(notice), soft_wrap=True)
-    if json_out:
-        print_json({"preempted": True, "step": notice.step, "run_dir": str(run_dir), "message": str(notice)})
+    if json_out:  # under `thrifty run` (or a spot task) the checkpoints are in its folder, not the run's
+        from thrifty.transient.protocol import ENV_DIR
+        print_json({"preempted": True, "step": notice.step, "run_dir": str(run_dir),
+                    "checkpoint_dir": os.environ.get(ENV_DIR) or str(run_dir), "message": str(notice)})
 
 
 def _store(db: Path, summary: dict, config, mode: str) -> None:

@@ -2,7 +2,8 @@
 """The job's side of `thrifty run`: restore from the newest good checkpoint, save when asked.
 
 The runner starts the job with THRIFTY_CHECKPOINT_DIR set, sends SIGUSR1 when a checkpoint is due
-and SIGTERM as a preemption notice. A job does:
+and SIGTERM as a preemption notice (a first Ctrl-C, which a terminal sends the runner and the job
+alike, is taken as the same notice). A job does:
 
     ckpt = JobCheckpoints.from_environment()
     state = ckpt.latest()              # bytes of the newest intact checkpoint, or None
@@ -106,6 +107,8 @@ class JobCheckpoints:
         if handle_signals:
             signal.signal(signal.SIGUSR1, self._on_request)
             signal.signal(signal.SIGTERM, self._on_notice)
+            if under_runner():  # a terminal's Ctrl-C reaches the runner and its job alike: the first is
+                signal.signal(signal.SIGINT, self._on_first_ctrl_c)  # the runner's notice, a second stops
             ready_file(self.directory, os.getpid()).touch()  # the runner may signal from now on
 
     @classmethod
@@ -120,6 +123,10 @@ class JobCheckpoints:
 
     def _on_notice(self, *_) -> None:
         self.requested = self.notice = True
+
+    def _on_first_ctrl_c(self, *_) -> None:
+        self._on_notice()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def take_notice(self) -> None:
         """The notice from the job itself (md run's first Ctrl-C): checkpoint at the next chance, then stop."""

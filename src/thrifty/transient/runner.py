@@ -3,7 +3,8 @@
 
 The runner starts the job (THRIFTY_CHECKPOINT_DIR set, transient.protocol), asks for a checkpoint
 (SIGUSR1) on a schedule, treats its own SIGTERM and a first Ctrl-C as a preemption notice
-(forwarded; the job, in a process group of its own, has `notice_s` to checkpoint, then it is killed), restarts the job whenever it dies from a
+(forwarded; the job has `notice_s` to checkpoint, then it is killed; a terminal's Ctrl-C reaches the
+job too, which transient.protocol's JobCheckpoints takes as the same notice), restarts the job whenever it dies from a
 preemption, and logs every event with its time to `events.jsonl` in the checkpoint directory.
 A job that exits 0 has finished, whenever it does so: during a notice's window (the runner's own, or
 an injected one) or at the instant its VM ends, that is success, never a preemption. The job's
@@ -175,8 +176,8 @@ class Runner:
 
     def _on_sigint(self, *_) -> None:
         """A first Ctrl-C is a notice, as a SIGTERM (the job saves and the run exits 75; the same
-        command goes on): it had killed the job at once, losing its work since the last checkpoint.
-        A second one stops at once."""
+        command goes on): it had ended the runner at once and killed the job, losing its work since
+        the last checkpoint. A second one stops at once."""
         self._notice_received = True
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -231,6 +232,8 @@ class Runner:
         proc = None
         try:
             while True:
+                if self._notice_received and proc is not None:  # a notice while the last attempt's VM
+                    return self._report(PREEMPTED_EXIT, attempts, preemptions, notices, lost)  # lived out
                 attempts += 1
                 if attempts > self.max_restarts + 1:
                     raise RunnerError(f"gave up after {self.max_restarts} restarts")
@@ -238,10 +241,7 @@ class Runner:
                         if self.lifetimes is not None else float("inf"))
                 # a runner killed outright (kill -9) sends its job the notice: it checkpoints and stops
                 # instead of running on beside the next runner of this folder
-                # in a process group of its own: a terminal's Ctrl-C reaches the runner alone, which
-                # gives the job one notice (with the Ctrl-C too, a job that stops at a second signal did)
-                proc = subprocess.Popen(self.command, env=env, stdout=STDERR_FD, preexec_fn=notice_when_parent_dies,
-                                        process_group=0)
+                proc = subprocess.Popen(self.command, env=env, stdout=STDERR_FD, preexec_fn=notice_when_parent_dies)
                 saved_before = self._checkpoints
                 attempt = _Attempt(attempts, time.monotonic())
                 began = self._last_save = attempt.began
@@ -356,8 +356,8 @@ class Runner:
         median_s = float(np.median(draws)) / self.time_scale
         if median_s <= 2 * self.notice_s:
             log.warning("the notice (%.3g s) is at least half the median VM life on this clock (%.3g s at "
-                        "--time-scale %g): most injected preemptions warn as the job starts; give a shorter "
-                        "--notice or a smaller --time-scale", self.notice_s, median_s, self.time_scale)
+                        "--time-scale %g): most injected preemptions come as the job starts, and a VM does little "
+                        "work; give a shorter --notice or a smaller --time-scale", self.notice_s, median_s, self.time_scale)
 
     def _lost_at_stop(self, attempt: _Attempt, began: float, stopped: float) -> float:
         """The work an attempt stopped at `stopped` lost since its last checkpoint; for a job that

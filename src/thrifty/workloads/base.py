@@ -73,12 +73,14 @@ class Workload:
         return metric >= target if self.higher_is_better else metric <= target
 
     def unreachable(self, target: float, label: str) -> str | None:
-        """Why `target` can never be met, where the metric's range is known: thrifty's own accuracy
+        """Why `target` is no target (never met, or met at once), where the metric's range is known: thrifty's own accuracy
         (classification_accuracy) is a fraction in [0, 1] (`--target 95` trained to its epoch cap).
         `label`: the workload as the user named it."""
         if self.evaluate is not classification_accuracy or not math.isfinite(target) or 0.0 <= target <= 1.0:
             return None  # a NaN or infinite one is train.config's to refuse
         hint = f" (did you mean {target / 100:g}?)" if 1.0 < target <= 100.0 else ""
+        if target < 0.0:
+            return f"--target {target:g} is met by any model: {label}'s accuracy is a fraction in [0, 1]"
         return f"--target {target:g} can never be met: {label}'s accuracy is a fraction in [0, 1]{hint}"
 
     def batch(self, indices: torch.Tensor, device: torch.device | None = None) -> Batch:
