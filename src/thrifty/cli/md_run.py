@@ -39,8 +39,8 @@ def _finished_here(out: Path, force: bool, this_run: dict) -> dict | None:
     returned: the command repeated has nothing to do (and under `thrifty run`, a VM taken back after
     the job ended restarts it: the job is done, not failed). Another finished run there is refused
     unless --force (whose run removes, once it has finished, what the old one left that it did not
-    write: _remove_stale_outputs; the checkpoint folder is used as always: a checkpoint of another
-    run is refused)."""
+    write: _remove_stale_outputs; and at its start the checkpoints the finished run left:
+    _drop_finished_runs_checkpoints; a checkpoint of another run is refused as always)."""
     from thrifty.md.runs import SUMMARY_FILE
     path = out / SUMMARY_FILE
     if not path.exists() or force:
@@ -58,7 +58,7 @@ def _remove_stale_outputs(out: Path, started_ns: int) -> None:
     """After a --force run has finished: the replaced run's outputs (md.runs.RUN_OUTPUT_FILES) that
     this one did not write again. A run of another system had left profiles.csv and params.json
     for train-surrogate to take as its own; removed only now, a run refused or stopped on its way
-    destroys nothing (thermo.csv, which a resume trims, included)."""
+    destroys no output (thermo.csv, which a resume trims, included)."""
     from thrifty.md.runs import RUN_OUTPUT_FILES
     for name in RUN_OUTPUT_FILES:
         path = out / name
@@ -70,7 +70,9 @@ def _drop_finished_runs_checkpoints(out: Path, checkpoints: Path) -> None:
     """--force over a finished run: the checkpoints written before its summary are the finished
     run's (one left by a notice on its way): a fresh run must not resume from them (`--force` over
     a run that was once interrupted was refused: "the checkpoint ... is at step 7,500, beyond
-    --steps 5,000"). Newer ones are an unfinished --force run's own, which the same command resumes."""
+    --steps 5,000"). Newer ones are an unfinished --force run's own, which the same command resumes.
+    Told apart by modification time: checkpoints copied back from elsewhere after the summary count
+    as the unfinished run's."""
     from thrifty.md.runs import SUMMARY_FILE
     from thrifty.transient.protocol import checkpoint_files
     summary = out / SUMMARY_FILE
