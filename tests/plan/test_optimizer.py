@@ -264,13 +264,28 @@ def _step_shares(d):
     return min(training / d["predicted_time_s"], 1.0), min(training / max(d["predicted_time_s"], 60.0), 1.0)
 
 
+def _roofline_share(hw: Hardware, vm: VMType, nodes: int, workers: int, local: int) -> float:
+    """d log T / d log T_kernels = T_c^g / (T_c^g + T_n^g) where the kernels set the compute, else 0
+    (the GPU branch of _step_time_s)."""
+    rp = load_params()[0]
+    kernels = _roofline_compute_s(hw.gpu(vm), local)
+    if kernels < INPUT_S * local / (vm.vcpus / vm.accelerator_count):
+        return 0.0
+    latency = 30e-6 if nodes > 1 else 5e-6
+    bandwidth = hw.network_gbps(vm) if nodes > 1 else hw.gpu(vm).interconnect_gbps * rp.allreduce_efficiency
+    network, g = _ring_allreduce_s(workers, bandwidth, latency), rp.overlap_g
+    return kernels**g / (kernels**g + network**g)
+
+
 def _grouped_sigmas(request: PlanRequest, key: tuple, d: dict, noise: float) -> dict:
     """plan.candidates / plan.ties: a GPU projection's (time, cost) resolutions against a projection
-    onto another GPU and onto its own, from its step interval less the calibrated error they share
-    (+-1.645 x other_gpu_sigma_log, same_gpu_sigma_log about the point: the job's steps here are
-    exact), through the wall time (start-up, spot restarts) and the billed minute."""
+    onto another GPU and onto its own, from its step interval less the calibrated error they share:
+    +-1.645 x (the level's deviation on the roofline's share of the step, the whole held-out one
+    on the rest) about the point (the job's steps here are exact), through the wall time (start-up,
+    spot restarts) and the billed minute."""
     calibration = load_params()[1]
     vm = next(vm for vm in VMS if vm.instance_type == key[0])
+    share = _roofline_share(Hardware.load(), vm, key[1], d["workers"], d["local_batch"])
     startup = request.startup_s if request.startup_s is not None else DEFAULT_STARTUP_S[vm.cloud]
     nodes, spot = key[1], key[3]
     price = vm.spot_price_per_hour if spot else vm.price_per_hour
@@ -279,7 +294,8 @@ def _grouped_sigmas(request: PlanRequest, key: tuple, d: dict, noise: float) -> 
     for name in ("other_gpu", "same_gpu"):
         times = []
         for sign in (-1, 1):
-            work = d["steps"] * d["step_time_s"] * math.exp(sign * 1.6448536269514722 * calibration[f"{name}_sigma_log"])
+            sigma = math.hypot(calibration[f"{name}_sigma_log"] * share, calibration["held_out_sigma_log"] * (1 - share))
+            work = d["steps"] * d["step_time_s"] * math.exp(sign * 1.6448536269514722 * sigma)
             times.append(startup + work * (1 + (_spot_overhead(work, nodes) if spot else 0.0)))
         costs = [max(t, 60.0) * nodes * price / 3600 for t in times]
         out[name] = (_sigma(*times, noise * in_time), _sigma(*costs, noise * in_cost))
@@ -290,8 +306,9 @@ def _grouped_sigmas(request: PlanRequest, key: tuple, d: dict, noise: float) -> 
 def test_best_choice_and_pareto_front_match_brute_force(request_):
     """The pick and the front, recomputed from the brute-force points with the tie rule written out
     (the resolutions from the planner's own intervals, and for two GPU projections from the part
-    of their error they do not share). Mutation caught: the grouped resolutions ignored (the
-    GPU projections' whole calibrated error between two A100 or two T4 plans)."""
+    of their error they do not share). Mutations caught: the grouped resolutions ignored (the
+    GPU projections' whole calibrated error between two A100 or two T4 plans); the roofline's
+    share left out (the all-reduce's part at the level's deviation too)."""
     result = plan(VMArrays.build(VMS, Hardware.load()), _job(), request_)
     noise = _job().step_time.sigma_log
     described = {(d["instance_type"], d["nodes"], d["global_batch"], d["spot"]): d
@@ -451,7 +468,7 @@ def test_a_cpu_projection_interval_holds_the_serial_fractions_sd_and_the_launch_
     vmx = VMArrays.build(VMS[:1], Hardware.load())  # c5.2xlarge: 8 vCPUs, projected
     job = _job()
     one = (np.zeros(1, int), np.ones(1), np.ones(1), np.full(1, 16.0), PlanRequest())
-    step, low, high, measured, _ = predict_step_times(vmx, job, *one)
+    step, low, high, measured, _, _ = predict_step_times(vmx, job, *one)
     half = float(np.log(high / step)[0]) / 1.6448536269514722
     serial = (1 - 1 / 8) / (0.3 + 0.7 / 8) * 0.02  # d log T / ds x sd at b = 16, 8 threads
     assert not measured[0]
@@ -472,8 +489,8 @@ def test_a_busy_profiles_cpu_projection_reaches_perfect_scaling_below_and_keeps_
     job = _job()
     busy = dataclasses.replace(job, thread_scaling=dataclasses.replace(job.thread_scaling, contended=True))
     one = (np.zeros(1, int), np.ones(1), np.ones(1), np.full(1, 16.0), PlanRequest())
-    step, low, high, _, _ = predict_step_times(vmx, job, *one)
-    busy_step, busy_low, busy_high, _, _ = predict_step_times(vmx, busy, *one)
+    step, low, high, _, _, _ = predict_step_times(vmx, job, *one)
+    busy_step, busy_low, busy_high, _, _, _ = predict_step_times(vmx, busy, *one)
     assert busy_step[0] == step[0] and busy_high[0] == high[0]
     assert busy_low[0] == pytest.approx(low[0] / (8 * (0.3 + 0.7 / 8)))  # s = 0.3 at b = 16: T(8; 0) / T(8; s)
 
@@ -511,7 +528,7 @@ def test_a_cpu_projection_widens_beyond_the_profiled_local_batches():
     ones = np.ones(len(local))
 
     def widths(job):
-        _, low, high, measured, _ = predict_step_times(vmx, job, np.full(len(local), cpu), ones, ones, local,
+        _, low, high, measured, _, _ = predict_step_times(vmx, job, np.full(len(local), cpu), ones, ones, local,
                                                        PlanRequest(max_workers=1))
         assert not measured.any()
         return np.log(high / low)
@@ -588,3 +605,27 @@ def test_gpus_of_one_die_are_one_error_group():
     group = {vms[int(v)].accelerator: int(g) for v, g in zip(c.vm_index, c.error_group, strict=True)}
     assert group["A100"] == group["A100-80GB"] and group["H100"] == group["H100-MEGA"]
     assert len({group["A100"], group["T4"], group["H100"]}) == 3 and group[None] == -1
+
+
+def test_only_the_roofline_share_of_a_step_is_resolved_at_the_shared_deviation():
+    """Against a projection onto the same die, a GPU plan's step interval is +-1.645 x
+    hypot(same_gpu x s, held_out x (1 - s)) with s = d log T / d log T_kernels: the all-reduce's
+    part of a step and an input-bound rank's whole step keep the whole calibrated error (the
+    calibration's rows, single machines, never measured them apart). Mutations caught: s taken as
+    1 (the all-reduce at the shared deviation); an input-bound rank grouped as a roofline one."""
+    import dataclasses
+
+    from thrifty.plan.candidates import predict_step_times
+    vmx, request = VMArrays.build(VMS, Hardware.load()), PlanRequest(max_workers=4, spot="never", startup_s=0.0)
+    calibration, z = load_params()[1], 1.6448536269514722
+    for job, bound in ((_job(), True), (dataclasses.replace(_job(), input_s_per_sample=1.0), False)):
+        c = plan(vmx, job, request).candidates
+        share = predict_step_times(vmx, job, c.vm_index, c.nodes, c.workers, c.local_batch, request)[5]
+        gpu = c.error_group >= 0
+        assert gpu.any() and (0 < share[gpu]).all() == bound and (share[gpu] < 1).any() and (share[gpu] <= 1).all()
+        half = np.log(c.against_same_gpu.time_high_s[gpu] / c.time_s[gpu]) / z
+        expected = np.hypot(calibration["same_gpu_sigma_log"] * share[gpu],
+                            calibration["held_out_sigma_log"] * (1 - share[gpu]))
+        np.testing.assert_allclose(half, expected, rtol=1e-9)
+        if not bound:  # input-bound: the whole error, as against anything
+            np.testing.assert_allclose(c.against_same_gpu.time_high_s[gpu], c.time_high_s[gpu], rtol=1e-12)

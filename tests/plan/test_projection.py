@@ -246,7 +246,7 @@ def test_bigger_cpu_vms_are_faster_but_not_linearly_and_cost_more(profiled_db):
     from thrifty.plan import PlanRequest
     from thrifty.plan.candidates import predict_step_times
     job, vmx, vms = _digits_on_two_c5(profiled_db, [16.0, 256.0], [0.2, 0.1])
-    step, low, high, measured, threads = predict_step_times(
+    step, low, high, measured, threads, _ = predict_step_times(
         vmx, job, np.arange(2), np.ones(2), np.ones(2), np.full(2, 64.0), PlanRequest())
     small, big = step
     assert not measured.any() and list(threads) == [8, 96]
@@ -382,7 +382,7 @@ def test_only_the_profiled_cpu_type_is_measured_not_its_gpu_variants(profiled_db
     vms = [vm for vm in load_catalog() if vm.instance_type == "n1-standard-4"]
     assert any(vm.is_gpu for vm in vms) and any(not vm.is_gpu for vm in vms)
     count = len(vms)
-    step, _, _, measured, threads = predict_step_times(
+    step, _, _, measured, threads, _ = predict_step_times(
         VMArrays.build(vms, Hardware.load()), job, np.arange(count), np.ones(count), np.ones(count),
         np.full(count, 32.0), PlanRequest())
     assert list(measured) == [not vm.is_gpu for vm in vms]

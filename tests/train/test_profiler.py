@@ -78,7 +78,7 @@ def _profile_intervals(allow_busy: bool):
                           train_size=profile.train_size, calibration=None, meta=profile.meta,
                           recipe={"epochs": 3, "batch": 32, "min_batch": 1, "max_batch": 1024, "source": "test"})
     vmx = VMArrays.build([vm for vm in load_catalog() if vm.instance_type == "c5.24xlarge"][:1], Hardware.load())
-    _, low, high, _, _ = predict_step_times(vmx, job, np.zeros(1, int), np.ones(1), np.ones(1), np.full(1, 32.0),
+    _, low, high, _, _, _ = predict_step_times(vmx, job, np.zeros(1, int), np.ones(1), np.ones(1), np.full(1, 32.0),
                                             PlanRequest())
     model_low, model_high = job.step_time.interval(1, 1, 32)
     return (float(model_low), float(model_high)), (float(low[0]), float(high[0])), profile.meta

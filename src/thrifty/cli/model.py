@@ -226,7 +226,7 @@ def project(
         raise ThriftyError(f"local batch {max(batches)} does not fit in the memory of one "
                            f"{'GPU' if vm.is_gpu else 'VM'} of {vm.label} (at most {fits} at {precision})")
     count = len(batches)
-    step, low, high, measured, _ = predict_step_times(
+    step, low, high, measured, _, _ = predict_step_times(
         vmx, job, np.zeros(count, int), np.full(count, float(nodes)), np.full(count, float(ranks)),
         np.array(batches, float), request)
     rows: list[dict[str, Any]] = [{"cloud": vm.cloud, "instance_type": vm.instance_type,

@@ -233,7 +233,10 @@ def contended_low_factor(vmx: VMArrays, job: JobModel, v: np.ndarray, local: np.
 def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.ndarray,
                        workers: np.ndarray, local: np.ndarray,
                        request: PlanRequest) -> tuple[np.ndarray, ...]:
-    """(step time, low, high, measured, threads per rank) per candidate, 90% intervals."""
+    """(step time, low, high, measured, threads per rank, roofline share) per candidate, 90%
+    intervals. The roofline share is d log T / d log T_gpu: how much of a relative error in the GPU's
+    kernel time (the calibrated roofline's) moves the step; 0 where the step is not the roofline's
+    (CPU VMs, the profiled machine, an input-bound GPU rank), below 1 by the all-reduce's part."""
     model = job.step_time
     measured = np.array([vm.instance_type == job.profiled_instance_type and not vm.is_gpu
                          for vm in vmx.vms])[v]
@@ -245,6 +248,7 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     if job.thread_scaling is None:
         threads = np.where(measured, job.threads_per_rank, threads)
     compute = np.zeros(v.shape)  # the measured machine's entries use the fitted model instead
+    roofline_bound = np.zeros(v.shape, bool)  # a GPU rank whose kernels, not its inputs, set its compute
     cpu = ~is_gpu & ~measured
     if np.any(cpu):
         if job.thread_scaling is None:
@@ -261,14 +265,17 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
         # prefetching), so a step takes the longer of the two; cost per sample measured here, on
         # the rank's share of the vCPUs (half a vCPU a rank makes inputs at half a core's rate)
         inputs = job.input_s_per_sample * local[is_gpu] / vmx.vcpus_per_rank[v][is_gpu]
-        compute[is_gpu] = np.maximum(
-            _gpu_compute_s(vmx, job, v[is_gpu], local[is_gpu], request.precision, params), inputs)
+        kernels = _gpu_compute_s(vmx, job, v[is_gpu], local[is_gpu], request.precision, params)
+        compute[is_gpu] = np.maximum(kernels, inputs)
+        roofline_bound[is_gpu] = kernels >= inputs
     bandwidth = np.where(nodes > 1, vmx.inter_gbps[v],
                          vmx.intra_gbps[v] * np.where(is_gpu, params.allreduce_efficiency, 1.0))
     latency = np.where(nodes > 1, INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S)
     network = ring_allreduce_time_s(workers, job.gradient_bytes, bandwidth, latency)
     g = np.where(is_gpu, params.overlap_g, model.params[PARAM_NAMES.index("overlap_g")])
     projected = (compute**g + network**g) ** (1.0 / g)
+    with np.errstate(invalid="ignore", divide="ignore"):  # d log T / d log T_c = T_c^g / (T_c^g + T_n^g)
+        roofline_share = np.where(roofline_bound & ~measured, np.nan_to_num(compute**g / projected**g), 0.0)
     # projections: the calibrated held-out error (GPU); on CPU VMs the stated family-factor
     # assumption, the serial fraction's sd (delta method, perf.cpu) and the measured times' launch spread
     sigma = np.full(v.shape, float(calibration["held_out_sigma_log"]))
@@ -292,7 +299,7 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     on = np.flatnonzero(measured)  # the profiled machine: the fitted model and its own interval
     if on.size:
         step[on], low[on], high[on] = profiled_machine_step(job, nodes[on], workers[on], local[on], threads[on])
-    return step, np.minimum(low, step), np.maximum(high, step), measured, threads
+    return step, np.minimum(low, step), np.maximum(high, step), measured, threads, roofline_share
 
 
 def profiled_machine_step(job: JobModel, nodes: np.ndarray, workers: np.ndarray, local: np.ndarray,
@@ -404,7 +411,8 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     v, nodes, batch, spot = enumerate_candidates(vmx, job, request)
     workers = nodes * vmx.ranks[v]
     local = np.ceil(batch / workers)  # the slowest rank holds the largest share
-    step, step_low, step_high, measured, threads = predict_step_times(vmx, job, v, nodes, workers, local, request)
+    step, step_low, step_high, measured, threads, roofline_share = predict_step_times(
+        vmx, job, v, nodes, workers, local, request)
     searched = apply_search_probes(vmx, probes, v, nodes, workers, batch, step, step_low, step_high, measured)
     measured = measured | searched
     step_low_unshared = step_low / contended_low_factor(vmx, job, v, local, searched)
@@ -441,9 +449,16 @@ def evaluate(vmx: VMArrays, job: JobModel, request: PlanRequest,
     projected = error_group >= 0
 
     def against_gpu(name):
-        """Bounds with a GPU projection's step interval less the error shared with `name`."""
-        half = float(load_params()[1][name]) * float(ndtri(0.95))
-        return bounds(unshared, projected, step * np.exp(-half), step * np.exp(half))
+        """Bounds with a GPU projection's step interval less the error shared with `name`: the
+        roofline's part of the step (roofline_share) at `name`'s deviation, the rest (all-reduce,
+        inputs: the calibration's rows, single machines, did not measure them apart) at the whole."""
+        calibration = load_params()[1]
+        share = roofline_share[projected]
+        half = float(ndtri(0.95)) * np.hypot(float(calibration[name]) * share,
+                                             float(calibration["held_out_sigma_log"]) * (1.0 - share))
+        low, high = step.copy(), step.copy()
+        low[projected], high[projected] = step[projected] * np.exp(-half), step[projected] * np.exp(half)
+        return bounds(unshared, projected, low, high)
     return Candidates(vm_index=v, nodes=nodes, workers=workers, global_batch=batch, local_batch=local,
                       spot=spot, price_per_hour=price, measured=measured, searched=searched,
                       threads_per_rank=threads,

@@ -24,9 +24,9 @@ were a cost tie and the plan recommended the dearer one.
 Candidate a beats b on a measure only when a's value is below b's by more than a's resolution
 against b: ln(b / a) > sigma_a (less what a and b share): one prediction's deviation, for every
 pair alike, not their difference's (sqrt 2 larger for two unshared errors), as the
-one-standard-error rule takes it. The calibration's rows are single machines (1 and 8 GPUs): the
-share of a multi-node plan's step that its inter-node all-reduce makes, and of an input-bound
-plan's that its host makes, are taken to share the GPU's error too. Within it the other measure decides, the one-standard-error rule of model
+one-standard-error rule takes it. The calibration's rows are single machines (1 and 8 GPUs), so
+only the roofline's share of a step (plan.candidates: d log T / d log T_kernels) is resolved at the
+shared deviation; the all-reduce's part, and an input-bound rank's whole step, keep the whole. Within it the other measure decides, the one-standard-error rule of model
 selection (Breiman et al. 1984, "Classification and Regression Trees", 3.4.3; Hastie, Tibshirani &
 Friedman, "The Elements of Statistical Learning", 7.10): of the configurations whose time is within
 one standard error of the fastest, the cheapest; of those whose cost is within one of the cheapest,
