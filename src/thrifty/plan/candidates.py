@@ -274,8 +274,9 @@ def predict_step_times(vmx: VMArrays, job: JobModel, v: np.ndarray, nodes: np.nd
     network = ring_allreduce_time_s(workers, job.gradient_bytes, bandwidth, latency)
     g = np.where(is_gpu, params.overlap_g, model.params[PARAM_NAMES.index("overlap_g")])
     projected = (compute**g + network**g) ** (1.0 / g)
-    with np.errstate(invalid="ignore", divide="ignore"):  # d log T / d log T_c = T_c^g / (T_c^g + T_n^g)
-        roofline_share = np.where(roofline_bound & ~measured, np.nan_to_num(compute**g / projected**g), 0.0)
+    roofline_share = np.zeros(v.shape)  # d log T / d log T_c = T_c^g / (T_c^g + T_n^g); a kernel takes >= its launch
+    gb = g[roofline_bound]
+    roofline_share[roofline_bound] = compute[roofline_bound] ** gb / projected[roofline_bound] ** gb
     # projections: the calibrated held-out error (GPU); on CPU VMs the stated family-factor
     # assumption, the serial fraction's sd (delta method, perf.cpu) and the measured times' launch spread
     sigma = np.full(v.shape, float(calibration["held_out_sigma_log"]))

@@ -317,11 +317,9 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     # before the store and Ray: a bad one had failed the first run
     check_writable_dir(work, "--work-dir" if o.work_dir else "the default --work-dir (beside --db)")
     runs_to_do = runs_the_campaign_does(o.sampler, parameter_space, o.budget_runs)  # the progress bar's total
-    if o.sampler == "grid":  # after every refusal: a warning, then one line (it had ended at 6/8 in silence)
-        points = runs_to_do
-        if points < o.budget_runs:
-            log.warning("the grid has %d point%s: the campaign ends there, short of --budget-runs %d",
-                        points, "" if points == 1 else "s", o.budget_runs)
+    if runs_to_do < o.budget_runs:  # a grid's points; after every refusal (it had ended at 6/8 in silence)
+        log.warning("the grid has %d point%s: the campaign ends there, short of --budget-runs %d",
+                    runs_to_do, "" if runs_to_do == 1 else "s", o.budget_runs)
     outcome = None
     if not ran_here:  # another campaign's run folders: refused before anything is written
         check_owner(work, o.db, o.campaign)
