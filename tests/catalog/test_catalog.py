@@ -174,6 +174,15 @@ def test_no_vm_offers_spot_dearer_than_on_demand_and_gpu_counts_are_real():
     assert nd_h100.accelerator_count == 8
 
 
+def test_gcp_types_sold_as_spot_or_flex_start_only_are_not_offered():
+    """a3-highgpu-1g/2g/4g have no on-demand offer on Google Cloud, and the bundled H100 rows' spot
+    prices are refused (above on-demand): no VM of them, so no plan names one (data/HARDWARE.md).
+    Pairing them again with their H100 rows puts them back and fails this."""
+    gcp = {vm.instance_type for vm in load_catalog() if vm.cloud == "gcp"}
+    assert "a3-highgpu-8g" in gcp
+    assert {"a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"}.isdisjoint(gcp)
+
+
 def test_gcp_accelerator_counts_match_the_pairing_table():
     import fnmatch
     rules = _pairing_rows()
