@@ -399,6 +399,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         "--workload {in}/evaluate_breaks.py", "evaluate broke")
     add("train --resume nothing to resume", f"{train} --resume", "checkpoint not found")
     add("train --resume asp", f"{train} --resume --mode asp", "--resume is for --mode bsp")
+    add("train --resume-if-any asp", f"{train} --resume-if-any --mode asp", "--resume-if-any is for --mode bsp")
+    add("train --resume-if-any --force", f"{train} --resume-if-any --force",
+        "give --resume-if-any (continue the run) or --force (start over), not both")
     add("train --precision fp8", f"{train} --precision fp8", "unknown precision 'fp8'")
     add("train --device gpu0", f"{train} --device gpu0", "not a device")
     add("train --device tpu", f"{train} --device xla", "thrifty trains on cpu or cuda")

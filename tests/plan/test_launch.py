@@ -89,6 +89,14 @@ def test_thrifty_train_itself_parses_the_launch_lines(changes):
             ("builtin:digits", choice["global_batch"], float(epochs_text(choice["epochs"])), choice["until_target"])
         if choice["accelerator"]:
             assert params["precision"] == choice["precision"]
+    # the same line run again continues its run (the torchrun line, an on-demand task); a spot
+    # task's THRIFTY_CHECKPOINT_DIR implies as much (mutation caught: the flag on no line, or on
+    # the spot task too)
+    task = skypilot_task(choice, "builtin:digits")
+    resumes = [command.make_context("thrifty train", _train_arguments(text)).params["resume_if_any"]
+               for text in (torchrun_command(choice, "builtin:digits"), task["run"])]
+    assert resumes == [True, not choice["spot"]]
+    assert ("envs" in task) == choice["spot"]
 
 
 def test_epochs_are_printed_plainly_and_never_rounded_down():

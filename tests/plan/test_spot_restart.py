@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: MIT
 """A spot plan's SkyPilot task survives its VMs. Its run section runs here as SkyPilot runs it
-(the task's envs, SKYPILOT_* variables, one working folder per VM) on loopback, with a folder of
-tmp_path as the bucket; killed or warned mid-run, and run again on "new VMs" (fresh working
-folders: only the bucket carries over), it resumes from the newest checkpoint in the bucket and
-ends with the parameters of an uninterrupted run (a SkyPilot managed job restarts setup and run
-the same way after a preemption)."""
+(the task's envs, SKYPILOT_* variables, one working folder and home per VM) on loopback, with a
+folder of tmp_path as the bucket; killed or warned mid-run, and run again on "new VMs" (fresh
+working folders: only the bucket carries over), it resumes from the newest checkpoint in the bucket
+and ends with the parameters of an uninterrupted run (a SkyPilot managed job restarts setup and run
+the same way after a preemption). An on-demand plan's task, launched again on its cluster (the
+same working folder), continues the same way from its run directory."""
 
 import json
 import os
@@ -60,8 +61,8 @@ class Cluster:
         self.script = self.script.rstrip("\n") + f" {extra}\n"  # the training line is the last one
         self.nodes, self.vms = task["num_nodes"], vms
         self.env = {key: value for key, value in os.environ.items() if key != ENV_DIR}
-        self.env.update({key: value.replace(MOUNT_PATH, str(bucket), 1) for key, value in task["envs"].items()})
-        self.folder = Path(self.env[ENV_DIR])  # the plan's folder in the bucket
+        self.env.update({key: value.replace(MOUNT_PATH, str(bucket), 1) for key, value in task.get("envs", {}).items()})
+        self.folder = Path(self.env[ENV_DIR]) if ENV_DIR in self.env else None  # a spot plan's folder in the bucket
         self.env.update({"PATH": f"{fake_bin(vms, quiet=True)}:{Path(sys.executable).parent}:{os.environ['PATH']}",
                          "GLOO_SOCKET_IFNAME": "lo", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
                          "PYTHONUNBUFFERED": "1", "SKYPILOT_NODE_IPS": "\n".join(["127.0.0.1"] * self.nodes),
@@ -70,11 +71,13 @@ class Cluster:
         self.node_vms: list[Path] = []
 
     def start(self, attempt: str) -> None:
-        """Every node's run section, each in a fresh working folder (a new VM)."""
+        """Every node's run section, each in the working folder, also its home, of `attempt`'s VM
+        (a new one for a new name; the same one, as `sky launch` on a cluster that is up, for a
+        name used before)."""
         self.procs, self.node_vms = [], [self.vms / f"{attempt}-node{rank}" for rank in range(self.nodes)]
         for rank, vm in enumerate(self.node_vms):
-            vm.mkdir(parents=True)
-            env = {**self.env, "SKYPILOT_NODE_RANK": str(rank), VM_MARKER: str(vm)}
+            vm.mkdir(parents=True, exist_ok=True)
+            env = {**self.env, "SKYPILOT_NODE_RANK": str(rank), VM_MARKER: str(vm), "HOME": str(vm)}
             self.procs.append(subprocess.Popen(["bash", "-c", self.script], cwd=vm, env=env, text=True,
                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE))
 
@@ -174,4 +177,25 @@ def test_a_notice_to_one_node_saves_a_checkpoint_and_every_node_resumes_from_it(
     assert 5 <= _step(saved) < STEPS
     resumed = cluster.finish("restarted")
     assert resumed["resumed_at_step"] == _step(saved)
+    assert resumed["parameter_digests"] == reference_digests
+
+
+@pytest.mark.timeout(900)
+def test_an_on_demand_task_launched_again_on_its_cluster_continues_its_run(tmp_path, reference_digests):
+    """`sky launch` of an on-demand plan's task again on its cluster (the run died: a crash, a
+    stop) runs the task in the same working folder, whose run directory holds its checkpoints.
+    Mutation caught: the task's training line without --resume-if-any (plan.launch._train_args:
+    the second launch refused, "holds an earlier run's checkpoints")."""
+    task = skypilot_task(plan_choice(**{**SMALL_CPU_PLAN, "spot": False}), "builtin:digits")
+    cluster = Cluster(task, tmp_path / "bucket", tmp_path / "vms", f"{SHORT_RUN} --checkpoint-every 5")
+    assert cluster.folder is None  # no bucket: the checkpoints stay on the head node
+    cluster.start("cluster")
+    run_dir = cluster.node_vms[0] / ".thrifty" / "runs" / "train"
+    _wait_for(lambda: run_dir.is_dir() and checkpoint_files(run_dir), cluster.procs, "checkpoint in the run directory")
+    cluster.signal_node(0, signal.SIGKILL)
+    cluster.wait()
+    newest = _step(checkpoint_files(run_dir)[-1])
+    assert 5 <= newest < STEPS, "the run ended before it was killed: nothing to resume"
+    resumed = cluster.finish("cluster")
+    assert resumed["resumed_at_step"] == newest
     assert resumed["parameter_digests"] == reference_digests

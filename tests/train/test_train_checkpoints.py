@@ -81,3 +81,20 @@ def test_a_resumed_run_with_nothing_left_is_refused_unless_thrifty_run_restarted
     monkeypatch.setenv(ENV_DIR, str(tmp_path / "ck"))
     check_work_left(config, 44, 44)
     check_work_left(config, 30, 44, "accuracy 0.96 against 0.95")
+
+
+@pytest.mark.timeout(600)
+def test_resume_if_any_starts_a_run_and_the_same_command_again_continues_it(tmp_path, monkeypatch):
+    """`thrifty plan`'s on-demand task and torchrun line carry --resume-if-any: launched again in
+    its run directory, the job goes on from its checkpoint and ends as an uninterrupted run does.
+    Mutations caught: the flag ignored (train.checkpoint.resolved_resume returning the config: the
+    second run is refused for the earlier run's checkpoints), taken as --resume on an empty folder
+    (the first run refused: checkpoint not found)."""
+    monkeypatch.delenv(ENV_DIR, raising=False)  # not under thrifty run, which implies a resume
+    config = replace(BASE, steps=10, checkpoint_every=5, resume_if_any=True, run_dir=tmp_path / "job")
+    first = run_training(config)
+    assert first.get("resumed_at_step") is None
+    again = run_training(replace(config, steps=20))
+    assert again["resumed_at_step"] == 10
+    whole = run_training(replace(BASE, steps=20, checkpoint_every=5, run_dir=tmp_path / "whole"))
+    assert again["parameter_digests"] == whole["parameter_digests"]

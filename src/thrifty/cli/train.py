@@ -100,6 +100,8 @@ def train(
     keep_checkpoints: Annotated[int, typer.Option(help="Newest checkpoints kept (a damaged one falls back)")] = 2,
     run_dir: Annotated[Path, typer.Option(help="Checkpoint, CSV, plots")] = Path(".thrifty/runs/train"),
     resume: Annotated[bool, typer.Option(help="Continue from the newest intact checkpoint (implied under thrifty run)")] = False,
+    resume_if_any: Annotated[bool, typer.Option(
+        help="--resume where the run holds a checkpoint, else start: the same command starts and continues a job")] = False,
     force: Annotated[bool, typer.Option(
         help="Start over in a --run-dir that holds an earlier run's checkpoints (they are deleted)")] = False,
     sync_bn: Annotated[bool, typer.Option(help="Count-weighted synchronised BatchNorm")] = True,
@@ -130,10 +132,11 @@ def train(
         raise ThriftyError(f"unknown emulation {emulate!r}; choose sleep or cgroup")
     if b_max_rule not in RULES:
         raise ThriftyError(f"unknown --b-max-rule {b_max_rule!r}; choose memory or throughput")
-    if resume and mode == "asp":
-        raise ThriftyError("--resume is for --mode bsp")
-    if resume and force:
-        raise ThriftyError("give --resume (continue the run) or --force (start over), not both")
+    if (resume or resume_if_any) and mode == "asp":
+        raise ThriftyError(f"--resume{'-if-any' if resume_if_any and not resume else ''} is for --mode bsp")
+    if (resume or resume_if_any) and force:
+        raise ThriftyError(f"give --resume{'-if-any' if resume_if_any and not resume else ''} (continue the run) "
+                           "or --force (start over), not both")
     if mode == "asp" and (precision != "fp32" or device not in (None, "cpu")):
         raise ThriftyError("--mode asp trains in fp32 on the CPU; --device and --precision are for --mode bsp")
     if mode == "asp" and (until_target or step_stream is not None):  # a new user's pass: both were ignored
@@ -178,7 +181,7 @@ def train(
         capacities=float_list(capacities, "--capacities") if capacities else None,
         controller=ControllerSettings(dead_band=dead_band, every=adjust_every),
         eval_every=eval_every, until_target=until_target, target=target,
-        checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, run_dir=run_dir, resume=resume, force=force,
+        checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, run_dir=run_dir, resume=resume, resume_if_any=resume_if_any, force=force,
         sync_bn=sync_bn,
         seed=seed, progress=not json_out, step_stream=step_stream, device=device, precision=precision,
         loader_workers=loader_workers)
@@ -217,7 +220,7 @@ def train(
         except ThriftyError as failure:
             from thrifty.train.checkpoint import EarlierRunCheckpoints
             # say where the work it kept is (not when the folder is another run's, or in use)
-            if not resume and checkpoint_files(run_dir) and not isinstance(failure, (EarlierRunCheckpoints,
+            if not (resume or resume_if_any) and checkpoint_files(run_dir) and not isinstance(failure, (EarlierRunCheckpoints,
                                                                                      RunDirectoryBusy)):
                 raise ThriftyError(f"{failure}; the run's last checkpoint stays in {run_dir}: add --resume "
                                     f"to go on from it") from None

@@ -14,7 +14,9 @@ a bucket that every node mounts (plan.bucket), in the plan's own folder, named b
 THRIFTY_CHECKPOINT_DIR: there `thrifty train` writes its checkpoints (rank 0) and resumes from the
 newest intact one when the folder holds one, so the restarted task continues where the last
 checkpoint, or the last SIGTERM notice (train.preemption), left it. An on-demand plan's task is a
-plain cluster (`sky launch`) that checkpoints to its run directory on the head node.
+plain cluster (`sky launch`) that checkpoints to its run directory on the head node, and its
+training line, like the torchrun line, carries `--resume-if-any`: launched again on the same
+cluster (after a crash, a stop, a `sky launch` retried), it continues from that checkpoint.
 
 `choice` is `PlanResult.describe(i)`; a missing key is a bug and raises KeyError.
 """
@@ -71,14 +73,19 @@ def _ranks_per_node(choice: dict) -> int:
     return workers // nodes
 
 
-def _train_args(choice: dict, workload_arg: str) -> str:
+def _train_args(choice: dict, workload_arg: str, *, resume_if_any: bool) -> str:
     """`-m thrifty.train ...`; workload_arg is already shell-quoted. CPUs train at thrifty train's
-    default precision, fp32, what their step time was measured at."""
+    default precision, fp32, what their step time was measured at. `resume_if_any`: the same line
+    run again continues from the run directory's checkpoint (an on-demand task relaunched, a
+    torchrun line typed again after a crash) instead of being refused for it; a spot task's
+    THRIFTY_CHECKPOINT_DIR implies as much."""
     args = (f"-m {TRAIN_MODULE} --workload {workload_arg} --global-batch {choice['global_batch']} "
             f"--epochs {epochs_text(choice['epochs'])}")
     if choice["accelerator"]:
         args += f" --precision {choice['precision']}"
-    return args + " --until-target" if choice["until_target"] else args
+    if choice["until_target"]:
+        args += " --until-target"
+    return args + " --resume-if-any" if resume_if_any else args
 
 
 def _threads(choice: dict) -> int:
@@ -99,7 +106,7 @@ def torchrun_command(choice: dict, workload: str) -> str:
                       f"--rdzv-endpoint=${{HEAD_IP:?export HEAD_IP=the first node address}}:{RDZV_PORT}")
     workload_arg = shlex.quote(canonical_name(workload))
     return (f"OMP_NUM_THREADS={_threads(choice)} torchrun {rendezvous} --nproc-per-node={nproc} "
-            f"{_train_args(choice, workload_arg)}")
+            f"{_train_args(choice, workload_arg, resume_if_any=True)}")
 
 
 def project_root() -> Path | None:
@@ -191,7 +198,7 @@ def skypilot_task(choice: dict, workload: str, root: Path | None = None, bucket:
     run += [f"OMP_NUM_THREADS={_threads(choice)} torchrun --nnodes=$SKYPILOT_NUM_NODES "
             f"--nproc-per-node={per_node} --node-rank=$SKYPILOT_NODE_RANK "
             f"--master-addr=$HEAD_IP --master-port={RDZV_PORT} \\",
-            f"  {_train_args(choice, workload_arg)}"]
+            f"  {_train_args(choice, workload_arg, resume_if_any=not spot)}"]
     task: dict[str, Any] = {"name": "thrifty-train"}
     if root is not None:
         task["workdir"] = str(root)

@@ -82,6 +82,17 @@ def check_resumable(config: TrainConfig) -> int | None:
     return saved.get("step")
 
 
+def resolved_resume(config: TrainConfig) -> TrainConfig:
+    """--resume-if-any as --resume where the checkpoint folder holds a checkpoint (an intact one or
+    not: check_resumable then refuses a damaged or another workload's as --resume does), as a fresh
+    run where it holds none: the same command starts the job and, relaunched after a crash or a
+    stop, continues it (`thrifty plan`'s on-demand task and torchrun line; plan.launch)."""
+    if not config.resume_if_any or config.resume:
+        return config
+    directory = checkpoint_dir(config)
+    return replace(config, resume=bool(directory.is_dir() and checkpoint_files(directory)))
+
+
 def with_resumed_batch(config: TrainConfig) -> TrainConfig:
     """A --resume that gives no --global-batch continues at its checkpoint's (it had gone back to the
     workload's default: a run moved to 128 went on at 64); the config as it is otherwise, or when

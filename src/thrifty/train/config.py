@@ -42,6 +42,7 @@ class TrainConfig:
     run_dir: Path = Path(".thrifty/runs/train")
     checkpoint_dir: Path | None = None  # None: $THRIFTY_CHECKPOINT_DIR under `thrifty run`, else run_dir
     resume: bool = False  # implied under `thrifty run` when its directory holds a checkpoint
+    resume_if_any: bool = False  # resume where the checkpoint folder holds a checkpoint, else start (a relaunched task)
     force: bool = False  # a fresh run may delete the checkpoints of an earlier run in run_dir
     step_stream: Path | None = None  # rank 0 appends one JSON line per step (a supervisor follows it)
     sync_bn: bool = True

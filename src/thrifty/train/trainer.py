@@ -43,6 +43,7 @@ from thrifty.train.checkpoint import (
     checkpoint_dir,
     checkpoint_store,
     choose_checkpoint,
+    resolved_resume,
     restore,
     resume_log,
     save_checkpoint,
@@ -289,7 +290,7 @@ def _local_rank(rank: int, world_size: int, config: TrainConfig, **kwargs) -> di
 def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
     """Train on `config.workers` local processes; returns rank 0's summary. Raises Preempted
     after a notice, `thrifty run`'s or a SIGTERM (the checkpoint is saved; run again to resume)."""
-    config = check_config(with_resumed_batch(config), max_workers)
+    config = check_config(with_resumed_batch(resolved_resume(config)), max_workers)
     saved_step = check_resumable(config)
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
     os.environ["THRIFTY_RUN_TAG"] = tag
@@ -318,6 +319,11 @@ def train_torchrun_rank(config: TrainConfig) -> dict | None:
     Rank 0 holds its run directory and chooses the checkpoint to resume from. After a SIGTERM
     to any rank every rank saves and stops after the same step, and rank 0 raises Preempted."""
     with torchrun_group(config.device) as (rank, world), notice_on_sigterm() as signals:
+        if config.resume_if_any:  # rank 0's folder decides, for every node
+            resume = [resolved_resume(config).resume if rank == 0 else None]
+            if world > 1:
+                dist.broadcast_object_list(resume, src=0)
+            config = replace(config, resume=bool(resume[0]))
         if config.resume and config.global_batch is None:  # rank 0's checkpoint says it, to every node
             said = [with_resumed_batch(config).global_batch if rank == 0 else None]
             if world > 1:
