@@ -256,7 +256,7 @@ def test_a_gpu_the_bundled_specs_lack_is_given_with_gpus_wherever_it_is_asked_fo
     from thrifty.data import data_path
     catalog, gpus = tmp_path / "c.csv", tmp_path / "g.csv"
     catalog.write_text(HEADER + "acme,foo.big,8,64,X9,1,2.0,,us-x-1,us-x-1a\n")
-    gpus.write_text(data_path("gpus.csv").read_text() + "X9,X9,20,40,160,900,40,256,80,1000,1500,300\n")
+    gpus.write_text(data_path("gpus.csv").read_text() + "X9,X9,20,40,160,900,40,256,80,1000,1500,300,\n")  # capability blank: not judged
     _one_line_error(*run_cli("catalog", "show", "foo.big", "--catalog", catalog), "pass it with --gpus")
     code, out, err = run_cli("catalog", "show", "foo.big", "--catalog", catalog, "--gpus", gpus, "--json")
     assert code == 0, err
@@ -266,13 +266,14 @@ def test_a_gpu_the_bundled_specs_lack_is_given_with_gpus_wherever_it_is_asked_fo
 
 
 @pytest.mark.parametrize("t4_row, fragment", [
-    ("T4,T4,nan,,65,320,16,128,40,585,1590,70", "fp32_tflops must be a finite positive number"),
-    ("T4,T4,-8.1,,65,320,16,128,40,585,1590,70", "fp32_tflops must be a finite positive number"),
-    ("T4,T4,8.1,,65,inf,16,128,40,585,1590,70", "mem_bw_gbs must be a finite positive number"),
-    ("T4,T4,8.1,,65,320,0,128,40,585,1590,70", "memory_gib must be a finite positive number"),
-    ("T4,T4,8.1,,nan,320,16,128,40,585,1590,70", "fp16_tensor_tflops must be a finite positive number or blank"),
-    ("T4,T4,8.1,,65,320,16,128,40,,1590,70", "base_mhz must be a finite positive number, got ''"),
-    ("T4,T4,8.1,,65,320,16,128,40.5,585,1590,70", "sm_count must be a whole number"),
+    ("T4,T4,nan,,65,320,16,128,40,585,1590,70,7.5", "fp32_tflops must be a finite positive number"),
+    ("T4,T4,-8.1,,65,320,16,128,40,585,1590,70,7.5", "fp32_tflops must be a finite positive number"),
+    ("T4,T4,8.1,,65,inf,16,128,40,585,1590,70,7.5", "mem_bw_gbs must be a finite positive number"),
+    ("T4,T4,8.1,,65,320,0,128,40,585,1590,70,7.5", "memory_gib must be a finite positive number"),
+    ("T4,T4,8.1,,nan,320,16,128,40,585,1590,70,7.5", "fp16_tensor_tflops must be a finite positive number or blank"),
+    ("T4,T4,8.1,,65,320,16,128,40,,1590,70,7.5", "base_mhz must be a finite positive number, got ''"),
+    ("T4,T4,8.1,,65,320,16,128,40.5,585,1590,70,7.5", "sm_count must be a whole number"),
+    ("T4,T4,8.1,,65,320,16,128,40,585,1590,70,75", "compute_capability must read MAJOR.MINOR, such as 7.5"),
 ])
 def test_a_gpu_spec_that_is_not_a_finite_positive_number_is_refused_naming_gpu_and_column(run_cli, tmp_path,
                                                                                           t4_row, fragment):

@@ -163,6 +163,35 @@ def test_a_device_this_machine_lacks_or_a_bad_precision_is_one_clear_error():
         TrainConfig(precision="fp8")
 
 
+def test_a_gpu_this_torch_has_no_kernels_for_is_refused_before_its_first_kernel(monkeypatch):
+    """A V100 (7.0) under a build for sm_75 and later (PyPI's torch 2.13.0) is refused in one line as
+    its rank activates it and by the dry run (which had blamed the workload for the CUDA error);
+    a T4, and any GPU under a build with PTX at or below its capability, passes. CUDA is
+    stood in for: no GPU here. Mutations caught: the check not called in activate or dry_run; the
+    PTX entries read as binaries (an sm_90 GPU refused under compute_80 PTX)."""
+    from thrifty.train import runtime
+    from thrifty.train.dryrun import dry_run
+    from thrifty.workloads import load_workload
+    capability = {"value": (7, 0)}
+    archs = {"value": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]}
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: archs["value"])
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability["value"])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    gpu = Runtime(torch.device("cuda", 0), "fp32")
+    with pytest.raises(ThriftyError, match=r"cuda:0 \(Tesla V100-SXM2-16GB\) has compute capability 7.0, and "
+                                           r"torch .* has kernels for sm_75, sm_80, .* only: install a torch built"):
+        gpu.activate()
+    with pytest.raises(ThriftyError, match="has compute capability 7.0"):
+        dry_run(load_workload("builtin:digits"), gpu)
+    capability["value"] = (7, 5)
+    runtime.check_kernels_for(gpu.device)
+    capability["value"], archs["value"] = (9, 0), ["sm_70", "compute_80"]
+    runtime.check_kernels_for(gpu.device)  # PTX for 8.0 is compiled for a 9.0 GPU at load time
+    archs["value"] = []  # a build that lists nothing: not judged
+    runtime.check_kernels_for(gpu.device)
+
+
 @pytest.mark.timeout(400)
 def test_an_amp_run_with_a_schedule_resumes_exactly(tmp_path):
     """Two ranks, amp with early overflows (the scale backs off from 2^16) and a warm-up + cosine

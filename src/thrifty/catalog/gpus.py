@@ -28,6 +28,7 @@ class GPUSpec:
     base_mhz: float  # guaranteed at the TDP under a heavy load
     boost_mhz: float  # the clock the peak rates are quoted at
     tdp_w: float  # board power limit
+    compute_capability: tuple[int, int] | None = None  # (major, minor); None where the specs file gives none
 
     @property
     def has_bf16(self) -> bool:
@@ -77,6 +78,18 @@ GPU_SPEC_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", 
                     "interconnect_gbps", "sm_count", "base_mhz", "boost_mhz", "tdp_w")
 
 
+def _capability(row: dict[str, str], name: str) -> tuple[int, int] | None:
+    """`compute_capability` as (major, minor) from "7.5"; None where the column is blank or absent
+    (a user's specs file from before the column: nothing is then known of the GPU's kernels)."""
+    text = (row.get("compute_capability") or "").strip()
+    if not text:
+        return None
+    major, dot, minor = text.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit() and len(minor) == 1):
+        raise ValueError(f"{name}: compute_capability must read MAJOR.MINOR, such as 7.5, got {text!r}")
+    return int(major), int(minor)
+
+
 def gpu_spec(row: dict[str, str], name: str, interconnect_gbps: float) -> GPUSpec:
     """A GPUSpec from a CSV row with the columns of data/gpus.csv (or data/gpu/gpu_specs.csv);
     ValueError naming the GPU and the column where a value is not a finite positive number."""
@@ -86,7 +99,7 @@ def gpu_spec(row: dict[str, str], name: str, interconnect_gbps: float) -> GPUSpe
     spec = GPUSpec(name, _rate(row, "fp32_tflops", name), _rate(row, "tf32_tflops", name, optional=True),
                    _rate(row, "fp16_tensor_tflops", name, optional=True), _rate(row, "mem_bw_gbs", name),
                    _rate(row, "memory_gib", name), interconnect_gbps, int(sm_count), _rate(row, "base_mhz", name),
-                   _rate(row, "boost_mhz", name), _rate(row, "tdp_w", name))
+                   _rate(row, "boost_mhz", name), _rate(row, "tdp_w", name), _capability(row, name))
     if spec.base_mhz > spec.boost_mhz:
         raise ValueError(f"{name}: base_mhz must be at most boost_mhz")
     return spec

@@ -194,6 +194,7 @@ def project(
 
     from thrifty.catalog import Hardware, load_catalog
     from thrifty.catalog.names import accelerator_label, find_type, one_hardware
+    from thrifty.catalog.torch_cuda import task_torch_build
     from thrifty.pipeline import ProfileSettings, job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.candidates import max_local_batch, predict_step_times
@@ -219,6 +220,10 @@ def project(
         raise ThriftyError(f"--precision bf16 needs BF16 tensor cores (Ampere or later): {vm.label} has none; "
                            "use amp")
     vmx = VMArrays.build([vm], hw)
+    build = task_torch_build()
+    if build is not None and not vmx.trainable[0]:  # projected all the same: with an older torch the GPU trains
+        log.warning("%s: %s and its %s is %d.%d, so `thrifty plan` does not offer it", vm.label, build.describe(),
+                    hw.gpu(vm).name, *(hw.gpu(vm).compute_capability or (0, 0)))
     with Store(db) as store:
         job, _ = job_model(store, workload, step_time_only=True, settings=ProfileSettings(allow_busy=allow_busy))
     fits = int(max_local_batch(vmx, job, precision)[0])

@@ -28,6 +28,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from thrifty.catalog.hardware import Hardware
+from thrifty.catalog.torch_cuda import task_torch_build
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S, VMType
 from thrifty.errors import PlanError
 from thrifty.perf.allreduce import INTER_NODE_LATENCY_S, INTRA_NODE_LATENCY_S, ring_allreduce_time_s
@@ -74,13 +75,19 @@ class VMArrays:
     intra_gbps: np.ndarray
     price: np.ndarray
     spot_price: np.ndarray  # NaN where the catalog has none
+    # the torch the plan's task installs has kernels for the VM's GPU (catalog.torch_cuda); CPU VMs: True
+    trainable: np.ndarray
 
     @classmethod
     def build(cls, vms: Sequence[VMType], hardware: Hardware) -> "VMArrays":
+        """The arrays of `vms`; `trainable` for the torch installed here (plan.launch pins it)."""
         vms = list(vms)
         specs = {(vm.accelerator or "").lower(): hardware.gpu(vm) for vm in vms if vm.is_gpu}
         names = sorted(specs)
-        return cls(vms=vms, is_gpu=np.array([vm.is_gpu for vm in vms], bool),
+        build = task_torch_build()
+        trainable = [not vm.is_gpu or build is None or build.runs_on(specs[(vm.accelerator or "").lower()])
+                     for vm in vms]
+        return cls(vms=vms, is_gpu=np.array([vm.is_gpu for vm in vms], bool), trainable=np.array(trainable, bool),
                    ranks=np.array([vm.ranks_per_node for vm in vms], float),
                    vcpus_per_rank=np.array([vm.vcpus / vm.ranks_per_node for vm in vms], float),
                    cpu_factor=np.array([hardware.cpu_factor(vm) for vm in vms], float),
@@ -179,14 +186,15 @@ def max_local_batch(vmx: VMArrays, job: JobModel, precision: str) -> np.ndarray:
 
 
 def enumerate_candidates(vmx: VMArrays, job: JobModel, request: PlanRequest) -> tuple[np.ndarray, ...]:
-    """Index arrays (vm, nodes, global batch, spot) of the configurations that fit in memory."""
+    """Index arrays (vm, nodes, global batch, spot) of the configurations that fit in memory, on
+    VM types the task's torch can train on (VMArrays.trainable)."""
     max_nodes = int(request.max_workers)
     v, k, b, s = np.meshgrid(np.arange(len(vmx.vms)), np.arange(1, max_nodes + 1),
                              batch_grid(job, request), np.array([False, True]), indexing="ij")
     v, k, b, s = v.ravel(), k.ravel(), b.ravel(), s.ravel()
     workers = k * vmx.ranks[v]
     local = np.ceil(b / workers)
-    keep = (workers <= request.max_workers) & (b >= workers)
+    keep = (workers <= request.max_workers) & (b >= workers) & vmx.trainable[v]
     keep &= local <= max_local_batch(vmx, job, request.precision)[v]
     if request.spot == "never":
         keep &= ~s

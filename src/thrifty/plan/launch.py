@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import thrifty
+from thrifty.catalog.torch_cuda import installed_torch
 from thrifty.errors import PlanError
 from thrifty.plan.bucket import MOUNT_PATH, bucket_mount, default_bucket_name, run_folder
 from thrifty.transient.protocol import ENV_DIR
@@ -132,11 +133,10 @@ def _synced_workload(workload: str) -> tuple[str, dict[str, str]]:
 
 def _torch_pin() -> str:
     """The torch version that profiled the job; any torch where thrifty plans without one (its
-    planning core, from a profile stored elsewhere)."""
-    try:
-        return "torch==" + metadata.version("torch").split("+")[0]
-    except metadata.PackageNotFoundError:
-        return "torch"
+    planning core, from a profile stored elsewhere). Its CUDA build sets the GPUs a plan offers
+    (catalog.torch_cuda)."""
+    version = installed_torch()
+    return "torch" if version is None else f"torch=={version}"
 
 
 def training_requirements() -> list[str]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from thrifty.catalog.torch_cuda import task_torch_build
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S
 from thrifty.errors import PlanError
 from thrifty.perf.jobmodel import JobModel
@@ -139,13 +140,27 @@ def _confident(c: Candidates, request: PlanRequest, ok: np.ndarray) -> tuple[np.
     return ok, ("deadline", "budget")
 
 
+def _untrainable(vmx: VMArrays) -> str:
+    """Which GPUs of the catalog no plan offers because the task's torch has no kernels for them
+    (VMArrays.trainable), and why; empty when none."""
+    gpus = sorted({vm.accelerator for vm, ok in zip(vmx.vms, vmx.trainable, strict=True) if not ok and vm.accelerator})
+    build = task_torch_build()
+    if not gpus or build is None:
+        return ""
+    return (f"{', '.join(gpus)} left out: {build.describe()}, and a plan's task installs it "
+            f"(thrifty plan where an older torch is installed pins that one)")
+
+
 def plan(vmx: VMArrays, job: JobModel, request: PlanRequest, probes: Iterable[dict] = ()) -> PlanResult:
     """Evaluate every candidate and rank the feasible ones; raises PlanError if none is feasible.
     `probes`: the workload's stored search windows (Store.workload_probes), measured step times."""
     candidates = evaluate(vmx, job, request, probes=probes)
+    left_out = _untrainable(vmx)
+    if left_out:
+        log.debug(left_out)
     require_any(np.ones(len(candidates), bool), "fits the catalog filters, worker limit and memory"
                 + (" on a GPU with BF16 tensor cores (Ampere or later; --precision amp runs on the others)"
-                   if request.precision == "bf16" else ""))
+                   if request.precision == "bf16" else "") + (f" ({left_out})" if left_out else ""))
     refused = refusals(candidates, request)
     ok = ~np.logical_or.reduce(list(refused.values()))  # feasible: no reason refuses it
     log.debug("%d of %d candidates refused: %s", int((~ok).sum()), ok.size,

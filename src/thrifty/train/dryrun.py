@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset, Subset, TensorDataset
 
 from thrifty.errors import WorkloadError
-from thrifty.train.runtime import Runtime
+from thrifty.train.runtime import Runtime, check_kernels_for
 from thrifty.workloads.base import Workload
 
 
@@ -33,7 +33,10 @@ def _fail(workload: Workload, part: str, exc: BaseException) -> WorkloadError:
 
 
 def dry_run(workload: Workload, runtime: Runtime = Runtime(), samples: int = 4) -> None:
-    """Raise WorkloadError if one training step or one evaluation of `workload` fails."""
+    """Raise WorkloadError if one training step or one evaluation of `workload` fails (a GPU this
+    torch has no kernels for is refused as such first, not blamed on the workload)."""
+    if runtime.device.type == "cuda":
+        check_kernels_for(runtime.device)
     count = min(samples, workload.train_size)
     indices = torch.arange(count)
     try:

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from thrifty.catalog.torch_cuda import kernels_run_on
 from thrifty.errors import ThriftyError
 from thrifty.train.host_memory import reset_peak_rss
 from thrifty.workloads.base import move_batch
@@ -57,6 +58,36 @@ def resolve_device(requested: str | None, local_rank: int | None = None) -> torc
     return device
 
 
+def _compiled_archs() -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(binary, PTX) architectures of this torch's CUDA kernels, from torch.cuda.get_arch_list()
+    ('sm_75', 'sm_90a', 'sm_120', 'compute_120': the last digit is the minor version)."""
+    binaries: list[tuple[int, int]] = []
+    ptx: list[tuple[int, int]] = []
+    for arch in torch.cuda.get_arch_list():
+        kind, _, digits = arch.partition("_")
+        digits = digits.rstrip("abcdefghijklmnopqrstuvwxyz")
+        if digits.isdigit() and len(digits) >= 2:
+            (binaries if kind == "sm" else ptx).append((int(digits[:-1]), int(digits[-1])))
+    return binaries, ptx
+
+
+def check_kernels_for(device: torch.device) -> None:
+    """A GPU that this torch's CUDA build has no kernels for fails at its first kernel ("no kernel
+    image is available for execution on the device", in a rank, mid-launch): refused here in one
+    line (catalog.torch_cuda: the rule, and why `thrifty plan` offers no such GPU). A build that
+    lists no architecture is not judged. Each rank checks its own device as it activates it (the
+    launching process reads no device's properties: that would hold a CUDA context of its own on
+    the GPU for the whole run)."""
+    binaries, ptx = _compiled_archs()
+    capability = torch.cuda.get_device_capability(device)
+    if (binaries or ptx) and not kernels_run_on(capability, binaries, ptx):
+        built = ", ".join(torch.cuda.get_arch_list())
+        raise ThriftyError(
+            f"{device} ({torch.cuda.get_device_name(device)}) has compute capability {capability[0]}.{capability[1]}, "
+            f"and torch {torch.__version__} (CUDA {torch.version.cuda}) has kernels for {built} only: install a "
+            "torch built for this GPU, or train with --device cpu")
+
+
 def check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise ThriftyError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
@@ -82,8 +113,10 @@ class Runtime:
         return cls(resolve_device(device, local_rank), precision)
 
     def activate(self) -> None:
-        """Process-wide settings: this rank's current CUDA device, the TF32 flags."""
+        """Process-wide settings: this rank's current CUDA device (refused where this torch has no
+        kernels for it), the TF32 flags."""
         if self.device.type == "cuda":
+            check_kernels_for(self.device)
             torch.cuda.set_device(self.device)
         # PyTorch's defaults but for tf32's matmuls (module docstring): convolutions in TF32 had been
         # switched off for fp32, while the plan's projection counts them at the TF32 rate (2-4x)
