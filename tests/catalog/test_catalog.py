@@ -403,10 +403,30 @@ def test_user_catalog_prices_must_be_finite_and_spot_not_above_on_demand(tmp_pat
                          ("aws,x1.big,16,64,,,0.5,inf,us-west-2,", "finite"),
                          ("aws,x1.big,16,64,,,0,,us-west-2,", "'price_per_hour' must be a finite positive"),
                          ("aws,x1.big,16,64,,,0.5,0,us-west-2,", "'spot_price_per_hour' must be a finite positive"),
-                         ("aws,x1.big,16,64,,,0.5,0.7,us-west-2,", "above the on-demand")):
+                         ("aws,x1.big,16,64,,,0.5,0.7,us-west-2,", "above the on-demand"),
+                         # a new user's pass: 1e9 vCPUs became OMP_NUM_THREADS=1000000000 in the launch line
+                         ("aws,x1.big,1e9,64,,,0.5,,us-west-2,", "'vcpus' is 1e\\+09, above 1024"),
+                         ("aws,x1.big,16,1e9,,,0.5,,us-west-2,", "'memory_gib' is 1e\\+09 GiB, above 65536")):
         path.write_text(HEADER + row + "\n")
         with pytest.raises(CatalogError, match=message):
             load_catalog([path], bundled=False)
+
+
+def test_skypilot_rows_without_a_price_are_left_out_with_a_warning(tmp_path, caplog):
+    """SkyPilot's own vms.csv holds rows with an empty or zero Price (AWS p5e.48xlarge, GCP's
+    a4-highgpu-8g host): they are left out, said once, and the file is used; a user's file in
+    thrifty's columns still refuses them (above). Mutation caught: the row parsed (the whole file
+    refused, "column 'Price' is empty")."""
+    path = tmp_path / "aws" / "vms.csv"
+    path.parent.mkdir()
+    path.write_text("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,SpotPrice,Region,AvailabilityZone\n"
+                    "c5.2xlarge,,,8,16,0.34,0.1,us-west-2,us-west-2a\n"
+                    "p5e.48xlarge,H200,8,192,2048,,,us-west-2,us-west-2a\n"
+                    "e2-micro,,,0.25,1,0.0,,us-west-2,us-west-2a\n")
+    with caplog.at_level("WARNING"):
+        vms = load_catalog_file(path)
+    assert [vm.instance_type for vm in vms] == ["c5.2xlarge"]
+    assert "2 row(s) without an on-demand price left out: p5e.48xlarge (line 3), e2-micro (line 4)" in caplog.text
 
 
 

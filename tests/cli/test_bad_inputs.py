@@ -94,6 +94,7 @@ INPUT_FILES: dict[str, bytes | str] = {
     "schedule_nan.json": '[{"step": 0, "slowdown": [1, 1]}, {"step": NaN, "slowdown": [1, 2]}]\n',
     "schedule_order.json": '[{"step": 20, "slowdown": [1, 1]}, {"step": 10, "slowdown": [1, 2]}]\n',
     "hardware_inf.csv": "name,speed_per_vcpu\nn1-*,inf\n",
+    "hardware_twice.csv": "name,speed_per_vcpu\naws:c5,2\naws:c5,0.5\n",
     "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
     "exit_at_import.py": "import sys\nsys.exit(0)\n",
     "syntax.py": "def make_workload(:\n",
@@ -210,6 +211,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("catalog show unknown type", "catalog show no-such-type", "not in the catalog")
     add("catalog show --hardware inf speed",  # (it was taken: every CPU projection became NaN or 0)
         "catalog show n1-standard-4 --hardware {in}/hardware_inf.csv", "'inf' must be a finite positive number")
+    add("catalog show --hardware a family twice",  # a new user's pass: the first row won in silence
+        "catalog show c5.2xlarge --hardware {in}/hardware_twice.csv", "aws:c5 is on line 2 already")
     for option in ("--hardware", "--network"):
         for name in ("bad_utf8", "wrong_columns", "missing"):
             add(f"catalog show {option} {name}", f"catalog show n1-standard-4 {option} {BAD_CSV[name]}",

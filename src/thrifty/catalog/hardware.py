@@ -47,11 +47,15 @@ class Hardware:
              gpus_path: Path | None = None) -> "Hardware":
         hw_path = Path(hardware_path) if hardware_path else data_path("hardware.csv")
         net_path = Path(network_path) if network_path else data_path("network.csv")
-        cpu = []
+        cpu: list[tuple[str, float]] = []
+        seen: dict[str, int] = {}
         for line, row in enumerate(_read_csv(hw_path, HARDWARE_COLUMNS, "--hardware file"), start=2):
             speed = _positive(row["speed_per_vcpu"], f"{hw_path}:{line}")
             if speed is None:
                 raise CatalogError(f"{hw_path}:{line}: speed_per_vcpu is empty")
+            if row["name"] in seen:  # the first would win in silence
+                raise CatalogError(f"{hw_path}:{line}: {row['name']} is on line {seen[row['name']]} already")
+            seen[row["name"]] = line
             cpu.append((row["name"], speed))
         net = []
         for line, row in enumerate(_read_csv(net_path, NETWORK_COLUMNS, "--network file"), start=2):

@@ -73,6 +73,9 @@ def _cloud_from_path(path: Path) -> str:
 # Ten times the dearest VM the clouds list (AWS p5.48xlarge, $98/h on demand): a larger price is a
 # typo or another unit, and 1e308 overflowed the costs.
 MAX_PRICE_PER_HOUR = 1000.0
+# Beyond the largest VMs the clouds list (AWS u7in-32tb.224xlarge: 896 vCPUs, 32 TiB): a larger
+# value is a typo or another unit.
+MAX_VCPUS, MAX_MEMORY_GIB = 1024, 65536.0
 
 
 def _number(text: str, column: str, where: str, *, optional: bool = False, positive: bool = False) -> float | None:
@@ -115,6 +118,12 @@ def _parse_row(record: dict[str, str], cloud: str, where: str, names: dict[str, 
     if not is_attachment and (vcpus <= 0 or memory <= 0):
         raise CatalogError(f"{where}: columns '{names['vcpus']}' and '{names['memory_gib']}' must be positive "
                            f"for {instance_type}")
+    # a typo or another unit (1e9 vCPUs became OMP_NUM_THREADS=1000000000 in a plan's launch line)
+    if vcpus > MAX_VCPUS:  # fractions are real: GCP's shared-core e2-micro has 0.25
+        raise CatalogError(f"{where}: column '{names['vcpus']}' is {vcpus:g}, above {MAX_VCPUS}: a number of vCPUs?")
+    if memory > MAX_MEMORY_GIB:
+        raise CatalogError(f"{where}: column '{names['memory_gib']}' is {memory:g} GiB, above {MAX_MEMORY_GIB:g}: "
+                           "memory in GiB?")
     region = (record.get("region") or "").strip().lower()  # in lower case, as every catalog writes them
     if not region:
         raise CatalogError(f"{where}: column '{names['region']}' is empty (plans name where to launch)")
@@ -138,9 +147,12 @@ def _read_rows(path: Path, strict_spot: bool) -> list[_Row]:
                 f"{','.join(NATIVE_COLUMNS)} or SkyPilot's vms.csv columns)")
         rename, cloud_default = {c: c for c in NATIVE_COLUMNS}, None
     theirs = {ours: name for name, ours in rename.items()} | {"cloud": "cloud"}
-    rows = []
+    rows, unpriced = [], []
     for line, raw in enumerate(records, start=2):
         record = {rename[k]: v for k, v in raw.items() if k in rename}
+        if rename is SKYPILOT_COLUMNS and _unpriced(record.get("price_per_hour")):
+            unpriced.append(f"{record.get('instance_type') or record.get('accelerator')} (line {line})")
+            continue
         cloud = cloud_default or (record.get("cloud") or "").strip().lower()
         if not cloud:
             raise CatalogError(f"{path}:{line}: column 'cloud' is empty")
@@ -149,7 +161,20 @@ def _read_rows(path: Path, strict_spot: bool) -> list[_Row]:
             raise CatalogError(f"{path}:{line}: spot price {vm.spot_price_per_hour:g} $/h is above the on-demand "
                                f"price {vm.price_per_hour:g} $/h; leave spot_price_per_hour empty if there is no offer")
         rows.append(_Row(vm, line))
+    if unpriced:  # SkyPilot's own files hold such rows (data/catalog/SOURCE.md, "Left out")
+        log.warning("%s: %d row(s) without an on-demand price left out: %s", path, len(unpriced),
+                    ", ".join(unpriced[:3]) + (", ..." if len(unpriced) > 3 else ""))
     return rows
+
+
+def _unpriced(text: str | None) -> bool:
+    """A SkyPilot row that offers no price: an empty Price, or 0 (SkyPilot's files hold both: AWS
+    p5e.48xlarge, GCP's a4-highgpu-8g host). In thrifty's own columns such a row is refused."""
+    text = (text or "").strip()
+    try:
+        return text == "" or float(text) == 0.0
+    except ValueError:
+        return False  # not a number: _parse_row says so
 
 
 @dataclass(frozen=True)
