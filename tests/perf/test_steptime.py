@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from thrifty.errors import ModelError
-from thrifty.perf.steptime import StepTimeModel, fit_step_time, mdape, predict_step_time
+from thrifty.perf.steptime import PARAM_NAMES, StepTimeModel, fit_step_time, mdape, predict_step_time
 from thrifty.perf.uncertainty import (
     EXACT_FIT_SIGMA_LOG,
     EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
@@ -232,6 +232,19 @@ def test_parameters_the_fit_left_on_a_bound_are_flagged():
     assert "contention_per_rank" in model.at_bound and model.to_dict()["at_bound"] == model.at_bound
     assert StepTimeModel.from_dict(model.to_dict()).at_bound == model.at_bound
     assert fit_step_time(*_one_node_samples()).at_bound == []  # an honest fit inside its ranges
+
+
+def test_a_parameter_the_fit_stopped_just_inside_its_bound_is_flagged_too():
+    """A real builtin:tabular profile's config means (a new user's pass): trf ends the compute
+    exponent at 1.99999 against its bound 2 and leaves it out of scipy's active set. Mutation caught:
+    at_bound from the active set alone."""
+    w = np.repeat([1.0, 2.0], 4)
+    b = np.tile([16.0, 32.0, 64.0, 128.0], 2)
+    step = [0.0006362, 0.0006523, 0.0006588, 0.0009639, 0.0029374, 0.0026086, 0.0022935, 0.0039597]
+    sync = [6.25e-05, 6.38e-05, 5.96e-05, 6.28e-05, 0.0018688, 0.0017616, 0.0013781, 0.0028645]
+    model = fit_step_time(np.ones_like(w), w, b, step, sync_time_s=sync)
+    exponent = model.params[PARAM_NAMES.index("compute_exponent")]
+    assert exponent == pytest.approx(2.0, abs=1e-3) and "compute_exponent" in model.at_bound
 
 
 def test_measured_sync_splits_compute_from_network():

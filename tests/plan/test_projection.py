@@ -461,13 +461,16 @@ def test_a_gpu_rank_with_half_a_vcpu_dispatches_and_loads_at_half_a_cores_rate(p
     # a new user's pass: GCP's n1-standard-2 with 4 T4s (half a vCPU a rank) projected exactly as
     # n1-standard-16 with 4 T4s, and the plan recommended it. Mutations caught: the launch floor not
     # stretched by the host share; the input pipeline given one vCPU where the rank has half
-    def step(vm: str) -> float:
+    def step(vm: str, gpus: int = 4, *workers: str) -> float:
         code, out, err = run_cli("model", "project", "--db", profiled_db, "--workload", "builtin:digits",
-                                 "--instance-type", f"gcp:{vm}", "--accelerator", "T4:4", "--local-batch", "32",
-                                 "--json")
+                                 "--instance-type", f"gcp:{vm}", "--accelerator", f"T4:{gpus}", "--local-batch", "32",
+                                 "--json", *workers)
         assert code == 0, err
         return json.loads(out)[0]["step_time_s"]
     assert step("n1-standard-2") > 1.5 * step("n1-highcpu-4")
+    # one rank on the 4-GPU host has its 2 vCPUs, as on the 1-GPU one (a new user's pass: it was
+    # given half a vCPU, 2.7x slower; mutation caught: model project without the rank's own share)
+    assert step("n1-standard-2", 4, "--workers", "1") == step("n1-standard-2", 1)
     from thrifty.pipeline import job_model
     from thrifty.plan import PlanRequest, VMArrays
     from thrifty.plan.candidates import predict_step_times

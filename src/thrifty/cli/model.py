@@ -190,6 +190,8 @@ def project(
 ) -> None:
     """Predicted step time and its 90% interval of a workload on a VM type (profiling the workload on this
     machine first when the store has no profile of it)."""
+    import dataclasses
+
     import numpy as np
 
     from thrifty.catalog import Hardware, load_catalog
@@ -220,6 +222,8 @@ def project(
         raise ThriftyError(f"--precision bf16 needs BF16 tensor cores (Ampere or later): {vm.label} has none; "
                            "use amp")
     vmx = VMArrays.build([vm], hw)
+    if ranks < vm.ranks_per_node:  # fewer ranks than GPUs: each has more of the host (a plan fills its VMs)
+        vmx = dataclasses.replace(vmx, vcpus_per_rank=np.array([vm.vcpus / ranks], float))
     build = task_torch_build()
     if build is not None and not vmx.trainable[0]:  # projected all the same: with an older torch the GPU trains
         log.warning("%s: %s and its %s is %d.%d, so `thrifty plan` does not offer it", vm.label, build.describe(),

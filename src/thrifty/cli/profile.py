@@ -70,8 +70,11 @@ def profile(workload: WorkloadOpt = DEFAULT_WORKLOAD,
     if json_out:
         print_json(summary)
         return
-    table = Table(title=f"profile {profile_id} of {workload} ({db})")
-    for col in ("workers", "local batch", "step", "compute", "all-reduce", "samples/s"):
+    # a new user's pass: compute + all-reduce read more than the step, unexplained
+    table = Table(title=f"profile {profile_id} of {workload} ({db})",
+                  caption="mean per step; step and compute: the slowest rank's; all-reduce: the ranks' mean, "
+                          "which holds the others' wait for the slowest, so compute + all-reduce can exceed the step")
+    for col in ("workers", "local batch", "step", "compute (slowest)", "all-reduce (mean)", "samples/s"):
         table.add_column(col, justify="right")
     for row in summary["configs"]:
         table.add_row(str(row["num_workers"]), str(row["local_batch"]), fmt_duration(row["step_time_s"]),
