@@ -73,6 +73,10 @@ def test_search_prints_a_short_report(run_cli, trace):
     (("--backend", "local"), "--backend local needs --workload"),
     (("--workload", "builtin:digits"), "--workload is for --backend local"),
     (("--backend", "local", "--seeds", "2"), "--seeds is for --backend sim"),
+    # a new user's pass: ignored in silence (mutation caught: no check)
+    (("--backend", "local", "--restart-cost", "5s"), "--restart-cost is for --backend sim"),
+    (("--backend", "local", "--measurement-noise", "0.5", "--batch-change-cost", "1s"),
+     "--measurement-noise, --batch-change-cost are for --backend sim"),
     (("--noise-scale-trace", "x.csv"), "one of --noise-scale or --noise-scale-trace"),
     (("--restart-cost", "soon"), "cannot read --restart-cost"),
 ])

@@ -120,6 +120,23 @@ def test_a_search_that_stops_or_ends_leaves_its_launch_checkpointed(tmp_path, sh
     assert list(short_tmp.glob("thrifty-ranks-*")) == []
 
 
+def test_a_resume_whose_work_dir_lost_the_jobs_checkpoint_is_refused(tmp_path):
+    """A new user's pass: `--resume` in a --work-dir moved away started the job again from step 0
+    while the search went on from its stored progress. Mutation caught: no check in restore."""
+    schedule = NoiseSchedule.constant(NOISE_SCALE, TARGET)
+    backends = [LocalBackend("builtin:digits", TYPES, schedule, tmp_path / name, global_batches=[64])
+                for name in ("fresh", "moved")]
+    try:
+        fresh, moved = backends
+        fresh.restore(fresh.state())  # a stored search that had trained nothing: nothing to lose
+        with pytest.raises(ThriftyError, match="had trained its job to step 10, and --work-dir .*moved holds no "
+                                               "checkpoint of it: give the --work-dir it ran in"):
+            moved.restore(fresh.state() | {"next_step": 10})
+    finally:
+        for backend in backends:
+            backend.close()
+
+
 def test_a_configuration_of_an_unknown_type_is_refused(tmp_path):
     backend = LocalBackend("builtin:digits", TYPES, NoiseSchedule.constant(NOISE_SCALE, TARGET), tmp_path,
                            global_batches=[64])

@@ -121,15 +121,17 @@ def search(
         help="TYPE:NODES:WORKERS:GLOBAL_BATCH, WORKERS in all (16 nodes of 4 workers: 16:64; printed 16x4) "
              "(default: local, what thrifty plan's models recommend for the objective and deadline; sim, the "
              "cheapest $/h configuration at the middle batch)")] = None,
-    measurement_noise: Annotated[float, typer.Option(
+    measurement_noise: Annotated[float | None, typer.Option(
         help="sim: lognormal sigma of each measured step, 0-1 (1: steps x/÷5 at 90%; far above, nearly "
-             "every draw is near 0)", callback=number_check(lambda v: 0 <= v <= 1, "a number in [0, 1]"))] = 0.03,
-    restart_cost: Annotated[str, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
-                                                   "(a bare number is seconds; local measures its own)")] = "60s",
+             "every draw is near 0) [default: 0.03]",
+        callback=number_check(lambda v: 0 <= v <= 1, "a number in [0, 1]"))] = None,
+    restart_cost: Annotated[str | None, typer.Option(help="sim: checkpoint + relaunch + resume, e.g. 60s "
+                                                          "(a bare number is seconds; local measures its own) "
+                                                          "[default: 60s]")] = None,
     startup_cost: Annotated[str, typer.Option(help="Start-up of new VMs, e.g. 60s; a bare number is seconds (local: added, not waited)")] = "60s",
-    batch_change_cost: Annotated[str, typer.Option(help="sim: a change of the global batch alone, taken in place "
-                                                        "on the running VMs, e.g. 5s (a bare number is seconds; "
-                                                        "local measures its own)")] = "5s",
+    batch_change_cost: Annotated[str | None, typer.Option(help="sim: a change of the global batch alone, taken in "
+                                                               "place on the running VMs, e.g. 5s (a bare number is "
+                                                               "seconds; local measures its own) [default: 5s]")] = None,
     seeds: Annotated[int, typer.Option(help="sim: independent searches", min=1, max=10_000)] = 1,
     seed: Annotated[int, typer.Option(help="First seed (0 or more)", min=0)] = 0,
     db: Annotated[Path | None, typer.Option(
@@ -168,6 +170,11 @@ def search(
         raise ThriftyError("--workload is for --backend local (sim replays --trace)")
     if backend == "local" and seeds > 1:
         raise ThriftyError("--seeds is for --backend sim: a local search trains the job once")
+    sim_only = [name for name, value in (("--measurement-noise", measurement_noise), ("--restart-cost", restart_cost),
+                                         ("--batch-change-cost", batch_change_cost)) if value is not None]
+    if backend == "local" and sim_only:  # a new user's pass: they were ignored in silence
+        raise ThriftyError(f"{', '.join(sim_only)} {'is' if len(sim_only) == 1 else 'are'} for --backend sim: "
+                           "a local search measures its own steps, restarts and batch changes")
     if backend == "local" and workload is None:
         raise ThriftyError("--backend local needs --workload: the job to train")
     if plot is not None:
@@ -175,9 +182,10 @@ def search(
     goal = Objective(objective, None if deadline is None else
                      parse_duration_s(deadline, what="deadline", bare_unit="h"))
     rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))
-    restart_s = parse_duration_s(restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
+    restart_s = parse_duration_s(restart_cost or "60s", what="--restart-cost", bare_unit="s", allow_zero=True)
     startup_s = parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True)
-    batch_change_s = parse_duration_s(batch_change_cost, what="--batch-change-cost", bare_unit="s", allow_zero=True)
+    batch_change_s = parse_duration_s(batch_change_cost or "5s", what="--batch-change-cost", bare_unit="s",
+                                      allow_zero=True)
     sizes = [] if backend == "sim" else _local_batches(_given(workload, backend, "--workload"), batches, work_dir,
                                                        resume)
     job = None
@@ -190,7 +198,8 @@ def search(
     schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
                 else read_noise_trace(_given(noise_scale_trace, backend, "--noise-scale or --noise-scale-trace"),
                                       target_samples))
-    scenario = None if rows is None else Scenario(rows, schedule, goal, measurement_noise, restart_s, startup_s,
+    scenario = None if rows is None else Scenario(rows, schedule, goal, 0.03 if measurement_noise is None
+                                                  else measurement_noise, restart_s, startup_s,
                                                 batch_change_s)
     best: Outcome | None
     with ExitStack() as stack:

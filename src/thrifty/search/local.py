@@ -214,6 +214,12 @@ class LocalBackend(ScheduledJob):
         """Continue a killed search: the clock goes on from the stored time; the next window
         relaunches the job from its newest checkpoint (steps retrained after it cost time but
         count once)."""
+        checkpoints = self.work_dir / "checkpoints"
+        if state["next_step"] > 0 and not (checkpoints.is_dir() and any(checkpoints.glob("ckpt-*.bin"))):
+            # a new user's pass: the job started again from step 0 while the search went on from its progress
+            raise ThriftyError(f"--resume: the stored search had trained its job to step {state['next_step']}, and "
+                               f"--work-dir {self.work_dir} holds no checkpoint of it: give the --work-dir it ran in, "
+                               "or start a new search without --resume")
         self._current = None if state["current"] is None else Config(**state["current"])
         self._progress, self._next_step = state["progress"], state["next_step"]
         self._emulated_s, self.restarts_s = state["emulated_s"], list(state["restarts_s"])
