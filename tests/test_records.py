@@ -92,3 +92,18 @@ def test_a_failed_block_in_a_folder_of_other_files_takes_only_its_own_names_away
         (empty / "log.txt").write_text("the run's")
         raise RuntimeError("forward broke")
     assert empty.is_dir() and not any(empty.iterdir())  # an empty folder is emptied again
+
+
+def test_a_row_being_written_is_left_out_of_a_live_read_and_a_bad_whole_row_is_not(tmp_path):
+    """`thrifty serve` reads a run's log while the run appends to it (a new user's pass: a half-written
+    last line made the whole run view an error). Mutation caught: read_csv without `appended`."""
+    run = tmp_path / "run"
+    run.mkdir()
+    RunLog(steps=_steps(0, 3)).append(run)
+    with (run / "steps.csv").open("a") as handle:
+        handle.write("3,0,2,3")  # the next row, its newline not written yet
+    assert [(r.step, r.rank) for r in RunLog.read(run).steps] == [(s, k) for s in range(3) for k in range(2)]
+    with (run / "steps.csv").open("a") as handle:
+        handle.write("\r\n")  # now a whole row, and a bad one
+    with pytest.raises(ThriftyError, match="fields, the header has"):
+        RunLog.read(run)

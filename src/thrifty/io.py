@@ -152,17 +152,22 @@ def read_json(path: Path, error: type[Exception], what: str):
 
 
 def read_csv(path: Path, error: type[Exception], what: str, *, required: Sequence[str] = (),
-             allow_empty: bool = False) -> list[dict[str, str]]:
+             allow_empty: bool = False, appended: bool = False) -> list[dict[str, str]]:
     """The rows of a CSV file with a header, as dicts of strings.
 
     A missing file, a binary file, missing `required` columns or (unless `allow_empty`) no rows
-    raise `error` with a one-line message naming `what` and the path."""
+    raise `error` with a one-line message naming `what` and the path. `appended`: a file another
+    process appends rows to (a training log that `thrifty serve` reads live), whose last line,
+    without its newline yet, is being written: it is left out."""
     path = Path(path)
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:  # Excel saves a byte-order mark
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
-            rows = list(reader)
+            text = handle.read()
+        if appended and not text.endswith("\n"):
+            text = text[:text.rfind("\n") + 1]
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        rows = list(reader)
     except FileNotFoundError:
         raise error(f"{what} not found: {path}") from None
     except IsADirectoryError:

@@ -188,4 +188,4 @@ def _rows(kind, path: Path) -> list:
     types = {f.name: (int if f.type in (int, "int") else float) for f in fields(kind)}
     required = [f.name for f in fields(kind)]
     return [kind(**{k: types[k](row[k]) for k in required})
-            for row in read_csv(path, ThriftyError, "run log", required=required, allow_empty=True)]
+            for row in read_csv(path, ThriftyError, "run log", required=required, allow_empty=True, appended=True)]

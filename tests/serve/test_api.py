@@ -76,6 +76,12 @@ def test_a_search_shows_every_window_its_moves_and_spend(api, stores):
     keys = ("instance_type", "num_nodes", "num_workers", "global_batch")
     changes = [i for i in range(1, len(probes)) if any(probes[i][k] != probes[i - 1][k] for k in keys)]
     assert [m["window"] for m in found["moves"]] == changes and changes
+    # the whole search, settled segments included (a new user's pass: the page showed the windows'
+    # $0.17 of a $12.93 search, and 4 moves of 6); mutation caught: the windows' sums shown
+    result = found["result"]
+    assert (found["search_time_s"], found["search_cost_usd"], found["search_moves"]) == \
+        (result["time_s"], result["cost_usd"], result["moves"])
+    assert found["search_cost_usd"] > found["spend_usd"]
 
 
 def test_a_training_run_shows_the_batch_split_and_step_times_per_rank(api, stores):
@@ -338,5 +344,38 @@ def test_a_jobs_checkpoints_are_those_taken_not_the_files_kept(tmp_path):
                                                                       for i in range(5)]
     (tmp_path / EVENTS).write_text("".join(json.dumps(e) + "\n" for e in lines))
     (tmp_path / "ckpt-000004.bin").write_bytes(b"THRIFTY1")
-    state = Job("j0-x", tmp_path).state()
+    state = Job("j0-x", tmp_path, "x").state()
     assert state["checkpoints"] == 5 and state["checkpoints_kept"] == 1
+
+
+def test_a_database_gone_while_serving_is_a_json_503_and_health_says_so(stores, tmp_path, caplog):
+    """A new user's pass: a served database deleted (or replaced by something else) while serve
+    ran gave a bare 500 with a traceback, and health still read "ok". Mutations caught: no
+    sqlite3.Error handler (the test client raises); health not looking at the databases."""
+    db = copy_db(stores["db"], tmp_path / "served.db")
+    api = client(dbs=(db,))
+    assert api.get("/api/plans").status_code == 200
+    for replace_with in (None, b"not a database at all, " * 100):
+        for path in db.parent.glob(db.name + "*"):
+            path.unlink()
+        if replace_with is not None:
+            db.write_bytes(replace_with)
+        with caplog.at_level(logging.WARNING, logger="thrifty.serve.app"):
+            response = api.get("/api/plans")
+        assert response.status_code == 503 and "a served database cannot be read" in response.json()["error"]
+        health = api.get("/api/health").json()
+        assert health["status"] == "degraded" and health["unreadable_databases"] == [str(db)]
+
+
+def test_watched_folders_are_named_by_their_path_below_the_watched_root(tmp_path):
+    """A new user's pass: four search work folders' training runs were all listed as "run".
+    Mutation caught: the folder's own name."""
+    from thrifty.serve.watched import scan
+    for search in ("sl1", "sl2"):
+        run = tmp_path / search / "run"
+        run.mkdir(parents=True)
+        (run / "steps.csv").write_text("step\n")
+    runs, _ = scan([tmp_path])
+    assert sorted(r.summary()["name"] for r in runs.values()) == ["sl1/run", "sl2/run"]
+    only, _ = scan([tmp_path / "sl1" / "run"])
+    assert [r.summary()["name"] for r in only.values()] == ["run"]  # the watched folder itself

@@ -6,6 +6,7 @@ uvicorn. Ids in paths are looked up, never used as paths: `{db}-{row}` for a dat
 
 import logging
 import re
+import sqlite3
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +24,7 @@ from thrifty.io import json_safe
 from thrifty.serve import events, plans, steering, watched
 from thrifty.serve.campaigns import CampaignDb, Surrogate
 from thrifty.serve.page import PLOTLY_JS, STATIC, page_html
+from thrifty.serve.readonly import readable
 from thrifty.serve.runs import run_series
 from thrifty.serve.security import allowed_hosts
 from thrifty.serve.settings import ServeSettings
@@ -80,6 +82,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
         log.info("refused %s %s: %s", request.method, request.url.path, exc)
         return JSONResponse({"error": str(exc)}, status_code=400)
 
+    @app.exception_handler(sqlite3.Error)
+    async def unreadable(request: Request, exc: sqlite3.Error) -> JSONResponse:
+        # a new user's pass: a database deleted or replaced while serve ran gave a bare 500 and a traceback
+        log.warning("%s %s: a served database cannot be read: %s", request.method, request.url.path, exc)
+        return JSONResponse({"error": f"a served database cannot be read ({exc}): moved, deleted or replaced "
+                                      "since thrifty serve started?"}, status_code=503)
+
     def row(key: str, what: str) -> tuple[ThriftyDb, int]:
         match = ROW_ID.match(key)
         if not match or int(match.group(1)) >= len(dbs):
@@ -101,7 +110,10 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.get("/api/health")
     def health() -> dict:
         runs, jobs = scan()
-        return {"status": "ok", "databases": len(dbs), "campaign_databases": len(cdbs), "watched": len(roots),
+        paths = [db.path for db in dbs] + [db.path for db in cdbs]
+        unreadable = [str(path) for path in paths if not readable(path)]
+        return {"status": "degraded" if unreadable else "ok", "unreadable_databases": unreadable,
+                "databases": len(dbs), "campaign_databases": len(cdbs), "watched": len(roots),
                 "runs_watched": len(runs), "jobs": len(jobs), "surrogate": surrogate is not None,
                 "writes": settings.access.writes}
 

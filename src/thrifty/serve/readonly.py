@@ -38,6 +38,16 @@ def read_transaction(path: Path) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+def readable(path: Path) -> bool:
+    """Whether the database at `path` opens and reads (it may have been moved, deleted or replaced
+    since the server started)."""
+    try:
+        table_names(path)
+    except sqlite3.Error:
+        return False
+    return True
+
+
 def table_names(path: Path) -> set[str]:
     with read_transaction(path) as conn:
         return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

@@ -110,8 +110,10 @@ class ThriftyDb:
                  "finished": bool(r[4]), "windows": r[5], "spend_usd": r[6] or 0.0} for r in rows]
 
     def search(self, row_id: int) -> dict | None:
-        """A search's request, every window (probe rows, in order), its moves (a window on another
-        configuration than the one before) and its spend, cumulative per window."""
+        """A search's request, every window (probe rows, in order), the moves between windows (a
+        window on another configuration than the one before) and the windows' spend, cumulative
+        per window; and, once it finished, the whole search's time, cost and moves from its result
+        (the settled segments' training and moves included, which no window row holds)."""
         with read_transaction(self.path) as conn:
             row = conn.execute("SELECT id, created_at, workload_key, seed, request_json, result_json FROM searches "
                                "WHERE id = ?", (row_id,)).fetchone()
@@ -131,9 +133,10 @@ class ThriftyDb:
             elapsed += w["wall_time_s"] or 0.0
             w.update(spend_usd=spend, elapsed_s=elapsed)
         result = None if row[5] is None else json.loads(row[5])
+        whole = {f"search_{key}": None if result is None else result.get(key) for key in ("time_s", "cost_usd", "moves")}
         return json_safe({"id": self.key(row[0]), "created_at": row[1], "workload_key": row[2], "seed": row[3],
                           "request": json.loads(row[4]), "finished": result is not None, "result": result,
-                          "windows": windows, "moves": moves, "spend_usd": spend})
+                          "windows": windows, "moves": moves, "spend_usd": spend, **whole})
 
     def runs(self) -> list[dict]:
         with read_transaction(self.path) as conn:

@@ -63,6 +63,7 @@ def _command_line(pid: int) -> list[str]:
 class Job:
     id: str
     folder: Path
+    name: str  # the folder's path below its watched root (watched_name)
 
     def events(self) -> list[dict]:
         try:
@@ -85,7 +86,7 @@ class Job:
         ended = any(e.get("event") in ("finished", "failed") for e in events[starts[-1]:]) if starts else True
         running = pid is not None and not ended and _alive(pid)
         runner = _parent(pid) if pid is not None and running else None
-        return {"id": self.id, "name": self.folder.name, "running": running, "pid": pid if running else None,
+        return {"id": self.id, "name": self.name, "running": running, "pid": pid if running else None,
                 "runner_pid": runner, "command": _command_line(pid) if pid is not None and running else [],
                 # the checkpoints the runner saw taken (its log), and those on disk (a few kept)
                 "attempts": len(starts), "checkpoints": sum(e.get("event") == "checkpoint" for e in events),
@@ -106,14 +107,22 @@ class Job:
 class RunFolder:
     id: str
     folder: Path
+    name: str  # the folder's path below its watched root (watched_name)
 
     def summary(self) -> dict:
-        return {"id": self.id, "source": "folder", "name": self.folder.name}
+        return {"id": self.id, "source": "folder", "name": self.name}
 
     def detail(self) -> dict:
         from dataclasses import asdict
         steps = [asdict(r) for r in RunLog.read(self.folder).steps]
-        return {"id": self.id, "source": "folder", "name": self.folder.name, "steps": steps}
+        return {"id": self.id, "source": "folder", "name": self.name, "steps": steps}
+
+
+def watched_name(root: Path, folder: Path) -> str:
+    """How the page names a folder: its path below the watched root (a new user's pass: four
+    search work folders' runs all read "run"), the root's own name for the root itself."""
+    relative = folder.relative_to(root).as_posix()
+    return root.name if relative == "." else relative
 
 
 def folder_key(root: Path, folder: Path) -> str:
@@ -131,11 +140,11 @@ def scan(roots: list[Path]) -> tuple[dict[str, RunFolder], dict[str, Job]]:
     jobs: dict[str, Job] = {}
     for w, root in enumerate(roots):
         for folder in _folders(Path(root)):
-            key = folder_key(Path(root), folder)
+            key, name = folder_key(Path(root), folder), watched_name(Path(root), folder)
             if (folder / STEPS_CSV).is_file():
-                runs[f"w{w}-{key}"] = RunFolder(f"w{w}-{key}", folder)
+                runs[f"w{w}-{key}"] = RunFolder(f"w{w}-{key}", folder, name)
             if (folder / EVENTS).is_file():
-                jobs[f"j{w}-{key}"] = Job(f"j{w}-{key}", folder)
+                jobs[f"j{w}-{key}"] = Job(f"j{w}-{key}", folder, name)
     return runs, jobs
 
 

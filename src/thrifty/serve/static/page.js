@@ -57,7 +57,7 @@ const views = {
     },
   },
   searches: {
-    label: (s) => `${s.id} ${s.workload_key} seed ${s.seed}: ${s.windows} windows${s.finished ? "" : " (running)"}`,
+    label: (s) => `${s.id} ${s.workload_key} seed ${s.seed}: ${s.windows} windows${s.finished ? "" : " (not finished)"}`,
     async show(id) {
       const s = await getJson(`/api/searches/${id}`);
       const w = s.windows, lab = (r) => `${r.instance_type} ${r.num_workers % r.num_nodes ? `${r.num_nodes}n/${r.num_workers}w` : `${r.num_nodes}x${r.num_workers / r.num_nodes}`} B=${r.global_batch}`;
@@ -69,7 +69,9 @@ const views = {
         { name: "moves", mode: "markers", marker: { symbol: "x", size: 11, color: "#d62728" },
           x: at.map((r) => hours(r.elapsed_s)), y: at.map((r) => r.spend_usd), text: at.map(lab) },
       ], { xaxis: { title: { text: "elapsed (h)" } }, yaxis: { title: { text: "spend (USD)" } } }, w.length, id);
-      note("searches", `${w.length} windows, ${s.moves.length} moves, $${s.spend_usd.toFixed(2)} spent` + (s.finished ? "" : "; running"));
+      note("searches", `${w.length} windows (${s.moves.length} moves between them, $${s.spend_usd.toFixed(2)} in them)` +
+        (s.finished ? `; the whole search: ${hours(s.search_time_s).toFixed(2)} h, $${s.search_cost_usd.toFixed(2)}, ${s.search_moves} moves`
+          : "; not finished: running, or stopped (thrifty search --resume goes on)"));
     },
   },
   runs: {
