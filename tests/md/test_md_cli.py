@@ -151,20 +151,24 @@ def test_a_first_ctrl_c_checkpoints_and_stops(tmp_path, run_cli):
     import time
     out = tmp_path / "run"
     run = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "md", "run", "--system", "lj", "--steps", "1000000",
-                            "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            "--out", str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not ((out / "thermo.csv").exists() and len((out / "thermo.csv").read_text().splitlines()) > 2):
         assert time.monotonic() < deadline and run.poll() is None
         time.sleep(0.1)
     run.send_signal(signal.SIGINT)
-    _, err = run.communicate(timeout=120)
+    printed, err = run.communicate(timeout=120)
     assert run.returncode == 75 and "interrupted: checkpointing after this chunk" in err, err
     assert len(list((out / "checkpoints").glob("ckpt-*.bin"))) == 1
+    # --json says so, as train's does (a new user's pass: it printed nothing; mutation caught: no JSON)
+    notice = json.loads(printed)
+    assert notice["preempted"] is True and notice["checkpoint_dir"] == str(out / "checkpoints")
     # finished from there, the run keeps that checkpoint; --force over it starts afresh (a new
     # user's pass: refused as "the checkpoint ... is at step N, beyond --steps"). Mutation caught:
     # the finished run's checkpoints resumed from under --force
     import re
     saved = int(re.search(r"checkpointed at step (\d+)", " ".join(err.split())).group(1))
+    assert notice["step"] == saved
     assert run_cli("md", "run", "--system", "lj", "--steps", saved + 100, "--out", out)[0] == 0
     code, _, err = run_cli("md", "run", "--system", "lj", "--steps", 200, "--out", out, "--force", "--json")
     assert code == 0, err

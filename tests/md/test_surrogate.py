@@ -236,6 +236,11 @@ def test_run_folders_read_back_as_written(tmp_path):
     (tmp_path / runs[0].name / "profiles.csv").write_text("z_nm,cation_molar\n0,1\n")
     with pytest.raises(ThriftyError, match="missing columns cation_err, anion_molar, anion_err"):
         read_runs(tmp_path)
+    # a new user's pass: a density of -5 M was trained on (only the error bars were checked)
+    (tmp_path / runs[0].name / "profiles.csv").write_text(
+        "z_nm,cation_molar,cation_err,anion_molar,anion_err\n0,1,0.1,-5,0.1\n0.1,1,0.1,1,0.1\n")
+    with pytest.raises(ThriftyError, match="densities and error bars >= 0"):
+        read_runs(tmp_path)
 
 
 def test_the_box_a_run_was_run_in_is_read_from_its_summary_and_a_contradiction_refused(tmp_path):

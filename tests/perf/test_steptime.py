@@ -312,3 +312,19 @@ def test_the_scatter_is_the_step_times_own_not_counted_twice():
     residuals = np.log(model.predict(n, w, b)) - np.log(step)
     expected = np.sqrt(np.sum(residuals**2) / (n.size - len(model.free_indices)))
     assert model.sigma_log == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_sync_past_its_step_is_said_and_the_message_names_the_columns_given(caplog):
+    """A new user's pass: a row whose sync passed its step (but not twice it) was dropped from the
+    compute fit in silence, and with no compute column the refusal named compute_time_s + sync_time_s.
+    Mutations caught: no warning; the old message."""
+    w = np.repeat([1.0, 2.0], 3)
+    b = np.tile([16.0, 32.0, 64.0], 2)
+    step = np.array([0.01, 0.02, 0.04, 0.012, 0.022, 0.042])
+    sync = np.array([0.0, 0.0, 0.0, 0.002, 0.002, 0.05])  # the last: 1.19x its step
+    with caplog.at_level("WARNING", logger="thrifty.perf.steptime"):
+        fit_step_time(np.ones_like(w), w, b, step, sync_time_s=sync)
+    assert "1 sample(s) of several ranks leave less than 5% of the step to compute" in caplog.text
+    sync[-1] = 0.2  # 4.8x: swapped columns or other units
+    with pytest.raises(ModelError, match=r"^sync_time_s exceeds step_time_s in 1 sample\(s\): a step holds it"):
+        fit_step_time(np.ones_like(w), w, b, step, sync_time_s=sync)

@@ -158,6 +158,7 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
            json_out: JsonOpt = False) -> None:
     """Run a simulation (OpenMM, or --engine torch) that checkpoints on request and resumes where it stopped."""
     from thrifty.io import check_writable_dir
+    from thrifty.md.engines.job_loop import Preempted
     from thrifty.md.engines.single_run import (
         EngineOptions,
         fixed_length_sampling,
@@ -200,7 +201,15 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
         log.warning("--out %s holds this job's finished run: nothing to do", out)
     else:
         started_ns = time.time_ns()
-        summary = _run(options, model, settings, out, checkpoint_dir, system)
+        try:
+            summary = _run(options, model, settings, out, checkpoint_dir, system)
+        except Preempted as notice:  # a new user's pass: --json printed nothing (train's says this much)
+            if json_out:
+                where = checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints")
+                print_json({"preempted": True, "step": notice.step, "out": str(out), "checkpoint_dir": str(where),
+                            "message": f"checkpointed at step {notice.step} on a preemption notice; "
+                                       "the same command resumes from it"})
+            raise
         if force:
             _remove_stale_outputs(out, started_ns)
     if json_out:

@@ -59,10 +59,10 @@ def read_run(folder: Path) -> Run:
         table = np.array([[float(row[c]) for c in PROFILE_COLUMNS] for row in rows])
     except ValueError as exc:
         raise ThriftyError(f"density profiles {folder / PROFILES_FILE}: {exc}") from None
-    if len(table) < 2 or not np.isfinite(table).all() or (table[:, [2, 4]] < 0).any() \
-            or (np.diff(table[:, 0]) <= 0).any():
+    if len(table) < 2 or not np.isfinite(table).all() or (table[:, 1:] < 0).any() \
+            or (np.diff(table[:, 0]) <= 0).any():  # a density < 0 too (a new user's pass: -5 M was trained on)
         raise ThriftyError(f"density profiles {folder / PROFILES_FILE} need 2+ rows of finite numbers, "
-                           "z_nm increasing and error bars >= 0")
+                           "z_nm increasing, densities and error bars >= 0")
     return Run(point, table[:, 0], table[:, [1, 3]].T, table[:, [2, 4]].T, folder.name, _recorded_box(folder))
 
 

@@ -269,8 +269,10 @@ def _check_samples(nodes, workers, batch, observed, compute_time_s, sync_time_s)
     parts = sum(np.zeros_like(observed) if c is None else np.asarray(c, float) for c in (compute_time_s, sync_time_s))
     over = int(np.sum(parts > STEP_PARTS_SLACK * observed))
     if over:
-        raise ModelError(f"compute_time_s + sync_time_s exceed step_time_s in {over} sample(s): a step holds both; "
-                         "are the columns swapped or in other units?")
+        given = " + ".join(name for name, c in (("compute_time_s", compute_time_s), ("sync_time_s", sync_time_s))
+                           if c is not None)
+        raise ModelError(f"{given} {'exceed' if '+' in given else 'exceeds'} step_time_s in {over} sample(s): a step "
+                         f"holds {'both' if '+' in given else 'it'}; are the columns swapped or in other units?")
     if len(np.unique(batch)) < 2:
         raise ModelError("samples need at least two different local batch sizes")
 
@@ -303,6 +305,10 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
     free = [i for i, name in enumerate(PARAM_NAMES) if name not in fixed]
 
     rows, measured_compute = _measured_compute(observed, workers, compute_time_s, sync_time_s)
+    dropped = int(np.sum(workers > 1)) - int(np.sum(rows))
+    if dropped and (compute_time_s is not None or sync_time_s is not None):  # said (a new user's pass: silent)
+        log.warning("%d sample(s) of several ranks leave less than %.0f%% of the step to compute after their sync: "
+                    "left out of the compute fit (their step times still count)", dropped, 100 * MIN_COMPUTE_SHARE)
 
     def residuals(theta_free: np.ndarray) -> np.ndarray:
         theta = initial.copy()

@@ -19,7 +19,6 @@ an uninterrupted run ends.
 import contextlib
 import json
 import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -40,6 +39,15 @@ from thrifty.transient.protocol import PREEMPTED_EXIT, JobCheckpoints
 ENERGY_KEYS = ("potential_energy_kj_mol", "kinetic_energy_kj_mol", "temperature_k")
 
 log = logging.getLogger(__name__)
+
+
+class Preempted(SystemExit):
+    """The run checkpointed on a notice and stops with exit code PREEMPTED_EXIT (the runner's
+    "restart me"), as sys.exit would; `step` is where its checkpoint stands (md run --json says it)."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(PREEMPTED_EXIT)
+        self.step = step
 
 
 def run_job(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], checkpoints: JobCheckpoints,
@@ -126,7 +134,7 @@ def _run(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], check
                     # a warning, so that it shows without -v: the run stopped, and says how it goes on
                     log.warning("preemption notice: checkpointed at step %d; the same command resumes from it "
                                 "(exit %d)", step, PREEMPTED_EXIT)
-                    sys.exit(PREEMPTED_EXIT)
+                    raise Preempted(step)
     return [_finish(engine, settings, layout, progress, i, p, e, energies, state, out)
             for i, (layout, p, e, energies, state, out) in enumerate(zip(
                 layouts, profiles(progress), edges, engine.energies(progress.step), engine.final_state(), out_dirs,
