@@ -405,7 +405,7 @@ def test_user_catalog_prices_must_be_finite_and_spot_not_above_on_demand(tmp_pat
                          ("aws,x1.big,16,64,,,0.5,0,us-west-2,", "'spot_price_per_hour' must be a finite positive"),
                          ("aws,x1.big,16,64,,,0.5,0.7,us-west-2,", "above the on-demand"),
                          # a new user's pass: 1e9 vCPUs became OMP_NUM_THREADS=1000000000 in the launch line
-                         ("aws,x1.big,1e9,64,,,0.5,,us-west-2,", "'vcpus' is 1e\\+09, above 1024"),
+                         ("aws,x1.big,1e9,64,,,0.5,,us-west-2,", "'vcpus' is 1e\\+09, above 4096"),
                          ("aws,x1.big,16,1e9,,,0.5,,us-west-2,", "'memory_gib' is 1e\\+09 GiB, above 65536")):
         path.write_text(HEADER + row + "\n")
         with pytest.raises(CatalogError, match=message):

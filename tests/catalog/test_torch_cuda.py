@@ -30,7 +30,17 @@ def test_pypis_torch_2_13_trains_on_turing_and_later_only():
     gpus = Hardware.load().gpus
     runs = {name: build.runs_on(spec) for name, spec in gpus.items()}
     assert {name for name, ok in runs.items() if not ok} == {"v100", "v100-32gb", "p100", "p4"}
-    assert task_torch_build("2.13.0") == build and task_torch_build("2.5.1") is None  # not recorded: not judged
+    assert task_torch_build("2.13.0") == build and task_torch_build("2.5.1") is None  # older: not judged
+    # a newer torch than any recorded, or none installed (the task then installs the newest): at
+    # least 2.13.0's build (a review: 2.13.1 had offered the V100 again; mutation caught: exact match)
+    assert task_torch_build("2.13.1") == task_torch_build("2.14.0rc1") == build
+    import thrifty.catalog.torch_cuda as torch_cuda
+    original = torch_cuda.installed_torch
+    try:
+        torch_cuda.installed_torch = lambda: None
+        assert task_torch_build() == build
+    finally:
+        torch_cuda.installed_torch = original
 
 
 def test_the_plan_offers_no_gpu_its_task_cannot_train_on(profiled_db, monkeypatch):

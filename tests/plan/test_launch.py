@@ -15,6 +15,7 @@ import yaml
 from launch_choices import CPU_ONE_NODE, fake_bin, plan_choice
 
 from thrifty.plan import launch
+from thrifty.plan.bucket import run_folder
 from thrifty.plan.launch import (
     epochs_text,
     project_root,
@@ -93,10 +94,16 @@ def test_thrifty_train_itself_parses_the_launch_lines(changes):
     # task's THRIFTY_CHECKPOINT_DIR implies as much (mutation caught: the flag on no line, or on
     # the spot task too)
     task = skypilot_task(choice, "builtin:digits")
-    resumes = [command.make_context("thrifty train", _train_arguments(text)).params["resume_if_any"]
-               for text in (torchrun_command(choice, "builtin:digits"), task["run"])]
-    assert resumes == [True, not choice["spot"]]
+    lines = [command.make_context("thrifty train", _train_arguments(text)).params
+             for text in (torchrun_command(choice, "builtin:digits"), task["run"])]
+    assert [line["resume_if_any"] for line in lines] == [True, not choice["spot"]]
     assert ("envs" in task) == choice["spot"]
+    # in a run directory of the plan's own (a review: in the shared default folder a second plan's
+    # line continued the first plan's run at its own batch; mutation caught: no --run-dir)
+    own = Path(launch.RUNS_FOLDER) / run_folder(choice, "builtin:digits")
+    assert lines[0]["run_dir"] == own and (lines[1]["run_dir"] == own) != choice["spot"]
+    other = torchrun_command({**choice, "global_batch": choice["global_batch"] * 2}, "builtin:digits")
+    assert command.make_context("thrifty train", _train_arguments(other)).params["run_dir"] != own
 
 
 def test_epochs_are_printed_plainly_and_never_rounded_down():
@@ -173,7 +180,15 @@ def test_skypilot_yaml_uses_only_documented_keys_and_runs_from_synced_source(cha
 
 def test_a_workload_file_runs_from_where_skypilot_puts_it(tmp_path):
     for local in (tmp_path / "elsewhere" / "my_net.py", project_root() / ".thrifty" / "my_net.py"):
-        task = skypilot_task(plan_choice(spot=False), str(local))  # the second: in the checkout, git-ignored
+        made = not local.exists()  # the file exists, as a planned workload's does (its code names the run folder)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        if made:
+            local.write_text("# a workload file\n")
+        try:
+            task = skypilot_task(plan_choice(spot=False), str(local))  # the second: in the checkout, git-ignored
+        finally:
+            if made:
+                local.unlink()
         assert task["file_mounts"] == {"~/thrifty-workload/my_net.py": str(local)}
         assert "--workload ~/thrifty-workload/my_net.py " in task["run"] and str(local) not in task["run"]
     task = skypilot_task(plan_choice(spot=False), "builtin:digits")

@@ -19,8 +19,8 @@ import pytest
 from launch_choices import CPU_ONE_NODE, fake_bin, plan_choice
 
 from thrifty.checkpoint_file import load_state
-from thrifty.plan.bucket import MOUNT_PATH
-from thrifty.plan.launch import RDZV_PORT, skypilot_task
+from thrifty.plan.bucket import MOUNT_PATH, run_folder
+from thrifty.plan.launch import RDZV_PORT, RUNS_FOLDER, skypilot_task
 from thrifty.train.launcher import free_loopback_port
 from thrifty.train.trainer import TrainConfig, run_training
 from thrifty.transient.protocol import ENV_DIR, checkpoint_files
@@ -186,11 +186,12 @@ def test_an_on_demand_task_launched_again_on_its_cluster_continues_its_run(tmp_p
     stop) runs the task in the same working folder, whose run directory holds its checkpoints.
     Mutation caught: the task's training line without --resume-if-any (plan.launch._train_args:
     the second launch refused, "holds an earlier run's checkpoints")."""
-    task = skypilot_task(plan_choice(**{**SMALL_CPU_PLAN, "spot": False}), "builtin:digits")
+    choice = plan_choice(**{**SMALL_CPU_PLAN, "spot": False})
+    task = skypilot_task(choice, "builtin:digits")
     cluster = Cluster(task, tmp_path / "bucket", tmp_path / "vms", f"{SHORT_RUN} --checkpoint-every 5")
-    assert cluster.folder is None  # no bucket: the checkpoints stay on the head node
+    assert cluster.folder is None  # no bucket: the checkpoints stay on the head node, in the plan's own run folder
     cluster.start("cluster")
-    run_dir = cluster.node_vms[0] / ".thrifty" / "runs" / "train"
+    run_dir = cluster.node_vms[0] / RUNS_FOLDER / run_folder(choice, "builtin:digits")
     _wait_for(lambda: run_dir.is_dir() and checkpoint_files(run_dir), cluster.procs, "checkpoint in the run directory")
     cluster.signal_node(0, signal.SIGKILL)
     cluster.wait()

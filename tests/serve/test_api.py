@@ -362,7 +362,7 @@ def test_a_database_gone_while_serving_is_a_json_503_and_health_says_so(stores, 
             db.write_bytes(replace_with)
         with caplog.at_level(logging.WARNING, logger="thrifty.serve.app"):
             response = api.get("/api/plans")
-        assert response.status_code == 503 and "a served database cannot be read" in response.json()["error"]
+        assert response.status_code == 503 and f"served database {db} cannot be read" in response.json()["error"]
         health = api.get("/api/health").json()
         assert health["status"] == "degraded" and health["unreadable_databases"] == [str(db)]
 

@@ -128,3 +128,20 @@ def test_torchrun_nodes_resumed_at_another_batch_stop_at_the_same_step_and_keep_
     assert codes == [0, 0], [err[-2000:] for _, err in outputs]
     summary = json.loads(outputs[0][0])
     assert summary["global_batch"] == 128 and summary["parameter_digests"][0] == summary["parameter_digests"][1]
+
+
+@pytest.mark.timeout(300)
+def test_a_resume_that_rank_0_refuses_is_refused_by_every_node(tmp_path):
+    """A damaged checkpoint in node 0's run folder: rank 0 refused it alone, and the other node's
+    rank went on into restore's broadcast and waited there (on NCCL across nodes, until its
+    watchdog; a review). Every node's rank now ends with the same one line, exit 2. Mutation caught:
+    the refusal not broadcast (node 1's rank fails on its lost peer, without the line)."""
+    (tmp_path / "node0").mkdir()
+    (tmp_path / "node0" / "ckpt-000005.bin").write_bytes(b"garbage")
+    codes, outputs = _two_torchrun_nodes(tmp_path, "refused", ["--global-batch", "64", "--b-max", "64",
+                                                                "--steps", "5", "--resume-if-any"])
+    # each node's rank says the one line and exits 2 (torchrun itself then exits 1)
+    assert all(code != 0 for code in codes), [err[-2000:] for _, err in outputs]
+    for _, err in outputs:
+        assert "error: every checkpoint in" in err and "is truncated or corrupt" in err, err[-2000:]
+        assert "exitcode  : 2" in err or "exitcode: 2" in err, err[-2000:]

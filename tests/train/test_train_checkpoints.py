@@ -98,3 +98,18 @@ def test_resume_if_any_starts_a_run_and_the_same_command_again_continues_it(tmp_
     assert again["resumed_at_step"] == 10
     whole = run_training(replace(BASE, steps=20, checkpoint_every=5, run_dir=tmp_path / "whole"))
     assert again["parameter_digests"] == whole["parameter_digests"]
+
+
+def test_resume_if_any_under_thrifty_run_leaves_the_runners_own_resume_alone(tmp_path, monkeypatch):
+    """Under the runner a resume is implied its own way: a folder of only damaged checkpoints
+    starts afresh (they are deleted), where --resume refuses it. --resume-if-any must not turn
+    the runner's restarts into refusals (a review). Mutation caught: resolved_resume without the
+    under_runner() check."""
+    from thrifty.train.checkpoint import check_resumable, resolved_resume
+    from thrifty.train.config import check_config
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    (folder / "ckpt-000005.bin").write_bytes(b"garbage")
+    monkeypatch.setenv(ENV_DIR, str(folder))
+    config = resolved_resume(check_config(replace(BASE, steps=5, resume_if_any=True, run_dir=tmp_path / "run"), 8))
+    assert not config.resume and check_resumable(config) is None

@@ -73,9 +73,9 @@ def _cloud_from_path(path: Path) -> str:
 # Ten times the dearest VM the clouds list (AWS p5.48xlarge, $98/h on demand): a larger price is a
 # typo or another unit, and 1e308 overflowed the costs.
 MAX_PRICE_PER_HOUR = 1000.0
-# Beyond the largest VMs the clouds list (AWS u7in-32tb.224xlarge: 896 vCPUs, 32 TiB): a larger
-# value is a typo or another unit.
-MAX_VCPUS, MAX_MEMORY_GIB = 1024, 65536.0
+# Twice the largest VMs the clouds list (1,920 vCPUs and 32 TiB: AWS u7inh-32tb.480xlarge, GCP
+# x4-megamem-1920-metal; Azure's M1792ixds_32_v3 has 1,792): a larger value is a typo or another unit.
+MAX_VCPUS, MAX_MEMORY_GIB = 4096, 65536.0
 
 
 def _number(text: str, column: str, where: str, *, optional: bool = False, positive: bool = False) -> float | None:

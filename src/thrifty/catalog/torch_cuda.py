@@ -82,13 +82,28 @@ def recorded_builds() -> dict[str, TorchCudaBuild]:
             for line, r in enumerate(rows, start=2)}
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """(2, 13, 1) for "2.13.1" (and for "2.13.1rc1" or "2.13.1.dev20261201": the leading numbers)."""
+    numbers = []
+    for part in version.split("."):
+        digits = part[:len(part) - len(part.lstrip("0123456789"))]
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if digits != part:
+            break
+    return tuple(numbers)
+
+
 def task_torch_build(version: str | None = None) -> TorchCudaBuild | None:
-    """The build a plan's GPU task installs: that of `version` (default: the torch installed here,
-    which the task pins); where no torch is installed the task installs the newest, at least as
-    new as the newest recorded. None for a version not recorded: nothing is known of its kernels,
-    and every GPU is offered."""
+    """The build a plan's GPU task installs for `version` (default: the torch installed here, which
+    the task pins; where none is installed the task installs the newest): the newest recorded
+    build at or below it, since PyPI's default CUDA builds only ever drop old GPUs (2.13.1 or 2.14
+    is taken as 2.13.0's CUDA 13 build at least). None for a version below every recorded one:
+    nothing is known of its kernels, and every GPU is offered."""
     builds = recorded_builds()
     version = version or installed_torch()
     if version is None:
-        return builds[max(builds, key=lambda v: tuple(int(p) for p in v.split(".")))]
-    return builds.get(version)
+        return builds[max(builds, key=_release)]
+    older = [v for v in builds if _release(v) <= _release(version)]
+    return builds[max(older, key=_release)] if older else None

@@ -182,9 +182,9 @@ def search(
     goal = Objective(objective, None if deadline is None else
                      parse_duration_s(deadline, what="deadline", bare_unit="h"))
     rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))
-    restart_s = parse_duration_s(restart_cost or "60s", what="--restart-cost", bare_unit="s", allow_zero=True)
+    restart_s = parse_duration_s("60s" if restart_cost is None else restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
     startup_s = parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True)
-    batch_change_s = parse_duration_s(batch_change_cost or "5s", what="--batch-change-cost", bare_unit="s",
+    batch_change_s = parse_duration_s("5s" if batch_change_cost is None else batch_change_cost, what="--batch-change-cost", bare_unit="s",
                                       allow_zero=True)
     sizes = [] if backend == "sim" else _local_batches(_given(workload, backend, "--workload"), batches, work_dir,
                                                        resume)

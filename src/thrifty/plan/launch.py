@@ -38,6 +38,7 @@ from thrifty.transient.protocol import ENV_DIR
 from thrifty.workloads.names import canonical_name
 
 TRAIN_MODULE = "thrifty.train"
+RUNS_FOLDER = ".thrifty/runs"  # where a plan's launch line keeps its run directory (thrifty train's default's parent)
 RDZV_PORT = 29500
 # SkyPilot (docs.skypilot.co, "YAML spec" and "distributed jobs"): `workdir` is synced to
 # ~/sky_workdir on every node and setup/run start there; `file_mounts` maps a remote path to a
@@ -74,19 +75,23 @@ def _ranks_per_node(choice: dict) -> int:
     return workers // nodes
 
 
-def _train_args(choice: dict, workload_arg: str, *, resume_if_any: bool) -> str:
+def _train_args(choice: dict, workload: str, workload_arg: str, *, resume_if_any: bool) -> str:
     """`-m thrifty.train ...`; workload_arg is already shell-quoted. CPUs train at thrifty train's
     default precision, fp32, what their step time was measured at. `resume_if_any`: the same line
-    run again continues from the run directory's checkpoint (an on-demand task relaunched, a
-    torchrun line typed again after a crash) instead of being refused for it; a spot task's
-    THRIFTY_CHECKPOINT_DIR implies as much."""
+    run again continues from its run directory's checkpoint (an on-demand task relaunched, a
+    torchrun line typed again after a crash) instead of being refused for it, in a run directory
+    of the plan's own (.thrifty/runs/ + plan.bucket.run_folder: another plan's line, another batch
+    or workload, starts its own run, where the shared default folder had it continue this one's);
+    a spot task's THRIFTY_CHECKPOINT_DIR implies as much."""
     args = (f"-m {TRAIN_MODULE} --workload {workload_arg} --global-batch {choice['global_batch']} "
             f"--epochs {epochs_text(choice['epochs'])}")
     if choice["accelerator"]:
         args += f" --precision {choice['precision']}"
     if choice["until_target"]:
         args += " --until-target"
-    return args + " --resume-if-any" if resume_if_any else args
+    if resume_if_any:
+        args += f" --run-dir {RUNS_FOLDER}/{run_folder(choice, workload)} --resume-if-any"
+    return args
 
 
 def _threads(choice: dict) -> int:
@@ -107,7 +112,7 @@ def torchrun_command(choice: dict, workload: str) -> str:
                       f"--rdzv-endpoint=${{HEAD_IP:?export HEAD_IP=the first node address}}:{RDZV_PORT}")
     workload_arg = shlex.quote(canonical_name(workload))
     return (f"OMP_NUM_THREADS={_threads(choice)} torchrun {rendezvous} --nproc-per-node={nproc} "
-            f"{_train_args(choice, workload_arg, resume_if_any=True)}")
+            f"{_train_args(choice, workload, workload_arg, resume_if_any=True)}")
 
 
 def project_root() -> Path | None:
@@ -198,7 +203,7 @@ def skypilot_task(choice: dict, workload: str, root: Path | None = None, bucket:
     run += [f"OMP_NUM_THREADS={_threads(choice)} torchrun --nnodes=$SKYPILOT_NUM_NODES "
             f"--nproc-per-node={per_node} --node-rank=$SKYPILOT_NODE_RANK "
             f"--master-addr=$HEAD_IP --master-port={RDZV_PORT} \\",
-            f"  {_train_args(choice, workload_arg, resume_if_any=not spot)}"]
+            f"  {_train_args(choice, workload, workload_arg, resume_if_any=not spot)}"]
     task: dict[str, Any] = {"name": "thrifty-train"}
     if root is not None:
         task["workdir"] = str(root)

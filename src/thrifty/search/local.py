@@ -216,10 +216,14 @@ class LocalBackend(ScheduledJob):
         count once)."""
         checkpoints = self.work_dir / "checkpoints"
         if state["next_step"] > 0 and not (checkpoints.is_dir() and any(checkpoints.glob("ckpt-*.bin"))):
-            # a new user's pass: the job started again from step 0 while the search went on from its progress
-            raise ThriftyError(f"--resume: the stored search had trained its job to step {state['next_step']}, and "
-                               f"--work-dir {self.work_dir} holds no checkpoint of it: give the --work-dir it ran in, "
-                               "or start a new search without --resume")
+            ran_here = any(self.work_dir.glob("launch-*.log")) or any(self.work_dir.glob("steps-*.jsonl"))
+            if not ran_here:  # a new user's pass: a work folder moved away, and the job began again unsaid
+                raise ThriftyError(f"--resume: the stored search had trained its job to step {state['next_step']}, "
+                                   f"and --work-dir {self.work_dir} holds none of its launches: give the --work-dir it "
+                                   "ran in, or start a new search without --resume")
+            # killed before any checkpoint (launches checkpoint on a notice only): retrained, counted once
+            log.warning("--resume: %s holds no checkpoint of the job (its launch was killed before one): it trains "
+                        "again from step 0, and the steps to %d count once", self.work_dir, state["next_step"])
         self._current = None if state["current"] is None else Config(**state["current"])
         self._progress, self._next_step = state["progress"], state["next_step"]
         self._emulated_s, self.restarts_s = state["emulated_s"], list(state["restarts_s"])

@@ -85,9 +85,13 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @app.exception_handler(sqlite3.Error)
     async def unreadable(request: Request, exc: sqlite3.Error) -> JSONResponse:
         # a new user's pass: a database deleted or replaced while serve ran gave a bare 500 and a traceback
-        log.warning("%s %s: a served database cannot be read: %s", request.method, request.url.path, exc)
-        return JSONResponse({"error": f"a served database cannot be read ({exc}): moved, deleted or replaced "
-                                      "since thrifty serve started?"}, status_code=503)
+        gone = [str(path) for path in [db.path for db in dbs] + [db.path for db in cdbs] if not readable(path)]
+        if gone:
+            log.warning("%s %s: a served database cannot be read: %s", request.method, request.url.path, exc)
+            return JSONResponse({"error": f"served database {', '.join(gone)} cannot be read ({exc}): moved, "
+                                          "deleted or replaced since thrifty serve started?"}, status_code=503)
+        log.error("%s %s: a database error", request.method, request.url.path, exc_info=exc)  # a bug, or a lock
+        return JSONResponse({"error": f"database error: {exc}"}, status_code=500)
 
     def row(key: str, what: str) -> tuple[ThriftyDb, int]:
         match = ROW_ID.match(key)

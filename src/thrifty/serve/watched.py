@@ -122,7 +122,7 @@ def watched_name(root: Path, folder: Path) -> str:
     """How the page names a folder: its path below the watched root (a new user's pass: four
     search work folders' runs all read "run"), the root's own name for the root itself."""
     relative = folder.relative_to(root).as_posix()
-    return root.name if relative == "." else relative
+    return root.resolve().name if relative == "." else relative  # resolved: `--watch .` has no name
 
 
 def folder_key(root: Path, folder: Path) -> str:

@@ -87,7 +87,7 @@ def resolved_resume(config: TrainConfig) -> TrainConfig:
     not: check_resumable then refuses a damaged or another workload's as --resume does), as a fresh
     run where it holds none: the same command starts the job and, relaunched after a crash or a
     stop, continues it (`thrifty plan`'s on-demand task and torchrun line; plan.launch)."""
-    if not config.resume_if_any or config.resume:
+    if not config.resume_if_any or config.resume or under_runner():  # the runner implies a resume its own way
         return config
     directory = checkpoint_dir(config)
     return replace(config, resume=bool(directory.is_dir() and checkpoint_files(directory)))

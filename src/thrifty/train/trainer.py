@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from thrifty.errors import ThriftyError
 from thrifty.perf.noise import noise_due
 from thrifty.progress import ProgressBar
 from thrifty.records import EvalRow, StepRow
@@ -331,8 +332,18 @@ def train_torchrun_rank(config: TrainConfig) -> dict | None:
             config = replace(config, global_batch=said[0])
         config = check_config(replace(config, workers=world, progress=config.progress and rank == 0),
                               max_workers=max(world, 1))
+        # rank 0 reads the checkpoint and every rank refuses alike: rank 0 refusing alone left the
+        # others waiting in restore's broadcast (on NCCL across nodes, until its watchdog)
+        refused: list[str | None] = [None]
         if rank == 0:
-            check_resumable(config)
+            try:
+                check_resumable(config)
+            except ThriftyError as exc:  # checkpoint or log refused
+                refused = [str(exc)]
+        if world > 1:
+            dist.broadcast_object_list(refused, src=0)
+        if refused[0] is not None:
+            raise ThriftyError(refused[0])
         # a run whose --steps are done is refused by check_work_left, on every rank alike: rank 0
         # refusing alone (check_steps_left) left its peers waiting in restore's broadcast
         with hold_run_dir(config.run_dir) if rank == 0 else contextlib.nullcontext():
