@@ -81,7 +81,7 @@ def test_a_job_moved_between_types_trains_every_step_once_to_its_target_and_meas
 
 
 @pytest.mark.timeout(240)
-def test_a_search_that_stops_or_ends_leaves_its_launch_checkpointed(tmp_path, short_tmp, monkeypatch):
+def test_a_search_that_stops_or_ends_leaves_its_launch_checkpointed(tmp_path, short_tmp, monkeypatch, caplog):
     # mutations caught: close() killing the running launch: a search stopped half-way (an error,
     # Ctrl-C) lost every step since its launch began (launches checkpoint on notices only), and one
     # whose target came inside a window left no trained model (and the launcher's temporary folder)
@@ -100,9 +100,12 @@ def test_a_search_that_stops_or_ends_leaves_its_launch_checkpointed(tmp_path, sh
     resumed = LocalBackend("builtin:digits", TYPES, schedule, tmp_path / "stopped", global_batches=[64])
     resumed.restore(stopped.state() | {"next_step": 4, "progress": schedule.advance(0.0, 4, 64)})
     try:
-        resumed.measure(5)
+        with caplog.at_level("WARNING", logger="thrifty.search.local"):
+            resumed.measure(5)
     finally:
         resumed.close()
+    # and says that their time is not on its clock (a new user's pass: the resumed time looked too low)
+    assert "steps 4-" in caplog.text and "count in its progress, not in its time or cost" in caplog.text
     last = sorted((tmp_path / "stopped").glob("steps-*.jsonl"))[-1]  # the resumed launch's stream
     first_resumed = json.loads(last.read_text().splitlines()[0])["step"]
     counted = resumed.state()["next_step"]  # every step up to it counted, those before the checkpoint too

@@ -327,6 +327,10 @@ class LocalBackend(ScheduledJob):
             return  # retrained after a restored search's relaunch: already counted
         # this step, and any before it past the stored state that a restored search's launch resumed
         # beyond (a search stopped half-way checkpoints: close): they trained, at this batch
+        if row["step"] > self._next_step:  # said once (a new user's pass: a resumed search's time looked too low)
+            log.warning("steps %d-%d trained after the last stored window, before the search stopped: they count "
+                        "in its progress, not in its time or cost (docs/search.md, --resume)",
+                        self._next_step, row["step"] - 1)
         self._progress = self.schedule.advance(self._progress, row["step"] + 1 - self._next_step, row["global_batch"])
         self._next_step = row["step"] + 1
         self._rows.append(row)
