@@ -7,6 +7,7 @@ folder beside it; the default database is redirected there too."""
 
 import shlex
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -494,6 +495,14 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                           ("a folder", "{in}/adir")):
         add(f"run {name}", f"run --checkpoint-dir {{w}}/ck -- {command}", "cannot run",
             "not found, or not an executable file")
+    # a new user's pass: the plan's torchrun line under the runner took no checkpoint request, a
+    # notice read as a failure, and a kill left its ranks training (mutation caught: no refusal)
+    torchrun = Path(sys.executable).parent / "torchrun"
+    for name, prefix in (("torchrun", ""), ("torchrun after env", "env OMP_NUM_THREADS=2 ")):
+        add(f"run {name}", f"run --checkpoint-dir {{w}}/ck -- {prefix}{torchrun} --standalone -m thrifty.train",
+            "thrifty run does not run torchrun", "python -m thrifty.train --nproc N")
+    add("run a shell's variable prefix", "run --checkpoint-dir {w}/ck -- OMP_NUM_THREADS=2 true",
+        "cannot run 'OMP_NUM_THREADS=2'", "thrifty run -- env OMP_NUM_THREADS=2 ...")
     for name, path in UNWRITABLE_DIRS.items():
         add(f"run --checkpoint-dir {name}", f"run --checkpoint-dir {path} -- true", "cannot write",
             UNWRITABLE_DIR_REASONS[name])

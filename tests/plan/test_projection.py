@@ -303,7 +303,7 @@ def test_every_interval_contains_its_point_over_whole_plans(profiled_db):
         assert np.all(c.cost_usd >= 60.0 * c.nodes * c.price_per_hour / 3600 * (1 - 1e-12))
 
 
-def test_plan_json_describes_a_launchable_choice(profiled_db, run_cli, tmp_path):
+def test_plan_json_describes_a_launchable_choice(profiled_db, run_cli, tmp_path, monkeypatch):
     code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--json",
                              "--objective", "time", "--gpu")
     assert code == 0, err
@@ -317,6 +317,19 @@ def test_plan_json_describes_a_launchable_choice(profiled_db, run_cli, tmp_path)
     # target: 2.27 epochs where 2.75 were needed)
     assert best["predicted_epochs"] == pytest.approx(best["steps"] * best["global_batch"] / 1438)
     assert best["until_target"] and best["epochs"] >= 2 * best["predicted_epochs"]
+    # epochs the user states are what the line trains, not a cap before the workload's own target
+    # (a new user's pass: --epochs 5000 was planned, and the line stopped at digits' target after 3
+    # epochs; at 10000 the cap, 229,096 epochs, was more than thrifty train takes). Mutations caught:
+    # until_target kept under --epochs; the cap not held to thrifty train's 100,000
+    cap = 1_000  # thrifty train's 100,000, lowered here: the profile's noise scale sets how far 10,000 stated epochs go
+    monkeypatch.setattr("thrifty.plan.optimizer.MAX_TRAINED_EPOCHS", cap)
+    for epochs, batch in (("50", "64"), ("10000", "1024")):
+        code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--json", "--cpu",
+                                 "--epochs", epochs, "--batch", batch)
+        assert code == 0, err
+        for row in json.loads(out)["top"]:
+            assert not row["until_target"] and row["epochs"] == pytest.approx(min(row["predicted_epochs"], cap))
+    assert json.loads(out)["recommended"]["predicted_epochs"] > cap and "more than thrifty train runs" in err
 
 
 @pytest.fixture(scope="module")

@@ -145,3 +145,34 @@ def test_a_resume_that_rank_0_refuses_is_refused_by_every_node(tmp_path):
     for _, err in outputs:
         assert "error: every checkpoint in" in err and "is truncated or corrupt" in err, err[-2000:]
         assert "exitcode  : 2" in err or "exitcode: 2" in err, err[-2000:]
+
+
+@pytest.mark.timeout(300)
+def test_a_torchrun_run_interrupted_before_any_checkpoint_leaves_no_run_folder(tmp_path):
+    """The plan's torchrun line, Ctrl-C'd before its first checkpoint (a new user's pass: a folder
+    holding only its .lock stayed, where the local launcher removes it). Mutation caught: rank 0's
+    run without removed_on_failure."""
+    import time
+    torchrun = Path(sys.executable).parent / "torchrun"
+    stream, run_dir = tmp_path / "steps.jsonl", tmp_path / "runs" / "job"
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1", "OMP_NUM_THREADS": "1",
+           "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    run = subprocess.Popen([str(torchrun), "--standalone", "--nnodes=1", "--nproc-per-node=1", "-m", "thrifty.train",
+                            "--workload", "builtin:digits", "--global-batch", "64", "--steps", "100000",
+                            "--slowdown", "20", "--checkpoint-every", "0", "--step-stream", str(stream),
+                            "--run-dir", str(run_dir), "--resume-if-any", "--db", str(tmp_path / "t.db")],
+                           env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        deadline = time.monotonic() + 200
+        while not (stream.is_file() and len(stream.read_text().splitlines()) >= 3):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1][-2000:]
+            time.sleep(0.1)
+        assert (run_dir / ".lock").exists()
+        os.killpg(run.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole process group
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert "interrupted" in err, err[-2000:]
+    assert not (tmp_path / "runs").exists()  # nor the parent it made

@@ -78,6 +78,7 @@ def test_a_resumed_run_with_nothing_left_is_refused_unless_thrifty_run_restarted
         check_work_left(replace(config, steps=40), 50, 40)
     with pytest.raises(CheckpointError, match="had met its target by step 30 .accuracy 0.96 against 0.95."):
         check_work_left(config, 30, 44, "accuracy 0.96 against 0.95")
+    check_work_left(replace(config, resume_if_any=True), 44, 44)  # the plan's line again on its finished run
     monkeypatch.setenv(ENV_DIR, str(tmp_path / "ck"))
     check_work_left(config, 44, 44)
     check_work_left(config, 30, 44, "accuracy 0.96 against 0.95")
@@ -98,6 +99,10 @@ def test_resume_if_any_starts_a_run_and_the_same_command_again_continues_it(tmp_
     assert again["resumed_at_step"] == 10
     whole = run_training(replace(BASE, steps=20, checkpoint_every=5, run_dir=tmp_path / "whole"))
     assert again["parameter_digests"] == whole["parameter_digests"]
+    # and once more on the finished run: nothing left, no error, its summary (as a spot task's
+    # restart does; a new user's pass: the on-demand relaunch failed "nothing left to train")
+    done = run_training(replace(config, steps=20))
+    assert done["steps"] == 20 and done["parameter_digests"] == whole["parameter_digests"]
 
 
 def test_resume_if_any_under_thrifty_run_leaves_the_runners_own_resume_alone(tmp_path, monkeypatch):

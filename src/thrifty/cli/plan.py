@@ -202,6 +202,9 @@ def plan(
     result, best, chosen_from, probes = decision.result, decision.recommended, decision.plane, decision.probes
     elapsed = decision.elapsed_s
     launch = {"torchrun": torchrun_command(best, workload), "skypilot_yaml": skypilot_yaml(best, workload, bucket=bucket)}
+    if best["predicted_epochs"] > best["epochs"] and not best["until_target"]:  # held to what thrifty train runs
+        stderr.print(f"[yellow]warning:[/] the plan's {best['predicted_epochs']:,.0f} epochs are more than thrifty train "
+                     f"runs: its launch line stops at {best['epochs']:,.0f}", soft_wrap=True)
     summary = {
         "workload": workload, "objective": objective, "profile_reused": reused,
         "recommended": best,

@@ -189,9 +189,18 @@ def train(
     config = replace(config, slowdown=_schedule(slowdown, hetero_profile, slowdown_schedule, hint))
     from thrifty.train.launcher import exit_without_teardown
     if launched_by_torchrun():
+        import contextlib
+
         from thrifty.train.trainer import Preempted, train_torchrun_rank
+        from thrifty.transient.protocol import checkpoint_files
+        # rank 0 makes the run directory: a run that fails or is interrupted before any checkpoint
+        # leaves none behind (a new user's pass: Ctrl-C left a folder holding only its .lock)
+        made_here = (removed_on_failure(run_dir, keep=(Preempted, RunDirectoryBusy), own_names=(LOCK_NAME,),
+                                        worth_keeping=lambda d: bool(checkpoint_files(d)))
+                     if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext())
         try:
-            summary = train_torchrun_rank(config)
+            with made_here:
+                summary = train_torchrun_rank(config)
         except Preempted as notice:  # rank 0 after a SIGTERM: saved; a SkyPilot managed job restarts it
             from thrifty.transient.protocol import PREEMPTED_EXIT
             _say_preempted(notice, run_dir, json_out)

@@ -24,6 +24,11 @@ from thrifty.perf.work import StepWork
 BYTES_PER_PARAMETER = 4  # fp32 gradients
 
 
+# Far more epochs than any published recipe (ImageNet 90, CIFAR 200-300): what `thrifty train`
+# takes (train.config) and a plan's launch line may ask for; more is a typo.
+MAX_TRAINED_EPOCHS = 100_000
+
+
 @dataclass
 class JobModel:
     step_time: StepTimeModel
@@ -44,6 +49,7 @@ class JobModel:
     profiled_max_local_batch: float = float("inf")
     recipe: dict | None = None  # {"epochs", "batch", "min_batch", "max_batch", "source"}
     noise_scale_is_bound: bool = False  # noise_scale is the data's lower bound, not an estimate (_noise)
+    epochs_stated: bool = False  # the steps are the user's --epochs, not a calibration run's to the target
 
     def steps(self, global_batch) -> np.ndarray:
         """Steps to target: recipe epochs x samples / B, or S(B) = S_min (1 + B_noise / B)."""
@@ -215,4 +221,5 @@ def build_job_model(samples: Sequence[Mapping], *, param_count: int, train_size:
                     thread_scaling=stored_thread_scaling(meta),
                     input_s_per_sample=float(meta.get("input_s_per_sample", 0.0)),
                     profiled_max_local_batch=float(configs.local_batch.max()),
-                    recipe=None if recipe is None else dict(recipe))
+                    recipe=None if recipe is None else dict(recipe),
+                    epochs_stated=recipe is None and epochs_to_target is not None)

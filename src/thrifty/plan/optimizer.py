@@ -13,7 +13,7 @@ import numpy as np
 from thrifty.catalog.torch_cuda import task_torch_build
 from thrifty.catalog.vmtype import MINIMUM_BILLED_S
 from thrifty.errors import PlanError
-from thrifty.perf.jobmodel import JobModel
+from thrifty.perf.jobmodel import MAX_TRAINED_EPOCHS, JobModel
 from thrifty.plan.candidates import Bounds, Candidates, VMArrays, evaluate, refusals, require_any
 from thrifty.plan.pareto import knee_index, pareto_front
 from thrifty.plan.request import PlanRequest
@@ -68,9 +68,11 @@ class PlanResult:
             "predicted_epochs": float(c.steps[i] * c.global_batch[i] / self.job.train_size),
             # what the launch command trains: the predicted epochs, or with a target to stop at,
             # a cap of UNTIL_TARGET_MARGIN x the upper end of their interval (the run stops at the
-            # target before it)
+            # target before it); epochs the user stated (--epochs) are trained as predicted (a new
+            # user's pass: 5,000 stated epochs were planned and the line stopped at the workload's
+            # own target after 3)
             "epochs": float(self._epochs_cap(i)),
-            "until_target": self.job.recipe is None,
+            "until_target": self._until_target,
             # what the step time assumed: the requested precision on GPUs (the roofline projects
             # it), fp32 on CPUs (their step time is the fp32 profile's)
             "precision": self.request.precision if vm.is_gpu else "fp32",
@@ -86,13 +88,20 @@ class PlanResult:
         }
 
 
+    @property
+    def _until_target(self) -> bool:
+        """Whether the launch trains to the workload's target: the steps came from a calibration
+        run to it (no recipe, no --epochs)."""
+        return self.job.recipe is None and not self.job.epochs_stated
+
     def _epochs_cap(self, i: int) -> float:
         c = self.candidates
-        if self.job.recipe is None:
+        if self._until_target:
             steps = UNTIL_TARGET_MARGIN * self.job.steps_interval(c.global_batch[i])[1]
         else:
             steps = c.steps[i]
-        return float(steps * c.global_batch[i] / self.job.train_size)
+        # never past what thrifty train takes (a cap of twice an interval's end had printed 229,096)
+        return float(min(steps * c.global_batch[i] / self.job.train_size, MAX_TRAINED_EPOCHS))
 
 
 def _rank(r: Resolved, index: np.ndarray, objective: str, pareto: np.ndarray, by_cost: np.ndarray) -> np.ndarray:

@@ -7,14 +7,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from thrifty.errors import ThriftyError
+from thrifty.perf.jobmodel import MAX_TRAINED_EPOCHS
 from thrifty.train.hetero import SlowdownSchedule
 from thrifty.train.policies import ControllerSettings
 from thrifty.train.runtime import PRECISIONS, resolve_device
 from thrifty.workloads import DEFAULT_WORKLOAD, load_workload
 
-# Far more epochs than any published recipe (ImageNet 90, CIFAR 200-300), ten times plan's --epochs
-# cap (a plan's launch line caps an --until-target run at twice its steps' upper end); more is a typo.
-MAX_EPOCHS = 100_000
+# ten times plan's --epochs cap (a plan's launch line caps an --until-target run at twice its steps'
+# upper end, and never above this: plan.optimizer)
+MAX_EPOCHS = MAX_TRAINED_EPOCHS
 
 
 @dataclass(frozen=True)

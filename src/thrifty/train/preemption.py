@@ -53,6 +53,7 @@ class Preempted(ThriftyError):
     and stopped."""
 
     def __init__(self, step: int, resumes_itself: bool = True) -> None:
+        # itself: under thrifty run or --resume-if-any (the plan's lines: a new user's pass was told to add --resume)
         then = "the same command resumes" if resumes_itself else "the same command with --resume goes on"
         super().__init__(f"preempted after step {step}: checkpoint saved; {then}")
         self.step = step

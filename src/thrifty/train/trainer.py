@@ -311,7 +311,7 @@ def run_training(config: TrainConfig, *, max_workers: int = 8) -> dict:
             if config.slowdown is not None and config.emulate == "cgroup":
                 remove_cgroups(tag)
     if "preempted_at_step" in results[0]:
-        raise Preempted(results[0]["preempted_at_step"], resumes_itself=under_runner())
+        raise Preempted(results[0]["preempted_at_step"], resumes_itself=under_runner() or config.resume_if_any)
     return results[0]
 
 
@@ -352,5 +352,5 @@ def train_torchrun_rank(config: TrainConfig) -> dict | None:
     if rank != 0:
         return None
     if "preempted_at_step" in summary:
-        raise Preempted(summary["preempted_at_step"], resumes_itself=under_runner())
+        raise Preempted(summary["preempted_at_step"], resumes_itself=under_runner() or config.resume_if_any)
     return summary

@@ -128,6 +128,22 @@ class _Attempt:
     requests: int = 0
 
 
+def _refuse_torchrun(command: list[str]) -> None:
+    """torchrun as the job is refused (a new user's pass ran `thrifty plan`'s torchrun line under the
+    runner): its ranks write the ready file and take the checkpoint requests under their own pids,
+    so no request reaches them; a notice makes torchrun itself exit 1, read as the job's failure;
+    and a SIGKILL to torchrun leaves its ranks training, holding the run folder the next attempt
+    needs. `python -m thrifty.train --nproc N` runs the same training under the runner."""
+    words = command[1:] if Path(command[0]).name == "env" else command
+    program = next((w for w in words if "=" not in w or w.startswith("-")), "")
+    torch_run = Path(program).name == "torchrun" or ("-m" in words and "torch.distributed.run" in words)
+    if torch_run:
+        raise RunnerError("thrifty run does not run torchrun (its ranks take no checkpoint requests, a notice ends it "
+                          "as a failure, a kill leaves them running): run `python -m thrifty.train --nproc N ...` "
+                          "under thrifty run instead, or the torchrun line alone with THRIFTY_CHECKPOINT_DIR set, as a "
+                          "plan's spot task does")
+
+
 @dataclass
 class Runner:
     command: list[str]
@@ -153,7 +169,10 @@ class Runner:
             raise RunnerError("checkpoint intervals must be positive")
         executable = shutil.which(self.command[0])
         if executable is None or Path(executable).is_dir():
-            raise RunnerError(f"cannot run {self.command[0]!r}: not found, or not an executable file")
+            assignment = "=" in self.command[0] and not self.command[0].startswith("=")  # a shell's VAR=value prefix
+            raise RunnerError(f"cannot run {self.command[0]!r}: not found, or not an executable file"
+                              + (f" (a variable for the job: thrifty run -- env {self.command[0]} ...)" if assignment else ""))
+        _refuse_torchrun(self.command)
         self.checkpoint_dir = Path(self.checkpoint_dir)
         check_writable_dir(self.checkpoint_dir, "the checkpoint folder")
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
