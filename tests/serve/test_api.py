@@ -317,6 +317,13 @@ def test_a_plan_stored_without_its_plane_is_computed_again_and_says_so(stores, t
     keys = ("instance_type", "nodes", "workers", "global_batch", "spot")
     assert [{k: d[k] for k in keys} for d in again["pareto"]] == [
         {k: d[k] for k in keys} for d in stores["plan"]["pareto"]]
+    assert "mismatch_reason" not in again
+    # a stored recommendation of a V100, which no plan makes any more (catalog.torch_cuda), says why
+    # it is not made again (mutation caught: no reason given)
+    v100 = {**newest_cost, "recommended": {**newest_cost["recommended"], "cloud": "aws", "instance_type": "p3.2xlarge",
+                                             "accelerator": "V100"}}
+    moved = plans.plane(old, v100)
+    assert moved["matches_stored"] is False and moved["mismatch_reason"].startswith("its V100 is no longer offered")
 
 
 def test_a_watched_jobs_id_stays_when_another_folder_appears(tmp_path):

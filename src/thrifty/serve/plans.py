@@ -70,6 +70,18 @@ def _computed_again(db: ThriftyDb, plan: dict) -> dict:
     result = run_plan(vm_arrays(), job_model_of(record), request, db.workload_probes(plan["workload_key"]))
     best = result.describe(result.best)
     stored = plan["recommended"]
+    matches = all(best.get(k) == stored.get(k) for k in SAME_KEYS)
     return json_safe({**plan, "profile_id": db.key(profile_id), **plane_of(result), "plane_source": "recomputed",
-                      "plane_recommendation": best,
-                      "matches_stored": all(best.get(k) == stored.get(k) for k in SAME_KEYS)})
+                      "plane_recommendation": best, "matches_stored": matches,
+                      **({} if matches or not _untrainable(stored) else {"mismatch_reason": _untrainable(stored)})})
+
+
+def _untrainable(recommended: dict) -> str:
+    """Why a stored recommendation is not made again, where it is on a GPU that the task's torch
+    has no kernels for (catalog.torch_cuda: V100s were planned before); empty otherwise."""
+    from thrifty.catalog.torch_cuda import task_torch_build
+    vmx, build = vm_arrays(), task_torch_build()
+    gone = [i for i, vm in enumerate(vmx.vms) if (vm.cloud, vm.instance_type, vm.accelerator) == (
+        recommended.get("cloud"), recommended.get("instance_type"), recommended.get("accelerator"))
+        and not vmx.trainable[i]]
+    return "" if not gone or build is None else f"its {recommended['accelerator']} is no longer offered: {build.describe()}"
