@@ -94,6 +94,24 @@ def test_a_failed_block_in_a_folder_of_other_files_takes_only_its_own_names_away
     assert empty.is_dir() and not any(empty.iterdir())  # an empty folder is emptied again
 
 
+def test_a_failed_run_removes_the_parents_it_made_only_while_they_are_empty(tmp_path):
+    """Two plan lines under one .thrifty/runs/ that neither found: the first fails, and the second's
+    run folder, made meanwhile beside it, stays (a review: it went too, checkpoints and all).
+    Mutation caught: the highest parent the block made removed whole."""
+    from thrifty.io import removed_on_failure
+    first, second = tmp_path / ".thrifty" / "runs" / "a", tmp_path / ".thrifty" / "runs" / "b"
+    with pytest.raises(RuntimeError), removed_on_failure(first):
+        first.mkdir(parents=True)
+        second.mkdir()
+        (second / "ckpt-000001.bin").write_bytes(b"the other run's")
+        raise RuntimeError("interrupted")
+    assert not first.exists() and (second / "ckpt-000001.bin").exists()
+    with pytest.raises(RuntimeError), removed_on_failure(second / "deeper" / "run"):
+        (second / "deeper" / "run").mkdir(parents=True)
+        raise RuntimeError("alone")
+    assert not (second / "deeper").exists() and second.exists()  # its own parents go, empty
+
+
 def test_a_row_being_written_is_left_out_of_a_live_read_and_a_bad_whole_row_is_not(tmp_path):
     """`thrifty serve` reads a run's log while the run appends to it (a new user's pass: a half-written
     last line made the whole run view an error). Mutation caught: read_csv without `appended`."""

@@ -66,7 +66,9 @@ def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
     """The folder `path` and the parents the block creates for it are removed again if the block
     raises an Exception or is interrupted (Ctrl-C, or a SIGTERM raised as cli.common.Terminated),
     not by one of `keep`, and left nothing `worth_keeping` (a checkpoint to
-    resume from) in it: a failed command leaves no half-made run behind. A folder that existed
+    resume from) in it: a failed command leaves no half-made run behind. The parents go only while
+    empty: another process may have made its own folder in them meanwhile (two plan lines under
+    .thrifty/runs/; a review found one's failure removing the other's run). A folder that existed
     empty is emptied again (what the block wrote in it goes). In one that held anything before,
     only the `own_names` the block added go (a run's lock file): anything else there may be the
     user's or another process's, written while the block ran."""
@@ -79,7 +81,15 @@ def removed_on_failure(path: Path, keep: tuple[type[BaseException], ...] = (),
     except (Exception, KeyboardInterrupt) as exc:
         if not isinstance(exc, keep) and not (Path(path).is_dir() and worth_keeping(Path(path))):
             if top is not None:
-                shutil.rmtree(top, ignore_errors=True)
+                made = Path(path).absolute()
+                shutil.rmtree(made, ignore_errors=True)
+                for parent in made.parents:  # up to `top`, the highest it made, while each is empty
+                    if parent == top.parent:
+                        break
+                    try:
+                        parent.rmdir()
+                    except OSError:
+                        break
             elif before is not None:
                 added = set(folder.iterdir()) - before
                 for entry in added if not before else {e for e in added if e.name in own_names}:

@@ -67,6 +67,22 @@ def test_train_json_summary_and_store(run_cli, tmp_path):
         assert (tmp_path / "run" / name).exists()
 
 
+def test_the_same_resume_if_any_line_on_its_finished_run_is_stored_once_and_prints_its_summary(run_cli, tmp_path):
+    """The plan's line run again on its finished run (a review: it was stored a second time and its
+    summary.json rewritten, resumed_at_step and wall time changed). Mutation caught: the trainer's
+    nothing_to_do check removed."""
+    from thrifty.store import Store
+    line = ("train", "--nproc", "1", "--steps", "6", "--json", "--resume-if-any", "--run-dir", tmp_path / "run",
+            "--db", tmp_path / "t.db")
+    code, first, err = run_cli(*line)
+    assert code == 0, err
+    code, again, err = run_cli(*line)
+    assert code == 0 and "is done (step 6): nothing to do" in " ".join(err.split()), err
+    assert json.loads(again) == json.loads(first) == json.loads((tmp_path / "run" / "summary.json").read_text())
+    with Store(tmp_path / "t.db") as store:
+        assert store.count("train_runs") == 1
+
+
 def test_thrifty_train_as_its_own_process_leaves_no_temporary_folder(tmp_path, short_tmp):
     """`thrifty train` ends with os._exit (no interpreter teardown); multiprocessing's folder for the
     forkserver's socket (pymp-*) is removed first, on success and on a refused start. Mutation: the
@@ -292,3 +308,21 @@ def test_amp_on_the_cpu_runs_and_says_it_is_slow_there(run_cli, tmp_path):
     code, _, err = run_cli("train", "--precision", "tf32", "--steps", "2", "--run-dir", tmp_path / "tf32",
                            "--db", tmp_path / "t.db", "--json")
     assert code == 0 and "--precision tf32 on the CPU trains in plain fp32" in " ".join(err.split()), err
+
+
+def test_a_failed_run_keeps_its_log_where_its_checkpoints_are_in_the_bucket(tmp_path, monkeypatch):
+    """A spot task's run (checkpoints in THRIFTY_CHECKPOINT_DIR) that fails keeps the run folder's
+    log the resume goes on with (a review: it was removed, the next summary short of the earlier
+    steps). Mutation caught: worth keeping only for a checkpoint in the run folder."""
+    from thrifty.cli.train import _worth_keeping
+    from thrifty.transient.protocol import ENV_DIR
+    run, bucket = tmp_path / "run", tmp_path / "bucket"
+    run.mkdir()
+    bucket.mkdir()
+    (run / "steps.csv").write_text("step\n")
+    monkeypatch.setenv(ENV_DIR, str(bucket))
+    assert not _worth_keeping(run)  # no checkpoint anywhere: the half-made run goes
+    (bucket / "ckpt-000001.bin").write_bytes(b"THRIFTY1")
+    assert _worth_keeping(run)
+    (run / "steps.csv").unlink()
+    assert not _worth_keeping(run)  # nothing of the run's own here

@@ -79,6 +79,8 @@ def test_a_resumed_run_with_nothing_left_is_refused_unless_thrifty_run_restarted
     with pytest.raises(CheckpointError, match="had met its target by step 30 .accuracy 0.96 against 0.95."):
         check_work_left(config, 30, 44, "accuracy 0.96 against 0.95")
     check_work_left(replace(config, resume_if_any=True), 44, 44)  # the plan's line again on its finished run
+    with pytest.raises(CheckpointError, match="--epochs 2 is done"):  # but asking for less than was done
+        check_work_left(replace(config, resume_if_any=True), 50, 44)
     monkeypatch.setenv(ENV_DIR, str(tmp_path / "ck"))
     check_work_left(config, 44, 44)
     check_work_left(config, 30, 44, "accuracy 0.96 against 0.95")
@@ -100,9 +102,15 @@ def test_resume_if_any_starts_a_run_and_the_same_command_again_continues_it(tmp_
     whole = run_training(replace(BASE, steps=20, checkpoint_every=5, run_dir=tmp_path / "whole"))
     assert again["parameter_digests"] == whole["parameter_digests"]
     # and once more on the finished run: nothing left, no error, its summary (as a spot task's
-    # restart does; a new user's pass: the on-demand relaunch failed "nothing left to train")
+    # restart does; a new user's pass: the on-demand relaunch failed "nothing left to train"), the
+    # stored summary left as it was (a review: rewritten, and stored again by the CLI)
+    written = (tmp_path / "job" / "summary.json").read_bytes()
     done = run_training(replace(config, steps=20))
-    assert done["steps"] == 20 and done["parameter_digests"] == whole["parameter_digests"]
+    assert done["nothing_to_do"] and done["steps"] == 20 and done["parameter_digests"] == whole["parameter_digests"]
+    assert (tmp_path / "job" / "summary.json").read_bytes() == written
+    # fewer steps than were done are refused, as under --resume (a review: they passed in silence)
+    with pytest.raises(CheckpointError, match="is at step 20: --steps 5 is done"):
+        run_training(replace(config, steps=5))
 
 
 def test_resume_if_any_under_thrifty_run_leaves_the_runners_own_resume_alone(tmp_path, monkeypatch):

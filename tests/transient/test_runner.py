@@ -577,3 +577,25 @@ def test_a_notice_longer_than_the_vms_life_waits_for_the_jobs_handlers(tmp_path,
     assert report.exit_code == 0 and out.read_text() == _expected(4)
     assert report.checkpoints >= 1 and report.notices >= 1
     assert any("is at least half the median VM life" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("command, launches", [
+    ("torchrun --standalone -m thrifty.train", True),
+    ("env OMP_NUM_THREADS=2 torchrun -m thrifty.train", True),
+    ("env -u X torchrun -m thrifty.train", True),
+    ("env -i -- /usr/bin/torchrun x.py", True),
+    ("nice -n 5 torchrun -m thrifty.train", True),
+    ("uv run torchrun -m thrifty.train", True),
+    ("python -m torch.distributed.run -m thrifty.train", True),
+    ("python3 -mtorch.distributed.launch train.py", True),
+    ("python -m thrifty.train --workload torchrun", False),
+    ("python train.py -m torch.distributed.run", False),
+    ("python torchrun_helper.py", False),
+    ("bash job.sh", False),
+])
+def test_torchrun_as_the_job_is_told_from_a_job_that_mentions_it(command, launches):
+    """A review found `env -u X torchrun`, `nice ... torchrun`, `-mtorch.distributed.launch` let
+    through and a script's own `-m torch.distributed.run` argument refused. Mutation caught: the
+    first version's rule (the first word not an assignment)."""
+    from thrifty.transient.runner import _launches_torchrun
+    assert _launches_torchrun(command.split()) is launches

@@ -5,6 +5,7 @@ Local processes with --nproc, or one rank of a torchrun launch (RANK / WORLD_SIZ
 environment), synchronous (--mode bsp) or with a parameter server (--mode asp).
 """
 
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -192,11 +193,10 @@ def train(
         import contextlib
 
         from thrifty.train.trainer import Preempted, train_torchrun_rank
-        from thrifty.transient.protocol import checkpoint_files
         # rank 0 makes the run directory: a run that fails or is interrupted before any checkpoint
         # leaves none behind (a new user's pass: Ctrl-C left a folder holding only its .lock)
         made_here = (removed_on_failure(run_dir, keep=(Preempted, RunDirectoryBusy), own_names=(LOCK_NAME,),
-                                        worth_keeping=lambda d: bool(checkpoint_files(d)))
+                                        worth_keeping=_worth_keeping)
                      if os.environ.get("RANK", "0") == "0" else contextlib.nullcontext())
         try:
             with made_here:
@@ -221,7 +221,7 @@ def train(
         from thrifty.transient.protocol import PREEMPTED_EXIT, checkpoint_files
         try:  # a preempted run keeps its checkpoint, and so does one that failed after writing one
             with removed_on_failure(run_dir, keep=(Preempted, RunDirectoryBusy), own_names=(LOCK_NAME,),
-                                    worth_keeping=lambda d: bool(checkpoint_files(d))):
+                                    worth_keeping=_worth_keeping):
                 summary = run_training(config, max_workers=max_local_workers())
         except Preempted as notice:  # `thrifty run` restarts a job that exits with PREEMPTED_EXIT
             _say_preempted(notice, run_dir, json_out)
@@ -234,13 +234,29 @@ def train(
                 raise ThriftyError(f"{failure}; the run's last checkpoint stays in {run_dir}: add --resume "
                                     f"to go on from it") from None
             raise
-    _store(db, summary, config, mode)
+    if summary.get("nothing_to_do"):  # the same line again on its finished run: as stored, stored once
+        stored = run_dir / "summary.json"
+        stderr.print(f"the run in {run_dir} is done (step {summary['resumed_at_step']}): nothing to do; its "
+                     "summary as stored", soft_wrap=True)
+        summary = json.loads(stored.read_text()) if stored.is_file() else summary
+    else:
+        _store(db, summary, config, mode)
     if json_out:
         print_json(summary)
     else:
         _show(summary)
     if launched_by_torchrun():
         exit_without_teardown(0)
+
+
+def _worth_keeping(folder: Path) -> bool:
+    """Whether a failed run's folder stays: it holds a checkpoint, or its checkpoints are elsewhere
+    ($THRIFTY_CHECKPOINT_DIR: a spot task's bucket) and it holds the log a resume from them goes on
+    with (a review: a failed spot run had lost its steps.csv)."""
+    from thrifty.records import has_log
+    from thrifty.transient.protocol import ENV_DIR, checkpoint_files
+    elsewhere = os.environ.get(ENV_DIR)
+    return bool(checkpoint_files(folder)) or bool(elsewhere and checkpoint_files(Path(elsewhere)) and has_log(folder))
 
 
 def _say_preempted(notice, run_dir: Path, json_out: bool) -> None:

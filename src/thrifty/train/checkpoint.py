@@ -116,17 +116,25 @@ def check_steps_left(config: TrainConfig, saved_step: int | None) -> None:
     calls it; under torchrun check_work_left does the same on every rank. Call it holding the run directory,
     so that a folder in use says so first (the step is check_resumable's, read just before: a run
     that ended in between makes it stale). An --epochs run that is done is caught by check_work_left."""
-    if saved_step is not None and config.steps is not None and saved_step >= config.steps and not finishes_quietly(config):
+    if saved_step is not None and config.steps is not None and saved_step >= config.steps \
+            and not finishes_quietly(config, asked_no_less=saved_step == config.steps):
         raise CheckpointError(f"the run in {config.run_dir} is at step {saved_step}: --steps {config.steps} "
                               f"is done; give --steps above {saved_step} to train on")
 
 
-def finishes_quietly(config: TrainConfig) -> bool:
+def finishes_quietly(config: TrainConfig, asked_no_less: bool) -> bool:
     """A restart of a finished run is no error, but ends at once with its summary: under `thrifty
-    run` (a VM taken back just after the job ended) and under --resume-if-any (the plan's line run
-    again on its finished run, as a spot task's is: a new user's pass found the on-demand relaunch
-    failing where the spot one did not)."""
-    return under_runner() or config.resume_if_any
+    run` (a VM taken back just after the job ended) and under --resume-if-any when it asks for no
+    less than the run did (the plan's line run again on its finished run, as a spot task's is: a new
+    user's pass found the on-demand relaunch failing where the spot one did not; fewer --steps or
+    --epochs than were done are refused as under --resume)."""
+    return under_runner() or (config.resume_if_any and asked_no_less)
+
+
+def nothing_to_do(config: TrainConfig) -> bool:
+    """Whether a run that trains no step is the plan's line again on its finished run: it stores
+    and writes nothing again (train.trainer; cli.train prints the stored summary)."""
+    return config.resume_if_any and not under_runner()
 
 
 def check_work_left(config: TrainConfig, step: int, stop_step: int, target_met: str | None = None) -> None:
@@ -134,7 +142,7 @@ def check_work_left(config: TrainConfig, step: int, stop_step: int, target_met: 
     tell: check_steps_left cannot; or, with --until-target, `target_met`: the target its checkpoint's
     last evaluation had met, described) is refused; every rank calls it on the same state and refuses
     alike, so none waits for another. A runner's restart of a job that ended just then is no error."""
-    if step == 0 or finishes_quietly(config):
+    if step == 0 or finishes_quietly(config, asked_no_less=target_met is not None or stop_step >= step):
         return
     if target_met is not None:
         raise CheckpointError(f"the run in {config.run_dir} had met its target by step {step} ({target_met}): "

@@ -44,6 +44,7 @@ from thrifty.train.checkpoint import (
     checkpoint_dir,
     checkpoint_store,
     choose_checkpoint,
+    nothing_to_do,
     resolved_resume,
     restore,
     resume_log,
@@ -245,6 +246,8 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     summary["final_lr"] = [group["lr"] for group in state.own_optimizer().param_groups]
     summary["resumed_at_step"] = resumed_at
     summary["parameter_digests"] = digests
+    if resumed_at == state.step and nothing_to_do(config):  # its summary and plot stay as they were (a review)
+        return {**summary, "nothing_to_do": True}
     write_summary(config.run_dir, summary)
     plot_run(config.run_dir, state.log, f"{workload.name}, {world_size} workers, policy {config.policy}")
     log.info("finished at step %d: %s %.4g, summary in %s", state.step, workload.metric_name,

@@ -128,16 +128,31 @@ class _Attempt:
     requests: int = 0
 
 
+def _launches_torchrun(command: list[str]) -> bool:
+    """Whether `command` starts torchrun: the word `torchrun` before the Python interpreter or script
+    (so behind env, nice, uv run and their options), or that interpreter's `-m torch.distributed.run`
+    or `.launch` (`-m X` or `-mX`). Arguments after the script are the job's own."""
+    for i, word in enumerate(command):
+        name = Path(word).name
+        if name == "torchrun":
+            return True
+        if name.startswith("python"):
+            rest = command[i + 1:]
+            module = rest[1] if rest[:1] == ["-m"] and len(rest) > 1 else \
+                rest[0][2:] if rest and rest[0].startswith("-m") else ""
+            return module in ("torch.distributed.run", "torch.distributed.launch")
+        if word.endswith(".py"):
+            return False
+    return False
+
+
 def _refuse_torchrun(command: list[str]) -> None:
     """torchrun as the job is refused (a new user's pass ran `thrifty plan`'s torchrun line under the
     runner): its ranks write the ready file and take the checkpoint requests under their own pids,
     so no request reaches them; a notice makes torchrun itself exit 1, read as the job's failure;
     and a SIGKILL to torchrun leaves its ranks training, holding the run folder the next attempt
     needs. `python -m thrifty.train --nproc N` runs the same training under the runner."""
-    words = command[1:] if Path(command[0]).name == "env" else command
-    program = next((w for w in words if "=" not in w or w.startswith("-")), "")
-    torch_run = Path(program).name == "torchrun" or ("-m" in words and "torch.distributed.run" in words)
-    if torch_run:
+    if _launches_torchrun(command):
         raise RunnerError("thrifty run does not run torchrun (its ranks take no checkpoint requests, a notice ends it "
                           "as a failure, a kill leaves them running): run `python -m thrifty.train --nproc N ...` "
                           "under thrifty run instead, or the torchrun line alone with THRIFTY_CHECKPOINT_DIR set, as a "
