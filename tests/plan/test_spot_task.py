@@ -86,6 +86,10 @@ def test_each_plan_trains_in_its_own_folder_of_the_bucket(tmp_path):
                              {"instance_type": "n1-standard-8"}, {"epochs": 20.0})}
     assert len(others) == 5 and folder not in others
     assert run_folder(plan_choice(), "builtin:tabular") != folder
+    # a re-plan whose epochs differ in the 15th digit (another machine's arithmetic) is the same plan
+    # (a review: it started a new folder; mutation caught: the raw float hashed)
+    assert run_folder(plan_choice(epochs=4.535512693963798), "builtin:digits") == \
+        run_folder(plan_choice(epochs=4.535512693963799), "builtin:digits")
     net = tmp_path / "My_Net.py"
     net.write_text("def make_workload(): ...\n")
     before = run_folder(plan_choice(), str(net))

@@ -63,7 +63,9 @@ def run_folder(choice: dict, workload: str) -> str:
     starts its own folder, while the same plan launched again continues its checkpoints."""
     name = canonical_name(workload)
     slug = re.sub(r"[^a-z0-9]+", "-", Path(name.removeprefix("builtin:")).stem.lower()).strip("-")
-    fields = [workload_key(workload)] + [choice[key] for key in (
+    # epochs to 6 significant digits: a re-plan whose float differs in its 15th digit (another
+    # machine's BLAS) is the same plan, and its line prints the same --epochs (a review)
+    fields = [workload_key(workload)] + [float(f"{choice[key]:.6g}") if key == "epochs" else choice[key] for key in (
         "cloud", "region", "instance_type", "accelerator", "accelerator_count", "nodes", "workers",
         "global_batch", "epochs", "until_target", "precision")]
     digest = hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:12]
