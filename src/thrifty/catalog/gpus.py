@@ -78,16 +78,22 @@ GPU_SPEC_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", 
                     "interconnect_gbps", "sm_count", "base_mhz", "boost_mhz", "tdp_w")
 
 
+def parse_capability(text: str) -> tuple[int, int] | None:
+    """A compute capability "7.5" as (7, 5); None where `text` does not read MAJOR.MINOR."""
+    major, dot, minor = text.partition(".")
+    return (int(major), int(minor)) if dot and major.isdigit() and minor.isdigit() and len(minor) == 1 else None
+
+
 def _capability(row: dict[str, str], name: str) -> tuple[int, int] | None:
     """`compute_capability` as (major, minor) from "7.5"; None where the column is blank or absent
     (a user's specs file from before the column: nothing is then known of the GPU's kernels)."""
     text = (row.get("compute_capability") or "").strip()
     if not text:
         return None
-    major, dot, minor = text.partition(".")
-    if not (dot and major.isdigit() and minor.isdigit() and len(minor) == 1):
+    capability = parse_capability(text)
+    if capability is None:
         raise ValueError(f"{name}: compute_capability must read MAJOR.MINOR, such as 7.5, got {text!r}")
-    return int(major), int(minor)
+    return capability
 
 
 def gpu_spec(row: dict[str, str], name: str, interconnect_gbps: float) -> GPUSpec:

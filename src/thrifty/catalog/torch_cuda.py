@@ -12,11 +12,12 @@ on the device"). PyPI's torch 2.13.0 is built with CUDA 13.0 for 7.5 (T4) and la
 (7.0), P100 (6.0) or P4 (6.1).
 """
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 
-from thrifty.catalog.gpus import GPUSpec
+from thrifty.catalog.gpus import GPUSpec, parse_capability
 from thrifty.data import data_path
 from thrifty.errors import CatalogError
 from thrifty.io import read_csv
@@ -65,17 +66,19 @@ def installed_torch() -> str | None:
 def _archs(text: str, where: str) -> tuple[tuple[int, int], ...]:
     archs = []
     for word in text.split():
-        major, dot, minor = word.partition(".")
-        if not (dot and major.isdigit() and minor.isdigit()):
+        arch = parse_capability(word)
+        if arch is None:
             raise CatalogError(f"{where}: kernel_archs must list MAJOR.MINOR words, such as 7.5 8.0, got {word!r}")
-        archs.append((int(major), int(minor)))
+        archs.append(arch)
     if not archs:
         raise CatalogError(f"{where}: kernel_archs is empty")
     return tuple(archs)
 
 
+@functools.cache
 def recorded_builds() -> dict[str, TorchCudaBuild]:
-    """Every build data/torch_cuda.csv records, by torch version."""
+    """Every build data/torch_cuda.csv records, by torch version (read once: a bundled file, asked
+    for by every plan, projection and served plan)."""
     path = data_path("torch_cuda.csv")
     rows = read_csv(path, CatalogError, "torch CUDA builds", required=COLUMNS)
     return {r["torch"]: TorchCudaBuild(r["torch"], r["cuda"], _archs(r["kernel_archs"], f"{path}:{line}"))

@@ -182,10 +182,12 @@ def search(
     goal = Objective(objective, None if deadline is None else
                      parse_duration_s(deadline, what="deadline", bare_unit="h"))
     rows = None if trace is None else load_trace(trace, load_catalog(catalog or []))
-    restart_s = parse_duration_s("60s" if restart_cost is None else restart_cost, what="--restart-cost", bare_unit="s", allow_zero=True)
     startup_s = parse_duration_s(startup_cost, what="--startup-cost", bare_unit="s", allow_zero=True)
-    batch_change_s = parse_duration_s("5s" if batch_change_cost is None else batch_change_cost, what="--batch-change-cost", bare_unit="s",
-                                      allow_zero=True)
+    # the sim's knobs given; the others at Scenario's defaults
+    knobs = {name: parse_duration_s(text, what=option, bare_unit="s", allow_zero=True)
+             for name, option, text in (("restart_cost_s", "--restart-cost", restart_cost),
+                                        ("batch_change_cost_s", "--batch-change-cost", batch_change_cost))
+             if text is not None} | ({} if measurement_noise is None else {"measurement_noise": measurement_noise})
     sizes = [] if backend == "sim" else _local_batches(_given(workload, backend, "--workload"), batches, work_dir,
                                                        resume)
     job = None
@@ -198,9 +200,7 @@ def search(
     schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
                 else read_noise_trace(_given(noise_scale_trace, backend, "--noise-scale or --noise-scale-trace"),
                                       target_samples))
-    scenario = None if rows is None else Scenario(rows, schedule, goal, 0.03 if measurement_noise is None
-                                                  else measurement_noise, restart_s, startup_s,
-                                                batch_change_s)
+    scenario = None if rows is None else Scenario(rows, schedule, goal, startup_cost_s=startup_s, **knobs)
     best: Outcome | None
     with ExitStack() as stack:
         store = None if db is None else stack.enter_context(Store(db))
