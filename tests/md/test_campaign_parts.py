@@ -372,6 +372,22 @@ def test_checkpoints_follow_the_dp_schedule_of_the_model_and_the_node_age(tmp_pa
     assert saved_at == [3, 8, 13]  # the schedule's intervals, then the last one again
 
 
+def test_a_stopping_drivers_notice_asks_for_one_checkpoint_off_the_schedule(tmp_path):
+    # mutations caught: the notice file not read (no save until the schedule's); read on every chunk
+    # (a save a chunk while the driver waits); its save moving the schedule's next one
+    notice, now = tmp_path / ".stopping", [0.0]
+    checkpoints = ScheduledCheckpoints(tmp_path / "ck", [5.0], notice_file=notice, clock=lambda: now[0])
+    saved_at = []
+    for chunk in range(1, 12):
+        now[0] += 1.0
+        if chunk == 2:
+            notice.write_text("stopping")
+        if checkpoints.due():
+            checkpoints.save(b"x")
+            saved_at.append(chunk)
+    assert saved_at == [2, 5, 10]
+
+
 class Dies(ScheduledCheckpoints):
     """Checkpoints every `every` chunks; the process 'dies' at chunk `die_at` of this attempt."""
 

@@ -184,22 +184,25 @@ def test_a_killed_driver_loses_nothing(cluster, tmp_path):
     assert finished["bill"] == {k: report[k] for k in finished["bill"]} and finished["bill"]["node_hours_model"] > 0
 
 
-def test_a_terminated_driver_says_one_line_and_bills_its_session(cluster, tmp_path):
-    """SIGTERM stops md sweep as Ctrl-C does: Ray shut down, the session ended with its bill, one
-    line and exit code 143. Mutations caught: Ray's own SIGTERM handler left in place (a C++ crash
-    dump, an abort, a session with no end); the session ended after the shutdown only."""
+def test_a_terminated_driver_has_its_runs_in_flight_checkpoint_says_why_and_bills_its_session(cluster, tmp_path):
+    """SIGTERM stops md sweep as Ctrl-C does, after its runs in flight checkpoint: at a time scale of 1
+    the schedule would save none for half an hour, yet every run it leaves unstored has a checkpoint,
+    and the same command resumes them. Ray shut down, the session ended with its bill, exit code 143.
+    Mutations caught: the notice file not written, or not read by the tasks' schedules (no checkpoint:
+    the next driver starts them over); Ray's own SIGTERM handler left in place (a C++ crash dump, an
+    abort, a session with no end); the session ended after the shutdown only."""
     pool, tmp = cluster
     space = tmp_path / "space.toml"
     space.write_text("[h]\nvalues = [3.2, 3.5, 3.8]\n[c]\nvalues = [0.5, 0.35]\n")
-    db = tmp_path / "c.db"
+    db, runs = tmp_path / "c.db", tmp_path / "runs"
     command = [sys.executable, "-m", "thrifty.cli", "md", "sweep", "--space", str(space), "--budget-runs", "6",
-               "--db", str(db), "--work-dir", str(tmp_path / "runs"), "--pool", "spot:2", "--address",
-               pool.cluster.address, "--simulation", "standin", "--time-scale", "1e9"]
-    driver = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": SRC, "RAY_TMPDIR": str(tmp)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               "--db", str(db), "--work-dir", str(runs), "--pool", "spot:2", "--address",
+               pool.cluster.address, "--simulation", "standin", "--time-scale", "1", "--json"]
+    env = {**os.environ, "PYTHONPATH": SRC, "RAY_TMPDIR": str(tmp)}
+    driver = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and driver.poll() is None and not list((tmp_path / "runs").glob("*/*")):
+        while time.monotonic() < deadline and driver.poll() is None and not list(runs.glob("*/attempts/*")):
             time.sleep(0.05)  # its runs started: Ray is up in the driver
         assert driver.poll() is None, "the driver ended before it could be stopped"
         driver.send_signal(signal.SIGTERM)
@@ -209,10 +212,22 @@ def test_a_terminated_driver_says_one_line_and_bills_its_session(cluster, tmp_pa
             driver.kill()
             driver.wait()
     assert driver.returncode == 128 + signal.SIGTERM, err[-2000:]
-    assert [line for line in err.splitlines() if line.strip()] == ["error: terminated"], err[-2000:]
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1] == "error: terminated" and "in flight checkpoint first" in lines[0], err[-2000:]
     with CampaignStore(db) as store:
         (session,) = store.sessions()
+        stored = {r["run_id"] for r in store.completed()}
     assert session["ended_at"] is not None and session["bill"]["node_hours_model"] > 0
+    started = {d.name for d in runs.iterdir() if (d / "attempts").is_dir()}
+    left = started - stored
+    # a stand-in run here takes 72-116 chunks of at least 0.02 s; a stop that waits its grace (25 s) out instead of
+    # seeing checkpoints (the mutations above) lets every run finish and be stored
+    assert left, "every started run finished before the stop: the runs in flight did not checkpoint"
+    assert all(list((runs / r / "checkpoints").glob("ckpt-*.bin")) for r in left), left
+    assert not (runs / ".stopping").exists()  # the notice is gone: the next driver's runs follow their schedule
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert all(_resumed_attempts(runs / r) >= 1 for r in left), left
 
 
 LOOPBACK_CHECK = """

@@ -9,6 +9,10 @@ is asked at Young's interval after the schedule's intervals, as `thrifty run` as
 (transient.schedule.with_young_tail; a run the DP planned as one interval had asked for none).
 Each attempt also writes `attempts/NNN.json` (when it
 began, the step it resumed from, its last chunk and last save) for the campaign's lost-work count.
+A driver that is stopping (SIGTERM, Ctrl-C: md.campaign.runner) writes NOTICE_FILE in the campaign's
+work folder: every task in flight then saves at its next chunk, whatever its schedule says, so that
+the restarted campaign resumes it from there (at a time scale of 1 the schedule's first save can be
+half an hour into a run).
 """
 
 import functools
@@ -22,6 +26,8 @@ from thrifty.io import write_text_atomic
 from thrifty.transient.lifetimes import LifetimeModel
 from thrifty.transient.protocol import JobCheckpoints
 from thrifty.transient.schedule import Job, planned_intervals_s
+
+NOTICE_FILE = ".stopping"  # in the campaign's work folder, while its driver stops (md.campaign.runner)
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,9 @@ class ScheduledCheckpoints(JobCheckpoints):
     """Checkpoints in `directory`, due on the wall-clock schedule `intervals_wall_s`."""
 
     def __init__(self, directory: Path, intervals_wall_s: list[float], *, attempt_log: Path | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 notice_file: Path | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(directory, handle_signals=False)
+        self.notice_file, self.noticed = notice_file, False  # a stopping driver's request: one save
         self.intervals_wall_s, self.clock = list(intervals_wall_s), clock
         self.began = self.last_save = clock()
         self._index = 0
@@ -75,6 +82,8 @@ class ScheduledCheckpoints(JobCheckpoints):
             self._index = min(self._index + 1, len(self.intervals_wall_s) - 1)
             self._next = now + self.intervals_wall_s[self._index]
             self.requested = True
+        if self.notice_file is not None and not self.noticed and self.notice_file.exists():
+            self.noticed = self.requested = True
         if self.attempt_log is not None:
             self._write_log()
         return self.requested

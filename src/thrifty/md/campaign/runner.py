@@ -20,6 +20,9 @@ Two mechanisms bring a run back:
   new batches of the points left (each stored once: the sampler skips stored points).
 A finished run is stored once (md.campaign.store: keyed by campaign and run id, one transaction);
 a completion that finds its run stored already is counted as a duplicate and not stored again.
+A driver stopped by SIGTERM or Ctrl-C first has its runs in flight checkpoint (up to STOP_GRACE_S):
+it writes the notice file that their schedules check after every chunk (checkpoint_schedule), waits
+for a new checkpoint in each (storing the runs that finish meanwhile), and only then lets Ray go.
 """
 
 import hashlib
@@ -28,15 +31,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from thrifty.errors import ThriftyError
-from thrifty.md.campaign.checkpoint_schedule import CheckpointPlan, ScheduledCheckpoints, lost_work
+from thrifty.io import write_text_atomic
+from thrifty.md.campaign.checkpoint_schedule import (
+    NOTICE_FILE,
+    CheckpointPlan,
+    ScheduledCheckpoints,
+    lost_work,
+)
 from thrifty.md.campaign.point_samplers import Sampler, point_key
 from thrifty.md.campaign.pool import EmulatedPool, Placement, node_age_model_s
 from thrifty.md.campaign.simulations import BatchSimulation, SimulationFn, as_batch
 from thrifty.md.campaign.store import CampaignStore
+from thrifty.transient.protocol import checkpoint_files
 
 log = logging.getLogger(__name__)
+
+# how long a stopping driver waits for its runs in flight to checkpoint: inside the 30 s notice that GCP
+# and Azure give a preempted VM (AWS gives 2 minutes), leaving a few seconds for Ray's shutdown
+STOP_GRACE_S = 25.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +83,8 @@ class CampaignReport:
         return {k: v for k, v in self.__dict__.items() if k != "runs"}
 
 
-def _attempt(work: Path, plan: CheckpointPlan, nodes_file: str | None) -> tuple[ScheduledCheckpoints, str]:
+def _attempt(work: Path, plan: CheckpointPlan, nodes_file: str | None,
+             notice_file: Path) -> tuple[ScheduledCheckpoints, str]:
     """This attempt's checkpoints in `work` (scheduled for this node's age) and the node's id."""
     import ray
     node_id = ray.get_runtime_context().get_node_id()
@@ -76,7 +92,7 @@ def _attempt(work: Path, plan: CheckpointPlan, nodes_file: str | None) -> tuple[
     attempts_dir = work / "attempts"
     attempt = len(list(attempts_dir.glob("*.json"))) + 1 if attempts_dir.exists() else 1
     return ScheduledCheckpoints(work / "checkpoints", plan.intervals_wall_s(age_s),
-                                attempt_log=attempts_dir / f"{attempt:03d}.json"), node_id
+                                attempt_log=attempts_dir / f"{attempt:03d}.json", notice_file=notice_file), node_id
 
 
 def batch_dir(work_dir: Path, run_ids: list[str]) -> Path:
@@ -95,7 +111,7 @@ def run_batch(simulation: BatchSimulation, points: list[dict], work_dir: str, pl
     not once per point)."""
     run_ids = [point_key(p) for p in points]
     work = batch_dir(Path(work_dir), run_ids)
-    checkpoints, node_id = _attempt(work, plan, nodes_file)
+    checkpoints, node_id = _attempt(work, plan, nodes_file, Path(work_dir) / NOTICE_FILE)
     results = simulation.run_batch(points, [Path(work_dir) / r for r in run_ids], checkpoints)
     attempts, lost_s, _ = lost_work(work / "attempts")
     return [{"result": r, "attempts": attempts, "lost_work_s": lost_s / len(results), "node_id": node_id,
@@ -111,10 +127,8 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
     batches of one. `on_stored(runs)` hears the number of stored runs at the start and after every
     completed task (progress)."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     started = time.monotonic()
     batches = as_batch(simulation)
-    per_task = config.replicas
     task = ray.remote(num_cpus=1, num_gpus=config.gpus_per_task, max_retries=config.max_retries,
                       retry_exceptions=False)(run_batch)
     nodes_file = None if pool is None else str(pool.nodes_file)
@@ -125,6 +139,48 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
     if completed:
         log.info("campaign resumed: %d of %d runs stored already", len(completed), config.budget_runs)
     pending: dict = {}  # ObjectRef -> (run ids, points, node id or None)
+    notice = Path(config.work_dir) / NOTICE_FILE
+    notice.unlink(missing_ok=True)  # an earlier driver's, killed while it stopped
+
+    def store_outcome(ref) -> None:
+        ids, points, _ = pending.pop(ref)
+        try:
+            outs = ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            raise ThriftyError(f"run {' '.join(ids)} ({', '.join(map(str, points))}) failed in the simulation: "
+                               f"{first_line(exc.cause or exc)}") from None
+        for run_id, params, out in zip(ids, points, outs, strict=True):
+            if store.record_run(run_id, params, out["result"], out["attempts"], out["lost_work_s"]):
+                report.stored_now += 1
+                log.info("stored run %s after %d attempt(s), %.1f s of work lost", run_id, out["attempts"],
+                         out["lost_work_s"])
+            else:
+                report.duplicates += 1
+                log.info("run %s was stored already: this completion is a duplicate", run_id)
+
+    try:
+        completed = _submit_and_store(config, sampler, batches, task, nodes_file, pool, placement, pending,
+                                      completed, store, stored, store_outcome)
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as cli.common.Terminated: the runs in flight save first
+        if pending:
+            _checkpoint_in_flight(pending, Path(config.work_dir), store_outcome)
+        raise
+    report = report_of(completed, report)
+    report.wall_s = time.monotonic() - started
+    if pool is not None:
+        report.preemptions, report.retired = pool.preemptions, pool.retired
+    return report
+
+
+def _submit_and_store(config: CampaignConfig, sampler: Sampler, batches: BatchSimulation, task: Any,
+                      nodes_file: str | None, pool: EmulatedPool | None, placement: Placement | None,
+                      pending: dict, completed: list[dict], store: CampaignStore, stored: Callable[[int], None],
+                      store_outcome: Callable[[Any], None]) -> list[dict]:
+    """The campaign's loop: keep the pool busy with the sampler's points and store what finishes, until
+    the budget is stored or the sampler has no point left; the stored runs at the end."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    per_task = config.replicas
     while len(completed) < config.budget_runs:
         flying = sum(len(ids) for ids, _, _ in pending.values())
         room = min((config.concurrency - len(pending)) * per_task, config.budget_runs - len(completed) - flying)
@@ -155,27 +211,44 @@ def run_campaign(config: CampaignConfig, sampler: Sampler, simulation: BatchSimu
         if pool is not None:
             pool.tick()
         for ref in ready:
-            ids, points, _ = pending.pop(ref)
-            try:
-                outs = ray.get(ref)
-            except ray.exceptions.RayTaskError as exc:
-                raise ThriftyError(f"run {' '.join(ids)} ({', '.join(map(str, points))}) failed in the simulation: "
-                                   f"{first_line(exc.cause or exc)}") from None
-            for run_id, params, out in zip(ids, points, outs, strict=True):
-                if store.record_run(run_id, params, out["result"], out["attempts"], out["lost_work_s"]):
-                    report.stored_now += 1
-                    log.info("stored run %s after %d attempt(s), %.1f s of work lost", run_id, out["attempts"],
-                             out["lost_work_s"])
-                else:
-                    report.duplicates += 1
-                    log.info("run %s was stored already: this completion is a duplicate", run_id)
+            store_outcome(ref)
             completed = store.completed()
             stored(len(completed))
-    report = report_of(completed, report)
-    report.wall_s = time.monotonic() - started
-    if pool is not None:
-        report.preemptions, report.retired = pool.preemptions, pool.retired
-    return report
+    return completed
+
+
+def _checkpoint_in_flight(pending: dict, work_dir: Path, store_outcome: Callable[[Any], None],
+                          grace_s: float = STOP_GRACE_S) -> None:
+    """Ask every run in flight to checkpoint (the notice file) and wait, up to `grace_s`, until each
+    has written a new checkpoint or finished (stored); a second Ctrl-C or SIGTERM stops at once."""
+    import ray
+    folders = {ref: batch_dir(work_dir, ids) / "checkpoints" for ref, (ids, _, _) in pending.items()}
+    before = {ref: _newest_checkpoint(folder) for ref, folder in folders.items()}
+    notice = work_dir / NOTICE_FILE
+    write_text_atomic(notice, "the driver is stopping: save at the next chunk\n")
+    log.warning("stopping: %d run(s) in flight checkpoint first (up to %.0f s; Ctrl-C again stops at once)",
+                len(pending), grace_s)
+    deadline = time.monotonic() + grace_s
+    try:
+        while pending and time.monotonic() < deadline:
+            finished, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0.1)
+            for ref in finished:
+                try:
+                    store_outcome(ref)
+                except Exception as exc:  # a run that failed as the driver stops: said, not raised over the stop
+                    log.warning("while stopping: %s", first_line(exc))
+            for ref in [r for r in pending if _newest_checkpoint(folders[r]) != before[r]]:
+                del pending[ref]  # saved: the next driver resumes it from there
+    finally:
+        notice.unlink(missing_ok=True)
+    if pending:
+        log.warning("%d run(s) wrote no checkpoint within %.0f s: they resume from their last one", len(pending),
+                    grace_s)
+
+
+def _newest_checkpoint(folder: Path) -> str | None:
+    files = checkpoint_files(folder)
+    return files[-1].name if files else None
 
 
 def report_of(completed: list[dict], report: CampaignReport | None = None) -> CampaignReport:
