@@ -97,6 +97,11 @@ INPUT_FILES: dict[str, bytes | str] = {
     "hardware_inf.csv": "name,speed_per_vcpu\nn1-*,inf\n",
     "hardware_twice.csv": "name,speed_per_vcpu\naws:c5,2\naws:c5,0.5\n",
     "exit3.py": "import sys\n\ndef make_workload():\n    sys.exit(3)\n",
+    # a field of the wrong type (it had ended profile and plan in a traceback after the profile's work)
+    "target_str.py": "from thrifty.workloads.digits import make_workload as digits\n\n"
+                     "def make_workload():\n    w = digits()\n    w.target_metric = '0.9'\n    return w\n",
+    "batch_zero.py": "from thrifty.workloads.digits import make_workload as digits\n\n"
+                     "def make_workload():\n    w = digits()\n    w.default_global_batch = 0\n    return w\n",
     "exit_at_import.py": "import sys\nsys.exit(0)\n",
     "syntax.py": "def make_workload(:\n",
     "raises.py": "def make_workload():\n    raise RuntimeError('no data here')\n",
@@ -124,7 +129,7 @@ BAD_WORKLOADS = {"missing": "{in}/missing.py", "unknown_builtin": "builtin:nosuc
                  "exit_at_import": "{in}/exit_at_import.py", "syntax": "{in}/syntax.py",
                  "raises": "{in}/raises.py", "no_factory": "{in}/no_factory.py",
                  "returns_none": "{in}/returns_none.py", "not_python": "{in}/not_python.txt",
-                 "folder": "{in}/adir"}
+                 "folder": "{in}/adir", "target_str": "{in}/target_str.py", "batch_zero": "{in}/batch_zero.py"}
 BAD_DBS = {"under_file": "{in}/afile/t.db", "folder": "{in}/adir", "not_a_db": "{in}/not_a_db.db",
            "proc": "/proc/thrifty-nowhere/t.db", "sysfs": "/sys/thrifty.db", "empty_file": "{in}/empty.csv",
            "foreign_sqlite": "{in}/foreign.db", "journal_blocked": "{in}/locked/t.db"}
@@ -139,7 +144,8 @@ WORKLOAD_REASONS = {"missing": "neither a built-in", "unknown_builtin": "unknown
                     "syntax": "importing it failed with SyntaxError", "raises": "raised RuntimeError: no data here",
                     "no_factory": "has no make_workload() function",
                     "returns_none": "must return a thrifty.workloads.Workload", "not_python": "neither a built-in",
-                    "folder": "neither a built-in"}
+                    "folder": "neither a built-in", "target_str": "Workload.target_metric must be a finite number",
+                    "batch_zero": "Workload.default_global_batch must be a positive whole number"}
 DB_REASONS = {"under_file": "afile is a file, not a folder", "folder": "it is a folder",
               "not_a_db": "file is not a database", "proc": "no such file or directory",
               "sysfs": "cannot create or open a file in /sys", "empty_file": "an empty file, not a thrifty database",

@@ -195,6 +195,21 @@ def test_a_workload_file_runs_from_where_skypilot_puts_it(tmp_path):
     assert "file_mounts" not in task and "--workload builtin:digits " in task["run"]
 
 
+def test_a_workload_files_modules_and_packages_beside_it_are_mounted_with_it(tmp_path):
+    """What job.py may import from its folder reaches the VM (only job.py had: `from mynet import ...`
+    failed there). Mutation caught: the file mounted alone."""
+    (tmp_path / "job.py").write_text("from mynet import make_workload\n")
+    (tmp_path / "mynet.py").write_text("# the model\n")
+    (tmp_path / "layers").mkdir()
+    (tmp_path / "layers" / "__init__.py").write_text("")
+    (tmp_path / "data").mkdir()  # a folder that is no package stays behind
+    (tmp_path / "data" / "big.bin").write_bytes(b"0" * 10)
+    task = skypilot_task(plan_choice(spot=False), str(tmp_path / "job.py"))
+    assert task["file_mounts"] == {"~/thrifty-workload/job.py": str(tmp_path / "job.py"),
+                                   "~/thrifty-workload/layers": str(tmp_path / "layers"),
+                                   "~/thrifty-workload/mynet.py": str(tmp_path / "mynet.py")}
+
+
 def test_without_a_source_checkout_the_installed_package_is_mounted(monkeypatch):
     import thrifty
     monkeypatch.setattr(launch, "project_root", lambda: None)  # as if installed from a wheel

@@ -27,6 +27,46 @@ def test_user_workload_file(tmp_path):
     assert load_workload(str(path)).name == "mine"
 
 
+def test_a_workload_file_imports_modules_beside_it_and_its_key_follows_them(tmp_path):
+    """As `python job.py` would: its folder is on the path (a new user's job.py importing mynet.py beside
+    it had failed with ModuleNotFoundError), and an edited mynet.py is profiled again (the key had hashed
+    job.py alone, so a plan reused the old model's profile and resume folder). Mutations caught: the
+    folder not put on sys.path; the key hashing the file alone."""
+    from thrifty.workloads import workload_key
+    (tmp_path / "mynet.py").write_text("from thrifty.workloads import load_workload\n"
+                                       "def make_workload():\n    w = load_workload('builtin:tabular')\n"
+                                       "    w.name = 'beside'\n    return w\n")
+    (tmp_path / "job.py").write_text("from mynet import make_workload\n")
+    (tmp_path / "notes.txt").write_text("not python\n")
+    assert load_workload(str(tmp_path / "job.py")).name == "beside"
+    key = workload_key(str(tmp_path / "job.py"))
+    (tmp_path / "notes.txt").write_text("edited, still not python\n")
+    assert workload_key(str(tmp_path / "job.py")) == key
+    (tmp_path / "mynet.py").write_text((tmp_path / "mynet.py").read_text() + "# wider\n")
+    assert workload_key(str(tmp_path / "job.py")) != key
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("target_metric", "0.9", "target_metric must be a finite number"),
+    ("target_metric", float("nan"), "target_metric must be a finite number"),
+    ("default_global_batch", 0, "default_global_batch must be a positive whole number"),
+    ("default_global_batch", 32.5, "default_global_batch must be a positive whole number"),
+    ("name", 5, "name must be a string"),
+    ("higher_is_better", "yes", "higher_is_better must be True or False"),
+    ("loss_fn", None, "loss_fn must be callable"),
+])
+def test_a_workload_field_of_the_wrong_type_is_refused_in_one_line(tmp_path, field, value, message):
+    """Mutation caught: the field checks dropped (a traceback after the profile's work, or a rank's
+    TypeError mid-run, or a --global-batch nobody gave blamed)."""
+    path = tmp_path / "job.py"
+    path.write_text("from thrifty.workloads import load_workload\n"
+                    f"def make_workload():\n    w = load_workload('builtin:tabular')\n"
+                    f"    w.{field} = {value!r}\n    return w\n".replace("nan", "float('nan')"))
+    with pytest.raises(WorkloadError, match=f"Workload.{message}") as raised:
+        load_workload(str(path))
+    assert "\n" not in str(raised.value)
+
+
 @pytest.mark.parametrize("body, message", [
     ("def make_workload():\n    raise ValueError('no data')\n", "raised ValueError: no data"),
     ("x = 1\n", "no make_workload"),

@@ -35,7 +35,7 @@ from thrifty.catalog.torch_cuda import installed_torch
 from thrifty.errors import PlanError
 from thrifty.plan.bucket import MOUNT_PATH, bucket_mount, default_bucket_name, run_folder
 from thrifty.transient.protocol import ENV_DIR
-from thrifty.workloads.names import canonical_name
+from thrifty.workloads.names import canonical_name, workload_sources
 
 TRAIN_MODULE = "thrifty.train"
 RUNS_FOLDER = ".thrifty/runs"  # where a plan's launch line keeps its run directory (thrifty train's default's parent)
@@ -127,13 +127,14 @@ def project_root() -> Path | None:
 def _synced_workload(workload: str) -> tuple[str, dict[str, str]]:
     """The workload argument as the VM sees it, and the file_mounts it needs (remote: local).
     A workload file is always mounted: one inside the checkout may be git-ignored, and SkyPilot
-    leaves ignored files out of the workdir."""
+    leaves ignored files out of the workdir. The Python modules and packages beside it go along
+    (workloads.names.workload_sources: what it may import, as `python FILE` would)."""
     name = canonical_name(workload)
     if name.startswith("builtin:"):
         return name, {}
     local = Path(name)
-    remote = f"{WORKLOAD_MOUNT}/{local.name}"
-    return f"{WORKLOAD_MOUNT}/{shlex.quote(local.name)}", {remote: str(local)}
+    mounts = {f"{WORKLOAD_MOUNT}/{source.name}": str(source) for source in workload_sources(local)}
+    return f"{WORKLOAD_MOUNT}/{shlex.quote(local.name)}", mounts
 
 
 def _torch_pin() -> str:
