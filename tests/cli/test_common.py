@@ -70,12 +70,14 @@ def test_a_long_duration_prints_whole_hours_not_an_exponent():
 
 @pytest.mark.parametrize("text, bare_unit, seconds", [("90m", "h", 5400), ("2.5h", "s", 9000), ("1d", "s", 86400),
                                                       ("60", "s", 60), ("12", "h", 43200), ("0", "s", 0),
-                                                      ("100ms", "h", 0.1)])
+                                                      ("100ms", "h", 0.1),
+                                                      # as other numbers are written (a new user's pass: refused)
+                                                      ("1e3", "s", 1000), ("1e1h", "s", 36000), (".5h", "s", 1800)])
 def test_durations(text, bare_unit, seconds):
     assert parse_duration_s(text, what="x", bare_unit=bare_unit, allow_zero=True) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "soon", "-5m", "5 weeks", "1e3"])
+@pytest.mark.parametrize("text", ["", "soon", "-5m", "5 weeks", "1e999", "e3", "1e", "."])
 def test_bad_durations(text):
     with pytest.raises(ThriftyError):
         parse_duration_s(text, what="x", bare_unit="s")

@@ -123,6 +123,11 @@ def test_a_run_folder_with_an_earlier_runs_checkpoints_is_kept_unless_forced(run
     assert code == 2 and "--steps 10 is done" in err and len(err.strip().splitlines()) == 1, err
     code, _, err = run_cli("train", "--resume", "--force", "--run-dir", run, "--db", db)
     assert code == 2 and "not both" in err
+    # a setting refused on the earlier run's folder is the setting's error alone: no "add --resume" for
+    # checkpoints this command did not write (a new user's pass; mutation caught: the suffix whenever the
+    # folder holds checkpoints)
+    code, _, err = run_cli("train", "--steps", "5", "--slowdown", "1,2,3", "--run-dir", run, "--db", db)
+    assert code == 2 and "slowdown" in err and "--resume" not in err and len(err.strip().splitlines()) == 1, err
     # on at twice the batch to the end of one epoch: 10 steps of 64, then the rest at 128
     code, out, err = run_cli("train", "--resume", "--epochs", "1", "--global-batch", "128", "--run-dir", run,
                              "--db", db, "--json")
@@ -207,6 +212,32 @@ def test_a_resume_of_a_run_that_met_its_target_is_refused_under_until_target(run
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f"had met its target by step {first['steps']} (accuracy " in err and "nothing left to train" in err
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_on_a_train_run_says_where_its_checkpoint_stays(tmp_path, short_tmp):
+    """A terminal's Ctrl-C (SIGINT to the process group) stops the run; the line says where the
+    checkpoint it wrote stays and how to go on (it said "interrupted" alone; mutation caught: the
+    note not registered)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    env = {**os.environ, "TMPDIR": str(short_tmp), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--checkpoint-every", "5",
+                             "--steps", "100000", "--run-dir", str(run), "--db", str(tmp_path / "t.db")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not list(run.glob("ckpt-*.bin")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert f"interrupted: the run's last checkpoint stays in {run}: add --resume" in " ".join(err.split()), err
+    assert list(run.glob("ckpt-*.bin"))
 
 
 @pytest.mark.timeout(300)

@@ -46,7 +46,9 @@ DbOpt = Annotated[Path, typer.Option("--db", help="SQLite database of profiles, 
 WorkloadOpt = Annotated[str, typer.Option("--workload", "-w",
                                           help="builtin:NAME or a .py file with make_workload().")]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr|d|day)?\s*$", re.IGNORECASE)
+# a number as Python writes one (1e1 and .5 too: a new user's --deadline 1e1 was "cannot read"), then a unit
+_DURATION = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)\s*(ms|s|sec|m|min|h|hr|d|day)?\s*$",
+                       re.IGNORECASE)
 _BARE_NAMES = {"s": "seconds", "h": "hours"}
 _UNIT_S = {"ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
 
@@ -113,6 +115,8 @@ def parse_duration_s(text: str, *, what: str, bare_unit: str, allow_zero: bool =
                            f"(a bare number is {_BARE_NAMES[bare_unit]})")
     value, unit = float(match.group(1)), (match.group(2) or bare_unit).lower()
     seconds = value * _UNIT_S[unit]
+    if not math.isfinite(seconds):
+        raise ThriftyError(f"{what} must be a finite duration, got {text!r}")
     if seconds < 0 or (seconds == 0 and not allow_zero):
         raise ThriftyError(f"{what} must be positive, got {text!r}")
     return seconds

@@ -219,6 +219,7 @@ def train(
     else:
         from thrifty.train.trainer import Preempted, run_training
         from thrifty.transient.protocol import PREEMPTED_EXIT, checkpoint_files
+        earlier = checkpoint_files(run_dir)  # an earlier run's, which this one's failure does not concern
         try:  # a preempted run keeps its checkpoint, and so does one that failed after writing one
             with removed_on_failure(run_dir, keep=(Preempted, RunDirectoryBusy), own_names=(LOCK_NAME,),
                                     worth_keeping=_worth_keeping):
@@ -226,11 +227,19 @@ def train(
         except Preempted as notice:  # `thrifty run` restarts a job that exits with PREEMPTED_EXIT
             _say_preempted(notice, run_dir, json_out)
             raise typer.Exit(PREEMPTED_EXIT) from None
+        except KeyboardInterrupt:  # Ctrl-C: the line says where the work it kept is, as a failure's does
+            if checkpoint_files(run_dir) != earlier and checkpoint_files(run_dir):
+                from thrifty.cli.common import say_on_interrupt
+                say_on_interrupt(f"interrupted: the run's last checkpoint stays in {run_dir}: add --resume to go "
+                                 "on from it (steps since it are lost; a SIGTERM saves first)")
+            raise
         except ThriftyError as failure:
             from thrifty.train.checkpoint import EarlierRunCheckpoints
-            # say where the work it kept is (not when the folder is another run's, or in use)
-            if not (resume or resume_if_any) and checkpoint_files(run_dir) and not isinstance(failure, (EarlierRunCheckpoints,
-                                                                                     RunDirectoryBusy)):
+            # say where the work it kept is: the checkpoints this run wrote (not a refused setting's on an
+            # earlier run's folder, a finished one's included; not a folder another run holds)
+            wrote = checkpoint_files(run_dir) != earlier and bool(checkpoint_files(run_dir))
+            if not (resume or resume_if_any) and wrote and not isinstance(failure, (EarlierRunCheckpoints,
+                                                                                   RunDirectoryBusy)):
                 raise ThriftyError(f"{failure}; the run's last checkpoint stays in {run_dir}: add --resume "
                                     f"to go on from it") from None
             raise
