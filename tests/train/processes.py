@@ -27,3 +27,10 @@ def _is_forkserver(pid: int) -> bool:
         return b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def listening_addresses(pids: list[int]) -> list[str]:
+    """Local addresses of the listening TCP sockets these processes hold (ss -tlnp)."""
+    import re
+    lines = subprocess.run(["ss", "-tlnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
+    return [line.split()[3] for line in lines if any(int(p) in pids for p in re.findall(r"pid=(\d+)", line))]

@@ -48,6 +48,24 @@ def free_loopback_port() -> int:
         return sock.getsockname()[1]
 
 
+def loopback_store(rank: int, world: int, port: int) -> dist.TCPStore:
+    """The ranks' rendezvous store on 127.0.0.1:`port`, listening there alone: a store made from
+    `tcp://127.0.0.1:PORT` listens on every interface (torch's server binds the wildcard address
+    whatever the host), so rank 0 binds the socket itself and hands it over (`master_listen_fd`)."""
+    from torch.distributed.constants import default_pg_timeout
+    if rank != 0:
+        return dist.TCPStore("127.0.0.1", port, world, False, default_pg_timeout)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(max(world, 128))
+    except OSError:
+        listener.close()
+        raise
+    return dist.TCPStore("127.0.0.1", port, world, True, default_pg_timeout, master_listen_fd=listener.detach())
+
+
 def launched_by_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
 
@@ -127,7 +145,7 @@ def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bo
     result_file = Path(out_dir) / f"rank{rank}.json"
     try:
         if world > 1 and process_group:
-            _join_group(device, rank, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+            _join_group(device, rank, store=loopback_store(rank, world, port), rank=rank, world_size=world)
         result = fn(rank=rank, world_size=world, **kwargs)
         payload = {"ok": True, "result": result}
     except Exception as exc:
