@@ -32,7 +32,7 @@ from thrifty.train.aggregation import flat_gradient
 from thrifty.train.checkpoint import under_runner
 from thrifty.train.config import TrainConfig, check_config, global_batch_for, total_steps
 from thrifty.train.emulation import Slowdown
-from thrifty.train.launcher import run_local_workers
+from thrifty.train.launcher import loopback_init_method, run_local_workers
 from thrifty.train.loop import FixedSplit, RankState, run_steps
 from thrifty.train.metrics import write_summary
 from thrifty.train.policies import make_policy
@@ -205,7 +205,7 @@ def _worker_loop(config: TrainConfig, worker: int) -> dict:
 def _asp_rank(rank: int, world_size: int, config: TrainConfig) -> dict:
     global _server
     port = os.environ["MASTER_PORT"]
-    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}", rpc_timeout=600,
+    options = rpc.TensorPipeRpcBackendOptions(init_method=loopback_init_method(int(port)), rpc_timeout=600,
                                               _transports=["uv"], _channels=["basic"])
     if rank == 0:
         _server = ParameterServer(config, world_size - 1)

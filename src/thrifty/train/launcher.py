@@ -26,9 +26,11 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import parse_qsl, urlparse
 
 import torch
 import torch.distributed as dist
@@ -48,13 +50,14 @@ def free_loopback_port() -> int:
         return sock.getsockname()[1]
 
 
-def loopback_store(rank: int, world: int, port: int) -> dist.TCPStore:
+def loopback_store(rank: int, world: int, port: int, timeout: timedelta | None = None) -> dist.TCPStore:
     """The ranks' rendezvous store on 127.0.0.1:`port`, listening there alone: a store made from
     `tcp://127.0.0.1:PORT` listens on every interface (torch's server binds the wildcard address
     whatever the host), so rank 0 binds the socket itself and hands it over (`master_listen_fd`)."""
     from torch.distributed.constants import default_pg_timeout
+    timeout = timeout or default_pg_timeout
     if rank != 0:
-        return dist.TCPStore("127.0.0.1", port, world, False, default_pg_timeout)
+        return dist.TCPStore("127.0.0.1", port, world, False, timeout)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -63,7 +66,31 @@ def loopback_store(rank: int, world: int, port: int) -> dist.TCPStore:
     except OSError:
         listener.close()
         raise
-    return dist.TCPStore("127.0.0.1", port, world, True, default_pg_timeout, master_listen_fd=listener.detach())
+    return dist.TCPStore("127.0.0.1", port, world, True, timeout, master_listen_fd=listener.detach())
+
+
+LOOPBACK_SCHEME = "thrifty-loopback"  # init_method scheme of loopback_store (process groups and torch.distributed.rpc)
+
+
+def loopback_init_method(port: int) -> str:
+    """An init_method whose rendezvous is loopback_store on `port` (the handler registered once)."""
+    from torch.distributed import rendezvous as rendezvous_module
+    registered = getattr(rendezvous_module, "_rendezvous_handlers", {})
+    if LOOPBACK_SCHEME not in registered:
+        dist.register_rendezvous_handler(LOOPBACK_SCHEME, _loopback_rendezvous)
+    return f"{LOOPBACK_SCHEME}://127.0.0.1:{port}"
+
+
+def _loopback_rendezvous(url: str, timeout: timedelta | None = None, **_: Any) -> Iterator[tuple[dist.Store, int, int]]:
+    """torch.distributed's rendezvous protocol (as its tcp:// handler): the store, rank and world size
+    from the url's query, which torch fills in."""
+    parsed = urlparse(url)
+    query = dict(parse_qsl(parsed.query))
+    if parsed.port is None or "rank" not in query or "world_size" not in query:
+        raise ValueError(f"{LOOPBACK_SCHEME}:// rendezvous needs a port, rank and world_size: {url}")
+    rank, world = int(query["rank"]), int(query["world_size"])
+    yield loopback_store(rank, world, parsed.port, timeout), rank, world
+    raise RuntimeError(f"{LOOPBACK_SCHEME}:// cannot rendezvous again")
 
 
 def launched_by_torchrun() -> bool:
@@ -145,7 +172,7 @@ def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bo
     result_file = Path(out_dir) / f"rank{rank}.json"
     try:
         if world > 1 and process_group:
-            _join_group(device, rank, store=loopback_store(rank, world, port), rank=rank, world_size=world)
+            _join_group(device, rank, init_method=loopback_init_method(port), rank=rank, world_size=world)
         result = fn(rank=rank, world_size=world, **kwargs)
         payload = {"ok": True, "result": result}
     except Exception as exc:
