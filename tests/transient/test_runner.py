@@ -159,6 +159,27 @@ def test_a_job_stopping_itself_again_and_again_without_a_checkpoint_is_failing(t
     assert len(starts) == 5
 
 
+@pytest.mark.timeout(120)
+def test_emulated_vms_that_die_before_every_first_checkpoint_stop_the_run_in_one_line(tmp_path, scripted_lifetimes):
+    """Lives of 5 ms never let the job save: after 20 in a row the run says why (a new user's --time-scale
+    1e6 made 786 attempts in 59 s and went on). Mutation caught: the fruitless count not kept."""
+    runner = Runner([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "ck", intervals_s=[1000.0],
+                    lifetimes=scripted_lifetimes([0.005]), kill="sigkill", timeout_s=100)
+    with pytest.raises(RunnerError, match="20 emulated VMs in a row died before the job wrote a checkpoint"):
+        runner.run()
+
+
+def test_a_killed_runners_stale_ready_files_are_cleared_before_the_job_starts(tmp_path):
+    """A SIGKILLed runner's job leaves `.ready-PID`; a new job given that pid would be signalled before its
+    handlers are in (SIGUSR1 kills it). Mutation caught: the stale files kept."""
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    stale = folder / ".ready-4194000"
+    stale.touch()
+    assert Runner([sys.executable, "-c", "pass"], folder).run().exit_code == 0
+    assert not stale.exists()
+
+
 def test_a_job_that_checkpoints_before_each_stop_is_restarted_until_it_finishes(tmp_path):
     # mutation caught: the guard counting stops without looking for checkpoints (6 stops: given up)
     job = textwrap.dedent(f"""

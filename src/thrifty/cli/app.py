@@ -43,10 +43,12 @@ app.command()(serve.serve)
 
 # the commands for which SIGTERM means stop (as Ctrl-C: what they made is cleaned up), and `md sweep`
 # (Ray shut down, the session billed: the same command continues the campaign; Ray's own handler
-# had aborted with a crash dump); train, md run and run take it as a preemption notice (checkpoint,
-# exit 75), serve leaves it to its server
+# had aborted with a crash dump); train too until its run takes SIGTERM as a preemption notice
+# (checkpoint, exit 75: train.preemption, which hands a second SIGTERM back to this stop; a SIGTERM in
+# its first seconds had ended it silently with 143 and multiprocessing's leak warnings); md run and
+# run take it as a notice, serve leaves it to its server
 # (search too: `--backend local` must pass the notice to its running launch, not kill it)
-STOP_ON_SIGTERM = ("plan", "profile", "model", "catalog", "preempt")
+STOP_ON_SIGTERM = ("plan", "profile", "model", "catalog", "preempt", "train")
 
 
 HELP_WIDTH_OFF_TERMINAL = 120  # columns: `--help | cat` had cut --slowdown-sche… at rich's default 80
@@ -67,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     teardown: its work is written and closed, and tearing down torch takes seconds."""
     words = [word for word in sys.argv[1:] if not word.startswith("-")]  # after -v
     command = words[0] if words else None
-    if argv is None and (command in STOP_ON_SIGTERM or words[:2] == ["md", "sweep"]):
-        stop_on_sigterm()
     widen_help_off_terminal()
+    if argv is None and (command in STOP_ON_SIGTERM or words[:2] == ["md", "sweep"]):
+        stop_on_sigterm()  # just before run_app, which turns its exception into one line
     code = run_app(app, argv)
     if argv is None and command == "train":
         # multiprocessing's own part of a normal exit: its finalizers remove the temporary folder

@@ -223,6 +223,11 @@ def plan(
     if job.recipe is not None:
         steps_from = (f"{job.recipe['epochs']:g} epochs at global batch {job.recipe['min_batch']}-"
                       f"{job.recipe['max_batch']} ({job.recipe['source']})")
+    elif job.epochs_stated:  # a new user's pass: --epochs 2000 printed a line with --epochs 8738 and no word why
+        stated = job.calibration_steps * job.calibration_batch / job.train_size
+        steps_from = (f"--epochs {stated:g} at global batch {job.calibration_batch} ({job.calibration_steps:,.0f} "
+                      f"steps); other batches need the steps S(B) = S_min (1 + B_noise / B) gives, B_noise ~ "
+                      f"{job.noise_scale:.0f} samples, so a launch line's --epochs is its batch's")
     elif job.noise_scale_is_bound:  # perf.jobmodel._noise: the gradient lost in the noise
         steps_from = (f"B_noise at least {job.noise_scale:.0f} samples (the profiled gradients average to noise: "
                       f"the bound is taken), S_min {job.s_min:.0f} steps")

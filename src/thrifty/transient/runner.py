@@ -65,6 +65,10 @@ POLL_S = 0.01
 # between them are a failing job, not preemptions (one that exited 75 at once was restarted 10,000
 # times in 114 s).
 MAX_UNPRODUCTIVE_RESTARTS = 5
+# Emulated VMs (--inject) that die this many times in a row before the job writes a checkpoint live
+# shorter than its restore and first save: the run cannot move (a new user's --time-scale 1e6 made 786
+# attempts in 59 s, and would have gone on to max_restarts). Our threshold: a model's short lives are rarely 20 in a row.
+MAX_FRUITLESS_PREEMPTIONS = 20
 STDERR_FD = 2  # the job's stdout: the runner's stdout is its report's alone
 LOCK_NAME = ".runner.lock"  # held (flock) by the runner using the folder; hidden, as check_checkpoint_folder allows
 
@@ -261,7 +265,9 @@ class Runner:
         if self.schedule is not None:
             self._event("plan", **self._plan_detail(self.schedule))
         self._warn_of_a_notice_longer_than_lives()
-        attempts = preemptions = notices = unproductive = 0
+        attempts = preemptions = notices = unproductive = fruitless = 0
+        for stale in self.checkpoint_dir.glob(".ready-*"):  # a killed runner's jobs': a new pid may reuse one
+            stale.unlink(missing_ok=True)
         lost = 0.0
         proc = None
         try:
@@ -370,6 +376,12 @@ class Runner:
                     self._terminate(proc, warn=False)
                     self._collect(attempt)
                     lost += self._lost_at_stop(attempt, began, stopped)
+                    fruitless = fruitless + 1 if self._checkpoints == saved_before else 0
+                    if fruitless >= MAX_FRUITLESS_PREEMPTIONS:
+                        self._event("failed", attempt=attempts, exit_code=None)
+                        raise RunnerError(f"{fruitless} emulated VMs in a row died before the job wrote a checkpoint "
+                                          f"(this one lived {life:.3g} s): at --time-scale {self.time_scale:g} they "
+                                          "live shorter than the job takes to start and save once; lower --time-scale")
                 self._event("restart", attempt=attempts + 1)
         finally:
             signal.signal(signal.SIGTERM, previous)
