@@ -330,6 +330,12 @@ def test_plan_json_describes_a_launchable_choice(profiled_db, run_cli, tmp_path,
         for row in json.loads(out)["top"]:
             assert not row["until_target"] and row["epochs"] == pytest.approx(min(row["predicted_epochs"], cap))
     assert json.loads(out)["recommended"]["predicted_epochs"] > cap and "more than thrifty train runs" in err
+    # the table's header says what the stated epochs mean at other batches (a new user's pass: --epochs
+    # 2000 printed a line with --epochs 8738 and no word why; mutation caught: the noise-scale header)
+    code, out, err = run_cli("plan", "--db", profiled_db, "--plot", tmp_path / "p.png", "--cpu", "--epochs", "50")
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "--epochs 50 at global batch 64" in flat and "a launch line's --epochs is its batch's" in flat, flat[:600]
 
 
 @pytest.fixture(scope="module")
