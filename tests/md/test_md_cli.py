@@ -173,3 +173,19 @@ def test_a_first_ctrl_c_checkpoints_and_stops(tmp_path, run_cli):
     code, _, err = run_cli("md", "run", "--system", "lj", "--steps", 200, "--out", out, "--force", "--json")
     assert code == 0, err
     assert json.loads((out / "summary.json").read_text())["steps"] == 200
+
+
+def test_a_run_alone_checkpoints_every_checkpoint_every_and_a_runners_does_not_take_it(run_cli, tmp_path, monkeypatch):
+    """A run with no runner to ask saved only on a notice: a SIGKILL lost it all (a new user's pass).
+    Mutations caught: the interval not checked in due() (no checkpoint); the option taken under a runner."""
+    code, _, err = run_cli("md", "run", "--system", "lj", "--steps", "600", "--chunk", "100", "--checkpoint-every",
+                           "1ms", "--out", tmp_path / "every")
+    assert code == 0, err
+    assert len(list((tmp_path / "every" / "checkpoints").glob("ckpt-*.bin"))) >= 2
+    code, _, err = run_cli("md", "run", "--system", "lj", "--steps", "600", "--chunk", "100", "--out", tmp_path / "plain")
+    assert code == 0, err
+    assert not list((tmp_path / "plain" / "checkpoints").glob("ckpt-*.bin"))  # only when asked, as before
+    monkeypatch.setenv("THRIFTY_CHECKPOINT_DIR", str(tmp_path / "runners"))
+    code, _, err = run_cli("md", "run", "--system", "lj", "--steps", "600", "--checkpoint-every", "5m",
+                           "--out", tmp_path / "under")
+    _one_line_error(code, err, "--checkpoint-every is for a run alone")

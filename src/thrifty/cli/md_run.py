@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from thrifty.cli.common import JsonOpt, print_json, stdout
+from thrifty.cli.common import JsonOpt, parse_duration_s, print_json, stdout
 from thrifty.errors import ThriftyError
 
 md_app = typer.Typer(help="Molecular-dynamics jobs (OpenMM, or the torch engine) that survive preemptions.",
@@ -96,11 +96,12 @@ def _checkpoint_on_first_ctrl_c(checkpoints) -> None:
     signal.signal(signal.SIGINT, first)
 
 
-def _run(options, model, settings, out: Path, checkpoint_dir: Path | None, system: str) -> dict:
+def _run(options, model, settings, out: Path, checkpoint_dir: Path | None, system: str,
+         every_s: float | None) -> dict:
     from thrifty.progress import ProgressBar
-    from thrifty.transient.protocol import JobCheckpoints, under_runner
-    checkpoints = JobCheckpoints(checkpoint_dir) if checkpoint_dir else \
-        JobCheckpoints.from_environment(default=out / "checkpoints")
+    from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, PeriodicCheckpoints, under_runner
+    folder = checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints")
+    checkpoints = JobCheckpoints(folder) if every_s is None else PeriodicCheckpoints(folder, every_s)
     if not under_runner():
         _checkpoint_on_first_ctrl_c(checkpoints)
     bar: list[ProgressBar] = []  # started at the first chunk: after every check, so errors come first
@@ -128,6 +129,9 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
            force: Annotated[bool, typer.Option(help="Replace the outputs of a finished run in --out")] = False,
            checkpoint_dir: Annotated[Path | None, typer.Option(
                help="Checkpoints (default: $THRIFTY_CHECKPOINT_DIR, else OUT/checkpoints)")] = None,
+           checkpoint_every: Annotated[str | None, typer.Option(
+               help="Also checkpoint every this long, e.g. 10m, when run alone (default: only when asked: a "
+                    "SIGTERM, Ctrl-C, or `thrifty run`'s schedule)")] = None,
            platform: Annotated[str | None, typer.Option(
                help="OpenMM platform: Reference (bit-reproducible; the default), CPU, CUDA or OpenCL (where OpenMM "
                     "has it)")] = None,
@@ -166,7 +170,7 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
         run_length,
     )
     from thrifty.md.nanoconfinement import NanoconfinementModel
-    from thrifty.transient.protocol import ENV_DIR, check_checkpoint_folder
+    from thrifty.transient.protocol import ENV_DIR, check_checkpoint_folder, under_runner
     system = system or ("nanoconfinement" if engine == "torch" else "ions")
     options = EngineOptions(engine, system, platform, dtype, device, threads, seed).checked()
     last_step, chunk = run_length(system, steps, chunk, cap_steps)
@@ -184,6 +188,10 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
             raise ThriftyError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to --system nanoconfinement "
                                f"only, not {system}")
         settings = fixed_length_sampling(last_step, chunk)
+    every_s = None if checkpoint_every is None else parse_duration_s(checkpoint_every, what="--checkpoint-every",
+                                                                       bare_unit="s")
+    if every_s is not None and under_runner():  # its runner's schedule asks, and prices what it asks
+        raise ThriftyError("--checkpoint-every is for a run alone: under `thrifty run` its schedule asks for them")
     check_writable_dir(out, "--out")
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
@@ -202,7 +210,7 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
     else:
         started_ns = time.time_ns()
         try:
-            summary = _run(options, model, settings, out, checkpoint_dir, system)
+            summary = _run(options, model, settings, out, checkpoint_dir, system, every_s)
         except Preempted as notice:  # a new user's pass: --json printed nothing (train's says this much)
             if json_out:
                 where = checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints")

@@ -182,3 +182,21 @@ class JobCheckpoints:
         self.requested = False
         self._report({"event": "checkpoint", "file": path.name, "cost_s": time.monotonic() - began})
         return path
+
+
+class PeriodicCheckpoints(JobCheckpoints):
+    """JobCheckpoints that also asks for a save every `every_s` wall seconds: a job run alone, with no
+    runner to ask (`md run --checkpoint-every`), loses at most that much to a SIGKILL or a crash."""
+
+    def __init__(self, directory: Path, every_s: float, **options) -> None:
+        super().__init__(directory, **options)
+        self.every_s = every_s
+        self._last_save = time.monotonic()
+
+    def due(self) -> bool:
+        return self.requested or time.monotonic() - self._last_save >= self.every_s
+
+    def save(self, payload: bytes, *, began_s: float | None = None) -> Path:
+        path = super().save(payload, began_s=began_s)
+        self._last_save = time.monotonic()
+        return path
