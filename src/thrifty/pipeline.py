@@ -117,8 +117,11 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
                                           f"calibration step {step:,} of at most {CALIBRATION_MAX_STEPS:,}: "
                                           f"{workload.metric_name} {metric:.3f}, target {workload.target_metric:g}"))
         if not calibration.reached_target:
-            raise WorkloadError(f"calibration run did not reach {workload.metric_name} "
-                                f"{workload.target_metric} in {calibration.steps:,} steps")
+            # what it reached, and the way around it (a new user's pass: 3 minutes, then no hint)
+            raise WorkloadError(f"calibration run did not reach {workload.metric_name} {workload.target_metric:g} in "
+                                f"{calibration.steps:,} steps (its last evaluation: {calibration.final_metric:.4g}): "
+                                "lower the workload's target_metric, or state the epochs it needs (plan --epochs E), "
+                                "which skips the calibration run")
         log.info("calibration: %s %.3f at global batch %d after %d steps", workload.metric_name,
                  calibration.final_metric, batch, calibration.steps)
     return profile, calibration

@@ -173,3 +173,20 @@ def test_the_ranks_run_on_the_cpu_and_a_system_without_the_memory_reset_is_told(
         ("_profile_rank", 1, "cpu", [8, 32]), ("_profile_rank", 2, "cpu", [8, 32])]
     assert profile.meta["peak_memory_per_setting"] is False
     assert any("cannot reset a process's peak memory" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.timeout(300)
+def test_a_calibration_run_short_of_its_target_says_what_it_reached_and_the_way_around(monkeypatch, tmp_path):
+    """A new user's pass: 3 minutes of calibration, then "did not reach accuracy 0.6 in 20,000 steps" and
+    nothing else. Mutation caught: the old message (no last evaluation, no --epochs)."""
+    from thrifty.errors import WorkloadError
+    from thrifty.pipeline import ProfileSettings, run_profile
+    job = tmp_path / "unreachable.py"
+    job.write_text("from thrifty.workloads.digits import make_workload as digits\n\n"
+                   "def make_workload():\n    w = digits()\n    w.target_metric = 0.9999\n    return w\n")
+    monkeypatch.setattr("thrifty.pipeline.CALIBRATION_MAX_STEPS", 10)
+    settings = ProfileSettings(workers=(1,), local_batches=(8, 32), steps=4, allow_busy=True)
+    with pytest.raises(WorkloadError) as raised:
+        run_profile(str(job), settings)
+    said = str(raised.value)
+    assert "did not reach accuracy 0.9999 in 10 steps (its last evaluation: 0." in said and "plan --epochs E" in said
