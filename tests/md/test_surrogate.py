@@ -301,3 +301,15 @@ def test_a_profiles_csv_written_by_the_md_job_reads_as_a_run(tmp_path):
     s = np.linspace(-0.49, 0.49, 50)
     assert density == pytest.approx(np.stack([1 + (3 * s) ** 2, 2 + (3 * s) ** 2]), abs=2e-3)
     assert error == pytest.approx(0.1 * density, abs=1e-3)
+
+
+def test_a_run_whose_params_json_lacks_a_parameter_is_named_in_the_error(tmp_path):
+    """A new user's pass: "missing parameters: z_plus, ..." without the file. Mutation caught: the
+    point's error not prefixed with its file."""
+    import json
+
+    from thrifty.errors import ThriftyError
+    from thrifty.md.runs import read_run
+    (tmp_path / "params.json").write_text(json.dumps({"h_nm": 3.0}))
+    with pytest.raises(ThriftyError, match=f"run parameters {tmp_path / 'params.json'}: missing parameters: z_plus"):
+        read_run(tmp_path)

@@ -53,7 +53,10 @@ def read_run(folder: Path) -> Run:
     params = read_json(folder / PARAMS_FILE, ThriftyError, "run parameters")
     if not isinstance(params, dict):
         raise ThriftyError(f"run parameters {folder / PARAMS_FILE} must be a JSON object")
-    point = check_point(params)
+    try:
+        point = check_point(params)
+    except ThriftyError as exc:  # name the file (a new user's pass: "missing parameters: ..." from which run?)
+        raise ThriftyError(f"run parameters {folder / PARAMS_FILE}: {exc}") from None
     rows = read_csv(folder / PROFILES_FILE, ThriftyError, "density profiles", required=PROFILE_COLUMNS)
     try:
         table = np.array([[float(row[c]) for c in PROFILE_COLUMNS] for row in rows])

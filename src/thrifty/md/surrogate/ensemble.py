@@ -216,6 +216,8 @@ class Ensemble:
     @classmethod
     def load(cls, folder: Path) -> "Ensemble":
         path = Path(folder) / MODEL_FILE
+        if Path(folder).is_file():  # a new user's pass: a file given was "surrogate.pt not found" in it
+            raise ThriftyError(f"{folder} is a file: give the folder `thrifty md train-surrogate --out` wrote")
         if not path.is_file():
             raise ThriftyError(f"no surrogate in {folder}: {MODEL_FILE} not found (train one with "
                                "thrifty md train-surrogate)")
