@@ -197,11 +197,14 @@ def test_a_workload_file_runs_from_where_skypilot_puts_it(tmp_path):
 
 def test_a_workload_files_modules_and_packages_beside_it_are_mounted_with_it(tmp_path):
     """What job.py may import from its folder reaches the VM (only job.py had: `from mynet import ...`
-    failed there). Mutation caught: the file mounted alone."""
+    failed there), and nothing else (a secrets.py in a home folder). Mutations caught: the file mounted
+    alone; every .py beside it mounted."""
     (tmp_path / "job.py").write_text("from mynet import make_workload\n")
-    (tmp_path / "mynet.py").write_text("# the model\n")
+    (tmp_path / "mynet.py").write_text("import torch\nfrom layers.conv import block\n")  # and what it imports
     (tmp_path / "layers").mkdir()
     (tmp_path / "layers" / "__init__.py").write_text("")
+    (tmp_path / "layers" / "conv.py").write_text("import numpy\n")
+    (tmp_path / "secrets.py").write_text("TOKEN = 'x'\n")  # beside it, imported by nothing: stays here
     (tmp_path / "data").mkdir()  # a folder that is no package stays behind
     (tmp_path / "data" / "big.bin").write_bytes(b"0" * 10)
     task = skypilot_task(plan_choice(spot=False), str(tmp_path / "job.py"))

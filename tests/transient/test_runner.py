@@ -23,7 +23,7 @@ from thrifty.transient.adaptive import AdaptiveSchedule
 from thrifty.transient.lifetimes import Exponential
 from thrifty.transient.protocol import PREEMPTED_EXIT, REPORTS, JobCheckpoints, checkpoint_files
 from thrifty.transient.registry import load_model
-from thrifty.transient.runner import LOCK_NAME, Runner, RunnerError, shell_exit_code
+from thrifty.transient.runner import LOCK_NAME, MAX_FRUITLESS_PREEMPTIONS, Runner, RunnerError, shell_exit_code
 from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
 
 COUNTER_JOB = textwrap.dedent("""
@@ -167,6 +167,36 @@ def test_emulated_vms_that_die_before_every_first_checkpoint_stop_the_run_in_one
                     lifetimes=scripted_lifetimes([0.005]), kill="sigkill", timeout_s=100)
     with pytest.raises(RunnerError, match="20 emulated VMs in a row died before the job wrote a checkpoint"):
         runner.run()
+
+
+@pytest.mark.timeout(120)
+def test_a_job_keeping_its_own_state_is_not_taken_for_a_fruitless_one(tmp_path, scripted_lifetimes):
+    """A job that saves its own state.json on the notice (docs/preemption.md) writes no ckpt-*.bin: its
+    45 short lives are progress, not VMs dying before a first checkpoint (a review; mutation caught: the
+    fruitless count kept for a job that never wrote the ready file)."""
+    job = tmp_path / "own_state.py"
+    job.write_text("import json, os, signal, sys, time\nfrom pathlib import Path\n"
+                   "state = Path(os.environ['THRIFTY_CHECKPOINT_DIR']) / 'state.json'\n"
+                   "done = json.loads(state.read_text())['done'] if state.exists() else 0\n"
+                   "def on_term(*_):\n    state.write_text(json.dumps({'done': done})); sys.exit(75)\n"
+                   "signal.signal(signal.SIGTERM, on_term)\n"
+                   "while done < 1000:\n    time.sleep(0.01); done += 1\n")
+    report = Runner([sys.executable, str(job)], tmp_path / "ck", lifetimes=scripted_lifetimes([0.35]), kill="sigterm",
+                    notice_s=0.1, timeout_s=100).run()
+    assert report.exit_code == 0 and report.attempts > MAX_FRUITLESS_PREEMPTIONS
+
+
+@pytest.mark.timeout(300)
+def test_thrifty_train_noticed_before_its_run_starts_is_restarted_not_failed(tmp_path, scripted_lifetimes, monkeypatch):
+    """Under the runner a SIGTERM to train in its first seconds is the runner's notice: the attempt dies
+    of it and the next one trains (a review: train stopping on it with 143 read as the job's own failure;
+    mutation caught: cli.app's early stop taken under a runner too)."""
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    report = Runner([sys.executable, "-m", "thrifty.cli", "train", "--nproc", "1", "--steps", "20", "--run-dir",
+                     str(tmp_path / "run"), "--db", str(tmp_path / "t.db")], tmp_path / "ck",
+                    lifetimes=scripted_lifetimes([2.0, 1000.0]), kill="sigterm", notice_s=0.5, timeout_s=250).run()
+    assert report.exit_code == 0 and report.attempts == 2, report
 
 
 def test_a_killed_runners_stale_ready_files_are_cleared_before_the_job_starts(tmp_path):

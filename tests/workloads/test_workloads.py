@@ -31,17 +31,19 @@ def test_a_workload_file_imports_modules_beside_it_and_its_key_follows_them(tmp_
     """As `python job.py` would: its folder is on the path (a new user's job.py importing mynet.py beside
     it had failed with ModuleNotFoundError), and an edited mynet.py is profiled again (the key had hashed
     job.py alone, so a plan reused the old model's profile and resume folder). Mutations caught: the
-    folder not put on sys.path; the key hashing the file alone."""
+    folder not put on sys.path; the key hashing the file alone; every .py beside it hashed."""
     from thrifty.workloads import workload_key
     (tmp_path / "mynet.py").write_text("from thrifty.workloads import load_workload\n"
                                        "def make_workload():\n    w = load_workload('builtin:tabular')\n"
                                        "    w.name = 'beside'\n    return w\n")
     (tmp_path / "job.py").write_text("from mynet import make_workload\n")
     (tmp_path / "notes.txt").write_text("not python\n")
+    (tmp_path / "other_script.py").write_text("x = 1\n")  # beside it, imported by nothing
     assert load_workload(str(tmp_path / "job.py")).name == "beside"
     key = workload_key(str(tmp_path / "job.py"))
     (tmp_path / "notes.txt").write_text("edited, still not python\n")
-    assert workload_key(str(tmp_path / "job.py")) == key
+    (tmp_path / "other_script.py").write_text("x = 2\n")
+    assert workload_key(str(tmp_path / "job.py")) == key  # what it does not import is not its code
     (tmp_path / "mynet.py").write_text((tmp_path / "mynet.py").read_text() + "# wider\n")
     assert workload_key(str(tmp_path / "job.py")) != key
 

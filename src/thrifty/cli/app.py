@@ -13,6 +13,7 @@ import typer
 from thrifty.cli import catalog, md_run, md_sweep, model, plan, preempt, profile, run, search, serve, surrogate, train
 from thrifty.cli.common import run_app, stop_on_sigterm
 from thrifty.cli.logs import configure_logging
+from thrifty.transient.protocol import under_runner
 
 app = typer.Typer(help="Train and simulate on the cloud for less.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -70,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     words = [word for word in sys.argv[1:] if not word.startswith("-")]  # after -v
     command = words[0] if words else None
     widen_help_off_terminal()
-    if argv is None and (command in STOP_ON_SIGTERM or words[:2] == ["md", "sweep"]):
+    # under `thrifty run` (THRIFTY_CHECKPOINT_DIR) a SIGTERM to train is the runner's notice even before
+    # its run starts: dying of it reads as a preemption and is restarted (143 would read as a failure)
+    stops = command in STOP_ON_SIGTERM and not (command == "train" and under_runner())
+    if argv is None and (stops or words[:2] == ["md", "sweep"]):
         stop_on_sigterm()  # just before run_app, which turns its exception into one line
     code = run_app(app, argv)
     if argv is None and command == "train":

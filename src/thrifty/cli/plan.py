@@ -225,8 +225,9 @@ def plan(
                       f"{job.recipe['max_batch']} ({job.recipe['source']})")
     elif job.epochs_stated:  # a new user's pass: --epochs 2000 printed a line with --epochs 8738 and no word why
         stated = job.calibration_steps * job.calibration_batch / job.train_size
+        bound = " at least" if job.noise_scale_is_bound else " ~"  # a lower bound: the gradients averaged to noise
         steps_from = (f"--epochs {stated:g} at global batch {job.calibration_batch} ({job.calibration_steps:,.0f} "
-                      f"steps); other batches need the steps S(B) = S_min (1 + B_noise / B) gives, B_noise ~ "
+                      f"steps); other batches need the steps S(B) = S_min (1 + B_noise / B) gives, B_noise{bound} "
                       f"{job.noise_scale:.0f} samples, so a launch line's --epochs is its batch's")
     elif job.noise_scale_is_bound:  # perf.jobmodel._noise: the gradient lost in the noise
         steps_from = (f"B_noise at least {job.noise_scale:.0f} samples (the profiled gradients average to noise: "

@@ -230,8 +230,9 @@ def train(
         except KeyboardInterrupt:  # Ctrl-C: the line says where the work it kept is, as a failure's does
             if checkpoint_files(run_dir) != earlier and checkpoint_files(run_dir):
                 from thrifty.cli.common import say_on_interrupt
-                say_on_interrupt(f"interrupted: the run's last checkpoint stays in {run_dir}: add --resume to go "
-                                 "on from it (steps since it are lost; a SIGTERM saves first)")
+                how = "the same command goes on" if resume or resume_if_any else "add --resume to go on"
+                say_on_interrupt(f"interrupted: the run's last checkpoint stays in {run_dir}: {how} from it (steps "
+                                 "since it are lost; a SIGTERM saves first)")
             raise
         except ThriftyError as failure:
             from thrifty.train.checkpoint import EarlierRunCheckpoints

@@ -66,7 +66,12 @@ def loopback_store(rank: int, world: int, port: int, timeout: timedelta | None =
     except OSError:
         listener.close()
         raise
-    return dist.TCPStore("127.0.0.1", port, world, True, timeout, master_listen_fd=listener.detach())
+    fd = listener.detach()
+    try:
+        return dist.TCPStore("127.0.0.1", port, world, True, timeout, master_listen_fd=fd)
+    except Exception:
+        os.close(fd)
+        raise
 
 
 LOOPBACK_SCHEME = "thrifty-loopback"  # init_method scheme of loopback_store (process groups and torch.distributed.rpc)
@@ -165,6 +170,7 @@ def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bo
     os.environ.clear()
     os.environ.update(environment)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("TP_SOCKET_IFNAME", "lo")  # asp's RPC (TensorPipe): else the hostname's address
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     os.environ["LOCAL_RANK"], os.environ["LOCAL_WORLD_SIZE"] = str(rank), str(world)  # as torchrun sets them

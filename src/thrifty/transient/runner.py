@@ -376,12 +376,16 @@ class Runner:
                     self._terminate(proc, warn=False)
                     self._collect(attempt)
                     lost += self._lost_at_stop(attempt, began, stopped)
-                    fruitless = fruitless + 1 if self._checkpoints == saved_before else 0
+                    # only a job that speaks the protocol (its ready file seen) saves where this runner
+                    # looks; one keeping its own state.json, or md run --checkpoint-dir elsewhere, does not
+                    speaks = self._job_signals_ready
+                    fruitless = fruitless + 1 if speaks and self._checkpoints == saved_before else 0
                     if fruitless >= MAX_FRUITLESS_PREEMPTIONS:
                         self._event("failed", attempt=attempts, exit_code=None)
+                        cure = "; lower --time-scale" if self.time_scale > 1 else ""
                         raise RunnerError(f"{fruitless} emulated VMs in a row died before the job wrote a checkpoint "
-                                          f"(this one lived {life:.3g} s): at --time-scale {self.time_scale:g} they "
-                                          "live shorter than the job takes to start and save once; lower --time-scale")
+                                          f"(this one lived {life:.3g} s): they live shorter than the job takes to "
+                                          f"start and save once{cure}")
                 self._event("restart", attempt=attempts + 1)
         finally:
             signal.signal(signal.SIGTERM, previous)

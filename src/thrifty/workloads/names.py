@@ -2,6 +2,7 @@
 """Workload names without loading any workload (no torch): the built-ins, and the keys under
 which the store keeps a workload's profiles."""
 
+import ast
 import functools
 import hashlib
 from pathlib import Path
@@ -27,12 +28,17 @@ def canonical_name(spec: str) -> str:
 
 
 def _digest(paths: list[Path], spec: str) -> str:
+    """Of the files' names (relative to the first one's folder) and contents: a renamed helper is
+    another workload too."""
     sha = hashlib.sha256()
-    try:
-        for path in paths:
+    root = paths[0].parent if paths else Path()
+    for path in paths:
+        sha.update(str(path.relative_to(root) if path.is_relative_to(root) else path.name).encode() + b"\0")
+        try:
             sha.update(path.read_bytes())
-    except OSError as exc:
-        raise WorkloadError(f"cannot read workload file {spec}: {exc.strerror}") from None
+        except OSError as exc:  # the file, or a module it imports (named: it had blamed the workload file)
+            what = f"workload file {spec}" if path == paths[0] else f"{path}, which workload {spec} imports"
+            raise WorkloadError(f"cannot read {what}: {exc.strerror}") from None
     return sha.hexdigest()[:16]
 
 
@@ -57,19 +63,65 @@ def workload_key(spec: str) -> str:
 
 
 def workload_sources(path: Path) -> list[Path]:
-    """What a workload file may import from where it lies, as `python FILE` does (its folder is first
-    on sys.path: workloads.registry): the file, the other .py files beside it and the packages (folders
-    with __init__.py) beside it. A profile's key hashes them all (an edited helper module is profiled
-    again) and a plan's SkyPilot task mounts them (plan.launch)."""
+    """What a workload file imports from where it lies, as `python FILE` finds it (its folder first on
+    sys.path: workloads.registry): the file, and the modules (`name.py`) and packages (`name/` with
+    __init__.py) beside it that its import statements name, and theirs, read with `ast` (no code runs;
+    an import made by other means, importlib.import_module, is not seen). A profile's key hashes them
+    (an edited helper module is profiled again) and a plan's SkyPilot task mounts them (plan.launch):
+    the other files of the folder (a secrets.py in a home folder) stay where they are."""
     path = Path(path)
-    beside = sorted(p for p in path.parent.iterdir() if p != path and (
-        p.suffix == ".py" and p.is_file() or p.is_dir() and (p / "__init__.py").is_file()))
-    return [path, *beside]
+    found: dict[str, Path] = {}
+    queue, read = [path], set()
+    while queue:
+        source = queue.pop()
+        if source in read:
+            continue
+        read.add(source)
+        for name in sorted(_imported_names(source) - set(found)):
+            target = _beside(path.parent, name)
+            if target is not None:
+                found[name] = target
+                queue.extend(_python_files(target))
+    return [path, *sorted(found.values())]
 
 
 def workload_files(path: Path) -> list[Path]:
     """The Python files of workload_sources, packages walked (their .py files, sorted)."""
-    files = []
-    for source in workload_sources(path):
-        files.extend(sorted(source.rglob("*.py")) if source.is_dir() else [source])
-    return files
+    return [file for source in workload_sources(path) for file in _python_files(source)]
+
+
+def _imported_names(source: Path) -> set[str]:
+    """The top-level names a file's absolute import statements import (`import a.b`, `from a import b`: a)."""
+    try:
+        tree = ast.parse(source.read_bytes())
+    except (OSError, SyntaxError, ValueError):  # unreadable or not Python: loading it says why
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def _beside(folder: Path, name: str) -> Path | None:
+    """The package or module `name` in `folder`, where Python would find it first; None if neither
+    (a folder this user cannot read counts as neither)."""
+    try:
+        package = folder / name
+        if package.is_dir() and (package / "__init__.py").is_file():
+            return package
+        module = folder / f"{name}.py"
+        return module if module.is_file() else None
+    except OSError:
+        return None
+
+
+def _python_files(source: Path) -> list[Path]:
+    if not source.is_dir():
+        return [source]
+    try:
+        return sorted(source.rglob("*.py"))
+    except OSError:
+        return []

@@ -223,7 +223,7 @@ def _checkpoint_in_flight(pending: dict, work_dir: Path, store_outcome: Callable
     has written a new checkpoint or finished (stored); a second Ctrl-C or SIGTERM stops at once."""
     import ray
     folders = {ref: batch_dir(work_dir, ids) / "checkpoints" for ref, (ids, _, _) in pending.items()}
-    before = {ref: _newest_checkpoint(folder) for ref, folder in folders.items()}
+    before = {ref: _checkpoint_names(folder) for ref, folder in folders.items()}
     notice = work_dir / NOTICE_FILE
     write_text_atomic(notice, "the driver is stopping: save at the next chunk\n")
     log.warning("stopping: %d run(s) in flight checkpoint first (up to %.0f s; Ctrl-C again stops at once)",
@@ -237,18 +237,17 @@ def _checkpoint_in_flight(pending: dict, work_dir: Path, store_outcome: Callable
                     store_outcome(ref)
                 except Exception as exc:  # a run that failed as the driver stops: said, not raised over the stop
                     log.warning("while stopping: %s", first_line(exc))
-            for ref in [r for r in pending if _newest_checkpoint(folders[r]) != before[r]]:
-                del pending[ref]  # saved: the next driver resumes it from there
+            for ref in [r for r in pending if _checkpoint_names(folders[r]) - before[r]]:
+                del pending[ref]  # a new checkpoint (not one removed as damaged): the next driver resumes there
     finally:
         notice.unlink(missing_ok=True)
-    if pending:
-        log.warning("%d run(s) wrote no checkpoint within %.0f s: they resume from their last one", len(pending),
-                    grace_s)
+    if pending:  # queued, still restoring, or in a chunk longer than the grace
+        log.warning("%d run(s) wrote no checkpoint within %.0f s (queued, restoring, or mid-chunk): they resume "
+                    "from their last one", len(pending), grace_s)
 
 
-def _newest_checkpoint(folder: Path) -> str | None:
-    files = checkpoint_files(folder)
-    return files[-1].name if files else None
+def _checkpoint_names(folder: Path) -> set[str]:
+    return {path.name for path in checkpoint_files(folder)}
 
 
 def report_of(completed: list[dict], report: CampaignReport | None = None) -> CampaignReport:
