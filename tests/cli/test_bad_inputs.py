@@ -585,6 +585,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     predict = "md predict " + " ".join(f"{k} {v}" for k, v in point.items())
     add("md predict --surrogate empty folder", f"{predict} --surrogate {{in}}/adir", "surrogate.pt not found")
     add("md predict --surrogate missing", f"{predict} --surrogate {{w}}/none", "surrogate.pt not found")
+    add("preempt spot --on-demand-price huge", "preempt spot --job-hours 8 --deadline 12h --spot-price 0.3 "
+        "--on-demand-price 1e308", "--on-demand-price $1e+308/h is above $1000/h")  # costs overflowed to null
     add("md predict --surrogate a file", f"{predict} --surrogate {{in}}/afile", "afile is a file: give the folder")
     for name, path in UNWRITABLE.items():
         add(f"md predict --plot {name}", f"{predict} --surrogate {{in}}/adir --plot {path}", "cannot write",

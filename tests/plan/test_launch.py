@@ -200,17 +200,23 @@ def test_a_workload_files_modules_and_packages_beside_it_are_mounted_with_it(tmp
     failed there), and nothing else (a secrets.py in a home folder). Mutations caught: the file mounted
     alone; every .py beside it mounted."""
     (tmp_path / "job.py").write_text("from mynet import make_workload\n")
-    (tmp_path / "mynet.py").write_text("import torch\nfrom layers.conv import block\n")  # and what it imports
+    (tmp_path / "mynet.py").write_text("import torch\nfrom layers.conv import block\nimport nsp.net\n")  # and theirs
     (tmp_path / "layers").mkdir()
     (tmp_path / "layers" / "__init__.py").write_text("")
     (tmp_path / "layers" / "conv.py").write_text("import numpy\n")
+    (tmp_path / "layers" / "old.py").symlink_to(tmp_path / "gone.py")  # dangling, imported by nothing: no refusal
+    (tmp_path / "nsp").mkdir()  # a namespace package (no __init__.py): Python imports it, so it goes along
+    (tmp_path / "nsp" / "net.py").write_text("x = 1\n")
     (tmp_path / "secrets.py").write_text("TOKEN = 'x'\n")  # beside it, imported by nothing: stays here
     (tmp_path / "data").mkdir()  # a folder that is no package stays behind
     (tmp_path / "data" / "big.bin").write_bytes(b"0" * 10)
     task = skypilot_task(plan_choice(spot=False), str(tmp_path / "job.py"))
     assert task["file_mounts"] == {"~/thrifty-workload/job.py": str(tmp_path / "job.py"),
                                    "~/thrifty-workload/layers": str(tmp_path / "layers"),
-                                   "~/thrifty-workload/mynet.py": str(tmp_path / "mynet.py")}
+                                   "~/thrifty-workload/mynet.py": str(tmp_path / "mynet.py"),
+                                   "~/thrifty-workload/nsp": str(tmp_path / "nsp")}
+    from thrifty.workloads import workload_key
+    assert workload_key(str(tmp_path / "job.py"))  # the dangling link is no file to hash
 
 
 def test_without_a_source_checkout_the_installed_package_is_mounted(monkeypatch):

@@ -48,6 +48,38 @@ def test_a_workload_file_imports_modules_beside_it_and_its_key_follows_them(tmp_
     assert workload_key(str(tmp_path / "job.py")) != key
 
 
+def test_numpy_numbers_are_workload_numbers_and_become_pythons(tmp_path):
+    """np.float32 targets, np.int64 batches and np.bool_ directions are numbers as Python's are (a new
+    user's pass: refused, "must be a finite number, got np.float32(0.9)"); they are stored as Python's
+    (a np.int64 batch had failed later, in JSON). Mutation caught: isinstance on int/float/bool alone."""
+    path = tmp_path / "job.py"
+    path.write_text("import numpy as np\nfrom thrifty.workloads import load_workload\n"
+                    "def make_workload():\n    w = load_workload('builtin:tabular')\n"
+                    "    w.target_metric, w.default_global_batch = np.float32(0.9), np.int64(32)\n"
+                    "    w.higher_is_better = np.bool_(True)\n    return w\n")
+    w = load_workload(str(path))
+    assert (type(w.target_metric), type(w.default_global_batch), type(w.higher_is_better)) == (float, int, bool)
+    assert w.default_global_batch == 32 and w.target_metric == pytest.approx(0.9)
+
+
+def test_modules_beside_a_workload_do_not_stand_in_for_thriftys_own_later_imports(tmp_path):
+    """A sqlite3.py beside job.py (imported by nothing) had broken the ranks' store ("module 'sqlite3'
+    has no attribute 'Cursor'"): the folder is first on the path only while the file imports. Mutation
+    caught: the folder left at sys.path[0]."""
+    import sys
+    (tmp_path / "job.py").write_text("from thrifty.workloads import load_workload\n"
+                                     "def make_workload():\n    return load_workload('builtin:tabular')\n")
+    (tmp_path / "decimal.py").write_text("raise RuntimeError('the wrong decimal')\n")  # a stdlib name, not yet imported
+    sys.modules.pop("decimal", None)
+    load_workload(str(tmp_path / "job.py"))
+    try:
+        import decimal
+        assert decimal.__file__ != str(tmp_path / "decimal.py")
+        assert sys.path[-1] == str(tmp_path)  # still found by its own later imports
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("target_metric", "0.9", "target_metric must be a finite number"),
     ("target_metric", float("nan"), "target_metric must be a finite number"),
@@ -56,15 +88,18 @@ def test_a_workload_file_imports_modules_beside_it_and_its_key_follows_them(tmp_
     ("name", 5, "name must be a string"),
     ("higher_is_better", "yes", "higher_is_better must be True or False"),
     ("loss_fn", None, "loss_fn must be callable"),
+    ("eval_data", "TensorDataset(torch.zeros(0, 3), torch.zeros(0))", "the evaluation data set is empty"),
+    ("target_metric", 95, "Workload.target_metric 95 can never be met"),
 ])
 def test_a_workload_field_of_the_wrong_type_is_refused_in_one_line(tmp_path, field, value, message):
     """Mutation caught: the field checks dropped (a traceback after the profile's work, or a rank's
     TypeError mid-run, or a --global-batch nobody gave blamed)."""
     path = tmp_path / "job.py"
-    path.write_text("from thrifty.workloads import load_workload\n"
+    code = value if field == "eval_data" else repr(value)
+    path.write_text("import torch\nfrom torch.utils.data import TensorDataset\nfrom thrifty.workloads import load_workload\n"
                     f"def make_workload():\n    w = load_workload('builtin:tabular')\n"
-                    f"    w.{field} = {value!r}\n    return w\n".replace("nan", "float('nan')"))
-    with pytest.raises(WorkloadError, match=f"Workload.{message}") as raised:
+                    f"    w.{field} = {code}\n    return w\n".replace("nan", "float('nan')"))
+    with pytest.raises(WorkloadError, match=message if message.startswith(("the", "Workload")) else f"Workload.{message}") as raised:
         load_workload(str(path))
     assert "\n" not in str(raised.value)
 

@@ -89,10 +89,10 @@ def _checkpoint_on_first_ctrl_c(checkpoints) -> None:
     chunk and exits 75, and the same command resumes; a second one stops it at once. (A run alone
     checkpoints on notices only, so Ctrl-C had ended it with nothing saved.)"""
     def first(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # first: a quick second Ctrl-C is the second
+        checkpoints.take_notice()
         log.warning("interrupted: checkpointing after this chunk, then stopping (Ctrl-C again: stop at once, "
                     "nothing saved)")
-        checkpoints.take_notice()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGINT, first)
 
 

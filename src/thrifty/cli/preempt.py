@@ -242,6 +242,11 @@ def spot_command(job_hours: JobHoursOpt,
     from thrifty.transient.spot import compare
     if lifetimes not in ("model", "real"):
         raise ThriftyError(f"--lifetimes must be model or real, got {lifetimes!r}")
+    from thrifty.catalog.loader import MAX_PRICE_PER_HOUR
+    for option, price in (("--spot-price", spot_price), ("--on-demand-price", on_demand_price)):
+        if price > MAX_PRICE_PER_HOUR:  # as the catalog's: 1e308 had overflowed the costs to null
+            raise ThriftyError(f"{option} ${price:g}/h is above ${MAX_PRICE_PER_HOUR:g}/h, more than any VM costs: "
+                               "is it in dollars an hour?")
     if spot_price > on_demand_price:  # as the catalog loader refuses it: spot is the discounted offer
         raise ThriftyError(f"--spot-price ${spot_price:g}/h is above the --on-demand-price ${on_demand_price:g}/h: "
                            "a spot VM is the cheaper offer of the same machine")

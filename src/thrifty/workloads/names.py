@@ -106,22 +106,25 @@ def _imported_names(source: Path) -> set[str]:
 
 
 def _beside(folder: Path, name: str) -> Path | None:
-    """The package or module `name` in `folder`, where Python would find it first; None if neither
-    (a folder this user cannot read counts as neither)."""
+    """The package or module `name` in `folder`, in the order Python's path finder takes them: a
+    package (with __init__.py), a module, then a namespace package (a folder without one); None if
+    none (a folder this user cannot read counts as none)."""
     try:
-        package = folder / name
+        package, module = folder / name, folder / f"{name}.py"
         if package.is_dir() and (package / "__init__.py").is_file():
             return package
-        module = folder / f"{name}.py"
-        return module if module.is_file() else None
+        if module.is_file():
+            return module
+        return package if package.is_dir() else None
     except OSError:
         return None
 
 
 def _python_files(source: Path) -> list[Path]:
+    """The file, or a package's .py files (a dangling link among them is no file: left out)."""
     if not source.is_dir():
         return [source]
     try:
-        return sorted(source.rglob("*.py"))
+        return sorted(path for path in source.rglob("*.py") if path.is_file())
     except OSError:
         return []

@@ -4,8 +4,11 @@
 import importlib
 import importlib.util
 import math
+import numbers
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from thrifty.errors import WorkloadError
 from thrifty.workloads.base import Workload
@@ -45,17 +48,25 @@ def _check_fields(workload: Workload, origin: str) -> None:
             raise bad(name, "a string")
     if not workload.name.strip():
         raise bad("name", "a non-empty string")
-    target = workload.target_metric
-    if isinstance(target, bool) or not isinstance(target, (int, float)) or not math.isfinite(target):
+    target = workload.target_metric  # numpy's numbers count (np.float32, np.int64, np.bool_), as Python's
+    if isinstance(target, (bool, np.bool_)) or not isinstance(target, numbers.Real) or not math.isfinite(target):
         raise bad("target_metric", "a finite number")
     batch = workload.default_global_batch
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    if isinstance(batch, (bool, np.bool_)) or not isinstance(batch, numbers.Integral) or batch < 1:
         raise bad("default_global_batch", "a positive whole number")
-    if not isinstance(workload.higher_is_better, bool):
+    if not isinstance(workload.higher_is_better, (bool, np.bool_)):
         raise bad("higher_is_better", "True or False")
+    # as Python's own types from here on (a np.int64 batch had failed later, in the JSON it was written to)
+    workload.target_metric, workload.default_global_batch = float(target), int(batch)
+    workload.higher_is_better = bool(workload.higher_is_better)
     for name in ("train_data", "eval_data"):
         if not hasattr(getattr(workload, name), "__len__"):
             raise bad(name, "a sized torch Dataset (with __len__)")
+    if len(workload.eval_data) < 1:
+        raise WorkloadError(f"{origin}: the evaluation data set is empty (its metric would read 0)")
+    why = workload.unreachable(workload.target_metric, origin)  # 95 for an accuracy in [0, 1]
+    if why is not None:
+        raise WorkloadError(why.replace("--target", "Workload.target_metric"))
 
 
 def _check_model(workload: Workload, origin: str) -> None:
@@ -82,8 +93,9 @@ def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
             f"workload {spec!r} is neither a built-in ({', '.join(BUILTINS)}) nor an existing .py file")
     module_name = f"thrifty_user_workload_{abs(hash(str(path.resolve())))}"
     folder = str(path.resolve().parent)
-    if folder not in sys.path:  # its own folder first, as `python FILE` has it: modules beside it import
-        sys.path.insert(0, folder)
+    # its own folder first while it imports, as `python FILE` has it (modules beside it import), then last:
+    # a sqlite3.py beside it had shadowed the one thrifty's store imports later in the ranks
+    sys.path.insert(0, folder)
     try:
         module_spec = importlib.util.spec_from_file_location(module_name, path)
         if module_spec is None or module_spec.loader is None:  # not for a .py file that exists
@@ -97,6 +109,10 @@ def load_workload(spec: str = DEFAULT_WORKLOAD) -> Workload:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise WorkloadError(f"workload {path}: importing it failed with {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(folder)
+        if folder not in sys.path:
+            sys.path.append(folder)  # its functions' own later imports still find what lies beside it
     workload = _make(module, str(path))
     _check_model(workload, str(path))
     return workload
