@@ -514,3 +514,25 @@ def test_the_work_redone_is_said_on_the_node_hours_clock_too(tmp_path, capsys, m
     assert main(["md", "sweep", "--space", str(space), "--budget-runs", "2", "--db", str(tmp_path / "c.db"),
                  "--simulation", "standin"]) == 0
     assert said in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_sweeps_shutdown_is_shielded_from_a_second_stop():
+    """A Ctrl-C or SIGTERM inside Ray's shutdown had cut it short and left Ray's agents running (a new
+    user's pass): inside the shield both are ignored, and their handlers come back after, even one Ray
+    replaced meanwhile. Mutation caught: the handlers not put back (SIGTERM would stay ignored)."""
+    import os
+    import signal
+
+    from thrifty.md.campaign.sweep import _shielded_from_stops
+    seen = []
+    previous = signal.signal(signal.SIGTERM, lambda *_: seen.append("term"))
+    try:
+        with _shielded_from_stops():
+            os.kill(os.getpid(), signal.SIGINT)  # ignored: no KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGTERM)  # ignored
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as Ray's shutdown does
+        assert seen == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == ["term"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -246,6 +246,22 @@ def _keeping_sigterm_handler() -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _shielded_from_stops() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored meanwhile, their handlers put back after (Ray's shutdown sets its own
+    SIGTERM handler, a crash dump): a second Ctrl-C as the sweep stops had cut the shutdown short, and
+    Ray's agents lived on (a new user's pass)."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for number in previous:
+        signal.signal(number, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            if handler is not None:  # None: a handler set outside Python, which cannot be put back
+                signal.signal(number, handler)
+
+
 def _init(ray: Any, o: SweepOptions, emulated_address: str | None, nodes: int) -> None:
     if emulated_address is not None:
         ray.init(address=emulated_address, _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
@@ -381,7 +397,7 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
                     try:
                         if bar is not None:
                             bar.close(failed=sys.exc_info()[0] is not None)
-                        with _keeping_sigterm_handler():  # Ray's shutdown is no place for its crash dump either
+                        with _shielded_from_stops():  # a Ctrl-C in Ray's shutdown left its agents running
                             ray.shutdown()
                         if emulated is not None:
                             emulated.shutdown()
