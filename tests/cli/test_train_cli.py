@@ -241,6 +241,35 @@ def test_ctrl_c_on_a_train_run_says_where_its_checkpoint_stays(tmp_path, short_t
 
 
 @pytest.mark.timeout(300)
+def test_ctrl_c_under_thrifty_run_is_the_notice_every_rank_saves_on(tmp_path, short_tmp):
+    """Under `thrifty run` a terminal's Ctrl-C (SIGINT to the whole group) is the notice: the run saves
+    after the current step and exits 75, no rank dies of it (a new user's pass: the forkserver and the
+    ranks died with KeyboardInterrupt tracebacks and nothing was saved; mutation caught: the worker
+    server started with SIGINT at its default)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    env = {**os.environ, "TMPDIR": str(short_tmp), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+    stream = tmp_path / "steps.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "run", "--checkpoint-dir", str(tmp_path / "ck"), "--",
+                             sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--steps", "100000",
+                             "--run-dir", str(tmp_path / "run"), "--db", str(tmp_path / "t.db"), "--step-stream",
+                             str(stream)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not (stream.exists() and stream.read_text().count("\n") >= 5) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err[-3000:]
+    assert "checkpoint saved" in err and "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert list((tmp_path / "ck").glob("ckpt-*.bin"))
+
+
+@pytest.mark.timeout(300)
 def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tmp):
     """Without `thrifty run` a SIGTERM is the notice too: every rank saves after the same step, the
     run exits 75 and `--resume` goes on from there. Mutation caught: the launcher's SIGTERM left to

@@ -151,15 +151,19 @@ def start_worker_server() -> None:
     whole process group (a VM's shutdown, `timeout`) had ended it under the live ranks, whose exit
     codes then read as 255 ("rank 0 died") while they were saving their notice checkpoint. It ends
     with this process anyway (its pipe closes). Its ranks inherit the ignored SIGTERM; a training
-    rank counts it as a notice (train.preemption), and every rank dies with its launcher."""
+    rank counts it as a notice (train.preemption), and every rank dies with its launcher. SIGINT
+    too: a terminal's Ctrl-C reaches the whole group, and is the launcher's to act on (a stop, or
+    under `thrifty run` the notice every rank saves on); the server and its ranks had died of it
+    with KeyboardInterrupt tracebacks, so under the runner nothing was saved."""
     if threading.current_thread() is not threading.main_thread():
         forkserver.ensure_running()
         return
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    previous = {number: signal.signal(number, signal.SIG_IGN) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
         forkserver.ensure_running()
     finally:
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
 
 def _rank_main(rank: int, world: int, port: int, threads: int, process_group: bool, out_dir: str,
