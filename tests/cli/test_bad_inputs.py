@@ -440,7 +440,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                        "nan": "{in}/lifetimes_nan.csv", "huge": "{in}/lifetimes_huge.csv", "event": "{in}/lifetimes_event.csv",
                        "censored_only": "{in}/lifetimes_censored.csv"}.items():
         reason = {**CSV_REASONS, "text": "is not a number", "negative": "must be a positive", "nan": "must be a positive",
-                  "huge": "lifetime_s 1e15 is over 10 years: are they in seconds?", "event": "unknown event", "censored_only": "need at least 4 preemptions"}[name]
+                  "huge": "lifetime_s 1e15 is over 10 years: are they in seconds?", "event": "unknown event", "censored_only": "no preemptions in the data"}[name]
         add(f"preempt fit {name}", f"preempt fit {path}", reason)
     add("preempt fit --family", "preempt fit {in}/lifetimes_ok.csv --family gamma", "unknown lifetime model 'gamma'")
     add("preempt fit --method", "preempt fit {in}/lifetimes_ok.csv --method guess", "unknown fit method 'guess'")

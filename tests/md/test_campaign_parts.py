@@ -525,13 +525,14 @@ def test_the_sweeps_shutdown_is_shielded_from_a_second_stop():
 
     from thrifty.md.campaign.sweep import _shielded_from_stops
     seen = []
+    interrupt = signal.getsignal(signal.SIGINT)  # default_int_handler, or what a test before left
     previous = signal.signal(signal.SIGTERM, lambda *_: seen.append("term"))
     try:
         with _shielded_from_stops():
             os.kill(os.getpid(), signal.SIGINT)  # ignored: no KeyboardInterrupt
             os.kill(os.getpid(), signal.SIGTERM)  # ignored
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as Ray's shutdown does
-        assert seen == [] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert seen == [] and signal.getsignal(signal.SIGINT) is interrupt
         os.kill(os.getpid(), signal.SIGTERM)
         assert seen == ["term"]
     finally:

@@ -23,7 +23,14 @@ from thrifty.transient.adaptive import AdaptiveSchedule
 from thrifty.transient.lifetimes import Exponential
 from thrifty.transient.protocol import PREEMPTED_EXIT, REPORTS, JobCheckpoints, checkpoint_files
 from thrifty.transient.registry import load_model
-from thrifty.transient.runner import LOCK_NAME, MAX_FRUITLESS_PREEMPTIONS, Runner, RunnerError, shell_exit_code
+from thrifty.transient.runner import (
+    FRUITLESS_LIFE_S,
+    LOCK_NAME,
+    MAX_FRUITLESS_PREEMPTIONS,
+    Runner,
+    RunnerError,
+    shell_exit_code,
+)
 from thrifty.transient.schedule import Job, plan_schedule, young_interval_s
 
 COUNTER_JOB = textwrap.dedent("""
@@ -169,10 +176,10 @@ def test_emulated_vms_that_die_before_every_first_checkpoint_stop_the_run_in_one
         runner.run()
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(200)
 def test_a_job_keeping_its_own_state_is_not_taken_for_a_fruitless_one(tmp_path, scripted_lifetimes):
     """A job that saves its own state.json on the notice (docs/preemption.md) writes no ckpt-*.bin: its
-    45 short lives are progress, not VMs dying before a first checkpoint (a review; mutation caught: the
+    many lives of a second are progress, not VMs dying before a first checkpoint (a review; mutation caught: the
     fruitless count kept for a job that never wrote the ready file)."""
     job = tmp_path / "own_state.py"
     job.write_text("import json, os, signal, sys, time\nfrom pathlib import Path\n"
@@ -180,9 +187,9 @@ def test_a_job_keeping_its_own_state_is_not_taken_for_a_fruitless_one(tmp_path, 
                    "done = json.loads(state.read_text())['done'] if state.exists() else 0\n"
                    "def on_term(*_):\n    state.write_text(json.dumps({'done': done})); sys.exit(75)\n"
                    "signal.signal(signal.SIGTERM, on_term)\n"
-                   "while done < 1000:\n    time.sleep(0.01); done += 1\n")
-    report = Runner([sys.executable, str(job)], tmp_path / "ck", lifetimes=scripted_lifetimes([0.35]), kill="sigterm",
-                    notice_s=0.1, timeout_s=100).run()
+                   "while done < 2500:\n    time.sleep(0.01); done += 1\n")
+    report = Runner([sys.executable, str(job)], tmp_path / "ck", lifetimes=scripted_lifetimes([FRUITLESS_LIFE_S + 0.1]),
+                    kill="sigterm", notice_s=0.1, timeout_s=100).run()
     assert report.exit_code == 0 and report.attempts > MAX_FRUITLESS_PREEMPTIONS
 
 

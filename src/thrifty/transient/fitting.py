@@ -300,8 +300,9 @@ def lowest_aic(fits: dict[str, Fit], not_fitted: dict[str, str]) -> Fit:
     whose tau2 sits on its lower bound buys likelihood with a spike at the longest lifetime, where
     the AIC's premise of an optimum inside the range fails; tau1 on its upper bound is a flat
     early hazard, a fit like any other), of all where every fit is one."""
-    if not fits:
-        raise LifetimeDataError(next(iter(not_fitted.values())))
+    if not fits:  # the simplest family's reason ("no preemptions in the data"), not the bathtub's 4-preemption need
+        raise LifetimeDataError(not_fitted[FIT_MODELS[-1]] if FIT_MODELS[-1] in not_fitted else
+                                next(iter(not_fitted.values())))
     inside = [f for f in fits.values() if not f.spike] or list(fits.values())
     chosen = min(inside, key=lambda f: f.aic)
     for name, other in fits.items():

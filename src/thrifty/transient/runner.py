@@ -69,6 +69,7 @@ MAX_UNPRODUCTIVE_RESTARTS = 5
 # shorter than its restore and first save: the run cannot move (a new user's --time-scale 1e6 made 786
 # attempts in 59 s, and would have gone on to max_restarts). Our threshold: a model's short lives are rarely 20 in a row.
 MAX_FRUITLESS_PREEMPTIONS = 20
+FRUITLESS_LIFE_S = 1.0  # wall seconds: a VM that lives less starts no job (Python alone takes a tenth of it)
 STDERR_FD = 2  # the job's stdout: the runner's stdout is its report's alone
 LOCK_NAME = ".runner.lock"  # held (flock) by the runner using the folder; hidden, as check_checkpoint_folder allows
 
@@ -377,9 +378,10 @@ class Runner:
                     self._collect(attempt)
                     lost += self._lost_at_stop(attempt, began, stopped)
                     # only a job that speaks the protocol (its ready file seen) saves where this runner
-                    # looks; one keeping its own state.json, or md run --checkpoint-dir elsewhere, does not
-                    speaks = self._job_signals_ready
-                    fruitless = fruitless + 1 if speaks and self._checkpoints == saved_before else 0
+                    # looks; one keeping its own state.json, or md run --checkpoint-dir elsewhere, does not,
+                    # and is judged only by VMs living under FRUITLESS_LIFE_S, in which no job starts
+                    judged = self._job_signals_ready or life < FRUITLESS_LIFE_S
+                    fruitless = fruitless + 1 if judged and self._checkpoints == saved_before else 0
                     if fruitless >= MAX_FRUITLESS_PREEMPTIONS:
                         self._event("failed", attempt=attempts, exit_code=None)
                         cure = "; lower --time-scale" if self.time_scale > 1 else ""

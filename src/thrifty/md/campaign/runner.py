@@ -226,7 +226,7 @@ def _checkpoint_in_flight(pending: dict, work_dir: Path, store_outcome: Callable
     before = {ref: _checkpoint_names(folder) for ref, folder in folders.items()}
     notice = work_dir / NOTICE_FILE
     write_text_atomic(notice, "the driver is stopping: save at the next chunk\n")
-    log.warning("stopping: %d run(s) in flight checkpoint first (up to %.0f s; Ctrl-C again stops at once)",
+    log.warning("stopping: %d run(s) in flight checkpoint first (up to %.0f s; a second Ctrl-C or SIGTERM stops at once)",
                 len(pending), grace_s)
     deadline = time.monotonic() + grace_s
     try:
