@@ -96,11 +96,17 @@ def _checkpoint_on_first_ctrl_c(checkpoints) -> None:
     signal.signal(signal.SIGINT, first)
 
 
+def _checkpoint_folder(checkpoint_dir: Path | None, out: Path) -> Path:
+    """Where the run's checkpoints go: --checkpoint-dir, else $THRIFTY_CHECKPOINT_DIR, else OUT/checkpoints."""
+    from thrifty.transient.protocol import ENV_DIR
+    return checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints")
+
+
 def _run(options, model, settings, out: Path, checkpoint_dir: Path | None, system: str,
          every_s: float | None) -> dict:
     from thrifty.progress import ProgressBar
-    from thrifty.transient.protocol import ENV_DIR, JobCheckpoints, PeriodicCheckpoints, under_runner
-    folder = checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints")
+    from thrifty.transient.protocol import JobCheckpoints, PeriodicCheckpoints, under_runner
+    folder = _checkpoint_folder(checkpoint_dir, out)
     checkpoints = JobCheckpoints(folder) if every_s is None else PeriodicCheckpoints(folder, every_s)
     if not under_runner():
         _checkpoint_on_first_ctrl_c(checkpoints)
@@ -170,7 +176,7 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
         run_length,
     )
     from thrifty.md.nanoconfinement import NanoconfinementModel
-    from thrifty.transient.protocol import ENV_DIR, check_checkpoint_folder, under_runner
+    from thrifty.transient.protocol import check_checkpoint_folder, under_runner
     system = system or ("nanoconfinement" if engine == "torch" else "ions")
     options = EngineOptions(engine, system, platform, dtype, device, threads, seed).checked()
     last_step, chunk = run_length(system, steps, chunk, cap_steps)
@@ -195,7 +201,7 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
     check_writable_dir(out, "--out")
     if checkpoint_dir:
         check_writable_dir(checkpoint_dir, "--checkpoint-dir")
-    check_checkpoint_folder(checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints"))
+    check_checkpoint_folder(_checkpoint_folder(checkpoint_dir, out))
     this_run = {"system": system, "seed": seed, "engine": engine, "sampling": asdict(settings),
                 # as the engine's describe() writes them: another platform or precision is another run
                 **({"platform": options.platform} if engine == "openmm" else
@@ -204,7 +210,7 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
         this_run["parameters"] = {**asdict(model), "box_nm": model.side_nm}  # the default side, resolved
     summary = _finished_here(out, force, this_run)
     if force:
-        _drop_finished_runs_checkpoints(out, checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints"))
+        _drop_finished_runs_checkpoints(out, _checkpoint_folder(checkpoint_dir, out))
     if summary is not None:
         log.warning("--out %s holds this job's finished run: nothing to do", out)
     else:
@@ -213,7 +219,7 @@ def md_run(ctx: typer.Context, system: Annotated[str | None, typer.Option(
             summary = _run(options, model, settings, out, checkpoint_dir, system, every_s)
         except Preempted as notice:  # a new user's pass: --json printed nothing (train's says this much)
             if json_out:
-                where = checkpoint_dir or Path(os.environ.get(ENV_DIR) or out / "checkpoints")
+                where = _checkpoint_folder(checkpoint_dir, out)
                 print_json({"preempted": True, "step": notice.step, "out": str(out), "checkpoint_dir": str(where),
                             "message": f"checkpointed at step {notice.step} on a preemption notice; "
                                        "the same command resumes from it"})

@@ -64,8 +64,9 @@ def workload_key(spec: str) -> str:
 
 def workload_sources(path: Path) -> list[Path]:
     """What a workload file imports from where it lies, as `python FILE` finds it (its folder first on
-    sys.path: workloads.registry): the file, and the modules (`name.py`) and packages (`name/` with
-    __init__.py) beside it that its import statements name, and theirs, read with `ast` (no code runs;
+    sys.path while it imports: workloads.registry): the file, and the modules (`name.py`) and packages
+    (`name/`, with __init__.py or without) beside it that its import statements name, and theirs, read
+    with `ast` (no code runs;
     an import made by other means, importlib.import_module, is not seen). A profile's key hashes them
     (an edited helper module is profiled again) and a plan's SkyPilot task mounts them (plan.launch):
     the other files of the folder (a secrets.py in a home folder) stay where they are."""
