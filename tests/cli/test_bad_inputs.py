@@ -115,6 +115,14 @@ INPUT_FILES: dict[str, bytes | str] = {
     "script.sh": "#!/bin/sh\necho hi\n",
     **{f"trace_step_{name}.csv": "instance_type,num_nodes,num_workers,local_batch,step_time_s,price_per_hour\n"
                                  f"x,1,1,32,{step},1\nx,1,1,64,0.18,1\n" for name, step in (("huge", "1e300"), ("tiny", "1e-300"))},
+    # a new user's pass: the first stored a search row and a window before the search found it could not
+    # fit; the others ended in SQLite's OverflowError, a traceback
+    "trace_one_batch.csv": "instance_type,num_nodes,num_workers,local_batch,step_time_s,price_per_hour\n"
+                           "x,1,1,32,0.1,1\nx,2,2,32,0.12,1\n",
+    **{f"trace_{column}_huge.csv": "instance_type,num_nodes,num_workers,local_batch,step_time_s,price_per_hour\n"
+                                   f"x,1,1,32,0.1,1\nx,1,1,64,0.18,1\n{row}\n"
+       for column, row in (("local_batch", "x,1,1,10000000000000000000,0.2,1"),
+                           ("num_workers", "x,1,10000000000000000000,32,0.2,1"))},
 }
 
 # output paths that cannot be written: under /proc, in sysfs (no regular files, read-only in containers),
@@ -304,7 +312,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("plan --objective", f"{plan} --objective cheapest", "unknown objective")
     for value in ("abc", "-1", "0", "nan", "inf", "5 weeks"):
         add(f"plan --deadline {value}", f"{plan} --deadline {shlex.quote(value)}",
-            "deadline must be positive" if value == "0" else "cannot read deadline")
+            "deadline must be positive" if value in ("0", "-1") else "cannot read deadline")  # -1: as 0 (a pass)
     for value in ("abc", "-5", "0", "nan", "inf", "$"):
         add(f"plan --budget {value}", f"{plan} --budget {shlex.quote(value)}",
             "cannot read budget" if value in ("abc", "$") else "budget must be a positive dollar amount")
@@ -318,7 +326,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     for value in ("abc", "0", "-64", "", "3.5"):
         add(f"plan --batch {value or 'empty'}", f"{plan} --batch {shlex.quote(value)}", "--batch", _int_list_reason(value))
     for value in ("abc", "-1", "nan"):
-        add(f"plan --startup {value}", f"{plan} --startup {value}", "cannot read --startup", "use a number with ms, s")
+        add(f"plan --startup {value}", f"{plan} --startup {value}",  # a negative one is read, and refused
+            *(("--startup must be 0 or more",) if value == "-1" else ("cannot read --startup", "use a number with ms, s")))
     for value in ("100d", "90000"):  # a new user's pass: 100d was planned (mutation caught: no upper bound)
         add(f"plan --startup {value}", f"{plan} --startup {value}", "is over a day")
     add("plan --spot", f"{plan} --spot sometimes", "unknown spot choice")
@@ -463,7 +472,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
             else "is not a finite positive number")
     for option in ("--ckpt-cost", "--restart-cost", "--vm-age", "--mttf"):
         for value in ("abc", "-1", "nan"):
-            add(f"preempt schedule {option} {value}", f"{schedule} {option} {value}", f"cannot read {option}")
+            add(f"preempt schedule {option} {value}", f"{schedule} {option} {value}",
+                f"{option} must be" if value == "-1" else f"cannot read {option}")
     add("preempt schedule --ckpt-cost 0", f"{schedule} --ckpt-cost 0", "--ckpt-cost must be positive")
     add("preempt schedule --vm-age beyond", f"{schedule} --vm-age 30h", "past the model's longest lifetime")
     add("preempt schedule --policy", f"{schedule} --policy sometimes", "unknown checkpoint policy")
@@ -489,7 +499,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
                                                                                           "greater than or equal to 1"))
     for value in ("abc", "0", "-1"):
         add(f"preempt spot --deadline {value}", f"{spot} --deadline {value}",
-            "--deadline must be positive" if value == "0" else "cannot read --deadline")
+            "--deadline must be positive" if value in ("0", "-1") else "cannot read --deadline")
     add("preempt spot --lifetimes", f"{spot} --lifetimes fake", "--lifetimes must be model or real")
     add("preempt spot --lifetime-model", f"{spot} --lifetime-model nosuch", "unknown lifetime model")
     add("preempt spot deadline shorter than the job", f"{spot} --deadline 1h", "shorter than the job")
@@ -518,7 +528,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         for value in values:
             reason = {"--kill": ("unknown kill mode",), "--lifetime-model": ("unknown lifetime model",),
                       "--job-hours": (option, "is not a finite positive number"),
-                      "--time-scale": (option, "is not a finite positive number")}.get(option, (f"cannot read {option}",))
+                      "--time-scale": (option, "is not a finite positive number")}.get(
+                option, (f"{option} must be",) if value.startswith("-") else (f"cannot read {option}",))
             add(f"run {option} {value}", f"run --checkpoint-dir {{w}}/ck {option} {value} -- true", *reason)
 
     # md run
@@ -558,6 +569,13 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
     add("search local --start unknown type", f"{local} --start y:1:1:32 --work-dir {{w}}/s", "not in the emulated types")
     add("search local --types missing", f"{local} --types {{w}}/none.csv --work-dir {{w}}/s", "not found")
     add("search sim without --trace", "search --target-samples 1e5 --noise-scale 100", "needs --trace")
+    add("search sim a type of one local batch", "search --trace {in}/trace_one_batch.csv --target-samples 1e5 "
+        "--noise-scale 100 --db {w}/t.db", "two local batch sizes", "x has one (32)")
+    for column in ("local_batch", "num_workers"):
+        add(f"search --trace {column} huge", f"search --trace {{in}}/trace_{column}_huge.csv --target-samples 1e5 "
+            "--noise-scale 100 --db {w}/t.db", f"{column} 10000000000000000000 is beyond")
+    add("search sim with local options", f"{search} --max-ranks 1 --work-dir {{w}}/s",
+        "--max-ranks, --work-dir are for --backend local")
     # a sigma of 40 drew steps of 0 s (a ZeroDivisionError), one of 10 a job 77% faster than its oracle
     # nan was told "should be less than or equal to 1"
     numbers("search", "--measurement-noise", ("1.5", "40", "-0.1", "nan"), "--trace {in}/trace_ok.csv "

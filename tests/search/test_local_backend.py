@@ -31,6 +31,9 @@ def test_the_bundled_types_load_and_give_configurations_that_fit_the_machine():
     configs = local_candidates(types, [32, 64], max_nodes=2, max_ranks=2)
     assert all(c.num_workers <= 2 and c.global_batch % c.num_workers == 0 for c in configs)
     assert Config("emu-large", 1, 2, 64) in configs and Config("emu-large", 2, 4, 64) not in configs
+    # none fits: the message names the limit (a new user's pass: 4 workers a node against the default 2)
+    with pytest.raises(ThriftyError, match="every type needs more than --max-ranks 2 ranks on one node"):
+        local_candidates([LocalType("quad", 1.0, 4, 1.0)], [32, 64], max_nodes=2, max_ranks=2)
 
 
 @pytest.mark.timeout(240)

@@ -47,7 +47,7 @@ WorkloadOpt = Annotated[str, typer.Option("--workload", "-w",
                                           help="builtin:NAME or a .py file with make_workload().")]
 
 # a number as Python writes one (1e1 and .5 too: a new user's --deadline 1e1 was "cannot read"), then a unit
-_DURATION = re.compile(r"^\s*((?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)\s*(ms|s|sec|m|min|h|hr|d|day)?\s*$",
+_DURATION = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?)\s*(ms|s|sec|m|min|h|hr|d|day)?\s*$",
                        re.IGNORECASE)
 _BARE_NAMES = {"s": "seconds", "h": "hours"}
 _UNIT_S = {"ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
@@ -118,8 +118,8 @@ def parse_duration_s(text: str, *, what: str, bare_unit: str, allow_zero: bool =
     if not math.isfinite(seconds):
         raise ThriftyError(f"{what} must be a finite duration, got {text!r}")
     if seconds < 0 or (seconds == 0 and not allow_zero):
-        raise ThriftyError(f"{what} must be positive, got {text!r}")
-    return seconds
+        raise ThriftyError(f"{what} must be {'0 or more' if allow_zero else 'positive'}, got {text!r}")
+    return seconds or 0.0  # -0 is 0
 
 
 def parse_money_usd(text: str, *, what: str = "budget") -> float:

@@ -38,6 +38,8 @@ if TYPE_CHECKING:  # thrifty.search imports numpy and scipy: only inside the com
     from thrifty.search.loop import Outcome
 
 BACKENDS = ("sim", "local")  # a cloud backend (SkyPilot) comes later
+# --backend local's defaults (None in the signature: sim refuses them when given)
+LOCAL_BATCHES, LOCAL_MAX_NODES, LOCAL_MAX_RANKS, LOCAL_WORK_DIR = "32,64,128", 2, 2, Path(".thrifty/search-local")
 
 T = TypeVar("T")
 
@@ -68,6 +70,9 @@ def _start(text: str, prices: dict, where: str) -> "Config":
     from thrifty.search.config import Config
     parts = text.split(":")
     types = sorted({c.instance_type for c in prices})
+    if len(parts) not in (4, 5) or not all(p.strip().isdigit() for p in parts[-3:]):  # checked first: a typo
+        # in a count had been read as a cloud:type name ("instance type '1' is not in the trace")
+        raise ThriftyError(f"--start must be TYPE:NODES:WORKERS:GLOBAL_BATCH, got {text!r}")
     if len(parts) == 5:  # cloud:type, as the plan prints it (or a type whose own name has the colon)
         named = f"{parts[0]}:{parts[1]}"
         parts = [named if named in types else parts[1], *parts[2:]]
@@ -80,10 +85,7 @@ def _start(text: str, prices: dict, where: str) -> "Config":
             parts = [qualified[0], *parts[1:]]
     if parts[0] not in types:
         raise ThriftyError(f"--start: instance type {parts[0]!r} is not in {where} (it has {', '.join(types)})")
-    try:
-        nodes, workers, batch = (int(p) for p in parts[1:])
-    except ValueError:
-        raise ThriftyError(f"--start must be TYPE:NODES:WORKERS:GLOBAL_BATCH, got {text!r}") from None
+    nodes, workers, batch = (int(p) for p in parts[1:])
     config = Config(parts[0], nodes, workers, batch)
     if config not in prices:
         raise ThriftyError(f"--start {text}: this configuration is not in {where}, so it cannot run")
@@ -105,11 +107,16 @@ def search(
     types: Annotated[Path | None, typer.Option(
         help="local: CSV with columns instance_type, speed, workers_per_node, price_per_hour (default: the "
              "bundled emulated types)")] = None,
-    batches: Annotated[str, typer.Option(help="local: global batch sizes to consider")] = "32,64,128",
-    max_nodes: Annotated[int, typer.Option(help="local: most emulated VMs per configuration", min=1, max=64)] = 2,
-    max_ranks: Annotated[int, typer.Option(help="local: most training processes at once", min=1, max=64)] = 2,
-    work_dir: Annotated[Path, typer.Option(help="local: run directory, checkpoints and step streams")] = Path(
-        ".thrifty/search-local"),
+    batches: Annotated[str | None, typer.Option(
+        help=f"local: global batch sizes to consider [default: {LOCAL_BATCHES}]")] = None,
+    max_nodes: Annotated[int | None, typer.Option(
+        help=f"local: most emulated VMs per configuration [default: {LOCAL_MAX_NODES}]",
+        min=1, max=64)] = None,
+    max_ranks: Annotated[int | None, typer.Option(
+        help=f"local: most training processes at once [default: {LOCAL_MAX_RANKS}]",
+        min=1, max=64)] = None,
+    work_dir: Annotated[Path | None, typer.Option(
+        help=f"local: run directory, checkpoints and step streams [default: {LOCAL_WORK_DIR}]")] = None,
     noise_scale: Annotated[float | None, typer.Option(
         help="Gradient noise scale B_noise (constant), the job's (local: default the workload's job model's); "
              "the search's prior, weighed against its own measured estimate (sim: also the simulated job's)", callback=noise_scale_check)] = None,
@@ -177,6 +184,13 @@ def search(
                            "a local search measures its own steps, restarts and batch changes")
     if backend == "local" and workload is None:
         raise ThriftyError("--backend local needs --workload: the job to train")
+    local_only = [name for name, value in (("--types", types), ("--batches", batches), ("--max-nodes", max_nodes),
+                                           ("--max-ranks", max_ranks), ("--work-dir", work_dir)) if value is not None]
+    if backend == "sim" and local_only:  # a new user's pass: they were ignored in silence
+        raise ThriftyError(f"{', '.join(local_only)} {'is' if len(local_only) == 1 else 'are'} for --backend local: "
+                           "sim replays the configurations of --trace")
+    batches = LOCAL_BATCHES if batches is None else batches
+    work_dir = LOCAL_WORK_DIR if work_dir is None else work_dir
     if plot is not None:
         check_png_path(plot, "--plot")
     goal = Objective(objective, None if deadline is None else
@@ -215,7 +229,9 @@ def search(
             from thrifty.search.local import LocalBackend, load_local_types
             local_workload = _given(workload, backend, "--workload")
             local = LocalBackend(local_workload, load_local_types(types), schedule, work_dir, global_batches=sizes,
-                                 max_nodes=max_nodes, max_ranks=max_ranks, startup_cost_s=startup_s, seed=seed)
+                                 max_nodes=LOCAL_MAX_NODES if max_nodes is None else max_nodes,
+                                 max_ranks=LOCAL_MAX_RANKS if max_ranks is None else max_ranks, startup_cost_s=startup_s,
+                                 seed=seed)
             stack.callback(local.close)
             prices = {c: local.price_per_hour(c) for c in local.candidates()}
             if start is None:
@@ -348,9 +364,12 @@ def _report(ran: list[Ran], best, first, goal, seed: int, prices: dict, schedule
     in_place = result["moves_in_place"]
     stdout.print(f"search {median}{fmt_duration(result['time_s'])}, {fmt_usd(result['cost_usd'])}{versus}, "
                  f"{counted(windows, 'window')}, {counted(result['moves'], 'move')}"
-                 + (f" ({in_place:g} of them the batch alone, in place)" if in_place else ""))
+                 + ("" if not in_place else f" ({in_place:g} of them the batch alone, in place)" if len(runs) == 1
+                    else f"; median {in_place:g} batch changes in place"))
     if len(runs) == 1 and outcomes[0].settled:
         stdout.print(f"settled {settled_line(outcomes[0])}")
+    if len(runs) == 1 and outcomes[0].declined is not None and not outcomes[0].stayed:
+        stdout.print(f"why    {declined_line(outcomes[0].declined)}")
     if goal.deadline_s is not None:
         stdout.print(deadline_line(goal.deadline_s, [r["time_s"] for r in runs]))
     stayed = sum(bool(r.get("stayed")) for r in runs)
@@ -373,6 +392,23 @@ def settled_line(outcome: "Outcome") -> str:
         spent[s.config] = (wall + s.wall_time_s, cost + s.cost_usd, progress + s.progress)
     return "; ".join(f"{c.label()} {fmt_duration(wall)}, {fmt_usd(cost)} ({progress:.1%} of the target)"
                      for c, (wall, cost, progress) in spent.items())
+
+
+def declined_line(declined: dict) -> str:
+    """Why the search settled: the best probe it declined then, and the check that declined it (a new
+    user's pass: a short time job stayed +264% over the oracle with no word of the move budget)."""
+    from thrifty.search.config import Config
+    amount = fmt_duration if declined["objective"] == "time" else fmt_usd
+    probe = (f"the best probe it declined, {Config(**declined['config']).label()}, was expected to save "
+             f"{amount(declined['expected_gain'])} (a {declined['chance']:.2f} chance of winning) for a price of "
+             f"{amount(declined['price'])}")
+    if declined["reason"] == "move budget":
+        return (f"{probe}, but its way there and back, {amount(declined['round_trip'])}, is over the move budget: "
+                f"{declined['move_budget']:.0%} of the {amount(declined['objective_left'])} the job still had to pay")
+    if declined["reason"] == "recoup":
+        return (f"{probe}, but that gain times its chance is under {declined['recoup_factor']:g} times the price "
+                "(the recoup check)")
+    return f"{probe}: not worth it"
 
 
 def counted(n: float, noun: str) -> str:

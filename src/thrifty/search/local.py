@@ -101,7 +101,9 @@ def local_candidates(types: Sequence[LocalType], global_batches: Sequence[int], 
             if ranks <= max_ranks:
                 configs += [Config(t.instance_type, nodes, ranks, b) for b in global_batches if b % ranks == 0]
     if not configs:
-        raise ThriftyError("no configuration of these types and batches fits this machine")
+        raise ThriftyError(f"no configuration of these types and batches fits this machine: every type needs more "
+                           f"than --max-ranks {max_ranks} ranks on one node, or no global batch of --batches "
+                           "splits evenly over its ranks")
     return sorted(configs)
 
 

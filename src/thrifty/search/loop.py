@@ -85,7 +85,15 @@ from thrifty.search.config import Config, batch_change_only, needs_new_vms
 from thrifty.search.events import Prediction, Probe, Settled, WindowDone
 from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_prior
 from thrifty.search.noise_schedule import NoiseSchedule, progress_per_step
-from thrifty.search.rule import Objective, expected_improvement, outlook, pick_probe, probe_price, recoups
+from thrifty.search.rule import (
+    Objective,
+    expected_improvement,
+    fits_move_budget,
+    outlook,
+    pick_probe,
+    probe_price,
+    recoups,
+)
 
 SETTLED_CHUNK_STEPS = 100  # a settled window is never cut: few, large chunks
 log = logging.getLogger(__name__)
@@ -123,19 +131,21 @@ class Outcome:
     stayed: bool = False  # the profile could not recoup its moves: the job trained where it started
     settled: list[Settled] = field(default_factory=list)  # the rest of the time and cost, where it went
     moves_in_place: int = 0  # of the moves, those that changed the global batch alone (no restart)
+    declined: dict | None = None  # why it settled: the best probe it declined then (Search.next_probe)
 
     def to_dict(self) -> dict:
         return {"time_s": self.time_s, "cost_usd": self.cost_usd, "final_config": self.final_config.to_dict(),
                 "probes": [p.to_dict() for p in self.probes], "moves": self.moves,
                 "moves_in_place": self.moves_in_place, "stayed": self.stayed,
-                "settled_segments": [s.to_dict() for s in self.settled]}
+                "settled_segments": [s.to_dict() for s in self.settled], "declined": self.declined}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Outcome":
         return cls(data["time_s"], data["cost_usd"], Config(**data["final_config"]),
                    [Probe.from_dict(p) for p in data["probes"]], data["moves"], bool(data.get("stayed", False)),
                    [Settled.from_dict(s) for s in data.get("settled_segments", [])],  # none stored before
-                   int(data.get("moves_in_place", 0)))  # stored before batch changes went in place: none
+                   int(data.get("moves_in_place", 0)),  # stored before batch changes went in place: none
+                   data.get("declined"))  # stored before it was kept: none
 
 
 class Search:
@@ -160,6 +170,9 @@ class Search:
         self._belief: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self.stay = False  # the profile could not recoup its moves: no model, train where it started
         self.start_batch: int | None = None  # the prior B_noise of a job that states none (noise_scale)
+        # the best probe declined at the first decision without one since the last probe (Outcome.declined):
+        # None at every stored window (a probe was just taken), so a resumed search needs none
+        self.declined: dict | None = None
 
     def run(self, start: Config) -> Outcome:
         """Train to the target from `start`, or from where a restored search (search.saved_state)
@@ -188,7 +201,7 @@ class Search:
                 self.settled_segment(decide)
             probed = choice is not None
         return Outcome(self.backend.elapsed_s, self.backend.cost_usd, self.running(), self.probes, self.moves,
-                       self.stay, self.settled_spend, self.moves_in_place)
+                       self.stay, self.settled_spend, self.moves_in_place, self.declined)
 
     def running(self) -> Config:
         """The configuration the job trains on (there is one once the first window launched)."""
@@ -215,6 +228,10 @@ class Search:
             if config not in chosen and (config.local_batch not in batches or len(batches) >= 2):
                 chosen.append(config)
                 batches.add(config.local_batch)
+        if len(batches) < 2:  # checked before the first window (session.run_stored): nothing stored in vain
+            raise ThriftyError(f"the search fits its model to the start's VM type at two local batch sizes at "
+                               f"least, and {start.instance_type} has one ({start.local_batch:g}) among the "
+                               "configurations: give it more, or start on a type that has them (--start)")
         return chosen
 
     def launch(self, config: Config) -> None:
@@ -403,7 +420,7 @@ class Search:
                             back_s * o.rate[inc], home, move_in_s=move_s, billed_floor_s=np.where(new_vms, floor, 0.0))
         # a probe's round trip (there, and back to the incumbent) beyond the move home that staying
         # costs anyway, within the move budget of what the incumbent still has to pay
-        affordable = move_s * o.rate + back_s * o.rate[inc] - home <= self.settings.move_budget * y
+        affordable = fits_move_budget(move_s * o.rate, back_s * o.rate[inc], home, self.settings.move_budget, y)
         recouping = recoups(gain, win, price, self.settings.recoup_factor)
         chosen = pick_probe(gain, price, ~is_measured & affordable & recouping)
         shown = chosen if chosen is not None else int(np.argmax(np.where(is_measured, -np.inf, gain - price)))
@@ -412,6 +429,15 @@ class Search:
         log.debug("%s probe %s: expected gain %.4g (chance %.2f) against its price %.4g (%s)",
                   "taking" if chosen is not None else f"{declined}; the best declined:",
                   self.candidates[shown].label(), gain[shown], win[shown], price[shown], objective.kind)
+        if chosen is not None:
+            self.declined = None
+        elif self.declined is None and not is_measured[shown]:  # why the search settles, for its report
+            reason = ("move budget" if not affordable[shown] else "recoup" if not recouping[shown] else "price")
+            self.declined = {"config": self.candidates[shown].to_dict(), "objective": objective.kind,
+                             "expected_gain": float(gain[shown]), "chance": float(win[shown]),
+                             "price": float(price[shown]), "reason": reason, "objective_left": y,
+                             "round_trip": float(move_s[shown] * o.rate[shown] + back_s[shown] * o.rate[inc] - home),
+                             "move_budget": self.settings.move_budget, "recoup_factor": self.settings.recoup_factor}
         return None if chosen is None else self.candidates[chosen]
 
     def profile_recoups(self, profile: list[Config]) -> bool:

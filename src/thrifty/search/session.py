@@ -111,6 +111,7 @@ def run_stored(search: Search, request: dict, workload_key: str, seed: int, star
     if stored is not None and stored[2] is not None:
         return Outcome.from_dict(stored[2]), None
     if stored is None:
+        search.profile_configs(start)  # a start the search cannot profile is refused before a row is stored
         search_id = store.start_search(workload_key, key, seed, request)
     else:
         search_id = stored[0]

@@ -21,7 +21,7 @@ from pathlib import Path
 from thrifty.catalog import VMType
 from thrifty.errors import ThriftyError
 from thrifty.io import read_csv, write_csv
-from thrifty.perf.steptime import STEP_TIME_RANGE_S
+from thrifty.perf.steptime import MAX_LOCAL_BATCH, MAX_WORKERS, STEP_TIME_RANGE_S
 from thrifty.search.config import Config
 
 REQUIRED = ("instance_type", "num_nodes", "num_workers", "local_batch", "step_time_s")
@@ -103,6 +103,9 @@ def parse_trace(records: Iterable[Mapping[str, str]], catalog: Iterable[VMType],
         nodes = int(_number(record, "num_nodes", at, integer=True))
         workers = int(_number(record, "num_workers", at, integer=True))
         local = int(_number(record, "local_batch", at, integer=True))
+        for column, value, most in (("num_workers", workers, MAX_WORKERS), ("local_batch", local, MAX_LOCAL_BATCH)):
+            if value > most:  # a new user's pass: 1e19 ended in SQLite's OverflowError, a window stored
+                raise ThriftyError(f"{at}: {column} {value} is beyond {most:g}, what the step-time model stands on")
         if workers < nodes:
             raise ThriftyError(f"{at}: num_workers ({workers}) is fewer than num_nodes ({nodes}): every node "
                                "runs at least one worker")
