@@ -65,6 +65,19 @@ PROBE_COLUMNS = {"instance_type": "TEXT", "num_nodes": "INTEGER", "num_workers":
                  "global_batch": "INTEGER", "spot": "INTEGER", "steps": "INTEGER", "step_time_s": "REAL",
                  "step_time_se_s": "REAL", "sync_time_s": "REAL", "cost_usd": "REAL", "wall_time_s": "REAL",
                  "billed_s": "REAL", "cut_short": "INTEGER"}
+PROBE_FLAGS = ("spot", "cut_short")  # stored 0/1, read back as the booleans `thrifty search --json` prints
+
+
+def probe_dict(names: tuple[str, ...], row) -> dict:
+    """A search_probes row (the columns `names`) as a dict, its flags as booleans (a new user's
+    pass: the API had `"spot": 0` where the CLI's JSON has `false`)."""
+    probe = dict(zip(names, row, strict=True))
+    for flag in PROBE_FLAGS:
+        if flag in probe and probe[flag] is not None:
+            probe[flag] = bool(probe[flag])
+    return probe
+
+
 SCHEMA = SCHEMA.format(step_columns=", ".join(f"{n} {_STEP_TYPES[n]}" for n in STEP_FIELDS),
                        probe_columns=", ".join(f"{n} {t}" for n, t in PROBE_COLUMNS.items()))
 EVAL_ROW_FIELDS = tuple(EvalRow.__dataclass_fields__)
@@ -342,7 +355,7 @@ class Store:
         """The stored windows of a search, in order, as dicts of PROBE_COLUMNS."""
         rows = self.conn.execute(f"SELECT {', '.join(PROBE_COLUMNS)} FROM search_probes WHERE search_id = ? "
                                  "ORDER BY window", (search_id,))
-        return [dict(zip(PROBE_COLUMNS, r, strict=True)) for r in rows]
+        return [probe_dict(tuple(PROBE_COLUMNS), r) for r in rows]
 
     def workload_probes(self, workload_key: str) -> list[dict]:
         """Every stored window that measured steps, of every search under `workload_key` (newest
@@ -353,4 +366,4 @@ class Store:
             f"SELECT p.search_id, p.window, {columns} FROM search_probes AS p JOIN searches AS s "
             "ON s.id = p.search_id WHERE s.workload_key = ? AND p.steps > 0 ORDER BY s.id DESC, p.window",
             (workload_key,))
-        return [dict(zip(("search_id", "window", *PROBE_COLUMNS), r, strict=True)) for r in rows]
+        return [probe_dict(("search_id", "window", *PROBE_COLUMNS), r) for r in rows]

@@ -82,6 +82,10 @@ def test_a_search_shows_every_window_its_moves_and_spend(api, stores):
     assert (found["search_time_s"], found["search_cost_usd"], found["search_moves"]) == \
         (result["time_s"], result["cost_usd"], result["moves"])
     assert found["search_cost_usd"] > found["spend_usd"]
+    # typed as `thrifty search --json` types them (a new user's pass: `"cut_short": 0`); mutation
+    # caught: the stored 0/1 passed through
+    assert [w["cut_short"] for w in found["windows"]] == [p["cut_short"] for p in result["probes"]]
+    assert all(type(w["cut_short"]) is bool and type(w["spot"]) is bool for w in found["windows"])
 
 
 def test_a_training_run_shows_the_batch_split_and_step_times_per_rank(api, stores):
@@ -159,6 +163,16 @@ def test_the_surrogate_profile_is_what_md_predict_gives(api, surrogate):
             assert np.allclose(got[ion][side], want[ion][side], rtol=1e-6, atol=1e-9)
     outside = api.get("/api/surrogate/profile", params={**point, "h_nm": 9})
     assert outside.status_code == 400 and "outside what the surrogate was trained on" in outside.json()["error"]
+
+
+def test_a_surrogate_alone_is_served(surrogate):
+    """`thrifty serve --surrogate DIR` alone serves the page and the profiles (a new user's pass: it was
+    refused as "nothing to serve"). Mutation caught: the API needing a database for the surrogate."""
+    alone = client(surrogate=surrogate)
+    assert "surrogate-form" in alone.get("/").text
+    point = {"h_nm": 3.5, "z_plus": 2, "c_molar": 0.5, "d_plus_nm": 0.474, "d_minus_nm": 0.627}
+    assert alone.get("/api/surrogate/profile", params=point).json()["band"] == "90% (calibrated)"
+    assert alone.get("/api/searches").json() == [] and alone.get("/api/campaigns").json() == []
 
 
 @pytest.mark.parametrize("url", ["/api/plans/0-999", "/api/plans/7-1", "/api/plans/..%2F..%2Fetc%2Fpasswd",

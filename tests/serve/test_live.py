@@ -72,6 +72,16 @@ def test_a_default_serve_listens_on_loopback_only(stores, serve_process):
 
 
 @pytest.mark.timeout(300)
+def test_a_surrogate_alone_is_something_to_serve(surrogate, serve_process):
+    """`thrifty serve --surrogate DIR` with no store answers its profiles (a new user's pass: it was
+    refused, "nothing to serve"). Mutation caught: the CLI's check counting the stores alone."""
+    served = serve_process("--surrogate", surrogate)
+    point = "h_nm=3.5&z_plus=2&c_molar=0.5&d_plus_nm=0.474&d_minus_nm=0.627"
+    status, body = get(f"{served.url}/api/surrogate/profile?{point}")
+    assert status == 200 and body["band"] == "90% (calibrated)"
+
+
+@pytest.mark.timeout(300)
 def test_a_stop_signal_ends_the_server_quietly_while_a_page_holds_its_event_stream(stores, serve_process):
     """Mutations caught: no end to the event streams on a stop signal (the server waited for the
     page's stream for ever and ignored SIGTERM), or only uvicorn's cancelling of it (a traceback)."""

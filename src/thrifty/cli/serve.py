@@ -52,8 +52,8 @@ def serve(
     from thrifty.serve.settings import ServeSettings
     from thrifty.store import TABLES
     dbs, campaigns, folders = list(db or []), list(campaign_db or []), list(watch or [])
-    if not dbs and not campaigns and not folders:
-        raise ThriftyError("nothing to serve: give --db, --campaign-db or --watch")
+    if not dbs and not campaigns and not folders and surrogate is None:
+        raise ThriftyError("nothing to serve: give --db, --campaign-db, --watch or --surrogate")
     for path in dbs:
         check_database(path, TABLES, "--db", ("--campaign-db", CAMPAIGN_TABLES))
     for path in campaigns:

@@ -36,7 +36,7 @@ def page_html(*, writes: bool) -> str:
     surrogate = (
         '<section id="section-surrogate" aria-labelledby="h-surrogate"><h2 id="h-surrogate">Surrogate profile</h2>'
         '<p class="caption">Density profiles the MD surrogate predicts for the parameters you type '
-        '(mean of its networks, band: mean &plusmn; 2 sd)</p><form id="surrogate-form">'
+        '(mean of its networks, band: the calibrated 90% band, as <code>thrifty md predict</code> gives it)</p><form id="surrogate-form">'
         + "".join(f'<label>{label} <input name="{name}" id="in-{name}" inputmode="decimal" required></label>'
                   for name, label in (("h_nm", "h (nm)"), ("z_plus", "z+"), ("c_molar", "c (M)"),
                                       ("d_plus_nm", "d+ (nm)"), ("d_minus_nm", "d- (nm)")))

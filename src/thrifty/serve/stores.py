@@ -11,7 +11,7 @@ from pathlib import Path
 from thrifty.io import json_safe
 from thrifty.records import STEP_FIELDS
 from thrifty.serve.readonly import has_table, read_transaction
-from thrifty.store import PROBE_COLUMNS, TABLES
+from thrifty.store import PROBE_COLUMNS, TABLES, probe_dict
 
 STEP_COLUMNS = ", ".join(STEP_FIELDS)
 
@@ -97,7 +97,7 @@ class ThriftyDb:
                 f"SELECT p.search_id, p.window, {columns} FROM search_probes AS p JOIN searches AS s "
                 "ON s.id = p.search_id WHERE s.workload_key = ? AND p.steps > 0 ORDER BY s.id DESC, p.window",
                 (workload_key,)).fetchall()
-        return [dict(zip(("search_id", "window", *PROBE_COLUMNS), r, strict=True)) for r in rows]
+        return [probe_dict(("search_id", "window", *PROBE_COLUMNS), r) for r in rows]
 
     def searches(self) -> list[dict]:
         with read_transaction(self.path) as conn:
@@ -119,7 +119,7 @@ class ThriftyDb:
                                "WHERE id = ?", (row_id,)).fetchone()
             if row is None:
                 return None
-            windows = [dict(zip(("window", *PROBE_COLUMNS), r, strict=True)) for r in conn.execute(
+            windows = [probe_dict(("window", *PROBE_COLUMNS), r) for r in conn.execute(
                 f"SELECT window, {', '.join(PROBE_COLUMNS)} FROM search_probes WHERE search_id = ? ORDER BY window",
                 (row_id,))]
         config = ("instance_type", "num_nodes", "num_workers", "global_batch")
