@@ -81,3 +81,40 @@ def test_a_checkpoint_from_something_else_is_refused(tmp_path, run_job, payload)
     JobCheckpoints(tmp_path / "ck", handle_signals=False).save(payload)
     with pytest.raises(ThriftyError, match="not written by this version of `thrifty md run`"):
         run_job(LJ)
+
+
+def test_a_chunk_stepped_in_slices_ends_bit_identical_to_one_call(monkeypatch):
+    """OpenMMEngine.advance steps a chunk in slices (so that Python's signal handlers run between
+    them); on the Reference platform that must end where one integrator.step call ends. Mutation
+    caught: a slice's steps counted twice or dropped (the states differ)."""
+    from thrifty.md.engines.openmm_engine import OpenMMEngine
+    engine = OpenMMEngine("lj", "Reference", 2)
+    engine.start()
+    start = engine.context.createCheckpoint()
+    engine.context.getIntegrator().step(700)
+    whole = engine.context.getState(getPositions=True, getVelocities=True)
+    engine.context.loadCheckpoint(start)
+    monkeypatch.setattr(thrifty.md.engines.openmm_engine, "SLICE_S", 1e-9)  # slices of one step, then a few
+    engine.advance(700)
+    sliced = engine.context.getState(getPositions=True, getVelocities=True)
+    for read in ("getPositions", "getVelocities"):
+        assert np.array_equal(getattr(whole, read)(asNumpy=True)._value, getattr(sliced, read)(asNumpy=True)._value)
+
+
+def test_a_notice_during_the_last_chunk_finishes_the_run(tmp_path):
+    """A notice (or md run's first Ctrl-C) that lands in the run's last chunk: the run has all its
+    steps, so it writes its outputs instead of exiting 75 with nothing written (a new user's pass).
+    Mutation caught: the notice checked without asking whether the run goes on (Preempted)."""
+    from md_jobs import run_openmm
+    job = OpenMMJob("lj", steps=300, chunk=100)
+    checkpoints = JobCheckpoints(tmp_path / "ck", handle_signals=False)
+    from thrifty.md.engines.job_loop import run_one
+    from thrifty.md.engines.openmm_engine import OpenMMEngine
+
+    def notice_at_the_end(step: int) -> None:
+        if step == 300:
+            checkpoints.take_notice()
+    summary = run_one(OpenMMEngine("lj", "Reference", 0), job.settings, tmp_path / "out", checkpoints,
+                      notice_at_the_end)
+    assert summary["steps"] == 300 and (tmp_path / "out" / "density_profile.csv").exists()
+    assert run_openmm(job, tmp_path / "again", JobCheckpoints(tmp_path / "ck2", handle_signals=False)) == summary

@@ -189,3 +189,32 @@ def test_a_run_alone_checkpoints_every_checkpoint_every_and_a_runners_does_not_t
     code, _, err = run_cli("md", "run", "--system", "lj", "--steps", "600", "--checkpoint-every", "5m",
                            "--out", tmp_path / "under")
     _one_line_error(code, err, "--checkpoint-every is for a run alone")
+
+
+@pytest.mark.timeout(300)
+def test_a_second_ctrl_c_inside_a_long_chunk_stops_at_once(tmp_path):
+    """One chunk of a million steps: the first Ctrl-C is heard within it and a second stops the run
+    (a new user's pass: integrator.step ran the chunk as one C call, so both waited for its end, 28 s
+    there, and the second was lost). Mutation caught: advance as one integrator.step call (the run
+    goes on to the end of its chunk, far past the timeout)."""
+    import signal
+    import time
+    run = subprocess.Popen([sys.executable, "-m", "thrifty.cli", "-v", "md", "run", "--system", "lj", "--steps",
+                            "1000000", "--chunk", "1000000", "--out", str(tmp_path / "run")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    while "started 1 replica" not in " ".join(seen.split()):  # the loop's first line: the handler is in place
+        line = run.stderr.readline()
+        assert line, f"md run ended before it started: {seen}"
+        seen += line
+    time.sleep(1)  # inside the chunk
+    run.send_signal(signal.SIGINT)
+    time.sleep(1)
+    run.send_signal(signal.SIGINT)
+    try:
+        _, err = run.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        raise AssertionError("md run went on after two Ctrl-C") from None
+    assert run.returncode == 130 and "interrupted: checkpointing after this chunk" in seen + err, seen + err
+    assert not (tmp_path / "run" / "summary.json").exists()

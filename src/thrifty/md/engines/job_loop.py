@@ -130,10 +130,10 @@ def _run(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], check
                     table.sync()  # the logs' rows reach the disk before the checkpoint that covers them
                 checkpoints.save(engine.payload(progress, settings.sampling), began_s=began)
                 log.debug("checkpoint at step %d (%d samples)", step, samples)
-                if checkpoints.notice:
+                if checkpoints.notice and going_on(progress):  # a run at its end finishes (a pass: it exited 75)
                     # a warning, so that it shows without -v: the run stopped, and says how it goes on
-                    log.warning("preemption notice: checkpointed at step %d; the same command resumes from it "
-                                "(exit %d)", step, PREEMPTED_EXIT)
+                    log.warning("stopped (a notice or Ctrl-C): checkpointed at step %d; the same command resumes "
+                                "from it (exit %d)", step, PREEMPTED_EXIT)
                     raise Preempted(step)
     return [_finish(engine, settings, layout, progress, i, p, e, energies, state, out)
             for i, (layout, p, e, energies, state, out) in enumerate(zip(
