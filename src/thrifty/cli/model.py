@@ -122,7 +122,10 @@ def model_fit(samples: Annotated[Path | None, typer.Option(
     from thrifty.perf.uncertainty import EXACT_FIT_SIGMA_LOG
     table.add_row("in-sample MdAPE", f"- (an exact fit of {model.n_samples} samples to {len(model.free_indices)} "
                   f"parameters has no error estimate: intervals assume sd {EXACT_FIT_SIGMA_LOG} in log)"
-                  if model.exact else f"{model.train_mdape:.2f} % (in-sample)")
+                  if model.exact else f"{model.train_mdape:.2f} % (in-sample" + (
+                      f"; {model.n_samples} samples to {len(model.free_indices)} parameters, and the model cannot pass "
+                      "through them: intervals take the residuals' root sum of squares)" if model.underdetermined
+                      else ")"))
     table.add_row("residual sd (log)", "- (an exact fit)" if model.exact else f"{model.sigma_log:.4f}")
     table.add_row("launch spread sd (log)", f"{model.launch_sigma_log:.4f} (added to every interval; "
                   "intervals also widen with the distance from the samples)")

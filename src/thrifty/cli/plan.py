@@ -237,7 +237,8 @@ def plan(
                       f"{job.noise_scale_interval[1]:.0f}), S_min {job.s_min:.0f} steps")
     fit = job.step_time
     fit_note = (f"exact fit of {fit.n_samples} configurations, no error estimate (intervals assume one)"
-                if fit.exact else f"in-sample MdAPE {fit.train_mdape:.1f}% over {fit.n_samples} configurations")
+                if fit.exact else f"in-sample MdAPE {fit.train_mdape:.1f}% over {fit.n_samples} configurations"
+                + (" (as many as the fit's parameters, and it cannot pass through them)" if fit.underdetermined else ""))
     if fit.at_bound:
         fit_note += f"; [yellow]at a bound: {', '.join(fit.at_bound)}[/]"
     if job.thread_scaling is not None and job.thread_scaling.contended:

@@ -47,6 +47,7 @@ from thrifty.errors import ModelError
 from thrifty.io import read_json, write_json_atomic
 from thrifty.perf.uncertainty import (
     EXACT_FIT_SIGMA_LOG,
+    EXACT_RESIDUAL_LOG,
     EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING,
     LAUNCH_SIGMA_LOG_FLOOR,
     UNSEEN_NETWORK_SIGMA_LOG,
@@ -117,9 +118,15 @@ class StepTimeModel:
         return predict_step_time(self.params, nodes, workers, local_batch, compute_slowdown)
 
     @property
-    def exact(self) -> bool:
-        """Fitted to no more samples than free parameters: the residuals carry no error estimate."""
+    def underdetermined(self) -> bool:
+        """Fitted to no more samples than free parameters: no degrees of freedom left for an error estimate."""
         return 0 < self.n_samples <= len(self.free_indices)
+
+    @property
+    def exact(self) -> bool:
+        """Underdetermined and passing through its samples (residuals within EXACT_RESIDUAL_LOG,
+        `sigma_log` being their root sum of squares): the residuals carry no error estimate."""
+        return self.underdetermined and self.sigma_log <= EXACT_RESIDUAL_LOG
 
     def fit_sd_log(self, nodes, workers, local_batch) -> np.ndarray:
         """The fit's own deviation of log step time: residual scatter plus parameter uncertainty."""
@@ -150,11 +157,11 @@ class StepTimeModel:
         return np.where(unseen, UNSEEN_NETWORK_SIGMA_LOG * np.clip(share, UNSEEN_SYNC_SHARE, 1.0), 0.0)
 
     def sd_log(self, nodes, workers, local_batch) -> np.ndarray:
-        """Deviation of log step time of a new launch: the fit's (or EXACT_FIT_SIGMA_LOG for an
-        exact fit), the launch-to-launch spread, the distance to the profiled configurations and a
+        """Deviation of log step time of a new launch: the fit's (for an underdetermined fit, its
+        residuals' root sum of squares, at least EXACT_FIT_SIGMA_LOG), the launch-to-launch spread, the distance to the profiled configurations and a
         kind of network no sample showed."""
-        fit = np.full(np.shape(self.predict(nodes, workers, local_batch)), EXACT_FIT_SIGMA_LOG) \
-            if self.exact else self.fit_sd_log(nodes, workers, local_batch)
+        fit = np.full(np.shape(self.predict(nodes, workers, local_batch)), max(EXACT_FIT_SIGMA_LOG, self.sigma_log)) \
+            if self.underdetermined else self.fit_sd_log(nodes, workers, local_batch)
         away = 0.0 if self.profiled is None else doublings_away(self.profiled, nodes, workers, local_batch)
         return np.sqrt(fit**2 + self.launch_sigma_log**2 + (EXTRAPOLATION_SIGMA_LOG_PER_DOUBLING * away) ** 2
                        + self.unseen_network_sd_log(nodes, workers, local_batch) ** 2)
@@ -342,7 +349,8 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
     fitted = predict_step_time(params, nodes, workers, batch)
     model = StepTimeModel(params=params, fixed=fixed, sigma_log=sigma, covariance=covariance,
                           n_samples=int(observed.size),  # an exact fit has no in-sample error to report
-                          train_mdape=mdape(fitted, observed) if observed.size > len(free) else float("nan"),
+                          train_mdape=(float("nan") if observed.size <= len(free) and sigma <= EXACT_RESIDUAL_LOG
+                                       else mdape(fitted, observed)),
                           launch_sigma_log=max(float(launch_sigma_log), LAUNCH_SIGMA_LOG_FLOOR),
                           profiled=np.unique(np.stack([nodes, workers, batch], axis=1), axis=0),
                           at_bound=_at_bound(free, result.x, result.active_mask))

@@ -25,6 +25,10 @@ LAUNCH_SIGMA_LOG_FLOOR = 0.09
 # absolute error is 0.674 sd, so sd ~ 0.052 / 0.674 = 0.08: what an exact fit, whose residuals are
 # zero, is given instead of its residual scatter.
 EXACT_FIT_SIGMA_LOG = 0.08
+# A fit of no more samples than free parameters is exact only where it passes through them: every
+# residual within about 1% (a new user's pass: bounded parameters left 8 samples off by up to 2x, and
+# the fit was called exact, its intervals too narrow to hold them)
+EXACT_RESIDUAL_LOG = 0.01
 # Our stated assumption (no multi-node or many-worker profiles to calibrate it on): each doubling of
 # nodes, workers or local batch away from the nearest profiled configuration adds a deviation of
 # 0.10 in log step time (x/÷1.18 at 90%), since the terms there were fixed, not fitted.
