@@ -60,6 +60,10 @@ def default_batches_and_steps(workload, workers: Sequence[int],
     if len(fitting) < 3:  # fall back to the three largest powers of two that fit
         top = 2 ** int(math.log2(largest))
         fitting = tuple(sorted({max(1, top // 4), max(1, top // 2), top}))
+    if len(fitting) < 2:  # a new user's pass: "give at least two different local batch sizes", unasked
+        raise WorkloadError(f"the training set has {workload.train_size} sample(s): too few for two local batch "
+                            f"sizes on {max(workers)} worker(s) (the step-time fit needs two); profile fewer "
+                            "--workers or give the workload more data")
     return fitting, HEAVY_STEPS if heavy else DEFAULT_STEPS
 
 
@@ -68,15 +72,19 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
     """Profile all settings, then train once to the target to calibrate S_min (unless the
     workload takes its steps from a published recipe, or calibration is off). Returns the
     Profile, with what planning needs from the workload itself in its meta, and the calibration."""
-    from thrifty.train.busy import PROFILE_CORES, measure_quietly, read_before_profile
+    from thrifty.train.busy import PROFILE_CORES, check_quiet, measure_quietly, read_before_profile
     from thrifty.train.config import global_batch_for
     from thrifty.train.dryrun import dry_run
     from thrifty.train.launcher import start_worker_server
     from thrifty.train.loop import train_to_target
-    from thrifty.train.profiler import profile_workload
+    from thrifty.train.profiler import profile_workload, validate_profile_request
     from thrifty.workloads import load_workload
     from thrifty.workloads.workcount import count_workload
+    # the options first, then the machine (a new user's pass: a busy refusal after 8-18 s, and only then
+    # "give at least two different local batch sizes"), then the workload (the refusal had waited for it, 21 s)
+    validate_profile_request(None, settings.workers, settings.local_batches, settings.steps, max_local_workers())
     before = read_before_profile(max(PROFILE_CORES, *settings.workers))  # before our own work loads the machine
+    check_quiet(before, settings.allow_busy)
     start_worker_server()  # the profile's ranks fork from it; its imports overlap the dry run
     workload = load_workload(workload_spec)
     dry_run(workload)  # a broken workload fails here in seconds, not after the profile
@@ -120,8 +128,8 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
             # what it reached, and the way around it (a new user's pass: 3 minutes, then no hint)
             raise WorkloadError(f"calibration run did not reach {workload.metric_name} {workload.target_metric:g} in "
                                 f"{calibration.steps:,} steps (its last evaluation: {calibration.final_metric:.4g}): "
-                                "lower the workload's target_metric, or state the epochs it needs (plan --epochs E), "
-                                "which skips the calibration run")
+                                "lower the workload's target_metric, or skip the calibration run: profile "
+                                "--no-calibrate, then plan --epochs E (the epochs it needs)")
         log.info("calibration: %s %.3f at global batch %d after %d steps", workload.metric_name,
                  calibration.final_metric, batch, calibration.steps)
     return profile, calibration

@@ -187,6 +187,25 @@ def test_the_profile_command_refuses_a_busy_machine_with_exit_2_and_stores_nothi
     assert not db.exists()
 
 
+def test_a_busy_machine_is_refused_after_the_options_and_before_the_workload_loads(monkeypatch, capsys, tmp_path):
+    """A new user's pass: a single --batch was refused only after the busy check (8-18 s, then "busy"),
+    and the busy refusal came after the workload loaded and counted its work (21 s). Mutations caught:
+    the options checked inside the measurement alone; the readings checked after the workload loads."""
+    import thrifty.train.busy as busy
+    import thrifty.workloads as workloads
+    from thrifty.cli.app import main
+    monkeypatch.setattr(busy, "read_before_profile", lambda cores=2: Readings(2, 3.9, 0.0, None))
+
+    def not_now(spec):
+        raise AssertionError("the workload was loaded before the refusal")
+    monkeypatch.setattr(workloads, "load_workload", not_now)
+    for options, why in ((["--batch", "16"], "give at least two different local batch sizes"),
+                         (["--batch", "8,16"], "the machine is busy: load 3.9 on 2 cores")):
+        assert main(["profile", "--db", str(tmp_path / "t.db"), "--workers", "1", *options, "--no-calibrate"]) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1 and why in lines[0], lines
+
+
 def test_the_load_beside_a_profile_and_its_round_spread_make_its_launch_spread(monkeypatch):
     # mutations caught: "busy load not added to the launch spread", "round spread not added", the
     # load beside the profile ignored (only the reading before used), a busy profile's thread

@@ -190,3 +190,15 @@ def test_a_calibration_run_short_of_its_target_says_what_it_reached_and_the_way_
         run_profile(str(job), settings)
     said = str(raised.value)
     assert "did not reach accuracy 0.9999 in 10 steps (its last evaluation: 0." in said and "plan --epochs E" in said
+    assert "profile --no-calibrate" in said  # the profile's own way around (a new user's pass: only plan's)
+
+
+def test_a_training_set_too_small_for_two_batches_says_so():
+    """Three samples on two workers leave one local batch: the refusal names the training set, not a
+    --batch nobody gave (a new user's pass). Mutation caught: the defaults returned as they are."""
+    from types import SimpleNamespace
+
+    from thrifty.pipeline import default_batches_and_steps
+    with pytest.raises(WorkloadError, match="the training set has 3 sample"):
+        default_batches_and_steps(SimpleNamespace(train_size=3), (1, 2), 1e6)
+    assert len(default_batches_and_steps(SimpleNamespace(train_size=3), (1,), 1e6)[0]) == 2

@@ -107,13 +107,17 @@ def measure_thread_scaling(workload_spec: str, local_batches: Sequence[int], *, 
             "input_s_per_sample": measured["input_s_per_sample"]}
 
 
-def validate_profile_request(train_size: int, workers: Sequence[int], local_batches: Sequence[int],
-                             steps: int, max_workers: int) -> None:
-    if not workers or not local_batches:
+def validate_profile_request(train_size: int | None, workers: Sequence[int], local_batches: Sequence[int] | None,
+                             steps: int | None, max_workers: int) -> None:
+    """The request's own sense; `train_size`, `local_batches` or `steps` None: not known yet (checked
+    before the workload is loaded, and again once it is)."""
+    if not workers or (local_batches is not None and not local_batches):
         raise WorkloadError("give at least one worker count and one batch size")
     for n in workers:
         if n < 1 or n > max_workers:
             raise WorkloadError(f"worker count {n} is outside 1..{max_workers} allowed on this machine")
+    if local_batches is None:
+        return
     for b in local_batches:
         if b < 1:
             raise WorkloadError(f"batch size must be a positive integer, got {b}")
@@ -121,10 +125,10 @@ def validate_profile_request(train_size: int, workers: Sequence[int], local_batc
         raise WorkloadError(f"give at least two different local batch sizes (the step-time fit needs two), got "
                             f"{', '.join(map(str, local_batches))}")
     largest = max(workers) * max(local_batches)
-    if largest > train_size:
+    if train_size is not None and largest > train_size:
         raise WorkloadError(f"global batch {max(workers)} x {max(local_batches)} = {largest} exceeds "
                             f"the training set ({train_size} samples)")
-    if steps < 2:
+    if steps is not None and steps < 2:
         raise WorkloadError(f"--steps must be at least 2, got {steps}")
 
 
