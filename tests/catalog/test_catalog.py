@@ -476,6 +476,22 @@ def test_a_type_twice_in_one_region_of_a_users_file(tmp_path):
         load_catalog([path], bundled=False)
 
 
+def test_two_user_files_must_agree_on_a_types_machine_and_a_later_price_is_said(tmp_path, caplog):
+    """A new user's pass: two --catalog files giving one type 8 and 64 vCPUs were merged in silence, the
+    last file winning. Now other hardware is refused naming both files, and another price replaces the
+    earlier with a warning. Mutations caught: the merge unchecked; the warning at debug level."""
+    import logging
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    first.write_text(HEADER + "c,x1,8,32,,,1.0,0.5,r1,\n")
+    second.write_text(HEADER + "c,x1,64,512,,,2.0,0.5,r1,\n")
+    with pytest.raises(CatalogError, match="b.csv: c:x1 in r1 has 64 vCPUs and 512 GiB, and .*a.csv gives it 8"):
+        load_catalog([first, second], bundled=False)
+    second.write_text(HEADER + "c,x1,8,32,,,2.0,0.5,r1,\n")
+    with caplog.at_level(logging.WARNING, logger="thrifty.catalog.loader"):
+        (vm,) = load_catalog([first, second], bundled=False)
+    assert vm.price_per_hour == 2.0 and "b.csv's prices replace" in caplog.text
+
+
 def test_a_skypilot_file_must_say_its_cloud_by_its_path(tmp_path):
     """SkyPilot's columns name no cloud: aws/vms.csv is AWS; a bare vms.csv is refused. Mutation: the
     file name taken as the cloud ('vms:p3.2xlarge', which no launcher knows)."""

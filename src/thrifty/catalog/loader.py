@@ -312,11 +312,23 @@ def load_catalog(extra_paths: Iterable[Path | str] = (), *, bundled: bool = True
     price, a private offer), instead of standing beside it as a second candidate."""
     own = bundled_catalog_paths() if bundled else []
     merged: dict[tuple, VMType] = {}
-    for vm in ([vm for path in own for vm in load_catalog_file(path, strict_spot=False)]
-               + [vm for path in extra_paths for vm in load_catalog_file(Path(path))]):
-        if _key(vm) in merged:
-            log.debug("%s in %s: a --catalog row replaces the earlier one", vm.label, vm.region)
+    for vm in [vm for path in own for vm in load_catalog_file(path, strict_spot=False)]:
         merged[_key(vm)] = vm
+    users: dict[tuple, Path] = {}  # which user file gave a type its row
+    for path in map(Path, extra_paths):
+        for vm in load_catalog_file(path):
+            key, earlier = _key(vm), merged.get(_key(vm))
+            if key in users and earlier is not None:  # two of the user's files: they must agree on the hardware
+                if (vm.vcpus, vm.memory_gib) != (earlier.vcpus, earlier.memory_gib):
+                    raise CatalogError(f"{path}: {vm.label} in {vm.region or 'no region'} has {vm.vcpus:g} vCPUs and "
+                                       f"{vm.memory_gib:g} GiB, and {users[key]} gives it {earlier.vcpus:g} and "
+                                       f"{earlier.memory_gib:g}: one type, one machine")
+                if _hardware_and_price(vm) != _hardware_and_price(earlier) or \
+                        vm.spot_price_per_hour != earlier.spot_price_per_hour:  # a new user's pass: silent
+                    log.warning("%s in %s: %s's prices replace %s's", vm.label, vm.region, path, users[key])
+            elif earlier is not None:
+                log.debug("%s in %s: a --catalog row replaces the bundled one", vm.label, vm.region)
+            merged[key], users[key] = vm, path
     return list(merged.values())
 
 
