@@ -31,7 +31,7 @@ def told_apart(fmt: Callable[..., str], asked: float, reached: float) -> tuple[s
 
 def fmt_usd(dollars: float, digits: int = 2) -> str:
     """$12.34 from a dollar up; below, `digits` significant digits in plain decimals ($0.52,
-    $0.070, $0.0052, $0.00000041), so that $0.0052 and $0.0079 do not both print as $0.01. The
+    $0.070, $0.0052, $0.00000041; below $1e-8 in powers of ten, $6.7e-14), so that $0.0052 and $0.0079 do not both print as $0.01. The
     plan's point costs take 3 (plan.ties: a resolution as fine as 1% must not print alike)."""
     if not math.isfinite(dollars):
         return "-"
@@ -39,6 +39,8 @@ def fmt_usd(dollars: float, digits: int = 2) -> str:
     rounded = float(f"{dollars:.{digits}g}")
     if rounded >= 1 or dollars == 0:
         return f"{sign}${dollars:,.2f}"
+    if rounded < 1e-8:  # a new user's pass: --budget 1e-300 printed 300 zeros
+        return f"{sign}${rounded:.{digits - 1}e}"
     decimals = digits - 1 - math.floor(math.log10(rounded))  # significant digits, after rounding
     return f"{sign}${rounded:.{decimals}f}"
 
@@ -64,4 +66,5 @@ def fmt_usd_range(low: float, high: float) -> str:
     is unbounded."""
     if not math.isfinite(high):
         return f">= {fmt_usd_bound(low, up=False)}"
-    return f"{fmt_usd_bound(low, up=False)}-{fmt_usd_bound(high, up=True).lstrip('$')}"
+    low_text, high_text = fmt_usd_bound(low, up=False), fmt_usd_bound(high, up=True).lstrip("$")
+    return f"{low_text}{' to ' if 'e' in low_text + high_text else '-'}{high_text}"  # not $1.0e-09-3.0e-09

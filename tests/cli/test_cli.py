@@ -111,7 +111,7 @@ def test_plan_constraints_and_table(profiled_db, run_cli, tmp_path):
     # deadline alone, and no fastest time; the units the user reads: a 5 min deadline printed as
     # 0.0833 h, a cost as $0.1252)
     (["--deadline", "1s", "--budget", "0.000000001"], ["no configuration meets the deadline of 1 s and fits "
-                                                       "the budget of $0.00000000100: the fastest takes", "the cheapest costs $"]),
+                                                       "the budget of $1.00e-09: the fastest takes", "the cheapest costs $"]),
     (["--deadline", "2m"], ["no configuration meets the deadline of 2 min: the fastest takes"]),
     # a GPU precision for CPU VMs (mutation caught: amp dropped in silence, the launch line in fp32)
     (["--cpu", "--precision", "amp"], ["--precision amp is for GPUs"]),

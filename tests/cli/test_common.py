@@ -21,6 +21,7 @@ def test_durations_pick_their_unit_after_rounding(seconds, text):
                                            (0.52, "$0.52"), (0.5, "$0.50"), (0.07, "$0.070"), (0.00999, "$0.010"),
                                            (0.0052, "$0.0052"), (0.0079, "$0.0079"),
                                            (0.0041, "$0.0041"), (4.1e-7, "$0.00000041"), (0.0, "$0.00"),
+                                           (6.7e-14, "$6.7e-14"), (1e-300, "$1.0e-300"),  # a pass: 300 zeros
                                            (-3.2, "-$3.20"), (math.nan, "-")])
 def test_money_in_plain_decimals(dollars, text):
     """Below a dollar two significant digits. Mutation caught: cents from a cent up (a user's $0.0052,
@@ -48,6 +49,7 @@ def test_a_money_range_has_one_dollar_sign():
     assert fmt_usd_range(0.07, 0.16) == "$0.070-0.16"
     assert fmt_usd_range(0.0043, 0.0051) == "$0.0043-0.0051"
     assert fmt_usd_range(1.2, math.inf) == ">= $1.20"
+    assert fmt_usd_range(1e-12, 3e-12) == "$1.0e-12 to 3.0e-12"  # not $1.0e-12-3.0e-12
 
 
 def test_a_money_range_is_rounded_outward_and_holds_the_point_printed_beside_it():

@@ -442,6 +442,29 @@ def test_infeasible_constraints_raise():
         plan(VMArrays.build(VMS, Hardware.load()), _job(), PlanRequest(deadline_s=1e-3))
 
 
+def test_a_deadline_and_a_budget_each_met_but_not_together_say_so():
+    """A new user's pass: "the fastest takes 4.09 min, the cheapest costs $0.125" under a 9 min deadline
+    and a $0.20 budget, both inside the limits. Mutation caught: the nearest values alone."""
+    from thrifty.plan.candidates import evaluate
+    vmx, job = VMArrays.build(VMS, Hardware.load()), _job()
+    c = evaluate(vmx, job, PlanRequest())
+    finite = np.isfinite(c.time_s) & np.isfinite(c.cost_usd)
+    fastest, cheapest = (np.flatnonzero(finite)[np.argmin(v[finite])] for v in (c.time_s, c.cost_usd))
+    deadline, budget = 1.001 * c.time_s[fastest], 1.001 * c.cost_usd[cheapest]
+    assert not np.any(finite & (c.time_s <= deadline) & (c.cost_usd <= budget))  # the premise
+    with pytest.raises(PlanError, match="each alone is met, not both at once: the fastest takes .* for .*, the "
+                                        "cheapest costs .* and takes"):
+        plan(vmx, job, PlanRequest(deadline_s=deadline, budget_usd=budget))
+
+
+def test_spot_only_without_a_spot_price_names_the_option():
+    """A new user's pass: "no configuration fits the catalog filters, worker limit and memory", where
+    the cause was --spot only and no type with a spot price. Mutation caught: the option unnamed."""
+    on_demand = [vm for vm in VMS if vm.spot_price_per_hour is None]
+    with pytest.raises(PlanError, match=r"at a spot price \(--spot only: no VM type these filters keep has one\)"):
+        plan(VMArrays.build(on_demand, Hardware.load()), _job(), PlanRequest(spot="only"))
+
+
 def test_pareto_and_knee():
     t = np.array([1.0, 2.0, 3.0, 4.0, 2.5])
     c = np.array([10.0, 3.0, 2.5, 2.4, 5.0])
