@@ -195,7 +195,7 @@ def test_each_campaign_has_its_own_work_folder_and_another_campaigns_is_refused(
     code = main([*sweep, "--campaign", "C", "--work-dir", str(first)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1, err
-    assert f"{first} holds the runs of campaign 'default' of {db.resolve()}: give campaign 'C' its own --work-dir" in err
+    assert f"{first} holds the runs of campaign 'default' of {db.resolve()}: give campaign 'C' of {db} its own --work-dir" in err
     assert {p: p.read_bytes() for p in first.glob("*/profiles.csv")} == summaries
     with sqlite3.connect(db) as conn:  # refused before the store took C's request
         assert conn.execute("SELECT name FROM md_campaigns ORDER BY name").fetchall() == [("B",), ("default",)]
@@ -266,6 +266,12 @@ def test_a_campaign_is_run_by_one_driver_at_a_time(tmp_path):
     # a fractional valency (it ran rounded to 2 while its run id hashed 1.5), listed between integers too
     ("[z_plus]\nvalues = [1, 1.5, 2]\n", [], "z_plus is a valency and must be an integer, got 1.5"),
     ("[z_plus]\nmin = 1\nmax = 3\n", [], "z_plus is a valency: give it as a list of integers"),
+    # the stand-in's own names and signs (a new user's pass: [bogus] and c = -1 ran; mutation caught:
+    # no check for the stand-in)
+    ("[bogus]\nvalues = [1]\n", ["--simulation", "standin"],
+     "the stand-in takes the parameters h, zp, zn, c, dp, dn; the space names bogus"),
+    ("[c]\nvalues = [-1.0, 0.5]\n", ["--simulation", "standin"], "the stand-in's c must be positive; the space reaches -1"),
+    ("[zn]\nmin = -2\nmax = 1\n", ["--simulation", "standin"], "the stand-in's zn must be negative; the space reaches 1"),
 ])
 def test_a_nanoconfinement_space_or_run_setting_the_model_refuses_is_one_line_before_ray_starts(
         tmp_path, capsys, text, extra, reason):

@@ -135,6 +135,7 @@ def test_a_resume_that_would_sample_differently_is_refused(tmp_path, flaky):
     (["--h", "1e6"], "is 135,495,000 ions, over the 10,000"),  # was 15 GB and growing
     (["--c", "5"], "packs the ions to 56% of the slit's volume, over 50%"),
     (["--equilibrate", "500", "--steps", "500"], "--equilibrate 500 leaves no steps to sample"),
+    (["--equilibrate", "-5"], "--equilibrate must be 0 or more, got -5"),  # a pass: "leaves no steps"
     (["--tolerance", "0"], "--tolerance must be positive"),
     (["--relative-tolerance", "-0.1"], "--relative-tolerance must be at least 0 and below 1, got -0.1"),
     (["--relative-tolerance", "1"], "--relative-tolerance must be at least 0 and below 1, got 1.0"),

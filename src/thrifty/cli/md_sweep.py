@@ -38,7 +38,7 @@ def sweep(space: Annotated[Path, typer.Option(
                    "error bars (an exact predictor scores about 0.95)")] = DEFAULT_TARGET,
           initial_runs: Annotated[int, typer.Option(help="active: runs of the random initial design")] = 8,
           simulation: Annotated[str, typer.Option(help="nanoconfinement (the MD model, to convergence), standin (a numpy "
-                                                    "stand-in that ignores the model's parameters) or "
+                                                    "stand-in, not MD: parameters h, zp, zn, c, dp, dn) or "
                                                     "package.module:function")] = "nanoconfinement",
           work_dir: Annotated[Path | None, typer.Option(
               help="Run folders and checkpoints, on storage every node reaches (default: DB.runs beside --db, DB.runs-NAME for a new --campaign NAME; a campaign goes on where its sessions ran); one campaign's alone")] = None,

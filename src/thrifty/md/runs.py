@@ -62,6 +62,9 @@ def read_run(folder: Path) -> Run:
         table = np.array([[float(row[c]) for c in PROFILE_COLUMNS] for row in rows])
     except ValueError as exc:
         raise ThriftyError(f"density profiles {folder / PROFILES_FILE}: {exc}") from None
+    if len(table) >= 2 and np.isfinite(table[:, [0, 1, 3]]).all() and np.isnan(table[:, [2, 4]]).any():  # as md.md says
+        raise ThriftyError(f"density profiles {folder / PROFILES_FILE} have NaN error bars: the run has fewer than "
+                           "2 complete blocks, too few to train on (run it longer)")
     if len(table) < 2 or not np.isfinite(table).all() or (table[:, 1:] < 0).any() \
             or (np.diff(table[:, 0]) <= 0).any():  # a density < 0 too (a new user's pass: -5 M was trained on)
         raise ThriftyError(f"density profiles {folder / PROFILES_FILE} need 2+ rows of finite numbers, "
@@ -95,8 +98,11 @@ def runs_box_nm(runs: list[Run], given: float | None) -> float | None:
     if len(sides) == 1 and all(run.box_nm is not None for run in runs):
         return sides.pop()
     unrecorded = " (and some record none)" if any(run.box_nm is None for run in runs) else ""
+    # --box-nm helps only where one side is recorded (a new user's pass: advised for 5 and 6 nm, then refused)
+    way = f"give --box-nm {min(sides):g} if the others ran in it too" if len(sides) == 1 else \
+        "train one surrogate per box side (a --runs folder each)"
     raise ThriftyError(f"the runs were run in boxes of {', '.join(f'{s:g}' for s in sorted(sides))} nm{unrecorded}: "
-                       "train one surrogate per box side, or give --box-nm")
+                       f"{way}")
 
 
 def read_runs(folder: Path) -> list[Run]:

@@ -41,7 +41,9 @@ class SamplingSettings:
             raise ThriftyError(f"--tolerance must be positive, got {self.tolerance_molar}")
         if not 0 <= self.relative_tolerance < 1:
             raise ThriftyError(f"--relative-tolerance must be at least 0 and below 1, got {self.relative_tolerance}")
-        if not 0 <= self.equilibration_steps < self.last_step:
+        if self.equilibration_steps < 0:  # a new user's pass: -5 "leaves no steps to sample"
+            raise ThriftyError(f"--equilibrate must be 0 or more, got {self.equilibration_steps}")
+        if not self.equilibration_steps < self.last_step:
             raise ThriftyError(f"--equilibrate {self.equilibration_steps} leaves no steps to sample: give at least 0 "
                                f"and less than {'--cap-steps' if self.steps is None else '--steps'} "
                                f"({self.last_step})")

@@ -21,11 +21,30 @@ from pathlib import Path
 
 import numpy as np
 
+from thrifty.errors import ThriftyError
 from thrifty.io import write_text_atomic
+from thrifty.md.space import ParameterSpace
 from thrifty.transient.protocol import JobCheckpoints
 
 DEFAULTS = {"h": 3.5, "zp": 1.0, "zn": -1.0, "c": 0.5, "dp": 0.5, "dn": 0.5}
 BINS = 20
+# what each parameter must be: positive sizes and concentration, a cation's and an anion's valency
+SIGNS = {"h": 1, "c": 1, "dp": 1, "dn": 1, "zp": 1, "zn": -1}
+
+
+def check_space(space: ParameterSpace) -> None:
+    """Refuse a space the stand-in cannot run or would ignore, before a campaign starts: a name it does
+    not know (it changes each run's seed and id, and nothing else: a new user's pass), or a range
+    reaching a value of the wrong sign (a concentration of -1 ran)."""
+    unknown = [name for name in space.names if name not in DEFAULTS]
+    if unknown:
+        raise ThriftyError(f"the stand-in takes the parameters {', '.join(DEFAULTS)}; the space names "
+                           f"{', '.join(unknown)}")
+    for p in space.parameters:
+        low, high = p.bounds()
+        if (low if SIGNS[p.name] > 0 else -high) <= 0:
+            raise ThriftyError(f"the stand-in's {p.name} must be {'positive' if SIGNS[p.name] > 0 else 'negative'}; "
+                               f"the space reaches {low if SIGNS[p.name] > 0 else high:g}")
 
 
 @dataclass(frozen=True)

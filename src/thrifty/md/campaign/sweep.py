@@ -4,8 +4,8 @@ simulation chosen, Ray started (embedded here, joined at --address, or the emula
 pool), the campaign run and its report with the pool's bill. The CLI (cli/md_sweep.py) only parses
 and prints.
 
-Defaults: the nanoconfinement model (the stand-in only when asked for: it ignores the model's
-parameters); wall-clock accounting (time scale 1: a wall second is a model second, so the bill is
+Defaults: the nanoconfinement model (the stand-in only when asked for: not MD, and its own
+parameters h, zp, zn, c, dp, dn); wall-clock accounting (time scale 1: a wall second is a model second, so the bill is
 what the campaign took) unless preemptions are emulated, where a model hour passes in a wall second
 (3600) so that a short test sees the pool's lifetimes.
 """
@@ -314,6 +314,9 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     if o.simulation == "nanoconfinement":
         from thrifty.md.campaign.nanoconfinement_runs import check_space
         check_space(parameter_space, given.get("box_nm"), given.get("cutoff_nm", 2.5))
+    elif o.simulation == "standin":
+        from thrifty.md.campaign.standin import check_space as check_standin_space
+        check_standin_space(parameter_space)
     if o.sampler == "active":
         from thrifty.md.surrogate.active_sweep import check_active
         if o.simulation == "standin":

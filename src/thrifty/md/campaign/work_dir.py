@@ -76,7 +76,7 @@ def check_owner(work: Path, db: Path, campaign: str) -> None:
     found = _owner_in(work)
     if found is not None and (found.get("db_name"), found.get("campaign")) != (Path(db).name, campaign):
         raise ThriftyError(f"{work} holds the runs of campaign {found.get('campaign')!r} of {found.get('db')}: "
-                           f"give campaign {campaign!r} its own --work-dir")
+                           f"give campaign {campaign!r} of {db} its own --work-dir")  # both may be 'default'
 
 
 def claim(work: Path, db: Path, campaign: str, *, ran_here: bool = False) -> IO[str]:

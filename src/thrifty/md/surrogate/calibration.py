@@ -74,7 +74,7 @@ def cross_validate(runs: list[Run], config: SurrogateConfig, k: int = 5) -> Cros
             span = f"{works[0]}" + (f" to {works[-1]}" if len(works) > 1 else "")
             raise ThriftyError(f"{why}: with {len(runs)} runs give --folds {span}")
         fewest = next(n for n in range(4, 10 * need) if _working_folds(n, need))
-        raise ThriftyError(f"{why}: {len(runs)} runs are too few for any --folds (at least {fewest})")
+        raise ThriftyError(f"{why}: {len(runs)} run{'' if len(runs) == 1 else 's'} {'is' if len(runs) == 1 else 'are'} too few for any --folds (at least {fewest})")
     points, simulated, error = held_out_arrays(runs, config.bins)
     predicted = {NETWORK: np.zeros_like(simulated)}
     spread, noise = np.zeros_like(simulated), np.zeros_like(simulated)
