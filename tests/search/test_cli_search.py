@@ -204,7 +204,7 @@ def test_search_start_takes_the_cloud_prefix_the_plan_prints():
     assert _start("aws:p3.2xlarge:1:1:32", prices, "the trace") == Config("p3.2xlarge", 1, 1, 32)
     assert _start("p3.2xlarge:1:1:32", prices, "the trace") == Config("p3.2xlarge", 1, 1, 32)
     from thrifty.errors import ThriftyError
-    for typo in ("p3.2xlarge:1:1:32:x", "p3.2xlarge:1::32", "p3.2xlarge:1:32"):  # a pass: "instance type '1'"
+    for typo in ("p3.2xlarge:1:1:32:x", "p3.2xlarge:1::32", "p3.2xlarge:1:32", "p3.2xlarge:1:1:3\u00b2"):  # a pass: "instance type '1'"
         with pytest.raises(ThriftyError, match="--start must be TYPE:NODES:WORKERS:GLOBAL_BATCH"):
             _start(typo, prices, "the trace")
 

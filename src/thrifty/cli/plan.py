@@ -238,7 +238,8 @@ def plan(
     fit = job.step_time
     fit_note = (f"exact fit of {fit.n_samples} configurations, no error estimate (intervals assume one)"
                 if fit.exact else f"in-sample MdAPE {fit.train_mdape:.1f}% over {fit.n_samples} configurations"
-                + (" (as many as the fit's parameters, and it cannot pass through them)" if fit.underdetermined else ""))
+                + (f" (no more than the fit's {len(fit.free_indices)} parameters, and it cannot pass through them)"
+                   if fit.underdetermined else ""))
     if fit.at_bound:
         fit_note += f"; [yellow]at a bound: {', '.join(fit.at_bound)}[/]"
     if job.thread_scaling is not None and job.thread_scaling.contended:

@@ -13,6 +13,7 @@ McCandlish et al. 2018), and the start, the configuration the plan's models reco
 emulated types (search.start). `sim` has no workload: it starts on cheapest_start."""
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NamedTuple, TypeVar
@@ -70,7 +71,7 @@ def _start(text: str, prices: dict, where: str) -> "Config":
     from thrifty.search.config import Config
     parts = text.split(":")
     types = sorted({c.instance_type for c in prices})
-    if len(parts) not in (4, 5) or not all(p.strip().isdigit() for p in parts[-3:]):  # checked first: a typo
+    if len(parts) not in (4, 5) or not all(re.fullmatch(r"\s*[0-9]+\s*", p) for p in parts[-3:]):  # checked first: a typo
         # in a count had been read as a cloud:type name ("instance type '1' is not in the trace")
         raise ThriftyError(f"--start must be TYPE:NODES:WORKERS:GLOBAL_BATCH, got {text!r}")
     if len(parts) == 5:  # cloud:type, as the plan prints it (or a type whose own name has the colon)

@@ -30,7 +30,7 @@ from thrifty.io import write_text_atomic
 from thrifty.md import profiles as prof
 from thrifty.md.engines.outputs import write_final_state, write_params, write_profiles
 from thrifty.md.engines.protocol import Engine, Progress, ReplicaLayout
-from thrifty.md.engines.resume import check_continuation
+from thrifty.md.engines.resume import check_continuation, check_profile_bins
 from thrifty.md.runs import SUMMARY_FILE
 from thrifty.md.sampling_settings import SamplingSettings
 from thrifty.md.thermo import ThermoLog
@@ -83,6 +83,9 @@ def _run(engine: Engine, settings: SamplingSettings, out_dirs: list[Path], check
         check_continuation(saved.seed, engine.seed, saved.sampling, settings.sampling, saved.progress.step,
                            settings.last_step, checkpoints.directory)
     edges = [prof.edges_nm(layout.z_range_nm, layout.walls) for layout in layouts]
+    if saved is not None:
+        check_profile_bins(saved.progress.blocks, [len(layout.species_names) for layout in layouts],
+                           [len(e) - 1 for e in edges], checkpoints.directory)
 
     def profiles(progress: Progress) -> list[prof.Profiles]:
         # between two identical walls each block is averaged with its mirror image (md.profiles)

@@ -24,3 +24,14 @@ def check_continuation(saved_seed: int, seed: int, saved_sampling: dict, samplin
     if saved_step > steps:
         raise ThriftyError(f"the checkpoint in {where} is at step {saved_step:,}, beyond --steps {steps:,}: "
                            f"give --steps {saved_step} or more to continue that run, or {START_OVER}")
+
+
+def check_profile_bins(saved_blocks: list, species: list[int], bins: list[int], where: Path) -> None:
+    """Each replica's saved profile counts have this run's species and bins (the ions system's bins
+    moved to the walls' planes: a checkpoint of an older thrifty had 60 where a run now has 70, and the
+    resume ended in numpy's broadcast error). One line otherwise."""
+    for blocks, n_species, n_bins in zip(saved_blocks, species, bins, strict=True):
+        if tuple(blocks.shape[1:]) != (n_species, n_bins):
+            raise ThriftyError(f"the checkpoint in {where} counts its profiles in {blocks.shape[2]} bins, this run "
+                               f"in {n_bins} (a checkpoint of an older thrifty): {START_OVER}")
+
