@@ -153,7 +153,7 @@ def test_a_workload_that_fails_inside_the_workers(run_cli, tmp_path):
                    "    def bad_loss(out, target):\n        raise ValueError('loss exploded')\n"
                    "    w.loss_fn = bad_loss\n    return w\n")
     db = tmp_path / "t.db"
-    _one_line_error(*run_cli("profile", "--db", db, "--workload", job, "--workers", "1", "--batch", "8"),
+    _one_line_error(*run_cli("profile", "--db", db, "--workload", job, "--workers", "1", "--batch", "8,16"),
                     "loss exploded")
     assert not db.exists()  # nothing was stored, so no empty database either
 
@@ -210,10 +210,15 @@ def test_model_fit_reads_a_search_traces_blank_one_worker_sync(run_cli, tmp_path
     # line; an exact fit printing a residual sd beside "no error estimate")
     samples = tmp_path / "s.csv"
     samples.write_text("num_nodes,num_workers,local_batch,step_time_s,sync_time_s\n"
-                       "1,1,16,0.01,\n1,1,64,0.03,\n1,2,16,0.012,0.002\n1,2,64,0.033,0.003\n")
+                       "1,1,16,0.01,\n1,1,64,0.03,\n1,2,16,0.012,0.002\n1,2,64,0.032,0.002\n")
     code, out, err = run_cli("model", "fit", "--samples", samples)
     assert code == 0, err
     assert "residual sd (log)" in out and "- (an exact fit)" in out
+    # two syncs the one fitted a_intra cannot both meet: not exact, its error said (a new user's pass)
+    samples.write_text("num_nodes,num_workers,local_batch,step_time_s,sync_time_s\n"
+                       "1,1,16,0.01,\n1,1,64,0.03,\n1,2,16,0.012,0.002\n1,2,64,0.033,0.003\n")
+    code, out, err = run_cli("model", "fit", "--samples", samples)
+    assert code == 0 and "an exact fit" not in out and "cannot pass through them" in " ".join(out.split()), out
     samples.write_text("num_nodes,num_workers,local_batch,step_time_s,sync_time_s\n1,1,16,0.01,\n1,2,16,0.012,\n")
     _one_line_error(*run_cli("model", "fit", "--samples", samples), "s.csv:3: column sync_time_s is not a number")
 

@@ -314,15 +314,15 @@ def run_sweep(o: SweepOptions, show_progress: bool = True) -> dict[str, Any]:
     if o.simulation == "nanoconfinement":
         from thrifty.md.campaign.nanoconfinement_runs import check_space
         check_space(parameter_space, given.get("box_nm"), given.get("cutoff_nm", 2.5))
-    elif o.simulation == "standin":
-        from thrifty.md.campaign.standin import check_space as check_standin_space
-        check_standin_space(parameter_space)
     if o.sampler == "active":
         from thrifty.md.surrogate.active_sweep import check_active
         if o.simulation == "standin":
             raise ThriftyError("--sampler active trains on run folders with params.json, which the stand-in does "
                                "not write: use --simulation nanoconfinement or your own")
         check_active(parameter_space, o.target_within_error, o.initial_runs, o.budget_runs)
+    if o.simulation == "standin":
+        from thrifty.md.campaign.standin import check_space as check_standin_space
+        check_standin_space(parameter_space)
     spec = PoolSpec.parse(o.pool)
     vms = find_type(load_catalog(), o.instance_type, "gcp")
     if not vms:
