@@ -125,14 +125,24 @@ def run_profile(workload_spec: str, settings: ProfileSettings,
                                           f"calibration step {step:,} of at most {CALIBRATION_MAX_STEPS:,}: "
                                           f"{workload.metric_name} {metric:.3f}, target {workload.target_metric:g}"))
         if not calibration.reached_target:
-            # what it reached, and the way around it (a new user's pass: 3 minutes, then no hint)
-            raise WorkloadError(f"calibration run did not reach {workload.metric_name} {workload.target_metric:g} in "
-                                f"{calibration.steps:,} steps (its last evaluation: {calibration.final_metric:.4g}): "
-                                "lower the workload's target_metric, or skip the calibration run: profile "
-                                "--no-calibrate, then plan --epochs E (the epochs it needs)")
+            # what it reached, and the way around it (a new user's pass: 3 minutes, then no hint; and the
+            # step times measured before it were thrown away)
+            raise CalibrationMissed(
+                f"calibration run did not reach {workload.metric_name} {workload.target_metric:g} in "
+                f"{calibration.steps:,} steps (its last evaluation: {calibration.final_metric:.4g}): the profile's "
+                "step times are stored without it, and plan --epochs E (the epochs it needs) plans from them; or "
+                "lower the workload's target_metric and profile again", profile)
         log.info("calibration: %s %.3f at global batch %d after %d steps", workload.metric_name,
                  calibration.final_metric, batch, calibration.steps)
     return profile, calibration
+
+
+class CalibrationMissed(WorkloadError):
+    """The calibration run fell short of the target; `profile` holds the measurements made before it."""
+
+    def __init__(self, message: str, profile) -> None:
+        super().__init__(message)
+        self.profile = profile
 
 
 def _workload_facts(workload) -> dict:
@@ -145,7 +155,11 @@ def _workload_facts(workload) -> dict:
 
 def profile_and_store(store: Store, workload_spec: str, settings: ProfileSettings,
                       on_progress: Callable[[str], None] = lambda message: None) -> int:
-    profile, calibration = run_profile(workload_spec, settings, on_progress)
+    try:
+        profile, calibration = run_profile(workload_spec, settings, on_progress)
+    except CalibrationMissed as missed:  # the measurements stand without it, as under --no-calibrate
+        store.save_profile(workload_key(workload_spec), missed.profile, None, missed.profile.meta["target_metric"])
+        raise
     return store.save_profile(workload_key(workload_spec), profile, calibration,
                               profile.meta["target_metric"])
 

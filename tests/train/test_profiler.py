@@ -178,19 +178,30 @@ def test_the_ranks_run_on_the_cpu_and_a_system_without_the_memory_reset_is_told(
 @pytest.mark.timeout(300)
 def test_a_calibration_run_short_of_its_target_says_what_it_reached_and_the_way_around(monkeypatch, tmp_path):
     """A new user's pass: 3 minutes of calibration, then "did not reach accuracy 0.6 in 20,000 steps" and
-    nothing else. Mutation caught: the old message (no last evaluation, no --epochs)."""
+    nothing else; and the step times measured before it were lost. Mutations caught: the old message (no
+    last evaluation, no --epochs); the profile not stored (a plan with --epochs measures again)."""
     from thrifty.errors import WorkloadError
-    from thrifty.pipeline import ProfileSettings, run_profile
+    from thrifty.pipeline import ProfileSettings, job_model, profile_and_store
+    from thrifty.workloads.names import workload_key
     job = tmp_path / "unreachable.py"
     job.write_text("from thrifty.workloads.digits import make_workload as digits\n\n"
                    "def make_workload():\n    w = digits()\n    w.target_metric = 0.9999\n    return w\n")
     monkeypatch.setattr("thrifty.pipeline.CALIBRATION_MAX_STEPS", 10)
     settings = ProfileSettings(workers=(1,), local_batches=(8, 32), steps=4, allow_busy=True)
-    with pytest.raises(WorkloadError) as raised:
-        run_profile(str(job), settings)
-    said = str(raised.value)
-    assert "did not reach accuracy 0.9999 in 10 steps (its last evaluation: 0." in said and "plan --epochs E" in said
-    assert "profile --no-calibrate" in said  # the profile's own way around (a new user's pass: only plan's)
+    with Store(tmp_path / "t.db") as store:
+        with pytest.raises(WorkloadError) as raised:
+            profile_and_store(store, str(job), settings)
+        said = str(raised.value)
+        assert "did not reach accuracy 0.9999 in 10 steps (its last evaluation: 0." in said
+        assert "step times are stored without it, and plan --epochs E" in said
+        stored = store.latest_profile(workload_key(str(job)))
+        assert stored is not None and stored[1] is None  # the measurements, no calibration
+
+        def measure_again(*args, **kwargs):
+            raise AssertionError("profiled again")
+        monkeypatch.setattr("thrifty.pipeline.run_profile", measure_again)
+        model, reused = job_model(store, str(job), epochs_to_target=30)
+        assert reused and model.s_min > 0
 
 
 def test_a_training_set_too_small_for_two_batches_says_so():
