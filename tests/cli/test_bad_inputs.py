@@ -601,6 +601,9 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         numbers("md predict", option, values, f"{rest} --surrogate {{in}}/adir",
                 lambda v, f=field, r=rule: "input should be a valid" if v in ("abc", "2.5") else (f, r))
     predict = "md predict " + " ".join(f"{k} {v}" for k, v in point.items())
+    # below an ion's diameter, as md run refuses it (a new user's pass: "2.21 from the nearest training run")
+    add("md predict --h below the ions", "md predict --h 0.3 --zp 2 --c 0.5 --d-plus 0.474 --d-minus 0.627 "
+        "--surrogate {in}/adir", "h_nm 0.3 nm is below the ion diameter 0.627 nm: the ions do not fit")
     add("md predict --surrogate empty folder", f"{predict} --surrogate {{in}}/adir", "surrogate.pt not found")
     add("md predict --surrogate missing", f"{predict} --surrogate {{w}}/none", "surrogate.pt not found")
     add("preempt spot --on-demand-price huge", "preempt spot --job-hours 8 --deadline 12h --spot-price 0.3 "

@@ -57,7 +57,8 @@ class ParameterBox:
 
 def check_point(values: dict[str, float]) -> np.ndarray:
     """The point as an array in PARAMETERS order, or a one-line ThriftyError for a value the model
-    cannot have: h, c, d+ or d- not a positive finite number, z+ outside 1..3, z- other than -1."""
+    cannot have: h, c, d+ or d- not a positive finite number, z+ outside 1..3, z- other than -1, h below
+    an ion's diameter."""
     missing = [p for p in PARAMETERS if p not in values]
     if missing:
         raise ThriftyError(f"missing parameters: {', '.join(missing)}")
@@ -76,4 +77,8 @@ def check_point(values: dict[str, float]) -> np.ndarray:
         if name not in INTEGER_PARAMETERS and not (math.isfinite(value) and value > 0):
             raise ThriftyError(f"{name} must be a positive number, got {value:g}")
         point.append(value)
+    h, largest = point[PARAMETERS.index("h_nm")], max(point[PARAMETERS.index("d_plus_nm")],
+                                                      point[PARAMETERS.index("d_minus_nm")])
+    if h < largest:  # as md run refuses it (a new user's pass: md predict said "2.21 from the nearest run")
+        raise ThriftyError(f"h_nm {h:g} nm is below the ion diameter {largest:g} nm: the ions do not fit")
     return np.array(point)

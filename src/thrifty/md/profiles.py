@@ -81,7 +81,7 @@ def profiles(blocks: np.ndarray, samples: int, samples_per_block: int, edges: np
     else:
         error = np.full_like(mean, np.nan)
     centres = 0.5 * (edges[:-1] + edges[1:]) - 0.5 * (edges[0] + edges[-1])
-    return Profiles(centres, mean, error, complete, float(edges[1] - edges[0]))
+    return Profiles(centres, mean, error, complete, float(np.round(edges[1] - edges[0], 12)))
 
 
 def converged(p: Profiles, tolerance_molar: float, relative: float | None = None) -> bool:
