@@ -266,7 +266,7 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         add(f"model fit --samples {name}", f"model fit --samples {path}", samples_reasons[name])
     for name, reason in {"huge": "step times must be finite positive", "huge_batch": "need finite sizes",
                          "huge_workers": "need finite sizes", "huge_compute": "compute_time_s must be numbers",
-                         "parts_over": "exceed step_time_s in 1 sample", "half_worker": "whole numbers"}.items():  # a traceback, before
+                         "parts_over": "exceed 2x step_time_s in 1 sample", "half_worker": "whole numbers"}.items():  # a traceback, before
         add(f"model fit --samples {name}", f"model fit --samples {{in}}/samples_{name}.csv --out {{w}}/m.json", reason)
     add("model fit nothing", "model fit", "exactly one of")
     add("model fit both", "model fit --samples {in}/samples_two.csv --workload builtin:digits", "exactly one of")

@@ -340,5 +340,5 @@ def test_a_sync_past_its_step_is_said_and_the_message_names_the_columns_given(ca
         fit_step_time(np.ones_like(w), w, b, step, sync_time_s=sync)
     assert "1 sample(s) of several ranks leave less than 5% of the step to compute" in caplog.text
     sync[-1] = 0.2  # 4.8x: swapped columns or other units
-    with pytest.raises(ModelError, match=r"^sync_time_s exceeds step_time_s in 1 sample\(s\): a step holds it"):
+    with pytest.raises(ModelError, match=r"^sync_time_s exceeds 2x step_time_s in 1 sample\(s\): a step holds it"):
         fit_step_time(np.ones_like(w), w, b, step, sync_time_s=sync)

@@ -172,6 +172,25 @@ def test_the_report_says_why_the_search_settled(run_cli, tmp_path):
     assert "is over the move budget: 5% of the" in " ".join(out.split())
 
 
+def test_a_local_search_profiles_on_a_busy_machine_with_allow_busy(run_cli, monkeypatch, tmp_path):
+    """The busy refusal of the profile a local search runs says --allow-busy: search takes it (a newcomer's
+    pass: "No such option"), and sim refuses it. Mutation caught: the option not passed to the profile."""
+    import thrifty.cli.workload_job_model as job_models
+    from thrifty.errors import ThriftyError
+    seen = []
+
+    def job_model(store, workload, *, allow_busy=False, **kwargs):
+        seen.append(allow_busy)
+        raise ThriftyError("stopped here")
+    monkeypatch.setattr(job_models, "workload_job_model", job_model)
+    code, _, err = run_cli("search", "--backend", "local", "--workload", "builtin:digits", "--allow-busy",
+                           "--db", tmp_path / "t.db", "--work-dir", tmp_path / "w")
+    assert code == 2 and "stopped here" in err and seen == [True]
+    code, _, err = run_cli("search", "--trace", tmp_path / "none.csv", "--target-samples", "1e5", "--noise-scale", "100",
+                           "--allow-busy")
+    assert code == 2 and "--allow-busy is for --backend local" in err
+
+
 def test_counts_read_as_counts():
     from thrifty.cli.search import counted
     assert [counted(1, "window"), counted(3.0, "window"), counted(2.5, "move")] == ["1 window", "3 windows", "2.5 moves"]

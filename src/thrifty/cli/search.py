@@ -116,6 +116,8 @@ def search(
     max_ranks: Annotated[int | None, typer.Option(
         help=f"local: most training processes at once [default: {LOCAL_MAX_RANKS}]",
         min=1, max=64)] = None,
+    allow_busy: Annotated[bool, typer.Option(
+        "--allow-busy", help="local, when it profiles the workload (none stored): even on a busy machine")] = False,
     work_dir: Annotated[Path | None, typer.Option(
         help=f"local: run directory, checkpoints and step streams [default: {LOCAL_WORK_DIR}]")] = None,
     noise_scale: Annotated[float | None, typer.Option(
@@ -186,7 +188,8 @@ def search(
     if backend == "local" and workload is None:
         raise ThriftyError("--backend local needs --workload: the job to train")
     local_only = [name for name, value in (("--types", types), ("--batches", batches), ("--max-nodes", max_nodes),
-                                           ("--max-ranks", max_ranks), ("--work-dir", work_dir)) if value is not None]
+                                           ("--max-ranks", max_ranks), ("--work-dir", work_dir),
+                                           ("--allow-busy", allow_busy or None)) if value is not None]
     if backend == "sim" and local_only:  # a new user's pass: they were ignored in silence
         raise ThriftyError(f"{', '.join(local_only)} {'is' if len(local_only) == 1 else 'are'} for --backend local: "
                            "sim replays the configurations of --trace")
@@ -210,7 +213,7 @@ def search(
                                (noise_scale is None and noise_scale_trace is None)):
         from thrifty.cli.workload_job_model import workload_job_model
         with Store(db or DEFAULT_DB) as profiles:
-            job = workload_job_model(profiles, _given(workload, backend, "--workload"))[0]
+            job = workload_job_model(profiles, _given(workload, backend, "--workload"), allow_busy=allow_busy)[0]
     target_samples, noise_scale, origin = job_targets(job, workload, target_samples, noise_scale, noise_scale_trace)
     schedule = (NoiseSchedule.constant(noise_scale, target_samples) if noise_scale is not None
                 else read_noise_trace(_given(noise_scale_trace, backend, "--noise-scale or --noise-scale-trace"),

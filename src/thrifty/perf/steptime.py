@@ -278,7 +278,8 @@ def _check_samples(nodes, workers, batch, observed, compute_time_s, sync_time_s)
     if over:
         given = " + ".join(name for name, c in (("compute_time_s", compute_time_s), ("sync_time_s", sync_time_s))
                            if c is not None)
-        raise ModelError(f"{given} {'exceed' if '+' in given else 'exceeds'} step_time_s in {over} sample(s): a step "
+        raise ModelError(f"{given} {'exceed' if '+' in given else 'exceeds'} {STEP_PARTS_SLACK:g}x step_time_s in "
+                         f"{over} sample(s): a step "
                          f"holds {'both' if '+' in given else 'it'}; are the columns swapped or in other units?")
     if len(np.unique(batch)) < 2:
         raise ModelError("samples need at least two different local batch sizes")
