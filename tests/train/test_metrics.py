@@ -59,3 +59,18 @@ def test_epochs_count_each_step_at_its_own_epoch_size():
                         target=0.9, wall_time_s=0.03, policy="uniform", workload="w", metric_name="accuracy",
                         train_size=100)
     assert shorter["epochs"] < summary["epochs"]
+
+
+def test_a_resumed_runs_stream_drops_the_steps_it_trains_again(tmp_path):
+    """A run killed past its checkpoint streamed steps it trains again once resumed: the stream keeps
+    the steps before the checkpoint and drops a half-written line (a new user's pass: 1,540 lines for
+    1,500 steps after a SIGKILL under `thrifty run`). Mutation caught: the stream only appended to."""
+    from thrifty.train.metrics import cut_step_stream
+    stream = tmp_path / "steps.jsonl"
+    stream.write_text("".join(json.dumps({"step": k}) + "\n" for k in range(12)) + '{"step": 12, "ep')
+    cut_step_stream(stream, 10)
+    assert [json.loads(line)["step"] for line in stream.read_text().splitlines()] == list(range(10))
+    before = stream.stat().st_mtime_ns
+    cut_step_stream(stream, 10)  # nothing past it: left as it is (a supervisor may be reading it)
+    cut_step_stream(stream, 0)  # a fresh run: not a resume, nothing cut
+    assert stream.stat().st_mtime_ns == before and len(stream.read_text().splitlines()) == 10

@@ -31,6 +31,25 @@ def step_line(rows: list[StepRow]) -> str:
     return json.dumps(line)
 
 
+def cut_step_stream(path: Path, first_step: int) -> None:
+    """A resumed run's `--step-stream` keeps the steps before `first_step`, the checkpoint's: the steps
+    the killed run streamed past it are trained again (a new user's pass: after a SIGKILL under
+    `thrifty run` 1,540 lines for 1,500 steps, steps 850 on twice), and a line half-written when it
+    died is dropped. The file is rewritten only where it held such lines (atomically)."""
+    if first_step <= 0 or not path.is_file():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    kept = []
+    for line in lines:
+        try:
+            if line.endswith("\n") and json.loads(line)["step"] < first_step:
+                kept.append(line)
+        except (ValueError, KeyError, TypeError):
+            pass  # a line the killed run did not finish
+    if len(kept) < len(lines):
+        write_text_atomic(path, "".join(kept))
+
+
 def noise_estimates(rows: list[StepRow]) -> tuple[float, float]:
     """One step's unbiased (|G|^2, tr(Sigma)) (thrifty.perf.noise, McCandlish et al. 2018 App. A),
     the mean over ranks of each rank's small batch (its local one; with one rank, the first

@@ -56,7 +56,7 @@ from thrifty.train.config import TrainConfig, check_config, global_batch_for, to
 from thrifty.train.emulation import Slowdown, remove_cgroups
 from thrifty.train.launcher import run_local_workers, torchrun_group
 from thrifty.train.loop import RankState, fresh_state, run_steps
-from thrifty.train.metrics import plot_run, step_line, summarise, write_summary
+from thrifty.train.metrics import cut_step_stream, plot_run, step_line, summarise, write_summary
 from thrifty.train.policies import make_policy
 from thrifty.train.preemption import AgreedSignals, Preempted, RelayedSignals, notice_on_sigterm, shared_signals
 from thrifty.train.probe import probe_b_max
@@ -177,6 +177,7 @@ def train_rank(rank: int, world_size: int, config: TrainConfig, resume_from: Pat
     stream = None
     if rank == 0 and config.step_stream:  # its folder made as --run-dir's is (the CLI checked it can be)
         Path(config.step_stream).parent.mkdir(parents=True, exist_ok=True)
+        cut_step_stream(Path(config.step_stream), state.step)
         stream = open(config.step_stream, "a", buffering=1)
 
     def on_step(rows: list[StepRow]) -> bool:

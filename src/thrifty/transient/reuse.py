@@ -73,7 +73,7 @@ def solve_reuse(model: LifetimeModel, job_hours: list[float], checkpoint_cost_s:
     last = float(model.t_end)
     rules = []
     for hours in job_hours:
-        j = int(round(hours * HOUR / solver.grid_s))
+        j = max(int(round(hours * HOUR / solver.grid_s)), 1)  # a job is at least one step (36 s was solved as 0)
         fresh_better = value[j] > value[j, 0] + startup_s
         rules.append(ReuseRule(hours * HOUR, _ranges(solver.ages[alive], fresh_better[alive], solver.grid_s, last),
                                j * solver.grid_s))
@@ -87,7 +87,7 @@ def simulate_campaign(model: LifetimeModel, source: LifetimeSampler, job_hours: 
     the DP schedule of `model`; VM lifetimes come from `source`; a fresh VM costs `startup_s`."""
     solver, value, choice, _ = solve_reuse(model, [job_hours], checkpoint_cost_s, restart_cost_s,
                                            startup_s, grid_s)
-    j = int(round(job_hours * HOUR / solver.grid_s))
+    j = max(int(round(job_hours * HOUR / solver.grid_s)), 1)
     schedule = Schedule("dp", [], float("nan"), float("nan"), solver.grid_s, solver.mttf_s, choice, solver)
     age = np.zeros(runs)
     death = source.sample(rng, runs)

@@ -61,8 +61,12 @@ def _lifetime_grid_s(model: LifetimeModel) -> float:
 
 
 def default_grid_s(model: LifetimeModel, work_s: float) -> float:
-    """The work grid's step for a job of `work_s` under `model` (constants above)."""
-    return min(max(work_s / GRID_STEPS, MIN_GRID_S), _lifetime_grid_s(model))
+    """The work grid's step for a job of `work_s` under `model` (constants above), shrunk to divide the
+    job into whole steps: on a step that did not, the job was solved rounded up (a new user's pass: a
+    72 s job on the one-minute step was solved as 120 s and read 67% overhead, 0.51 h 4.1% against
+    0.5 h's 2.7%)."""
+    step = min(max(work_s / GRID_STEPS, MIN_GRID_S), _lifetime_grid_s(model))
+    return work_s / max(math.ceil(work_s / step - 1e-9), 1)
 
 
 def planning_horizon_s(model: LifetimeModel) -> float:
