@@ -418,6 +418,8 @@ def _cases() -> list[tuple[str, str, tuple[str, ...]]]:
         "--workload {in}/evaluate_breaks.py", "evaluate broke")
     add("train --resume nothing to resume", f"{train} --resume", "checkpoint not found")
     add("train --resume asp", f"{train} --resume --mode asp", "--resume is for --mode bsp")
+    add("train --resume and --resume-if-any", f"{train} --resume --resume-if-any",  # a pass: "checkpoint not found"
+        "give one of --resume (a checkpoint must be there) and --resume-if-any")
     add("train --resume-if-any asp", f"{train} --resume-if-any --mode asp", "--resume-if-any is for --mode bsp")
     add("train --resume-if-any --force", f"{train} --resume-if-any --force",
         "give --resume-if-any (continue the run) or --force (start over), not both")

@@ -133,6 +133,9 @@ def train(
         raise ThriftyError(f"unknown emulation {emulate!r}; choose sleep or cgroup")
     if b_max_rule not in RULES:
         raise ThriftyError(f"unknown --b-max-rule {b_max_rule!r}; choose memory or throughput")
+    if resume and resume_if_any:  # a new user's pass: "checkpoint not found" for a run that had none
+        raise ThriftyError("give one of --resume (a checkpoint must be there) and --resume-if-any (resume where "
+                           "there is one, else start)")
     if (resume or resume_if_any) and mode == "asp":
         raise ThriftyError(f"--resume{'-if-any' if resume_if_any and not resume else ''} is for --mode bsp")
     if (resume or resume_if_any) and force:
