@@ -390,6 +390,10 @@ def test_cli_fit_show_schedule(run_cli, tmp_path, monkeypatch):
     chosen = json.loads(out)["chosen"]
     assert chosen["params"]["a"] == pytest.approx(0.414, rel=0.05)
     assert "warning" not in err  # 1,442 lifetimes are no guess
+    # least squares fits the bathtub alone: --family auto with it is the bathtub by least squares (a new
+    # user's pass: auto chose by likelihood and said "--method lsq"; mutation caught: auto kept)
+    code, out, err = run_cli("preempt", "fit", data_file(), "--method", "lsq", "--json")
+    assert code == 0 and json.loads(out)["chosen"] == chosen
     # the file is strict JSON (a new user's pass: "log_likelihood": -Infinity, which strict parsers
     # refuse; mutation caught: json.dumps without json_safe)
     written = json.loads((tmp_path / "m.json").read_text(), parse_constant=lambda name: pytest.fail(name))
@@ -674,3 +678,22 @@ def test_an_impossible_fit_says_why_its_likelihood_is_minus_infinity(run_cli):
     assert code == 0 and "-inf" in text
     assert ("log L -inf (bathtub (lsq)): the curve gives some lifetime seen here no chance (its VMs all end by "
             "24.7 h, before the longest seen, 24.8 h), so AIC is inf") in text
+
+
+def test_show_draws_a_fitted_model_against_its_own_data_or_says_whose(run_cli, tmp_path, monkeypatch):
+    """A fitted model's file holds no lifetimes: `--data` draws Kaplan-Meier of the user's own, and
+    without it the title says the curve is the bundled GCP data's (a new user's pass: a 6-VM fit drawn
+    against GCP's 1,442, unsaid). Mutations caught: --data ignored; the bundled data unnamed."""
+    import thrifty.transient.plot as plots
+    drawn = []
+    monkeypatch.setattr(plots, "plot_fit", lambda models, data, path, title: drawn.append((data, title)) or path)
+    lifetimes = tmp_path / "l.csv"
+    lifetimes.write_text("lifetime_s,event\n3600,preempted\n7200,preempted\n10000,preempted\n20000,preempted\n"
+                         "50000,preempted\n80000,stopped\n")
+    assert run_cli("preempt", "fit", lifetimes, "--family", "weibull", "--out", tmp_path / "m.json")[0] == 0
+    for extra in (["--data", lifetimes], []):
+        code, _, err = run_cli("preempt", "show", tmp_path / "m.json", "--plot", tmp_path / "s.png", *extra)
+        assert code == 0, err
+    (own, own_title), (bundled, bundled_title) = drawn
+    assert own.lifetime_s.size == 6 and "bundled" not in own_title
+    assert bundled.lifetime_s.size > 1000 and "against the bundled GCP 2019 data: --data CSV" in bundled_title
