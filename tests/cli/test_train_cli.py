@@ -281,10 +281,12 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
     import time
     env = {**os.environ, "TMPDIR": str(short_tmp), "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
     stream, run = tmp_path / "streams" / "steps.jsonl", tmp_path / "run"  # a folder the run makes (mutation: none)
+    # --run-dir relative to the working folder: the JSON names it absolute, as summary.json does (a new
+    # user's pass: "run" there, the summary's path elsewhere; mutation caught: the option's text echoed)
     base = [sys.executable, "-m", "thrifty.cli", "train", "--nproc", "2", "--checkpoint-every", "0",
-            "--run-dir", str(run), "--db", str(tmp_path / "t.db"), "--step-stream", str(stream)]
+            "--run-dir", "run", "--db", str(tmp_path / "t.db"), "--step-stream", str(stream)]
     proc = subprocess.Popen([*base, "--steps", "100000", "--json"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path)
     deadline = time.monotonic() + 240
     while not (stream.exists() and len(stream.read_text().splitlines()) >= 5) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
@@ -302,7 +304,7 @@ def test_a_sigterm_to_a_train_run_alone_saves_it_and_exits_75(tmp_path, short_tm
     assert said["checkpoint_dir"] == str(run)  # alone; under `thrifty run`, its folder
     assert [p.name for p in run.glob("ckpt-*.bin")] == ["ckpt-000001.bin"]
     done = subprocess.run([*base, "--resume", "--steps", str(saved + 3)], env=env, capture_output=True, text=True,
-                          timeout=240)
+                          timeout=240, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert len(stream.read_text().splitlines()) == saved + 3  # on from the saved step, none redone
 

@@ -278,8 +278,10 @@ def _say_preempted(notice, run_dir: Path, json_out: bool) -> None:
     stderr.print(str(notice), soft_wrap=True)
     if json_out:  # under `thrifty run` (or a spot task) the checkpoints are in its folder, not the run's
         from thrifty.transient.protocol import ENV_DIR
-        print_json({"preempted": True, "step": notice.step, "run_dir": str(run_dir),
-                    "checkpoint_dir": os.environ.get(ENV_DIR) or str(run_dir), "message": str(notice)})
+        where = str(Path(run_dir).resolve())  # absolute, as summary.json's (a new user's pass: the text given)
+        print_json({"preempted": True, "step": notice.step, "run_dir": where,
+                    "checkpoint_dir": str(Path(os.environ[ENV_DIR]).resolve()) if os.environ.get(ENV_DIR) else where,
+                    "message": str(notice)})
 
 
 def _store(db: Path, summary: dict, config, mode: str) -> None:
