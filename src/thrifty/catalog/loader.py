@@ -323,8 +323,8 @@ def load_catalog(extra_paths: Iterable[Path | str] = (), *, bundled: bool = True
                     raise CatalogError(f"{path}: {vm.label} in {vm.region or 'no region'} has {vm.vcpus:g} vCPUs and "
                                        f"{vm.memory_gib:g} GiB, and {users[key]} gives it {earlier.vcpus:g} and "
                                        f"{earlier.memory_gib:g}: one type, one machine")
-                if _hardware_and_price(vm) != _hardware_and_price(earlier) or \
-                        vm.spot_price_per_hour != earlier.spot_price_per_hour:  # a new user's pass: silent
+                if (vm.price_per_hour, vm.spot_price_per_hour) != (earlier.price_per_hour,
+                                                                   earlier.spot_price_per_hour):  # a pass: silent
                     log.warning("%s in %s: %s's prices replace %s's", vm.label, vm.region, path, users[key])
             elif earlier is not None:
                 log.debug("%s in %s: a --catalog row replaces the bundled one", vm.label, vm.region)

@@ -195,6 +195,8 @@ def search(
                            "sim replays the configurations of --trace")
     batches = LOCAL_BATCHES if batches is None else batches
     work_dir = LOCAL_WORK_DIR if work_dir is None else work_dir
+    max_nodes = LOCAL_MAX_NODES if max_nodes is None else max_nodes
+    max_ranks = LOCAL_MAX_RANKS if max_ranks is None else max_ranks
     if plot is not None:
         check_png_path(plot, "--plot")
     goal = Objective(objective, None if deadline is None else
@@ -233,9 +235,7 @@ def search(
             from thrifty.search.local import LocalBackend, load_local_types
             local_workload = _given(workload, backend, "--workload")
             local = LocalBackend(local_workload, load_local_types(types), schedule, work_dir, global_batches=sizes,
-                                 max_nodes=LOCAL_MAX_NODES if max_nodes is None else max_nodes,
-                                 max_ranks=LOCAL_MAX_RANKS if max_ranks is None else max_ranks, startup_cost_s=startup_s,
-                                 seed=seed)
+                                 max_nodes=max_nodes, max_ranks=max_ranks, startup_cost_s=startup_s, seed=seed)
             stack.callback(local.close)
             prices = {c: local.price_per_hour(c) for c in local.candidates()}
             if start is None:

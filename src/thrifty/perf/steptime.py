@@ -349,12 +349,12 @@ def fit_step_time(nodes, workers, local_batch, step_time_s, compute_time_s=None,
         raise ModelError("the step-time fit did not converge to finite values: check the samples' units")
     fitted = predict_step_time(params, nodes, workers, batch)
     model = StepTimeModel(params=params, fixed=fixed, sigma_log=sigma, covariance=covariance,
-                          n_samples=int(observed.size),  # an exact fit has no in-sample error to report
-                          train_mdape=(float("nan") if observed.size <= len(free) and sigma <= EXACT_RESIDUAL_LOG
-                                       else mdape(fitted, observed)),
+                          n_samples=int(observed.size),
                           launch_sigma_log=max(float(launch_sigma_log), LAUNCH_SIGMA_LOG_FLOOR),
                           profiled=np.unique(np.stack([nodes, workers, batch], axis=1), axis=0),
                           at_bound=_at_bound(free, result.x, result.active_mask))
+    if not model.exact:  # an exact fit has no in-sample error to report (NaN, the field's default)
+        model.train_mdape = mdape(fitted, observed)
     log.debug("step-time fit on %d samples: sigma_log %.3g, fixed %s, on a bound %s", model.n_samples, sigma,
               ", ".join(fixed) or "none", ", ".join(model.at_bound) or "none")
     return model

@@ -85,15 +85,7 @@ from thrifty.search.config import Config, batch_change_only, needs_new_vms
 from thrifty.search.events import Prediction, Probe, Settled, WindowDone
 from thrifty.search.noise_estimate import DEFAULT_MEMORY, NoiseEstimator, with_prior
 from thrifty.search.noise_schedule import NoiseSchedule, progress_per_step
-from thrifty.search.rule import (
-    Objective,
-    expected_improvement,
-    fits_move_budget,
-    outlook,
-    pick_probe,
-    probe_price,
-    recoups,
-)
+from thrifty.search.rule import Objective, expected_improvement, outlook, pick_probe, probe_price, recoups
 
 SETTLED_CHUNK_STEPS = 100  # a settled window is never cut: few, large chunks
 log = logging.getLogger(__name__)
@@ -419,8 +411,11 @@ class Search:
                             self.backend.target - self.backend.progress, move_s * o.rate,
                             back_s * o.rate[inc], home, move_in_s=move_s, billed_floor_s=np.where(new_vms, floor, 0.0))
         # a probe's round trip (there, and back to the incumbent) beyond the move home that staying
-        # costs anyway, within the move budget of what the incumbent still has to pay
-        affordable = fits_move_budget(move_s * o.rate, back_s * o.rate[inc], home, self.settings.move_budget, y)
+        # costs anyway, within the move budget of what the incumbent still has to pay; the whole round
+        # trip, whatever the chance of winning: weighting the way back by the chance of losing put 4-16
+        # more short time jobs past 5% (docs/search.md)
+        round_trip = move_s * o.rate + back_s * o.rate[inc] - home
+        affordable = round_trip <= self.settings.move_budget * y
         recouping = recoups(gain, win, price, self.settings.recoup_factor)
         chosen = pick_probe(gain, price, ~is_measured & affordable & recouping)
         shown = chosen if chosen is not None else int(np.argmax(np.where(is_measured, -np.inf, gain - price)))
@@ -436,7 +431,7 @@ class Search:
             self.declined = {"config": self.candidates[shown].to_dict(), "objective": objective.kind,
                              "expected_gain": float(gain[shown]), "chance": float(win[shown]),
                              "price": float(price[shown]), "reason": reason, "objective_left": y,
-                             "round_trip": float(move_s[shown] * o.rate[shown] + back_s[shown] * o.rate[inc] - home),
+                             "round_trip": float(round_trip[shown]),
                              "move_budget": self.settings.move_budget, "recoup_factor": self.settings.recoup_factor}
         return None if chosen is None else self.candidates[chosen]
 

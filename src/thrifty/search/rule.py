@@ -160,15 +160,6 @@ def recoups(gain, win_chance, price, factor: float) -> np.ndarray:
     return np.asarray(gain) * np.asarray(win_chance) > factor * np.asarray(price)
 
 
-def fits_move_budget(move_in, move_back, move_home: float, budget: float, y: float) -> np.ndarray:
-    """Per candidate: whether its way there and back to the incumbent, beyond the move home that
-    staying costs anyway (objective units), is at most `budget` of the objective `y` the incumbent
-    still has to pay (search.loop, module docstring "Recoup": the move budget). The whole round trip
-    counts, whatever the chance of winning: weighting the way back by the chance of losing put 4-16
-    more short time jobs past 5% (docs/search.md)."""
-    return np.asarray(move_in, float) + np.asarray(move_back, float) - move_home <= budget * y
-
-
 def pick_probe(gain, price, allowed) -> int | None:
     """The index of argmax(gain - price) over the `allowed` candidates, or None when none is
     allowed or the best's gain does not exceed its price. Filtering before the argmax, not after:

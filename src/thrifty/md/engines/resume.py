@@ -34,4 +34,3 @@ def check_profile_bins(saved_blocks: list, species: list[int], bins: list[int], 
         if tuple(blocks.shape[1:]) != (n_species, n_bins):
             raise ThriftyError(f"the checkpoint in {where} counts its profiles in {blocks.shape[2]} bins, this run "
                                f"in {n_bins} (a checkpoint of an older thrifty): {START_OVER}")
-
